@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# run.sh: runs every test: the check unit suites (one program per module,
+# build/<cfg>/tests/test_*) and the Python integration tests that start the
+# real binary (tests/integration, pytest). Ends with one line
+# "tests: N passed, N failed, N skipped" summed over all of them.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/release}
+PYTHON=${PYTHON:-.venv/bin/python}
+export MANTISSA_BIN=${MANTISSA_BIN:-$PWD/$BUILD/mantissa}
+export CK_FORK=${CK_FORK:-yes}
+
+pass=0; fail=0; skip=0; failed=()
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  echo "== $t"
+  out=$("$t" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  # check's summary: "100%: Checks: 12, Failures: 0, Errors: 0"
+  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
+  if [ -n "$line" ]; then
+    c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+    e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+    pass=$((pass + c - f - e)); fail=$((fail + f + e))
+  fi
+  if [ $rc -ne 0 ]; then
+    [ -n "$line" ] || fail=$((fail + 1))
+    failed+=("$t")
+  fi
+done
+
+if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then
+  echo "== tests/integration (pytest)"
+  out=$("$PYTHON" -m pytest -q -rs tests/integration 2>&1); rc=$?
+  printf '%s\n' "$out"
+  line=$(printf '%s\n' "$out" | grep -E '(passed|failed|skipped|error)' | tail -1)
+  p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
+  f=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$line" | awk '{s+=$1} END{print s+0}')
+  s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || true)
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skip=$((skip + ${s:-0}))
+  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then
+    [ -n "${f:-}" ] && [ "${f:-0}" -gt 0 ] || fail=$((fail + 1))
+    failed+=("tests/integration")
+  fi
+fi
+
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failing: ${failed[*]}"
+echo "tests: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs what Mantissa needs to build, test and run on
+# Debian 12: the Debian packages below (apt-get, as root) and a Python virtual
+# environment in .venv with tools/requirements.txt (pinned).
+#
+#   tools/install-deps.sh                 install what is missing
+#   tools/install-deps.sh --check-debian  only check that the packages are there
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PKGS=(
+  build-essential pkg-config curl ca-certificates unzip python3 python3-venv
+  libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libopenblas-dev
+)
+
+missing=()
+for p in "${DEBIAN_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${1:-}" = "--check-debian" ]; then
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: missing Debian packages: ${missing[*]} (run tools/install-deps.sh as root)" >&2
+    exit 1
+  fi
+  exit 0
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "install-deps: creating .venv"
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements.txt
+echo "install-deps: ok"
