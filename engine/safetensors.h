@@ -1,0 +1,66 @@
+/* safetensors.h: read and write the safetensors format.
+ *
+ * A file is an 8-byte little-endian header length N, N bytes of JSON
+ * ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
+ * "__metadata__": {string: string}}), then the data. st_open maps the file
+ * read-only and validates the header against it before anything is used:
+ * header length bound, known dtypes, shape x dtype size == byte range,
+ * ranges inside the data and not overlapping, no integer overflow. A bad
+ * file is an error naming the file and the tensor, never a crash.
+ */
+#ifndef MT_SAFETENSORS_H
+#define MT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+#define ST_MAX_DIMS 8
+#define ST_MAX_HEADER (100u * 1024u * 1024u) /* as the reference reader */
+
+typedef enum {
+    ST_BOOL, ST_U8, ST_I8, ST_U16, ST_I16, ST_F16, ST_BF16,
+    ST_U32, ST_I32, ST_F32, ST_U64, ST_I64, ST_F64,
+    ST_F8_E4M3, ST_F8_E5M2,
+    ST_DTYPE_COUNT
+} st_dtype;
+
+typedef struct {
+    const char *name;
+    st_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    const void *data;  /* points into the mapping (reader) or caller memory (writer) */
+    size_t nbytes;
+} st_tensor;
+
+typedef struct st_file st_file;
+
+/* Maps and validates path. Errors name the file (and the tensor, where one is at fault). */
+mt_status st_open(const char *path, st_file **out, mt_err *err);
+/* Validates an in-memory image (for tests and fuzzing); buf must outlive the st_file.
+ * label names the buffer in error messages. */
+mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out, mt_err *err);
+void st_close(st_file *f);
+
+size_t st_count(const st_file *f);
+const st_tensor *st_get(const st_file *f, size_t i);       /* in file order of offsets */
+const st_tensor *st_find(const st_file *f, const char *name);
+/* A string from "__metadata__", or NULL when absent. */
+const char *st_meta(const st_file *f, const char *key);
+const char *st_path(const st_file *f);
+
+const char *st_dtype_name(st_dtype d);   /* "F32", "F8_E4M3", ... */
+size_t st_dtype_size(st_dtype d);        /* bytes per element */
+int st_dtype_parse(const char *s, st_dtype *out); /* 0 on success */
+/* Number of elements of t (product of shape; 1 for a scalar). */
+int64_t st_numel(const st_tensor *t);
+
+/* Writes tensors (in the given order, 8-byte aligned data) and string
+ * metadata (meta_kv: key, value, key, value, ..., NULL; may be NULL) to path,
+ * through a temporary file renamed into place. */
+mt_status st_write(const char *path, const st_tensor *t, size_t n,
+                   const char *const *meta_kv, mt_err *err);
+
+#endif
