@@ -1,0 +1,49 @@
+/* tokenizer.h: BERT WordPiece tokenizer (uncased), as Hugging Face's
+ * BertTokenizer / tokenizers' BertNormalizer + BertPreTokenizer + WordPiece
+ * apply it: clean control characters, lowercase, strip accents (NFD, drop
+ * Mn), split CJK ideographs and punctuation, split on whitespace, greedy
+ * longest-match WordPiece with "##" continuation, [UNK] for words with no
+ * match or longer than 100 characters, [CLS] ... [SEP], truncation.
+ */
+#ifndef MT_TOKENIZER_H
+#define MT_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+typedef struct tok tok_t;
+
+typedef struct {
+    bool lowercase;        /* and strip accents, as BertNormalizer with strip_accents=null */
+    bool chinese_chars;    /* put spaces around CJK ideographs */
+    int max_word_chars;    /* longer words become [UNK]; 100 in BERT */
+} tok_options;
+
+/* Loads vocab.txt (one token a line, id = line number). Finds the special
+ * tokens [PAD] [UNK] [CLS] [SEP]; their absence is an error naming the file. */
+mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, mt_err *err);
+void tok_free(tok_t *t);
+
+int tok_vocab_size(const tok_t *t);
+int32_t tok_pad_id(const tok_t *t);
+int32_t tok_cls_id(const tok_t *t);
+int32_t tok_sep_id(const tok_t *t);
+int32_t tok_unk_id(const tok_t *t);
+/* Id of an exact vocab entry, or -1. */
+int32_t tok_lookup(const tok_t *t, const char *token, size_t len);
+/* The vocab entry of an id (NUL-terminated), or NULL. */
+const char *tok_token(const tok_t *t, int32_t id);
+
+/* Encodes len bytes of UTF-8 text as [CLS] wordpieces... [SEP] into ids
+ * (capacity max_len >= 2), keeping the first max_len-2 wordpieces when it is
+ * longer. *n gets the number written; full_len (may be NULL) gets the length
+ * the encoding would have without truncation, specials included.
+ * Invalid UTF-8 (overlongs, surrogates, > U+10FFFF, truncated sequences)
+ * returns MT_EUTF8 with the byte offset in err. Thread-safe on a shared tok_t. */
+mt_status tok_encode(const tok_t *t, const char *text, size_t len,
+                     int32_t *ids, int max_len, int *n, int *full_len, mt_err *err);
+
+#endif
