@@ -1,0 +1,105 @@
+/* backend.h: the table of operations a model's forward pass is written in.
+ *
+ * models/ call only these ops; engine/backend_cpu.c (and later
+ * engine/backend_cuda.c) fill the same table. Buffers passed to ops live in
+ * the backend's memory (host memory for the CPU backend, device memory for
+ * CUDA): get them from ->alloc and move data with ->upload / ->download.
+ *
+ * Activations use a packed "varlen" layout: the tokens of all sequences of a
+ * batch are concatenated, (tokens, hidden), and offsets[b]..offsets[b+1]
+ * delimit sequence b. Attention only ever looks at keys of the query's own
+ * sequence, which is the padding mask with the padding left out.
+ */
+#ifndef MT_BACKEND_H
+#define MT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+typedef enum {
+    MT_PREC_FP32,
+    MT_PREC_TF32, /* FP32 weights, TF32 tensor-core GEMMs: GPU only */
+    MT_PREC_FP16,
+    MT_PREC_BF16,
+    MT_PREC_INT8,
+    MT_PREC_FP8, /* E4M3 (OCP FN) */
+    MT_PREC_COUNT
+} mt_precision;
+
+const char *mt_precision_name(mt_precision p);
+/* 0 when s names a precision ("fp32", "tf32", "fp16", "bf16", "int8", "fp8"). */
+int mt_precision_parse(const char *s, mt_precision *out);
+
+typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
+
+/* A GEMM weight resident in a backend: y = x W^T with W (n, k), in the
+ * precision the variant asked for. scales: one per output channel for the
+ * 8-bit precisions, NULL otherwise. */
+typedef struct mt_weight {
+    mt_precision prec;
+    int n, k;
+    void *data;
+    float *scales;
+    size_t bytes; /* resident bytes, scales included */
+} mt_weight;
+
+typedef struct mt_backend mt_backend;
+
+typedef struct mt_backend_ops {
+    const char *name;
+    void (*destroy)(mt_backend *be);
+    /* Whether weights of precision p can be made and multiplied here. */
+    bool (*supports)(const mt_backend *be, mt_precision p);
+
+    /* ---- memory ---------------------------------------------------- */
+    void *(*alloc)(mt_backend *be, size_t bytes); /* NULL when out of memory */
+    void (*free)(mt_backend *be, void *p);
+    mt_status (*upload)(mt_backend *be, void *dst, const void *src, size_t bytes, mt_err *err);
+    mt_status (*download)(mt_backend *be, void *dst, const void *src, size_t bytes, mt_err *err);
+
+    /* ---- weights --------------------------------------------------- */
+    /* Makes a resident weight from a host FP32 matrix w (n, k). */
+    mt_status (*weight_create)(mt_backend *be, const float *w, int n, int k,
+                               mt_precision prec, mt_weight **out, mt_err *err);
+    void (*weight_destroy)(mt_backend *be, mt_weight *w);
+
+    /* ---- ops (all buffers backend memory) -------------------------- */
+    /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */
+    mt_status (*gemm)(mt_backend *be, const float *x, int m, const mt_weight *w,
+                      const float *bias, mt_act act, float *y, mt_err *err);
+    /* out (t, h) = word[ids[i]] + pos[i - offsets[b]] + type0, per token i of sequence b. */
+    mt_status (*embed)(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
+                       const float *word, const float *pos, const float *type0, int h,
+                       float *out, mt_err *err);
+    /* out (t, h) = LayerNorm(x + res) * gamma + beta; res may be NULL; out may alias x. */
+    mt_status (*layernorm)(mt_backend *be, const float *x, const float *res, const float *gamma,
+                           const float *beta, int t, int h, float eps, float *out, mt_err *err);
+    /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d)) V
+     * per head over each sequence's own tokens. */
+    mt_status (*attention)(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
+                           int heads, int head_dim, float *out, mt_err *err);
+    /* out (nseq, h) = L2-normalised (if normalize) mean over each sequence's tokens. */
+    mt_status (*mean_pool)(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
+                           int h, bool normalize, float *out, mt_err *err);
+} mt_backend_ops;
+
+struct mt_backend {
+    const mt_backend_ops *ops;
+    const char *device; /* "cpu", "cuda:0" ... for logs and metadata */
+    int threads;
+    void *impl;
+};
+
+/* CPU backend: threads <= 0 means all cores. */
+mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err);
+
+static inline void mt_backend_destroy(mt_backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}
+
+#endif

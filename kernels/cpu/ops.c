@@ -1,0 +1,218 @@
+/* ops.c: FP32 CPU kernels for layernorm, attention, GELU, embeddings and
+ * pooling. Written as plain loops that GCC vectorises for AVX2/AVX-512;
+ * exp and erf come from glibc's libmvec (8 lanes at a time) where the build
+ * targets AVX2, and from libm otherwise.
+ */
+#include "kernels/cpu/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* glibc libmvec's AVX2 variants (vector ABI names), GLIBC >= 2.35 for erff. */
+__m256 _ZGVdN8v_expf(__m256 x);
+__m256 _ZGVdN8v_erff(__m256 x);
+#define KC_HAVE_MVEC 1
+#endif
+
+/* ------------------------------------------------------------------------
+ * elementwise
+ * ---------------------------------------------------------------------- */
+
+void kc_exp(float *x, int n)
+{
+    int i = 0;
+#ifdef KC_HAVE_MVEC
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _ZGVdN8v_expf(_mm256_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++)
+        x[i] = expf(x[i]);
+}
+
+void kc_gelu(float *x, int n)
+{
+    int i = 0;
+#ifdef KC_HAVE_MVEC
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 rsqrt2 = _mm256_set1_ps(0.70710678118654752f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(v, rsqrt2));
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, e)));
+    }
+#endif
+    for (; i < n; i++)
+        x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < m; r++) {
+        float *row = y + (size_t)r * n;
+        if (bias)
+            for (int c = 0; c < n; c++)
+                row[c] += bias[c];
+        if (gelu)
+            kc_gelu(row, n);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * layernorm: two passes per row (mean, then variance of the centred values)
+ * for accuracy; eps inside the square root as BERT.
+ * ---------------------------------------------------------------------- */
+
+void kc_layernorm(const float *x, const float *res, const float *g, const float *b,
+                  int t, int h, float eps, float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < t; r++) {
+        const float *xr = x + (size_t)r * h;
+        const float *rr = res ? res + (size_t)r * h : NULL;
+        float *o = out + (size_t)r * h;
+        float sum = 0.f;
+        for (int c = 0; c < h; c++) {
+            float v = xr[c] + (rr ? rr[c] : 0.f);
+            o[c] = v;
+            sum += v;
+        }
+        float mean = sum / (float)h, var = 0.f;
+        for (int c = 0; c < h; c++) {
+            float d = o[c] - mean;
+            var += d * d;
+        }
+        float rstd = 1.0f / sqrtf(var / (float)h + eps);
+        for (int c = 0; c < h; c++)
+            o[c] = (o[c] - mean) * rstd * g[c] + b[c];
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * attention: one (sequence, head) pair per task. K of the head is copied
+ * transposed (dh, L) so that the scores of one query are a run of
+ * contiguous FMAs over the keys; V rows are contiguous already.
+ * ---------------------------------------------------------------------- */
+
+int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                 float *out)
+{
+    int failed = 0;
+    const int hid = heads * dh, stride = 3 * hid;
+    const float scale = 1.0f / sqrtf((float)dh);
+    int maxlen = 0;
+    for (int s = 0; s < nseq; s++)
+        if (offsets[s + 1] - offsets[s] > maxlen)
+            maxlen = offsets[s + 1] - offsets[s];
+    if (maxlen == 0)
+        return 0;
+
+#pragma omp parallel
+    {
+        /* per thread: Kt (dh, maxlen), scores (maxlen), acc (dh) */
+        float *kt = malloc(sizeof(float) * ((size_t)dh * maxlen + maxlen + dh));
+        float *sc = kt ? kt + (size_t)dh * maxlen : NULL;
+        float *acc = sc ? sc + maxlen : NULL;
+#pragma omp for schedule(dynamic, 1)
+        for (int task = 0; task < nseq * heads; task++) {
+            if (!kt) {
+#pragma omp atomic write
+                failed = 1;
+                continue;
+            }
+            int s = task / heads, hd = task % heads;
+            int base = offsets[s], len = offsets[s + 1] - base;
+            const float *q0 = qkv + (size_t)base * stride + hd * dh;
+            const float *k0 = q0 + hid, *v0 = q0 + 2 * hid;
+            for (int j = 0; j < len; j++)
+                for (int d = 0; d < dh; d++)
+                    kt[(size_t)d * len + j] = k0[(size_t)j * stride + d];
+            for (int i = 0; i < len; i++) {
+                const float *q = q0 + (size_t)i * stride;
+                for (int j = 0; j < len; j++)
+                    sc[j] = 0.f;
+                for (int d = 0; d < dh; d++) {
+                    const float qd = q[d] * scale;
+                    const float *kr = kt + (size_t)d * len;
+                    for (int j = 0; j < len; j++)
+                        sc[j] += qd * kr[j];
+                }
+                float mx = sc[0];
+                for (int j = 1; j < len; j++)
+                    mx = sc[j] > mx ? sc[j] : mx;
+                for (int j = 0; j < len; j++)
+                    sc[j] -= mx;
+                kc_exp(sc, len);
+                float sum = 0.f;
+                for (int j = 0; j < len; j++)
+                    sum += sc[j];
+                for (int d = 0; d < dh; d++)
+                    acc[d] = 0.f;
+                for (int j = 0; j < len; j++) {
+                    const float p = sc[j];
+                    const float *v = v0 + (size_t)j * stride;
+                    for (int d = 0; d < dh; d++)
+                        acc[d] += p * v[d];
+                }
+                float inv = 1.0f / sum;
+                float *o = out + (size_t)(base + i) * hid + hd * dh;
+                for (int d = 0; d < dh; d++)
+                    o[d] = acc[d] * inv;
+            }
+        }
+        free(kt);
+    }
+    return failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * embeddings and pooling
+ * ---------------------------------------------------------------------- */
+
+void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
+              const float *pos, const float *type0, int h, float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < nseq; s++) {
+        for (int i = offsets[s]; i < offsets[s + 1]; i++) {
+            const float *w = word + (size_t)ids[i] * h;
+            const float *p = pos + (size_t)(i - offsets[s]) * h;
+            float *o = out + (size_t)i * h;
+            for (int c = 0; c < h; c++)
+                o[c] = w[c] + p[c] + type0[c];
+        }
+    }
+}
+
+void kc_mean_pool(const float *x, const int32_t *offsets, int nseq, int h, bool normalize,
+                  float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < nseq; s++) {
+        float *o = out + (size_t)s * h;
+        int len = offsets[s + 1] - offsets[s];
+        for (int c = 0; c < h; c++)
+            o[c] = 0.f;
+        for (int i = offsets[s]; i < offsets[s + 1]; i++) {
+            const float *r = x + (size_t)i * h;
+            for (int c = 0; c < h; c++)
+                o[c] += r[c];
+        }
+        /* sentence-transformers divides by the mask sum clamped at 1e-9 */
+        float inv = 1.0f / (len > 0 ? (float)len : 1e-9f);
+        for (int c = 0; c < h; c++)
+            o[c] *= inv;
+        if (normalize) {
+            float n2 = 0.f;
+            for (int c = 0; c < h; c++)
+                n2 += o[c] * o[c];
+            float nrm = sqrtf(n2);
+            float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
+            for (int c = 0; c < h; c++)
+                o[c] *= k;
+        }
+    }
+}

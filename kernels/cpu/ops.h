@@ -1,0 +1,38 @@
+/* ops.h: FP32 CPU kernels for the encoder's non-GEMM work (layernorm,
+ * attention, GELU, embeddings, pooling). The GEMMs go to BLAS in
+ * engine/backend_cpu.c. Each kernel is threaded with OpenMP over its outer
+ * dimension; tests/unit/test_cpu_ops.c checks each against a plain twin.
+ */
+#ifndef MT_KERNELS_CPU_OPS_H
+#define MT_KERNELS_CPU_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* In place over n floats: x = exp(x) / x = gelu(x) (erf form, as BERT). */
+void kc_exp(float *x, int n);
+void kc_gelu(float *x, int n);
+
+/* y (m, n) += bias (may be NULL), then GELU when gelu. */
+void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu);
+
+/* out (t, h) = LN(x + res) * g + b; res may be NULL; out may alias x or res. */
+void kc_layernorm(const float *x, const float *res, const float *g, const float *b,
+                  int t, int h, float eps, float *out);
+
+/* qkv (t, 3*heads*dh) -> out (t, heads*dh); softmax(QK^T/sqrt(dh))V per
+ * sequence and head, keys limited to the query's own sequence.
+ * Returns 0, or -1 when its scratch memory could not be allocated. */
+int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                 float *out);
+
+/* out (t, h) = word[ids] + pos[position in sequence] + type0. */
+void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
+              const float *pos, const float *type0, int h, float *out);
+
+/* out (nseq, h) = mean of each sequence's rows, then L2-normalised if asked
+ * (norm clamped at 1e-12 as torch.nn.functional.normalize). */
+void kc_mean_pool(const float *x, const int32_t *offsets, int nseq, int h, bool normalize,
+                  float *out);
+
+#endif

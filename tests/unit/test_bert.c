@@ -1,0 +1,292 @@
+/* test_bert.c: the BERT encoder on the real all-MiniLM-L6-v2 weights,
+ * piece by piece and whole, against sentence-transformers/PyTorch outputs
+ * committed in tests/fixtures/reference (tools/make-reference.py); batch vs
+ * one-at-a-time; and the load errors a broken model folder gives. */
+#include <cJSON.h>
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/jsonfile.h"
+#include "engine/metrics.h"
+#include "engine/safetensors.h"
+#include "models/bert.h"
+
+#define MODEL_DIR "models/all-MiniLM-L6-v2"
+#define REF_DIR "tests/fixtures/reference"
+
+static mt_backend *be;
+static bert_model *model;
+
+static void setup(void)
+{
+    mt_err err;
+    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
+    bert_load_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_msg(bert_load(MODEL_DIR, be, &o, &model, &err) == MT_OK, "%s", err.msg);
+}
+
+static void teardown(void)
+{
+    bert_free(model);
+    mt_backend_destroy(be);
+}
+
+/* Error of got against want relative to want's largest magnitude. */
+static double scaled_err(const float *got, const cJSON *rows, int h)
+{
+    double m = 0, scale = 1e-6;
+    int r = 0;
+    const cJSON *row, *v;
+    cJSON_ArrayForEach(row, rows)
+    {
+        int c = 0;
+        cJSON_ArrayForEach(v, row)
+        {
+            double d = fabs(got[(size_t)r * h + c] - v->valuedouble);
+            m = d > m || d != d ? d : m;
+            scale = fabs(v->valuedouble) > scale ? fabs(v->valuedouble) : scale;
+            c++;
+        }
+        r++;
+    }
+    return m / scale;
+}
+
+START_TEST(bert_reads_minilm_architecture)
+{
+    const bert_config *c = bert_get_config(model);
+    ck_assert_int_eq(c->hidden, 384);
+    ck_assert_int_eq(c->layers, 6);
+    ck_assert_int_eq(c->heads, 12);
+    ck_assert_int_eq(c->intermediate, 1536);
+    ck_assert_int_eq(c->vocab, 30522);
+    ck_assert_int_eq(c->max_seq_len, 256);
+    ck_assert(c->normalize);
+    /* 6 layers x (3*384*384 + 384*384 + 2*384*1536) FP32 GEMM weights */
+    ck_assert_uint_eq(bert_gemm_weight_bytes(model), (size_t)6 * (4 * 384 * 384 + 2 * 384 * 1536) * 4);
+}
+END_TEST
+
+START_TEST(bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden)
+{
+    cJSON *j;
+    mt_err err;
+    ck_assert_msg(mt_json_load(REF_DIR "/pieces.json", &j, &err) == MT_OK, "%s", err.msg);
+    const cJSON *jids = cJSON_GetObjectItem(j, "ids"), *v;
+    int t = cJSON_GetArraySize(jids), k = 0;
+    int32_t ids[64], off[2] = {0, t};
+    cJSON_ArrayForEach(v, jids) ids[k++] = (int32_t)v->valuedouble;
+    float *out = malloc(sizeof(float) * t * 384);
+    static const struct {
+        const char *key;
+        int layers;
+    } pieces[] = {{"embeddings", 0}, {"layer0", 1}, {"last_hidden", 6}};
+    for (size_t p = 0; p < 3; p++) {
+        for (int i = 0; i < t * 384; i++)
+            out[i] = NAN; /* poison */
+        ck_assert_int_eq(bert_hidden_states(model, ids, off, 1, pieces[p].layers, out, &err), MT_OK);
+        double e = scaled_err(out, cJSON_GetObjectItem(j, pieces[p].key), 384);
+        ck_assert_msg(e < 2e-5, "%s: relative error %g", pieces[p].key, e);
+    }
+    free(out);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* Reads the reference sentences and vectors. */
+static int load_reference(char ***sent, float **vec)
+{
+    char *text;
+    size_t len, n = 0;
+    mt_err err;
+    ck_assert_msg(mt_read_file(REF_DIR "/sentences.jsonl", 1 << 24, &text, &len, &err) == MT_OK, "%s", err.msg);
+    *sent = NULL;
+    char *save;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *s = cJSON_Parse(l);
+        ck_assert(cJSON_IsString(s));
+        *sent = realloc(*sent, sizeof(char *) * (n + 1));
+        (*sent)[n++] = strdup(s->valuestring);
+        cJSON_Delete(s);
+    }
+    free(text);
+    char *raw;
+    ck_assert_int_eq(mt_read_file(REF_DIR "/minilm_fp32.f32", 1 << 26, &raw, &len, &err), MT_OK);
+    ck_assert_uint_eq(len, n * 384 * sizeof(float));
+    *vec = (float *)raw;
+    return (int)n;
+}
+
+START_TEST(bert_matches_sentence_transformers_on_every_reference_sentence)
+{
+    char **sent;
+    float *ref;
+    int n = load_reference(&sent, &ref);
+    ck_assert_int_ge(n, 200);
+    float *out = malloc(sizeof(float) * 32 * 384);
+    size_t lens[32];
+    double worst_cos = 1, worst_diff = 0;
+    mt_err err;
+    for (int i = 0; i < n; i += 32) {
+        int b = n - i < 32 ? n - i : 32;
+        for (int k = 0; k < b; k++)
+            lens[k] = strlen(sent[i + k]);
+        ck_assert_msg(bert_embed_texts(model, (const char *const *)sent + i, lens, b, out, NULL, &err) == MT_OK,
+                      "%s", err.msg);
+        for (int k = 0; k < b; k++) {
+            double c = mt_cosine(out + k * 384, ref + (size_t)(i + k) * 384, 384);
+            double d = mt_max_abs_diff(out + k * 384, ref + (size_t)(i + k) * 384, 384);
+            worst_cos = c < worst_cos ? c : worst_cos;
+            worst_diff = d > worst_diff ? d : worst_diff;
+            ck_assert_msg(c >= 0.99999 && d <= 1e-4, "sentence %d (%.60s): cosine %.7f, max diff %g",
+                          i + k, sent[i + k], c, d);
+        }
+    }
+    printf("bert: %d reference sentences: min cosine %.8f, max abs diff %.3g\n", n, worst_cos, worst_diff);
+    for (int i = 0; i < n; i++)
+        free(sent[i]);
+    free(sent);
+    free(ref);
+    free(out);
+}
+END_TEST
+
+START_TEST(bert_batch_of_ragged_lengths_equals_one_at_a_time)
+{
+    const char *texts[] = {"a", "A man is playing a guitar.", "", "tokens " /* long */
+                           "repeated many times to make a longer sequence than the others in the batch",
+                           "Ünïcödé, 中文 and emoji 😀 together"};
+    const int n = 5;
+    size_t lens[5];
+    for (int i = 0; i < n; i++)
+        lens[i] = strlen(texts[i]);
+    float batch[5 * 384], one[384];
+    mt_err err;
+    ck_assert_int_eq(bert_embed_texts(model, texts, lens, n, batch, NULL, &err), MT_OK);
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(bert_embed_texts(model, texts + i, lens + i, 1, one, NULL, &err), MT_OK);
+        double c = mt_cosine(one, batch + i * 384, 384), d = mt_max_abs_diff(one, batch + i * 384, 384);
+        ck_assert_msg(c > 0.9999999 && d < 1e-6, "text %d: cosine %.9f max diff %g", i, c, d);
+    }
+}
+END_TEST
+
+START_TEST(bert_forward_rejects_bad_ids_and_lengths)
+{
+    float out[2 * 384];
+    mt_err err;
+    int32_t ids[3] = {101, 40000, 102}, off[2] = {0, 3};
+    ck_assert_int_eq(bert_forward(model, ids, off, 1, out, &err), MT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "40000"));
+    int32_t empty[3] = {0, 0, 1};
+    ck_assert_int_eq(bert_forward(model, ids, empty, 2, out, &err), MT_EINVAL);
+    int32_t *big = calloc(300, sizeof(int32_t)), boff[2] = {0, 300};
+    ck_assert_int_eq(bert_forward(model, big, boff, 1, out, &err), MT_EINVAL);
+    free(big);
+}
+END_TEST
+
+/* ---- broken model folders ------------------------------------------------ */
+
+/* A copy of the model folder in a temp dir whose model.safetensors is the
+ * real one with tensor `name` changed by `mutate` (or dropped when NULL). */
+static char *broken_copy(const char *name, void (*mutate)(float *, size_t))
+{
+    static char dir[256];
+    snprintf(dir, sizeof dir, "/tmp/mt_bert_test_%d", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/1_Pooling && cd %s && for f in config.json vocab.txt "
+             "sentence_bert_config.json modules.json 1_Pooling/config.json; do cp %s/" MODEL_DIR "/$f $f; done",
+             dir, dir, dir, getcwd((char[512]){0}, 512));
+    ck_assert_int_eq(system(cmd), 0);
+    st_file *f;
+    mt_err err;
+    ck_assert_int_eq(st_open(MODEL_DIR "/model.safetensors", &f, &err), MT_OK);
+    size_t n = st_count(f), k = 0;
+    st_tensor *t = calloc(n, sizeof *t);
+    float *copy = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const st_tensor *src = st_get(f, i);
+        if (!strcmp(src->name, name)) {
+            if (!mutate)
+                continue;
+            copy = malloc(src->nbytes);
+            memcpy(copy, src->data, src->nbytes);
+            mutate(copy, src->nbytes / sizeof(float));
+            t[k] = *src;
+            t[k++].data = copy;
+        } else {
+            t[k++] = *src;
+        }
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(st_write(path, t, k, NULL, &err) == MT_OK, "%s", err.msg);
+    free(copy);
+    free(t);
+    st_close(f);
+    return dir;
+}
+
+static void put_nan(float *w, size_t n) { w[n / 2] = NAN; }
+
+static void expect_load_error(const char *dir, const char *want)
+{
+    bert_model *m = NULL;
+    mt_err err = {{0}};
+    bert_load_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_int_ne(bert_load(dir, be, &o, &m, &err), MT_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
+}
+
+START_TEST(bert_load_errors_name_the_file_and_tensor)
+{
+    expect_load_error("/nonexistent/model", "/nonexistent/model/config.json");
+    char *d = broken_copy("encoder.layer.3.intermediate.dense.weight", NULL);
+    expect_load_error(d, "tensor 'encoder.layer.3.intermediate.dense.weight' is missing");
+    d = broken_copy("encoder.layer.2.output.dense.weight", put_nan);
+    expect_load_error(d, "tensor 'encoder.layer.2.output.dense.weight' has a non-finite value");
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "truncate -s 1000 %s/model.safetensors", d);
+    ck_assert_int_eq(system(cmd), 0);
+    expect_load_error(d, "model.safetensors");
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(bert_refuses_precisions_the_backend_lacks)
+{
+    bert_model *m = NULL;
+    mt_err err;
+    bert_load_opts o = {.precision = MT_PREC_TF32};
+    ck_assert_int_eq(bert_load(MODEL_DIR, be, &o, &m, &err), MT_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "tf32"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bert");
+    TCase *tc = tcase_create("minilm");
+    tcase_add_unchecked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, bert_reads_minilm_architecture);
+    tcase_add_test(tc, bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden);
+    tcase_add_test(tc, bert_matches_sentence_transformers_on_every_reference_sentence);
+    tcase_add_test(tc, bert_batch_of_ragged_lengths_equals_one_at_a_time);
+    tcase_add_test(tc, bert_forward_rejects_bad_ids_and_lengths);
+    tcase_add_test(tc, bert_load_errors_name_the_file_and_tensor);
+    tcase_add_test(tc, bert_refuses_precisions_the_backend_lacks);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,242 @@
+/* test_cpu_ops.c: the CPU kernels (kernels/cpu/ops.c) and the CPU backend's
+ * GEMM against plain double-precision twins written here, on fresh random
+ * inputs, outputs poisoned with NaN before each run so that an element left
+ * unwritten fails the comparison. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "kernels/cpu/ops.h"
+
+static unsigned long long rng = 0x1234abcdULL;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+static float *rand_vec(size_t n, float scale)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand() * scale;
+    return v;
+}
+static float *poisoned(size_t n)
+{
+    float *v = malloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = NAN;
+    return v;
+}
+/* max |a-b| / max(max |b|, floor) over n: the error relative to the
+ * output's scale (FP32 rounding is relative to the magnitudes summed, not
+ * to each result, which may cancel to near zero). NaN anywhere -> inf. */
+static double rel_err(const float *a, const double *b, size_t n, double floor_)
+{
+    double m = 0, scale = floor_;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e == e))
+            return INFINITY;
+        if (e > m)
+            m = e;
+        if (fabs(b[i]) > scale)
+            scale = fabs(b[i]);
+    }
+    return m / scale;
+}
+
+/* ---- plain twins --------------------------------------------------------- */
+
+static void ref_attention(const float *qkv, const int32_t *off, int nseq, int heads, int dh,
+                          double *out)
+{
+    int hid = heads * dh, stride = 3 * hid;
+    for (int s = 0; s < nseq; s++)
+        for (int h = 0; h < heads; h++)
+            for (int i = off[s]; i < off[s + 1]; i++) {
+                int len = off[s + 1] - off[s];
+                double *p = malloc(sizeof(double) * len), mx = -INFINITY, sum = 0;
+                for (int j = 0; j < len; j++) {
+                    double d = 0;
+                    for (int k = 0; k < dh; k++)
+                        d += (double)qkv[(size_t)i * stride + h * dh + k] *
+                             qkv[(size_t)(off[s] + j) * stride + hid + h * dh + k];
+                    p[j] = d / sqrt((double)dh);
+                    if (p[j] > mx)
+                        mx = p[j];
+                }
+                for (int j = 0; j < len; j++)
+                    sum += (p[j] = exp(p[j] - mx));
+                for (int k = 0; k < dh; k++) {
+                    double o = 0;
+                    for (int j = 0; j < len; j++)
+                        o += p[j] * qkv[(size_t)(off[s] + j) * stride + 2 * hid + h * dh + k];
+                    out[(size_t)i * hid + h * dh + k] = o / sum;
+                }
+                free(p);
+            }
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+START_TEST(attention_matches_double_reference_on_ragged_batches)
+{
+    static const int lens_sets[][5] = {{1, 0}, {7, 0}, {128, 0}, {3, 17, 1, 64, 0}, {256, 5, 0}};
+    for (size_t c = 0; c < sizeof lens_sets / sizeof *lens_sets; c++) {
+        int32_t off[6] = {0};
+        int nseq = 0;
+        for (; lens_sets[c][nseq]; nseq++)
+            off[nseq + 1] = off[nseq] + lens_sets[c][nseq];
+        const int heads = 12, dh = 32, t = off[nseq];
+        float *qkv = rand_vec((size_t)t * 3 * heads * dh, 2.0f);
+        float *out = poisoned((size_t)t * heads * dh);
+        double *ref = malloc(sizeof(double) * t * heads * dh);
+        ck_assert_int_eq(kc_attention(qkv, off, nseq, heads, dh, out), 0);
+        ref_attention(qkv, off, nseq, heads, dh, ref);
+        double e = rel_err(out, ref, (size_t)t * heads * dh, 1e-2);
+        ck_assert_msg(e < 1e-5, "case %zu: relative error %g", c, e);
+        free(qkv);
+        free(out);
+        free(ref);
+    }
+}
+END_TEST
+
+START_TEST(layernorm_with_residual_matches_reference)
+{
+    const int t = 33, h = 384;
+    float *x = rand_vec((size_t)t * h, 3), *res = rand_vec((size_t)t * h, 3);
+    float *g = rand_vec(h, 1), *b = rand_vec(h, 1), *out = poisoned((size_t)t * h);
+    double *ref = malloc(sizeof(double) * t * h);
+    for (int r = 0; r < t; r++) {
+        double mean = 0, var = 0;
+        for (int c = 0; c < h; c++)
+            mean += (double)x[r * h + c] + res[r * h + c];
+        mean /= h;
+        for (int c = 0; c < h; c++) {
+            double d = (double)x[r * h + c] + res[r * h + c] - mean;
+            var += d * d;
+        }
+        var /= h;
+        for (int c = 0; c < h; c++)
+            ref[r * h + c] = ((double)x[r * h + c] + res[r * h + c] - mean) / sqrt(var + 1e-12) * g[c] + b[c];
+    }
+    kc_layernorm(x, res, g, b, t, h, 1e-12f, out);
+    double e = rel_err(out, ref, (size_t)t * h, 1e-2);
+    ck_assert_msg(e < 1e-5, "relative error %g", e);
+    /* in place (out aliases x), as the forward pass uses it */
+    kc_layernorm(x, res, g, b, t, h, 1e-12f, x);
+    ck_assert_msg(rel_err(x, ref, (size_t)t * h, 1e-2) < 1e-5, "in-place differs");
+    free(x), free(res), free(g), free(b), free(out), free(ref);
+}
+END_TEST
+
+START_TEST(gelu_and_exp_match_libm_in_double_on_every_tail_length)
+{
+    for (int n = 0; n < 40; n++) {
+        float *x = rand_vec((size_t)n + 1, 8), *y = malloc(sizeof(float) * (n + 1));
+        memcpy(y, x, sizeof(float) * (n + 1));
+        kc_gelu(y, n);
+        for (int i = 0; i < n; i++) {
+            double r = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+            /* 1 + erf(x) cancels for x << 0: an absolute floor covers it */
+            ck_assert_msg(fabs(y[i] - r) <= 2e-7 + 2e-6 * fabs(r), "gelu(%g)=%g, want %g", x[i], y[i], r);
+        }
+        ck_assert(y[n] == x[n]); /* nothing past n touched */
+        memcpy(y, x, sizeof(float) * (n + 1));
+        kc_exp(y, n);
+        for (int i = 0; i < n; i++)
+            ck_assert_msg(fabs(y[i] - exp(x[i])) <= 1e-6 * exp(x[i]), "exp(%g)", x[i]);
+        free(x), free(y);
+    }
+}
+END_TEST
+
+START_TEST(mean_pool_normalises_each_sequence_over_its_own_tokens)
+{
+    const int32_t off[4] = {0, 1, 9, 40};
+    const int h = 384;
+    float *x = rand_vec((size_t)40 * h, 1), *out = poisoned((size_t)3 * h);
+    kc_mean_pool(x, off, 3, h, true, out);
+    for (int s = 0; s < 3; s++) {
+        double mean[384], n2 = 0;
+        for (int c = 0; c < h; c++) {
+            mean[c] = 0;
+            for (int i = off[s]; i < off[s + 1]; i++)
+                mean[c] += x[(size_t)i * h + c];
+            mean[c] /= off[s + 1] - off[s];
+            n2 += mean[c] * mean[c];
+        }
+        for (int c = 0; c < h; c++)
+            mean[c] /= sqrt(n2);
+        ck_assert_msg(rel_err(out + (size_t)s * h, mean, h, 1e-3) < 1e-5, "sequence %d", s);
+    }
+    free(x), free(out);
+}
+END_TEST
+
+START_TEST(cpu_backend_gemm_with_bias_and_gelu_matches_reference_on_odd_shapes)
+{
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    static const int shapes[][3] = {{1, 384, 384}, {7, 1536, 384}, {33, 13, 17}, {5, 1, 1}};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+        int m = shapes[c][0], n = shapes[c][1], k = shapes[c][2];
+        float *x = rand_vec((size_t)m * k, 1), *w = rand_vec((size_t)n * k, 1);
+        float *bias = rand_vec(n, 1), *y = poisoned((size_t)m * n);
+        double *ref = malloc(sizeof(double) * m * n);
+        mt_weight *wt;
+        ck_assert_int_eq(be->ops->weight_create(be, w, n, k, MT_PREC_FP32, &wt, &err), MT_OK);
+        ck_assert_int_eq(be->ops->gemm(be, x, m, wt, bias, MT_ACT_GELU, y, &err), MT_OK);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double a = bias[j];
+                for (int q = 0; q < k; q++)
+                    a += (double)x[i * k + q] * w[(size_t)j * k + q];
+                ref[i * n + j] = 0.5 * a * (1 + erf(a / sqrt(2.0)));
+            }
+        double e = rel_err(y, ref, (size_t)m * n, 1e-2);
+        ck_assert_msg(e < 1e-5, "shape %dx%dx%d: relative error %g", m, n, k, e);
+        be->ops->weight_destroy(be, wt);
+        free(x), free(w), free(bias), free(y), free(ref);
+    }
+    mt_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(cpu_backend_refuses_precisions_it_cannot_run)
+{
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(1, &be, &err), MT_OK);
+    ck_assert(!be->ops->supports(be, MT_PREC_TF32));
+    float w[4] = {1, 2, 3, 4};
+    mt_weight *wt = NULL;
+    ck_assert_int_eq(be->ops->weight_create(be, w, 2, 2, MT_PREC_TF32, &wt, &err), MT_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(err.msg, "tf32"));
+    mt_backend_destroy(be);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cpu_ops");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, attention_matches_double_reference_on_ragged_batches);
+    tcase_add_test(tc, layernorm_with_residual_matches_reference);
+    tcase_add_test(tc, gelu_and_exp_match_libm_in_double_on_every_tail_length);
+    tcase_add_test(tc, mean_pool_normalises_each_sequence_over_its_own_tokens);
+    tcase_add_test(tc, cpu_backend_gemm_with_bias_and_gelu_matches_reference_on_odd_shapes);
+    tcase_add_test(tc, cpu_backend_refuses_precisions_it_cannot_run);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
