@@ -1,0 +1,160 @@
+/* api_openai.c: the OpenAI embeddings API (POST /v1/embeddings, GET
+ * /v1/models), so the OpenAI SDKs work with base_url pointed here. The SDKs
+ * ask for base64 (little-endian float32) by default; float is the other
+ * encoding. Token-id inputs are refused with a clear message. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/api.h"
+
+void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char *const *p,
+                           http_resp *r)
+{
+    cJSON *j = api_parse_body(ctx, req, true, r);
+    if (!j)
+        return;
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    float *vec = NULL;
+
+    static const char *const known[] = {"input", "model", "encoding_format", "dimensions", "user"};
+    for (const cJSON *it = j->child; it; it = it->next) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
+            k++;
+        if (k == sizeof known / sizeof *known) {
+            api_error(r, true, 400, it->string, "unknown field \"%s\"", it->string);
+            goto done;
+        }
+    }
+
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(j, "input");
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "encoding_format");
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
+    if (!cJSON_IsString(model)) {
+        api_error(r, true, 400, "model", "\"model\" must be a string naming a served model");
+        goto done;
+    }
+    bool base64 = false;
+    if (fmt && !cJSON_IsNull(fmt)) {
+        if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "base64"))
+            base64 = true;
+        else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "float") != 0) {
+            api_error(r, true, 400, "encoding_format",
+                      "\"encoding_format\" must be \"float\" or \"base64\"");
+            goto done;
+        }
+    }
+
+    srv_model *m;
+    srv_variant *v;
+    if (!api_resolve(ctx, req, model->valuestring, true, &m, &v, r))
+        goto done;
+    if (dims && !cJSON_IsNull(dims) &&
+        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)m->hidden)) {
+        api_error(r, true, 400, "dimensions",
+                  "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
+                  m->hidden);
+        goto done;
+    }
+
+    /* input: a string or a non-empty array of strings */
+    int n;
+    if (cJSON_IsString(input)) {
+        n = 1;
+    } else if (cJSON_IsArray(input)) {
+        n = cJSON_GetArraySize(input);
+        if (n == 0) {
+            api_error(r, true, 400, "input", "\"input\" is an empty array");
+            goto done;
+        }
+    } else {
+        api_error(r, true, 400, "input", "\"input\" must be a string or an array of strings");
+        goto done;
+    }
+    if (n > ctx->cfg->max_inputs) {
+        api_error(r, true, 413, "max_inputs",
+                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
+                  ctx->cfg->max_inputs);
+        goto done;
+    }
+    texts = malloc(sizeof *texts * (size_t)n);
+    lens = malloc(sizeof *lens * (size_t)n);
+    if (!texts || !lens) {
+        api_error(r, true, 500, NULL, "out of memory");
+        goto done;
+    }
+    if (cJSON_IsString(input)) {
+        texts[0] = input->valuestring;
+    } else {
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, input)
+        {
+            if (!cJSON_IsString(it)) {
+                api_error(r, true, 400, "input",
+                          cJSON_IsNumber(it) || cJSON_IsArray(it)
+                              ? "input[%d]: token-id inputs are not supported; send text"
+                              : "input[%d] must be a string",
+                          i);
+                goto done;
+            }
+            texts[i++] = it->valuestring;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        lens[i] = strlen(texts[i]);
+
+    long tokens = 0;
+    if (!api_embed(ctx, m, v, texts, lens, n, true, &vec, &tokens, r))
+        goto done;
+
+    sbuf *b = &r->body;
+    sb_reserve(b, (size_t)n * (base64 ? (size_t)m->hidden * 6 : (size_t)m->hidden * 12) + 256);
+    sb_puts(b, "{\"object\":\"list\",\"data\":[");
+    for (int i = 0; i < n; i++) {
+        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
+        const float *e = vec + (size_t)i * m->hidden;
+        if (base64) {
+            sb_putc(b, '"');
+            sb_base64(b, e, sizeof(float) * (size_t)m->hidden); /* x86: already little-endian */
+            sb_putc(b, '"');
+        } else {
+            sb_float_array(b, e, (size_t)m->hidden);
+        }
+        sb_putc(b, '}');
+    }
+    sb_puts(b, "],\"model\":");
+    sb_json_str(b, model->valuestring, strlen(model->valuestring));
+    sb_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}}", tokens, tokens);
+
+done:
+    free(texts);
+    free(lens);
+    free(vec);
+    cJSON_Delete(j);
+}
+
+void api_openai_models(const http_ctx *ctx, const http_req *req, const char *const *p,
+                       http_resp *r)
+{
+    sbuf *b = &r->body;
+    sb_puts(b, "{\"object\":\"list\",\"data\":[");
+    int first = 1;
+    for (int i = 0; i < ctx->models->nmodels; i++) {
+        const srv_model *m = &ctx->models->models[i];
+        /* the model itself, then each variant as model@variant */
+        for (int k = -1; k < m->nvariants; k++) {
+            char id[2 * CFG_NAME_MAX + 2];
+            snprintf(id, sizeof id, "%s%s%s", m->cfg.name, k < 0 ? "" : "@",
+                     k < 0 ? "" : m->variants[k].cfg.name);
+            sb_puts(b, first ? "{\"id\":" : ",{\"id\":");
+            first = 0;
+            sb_json_str(b, id, strlen(id));
+            sb_puts(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"mantissa\"}");
+        }
+    }
+    sb_puts(b, "]}");
+}

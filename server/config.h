@@ -1,0 +1,67 @@
+/* config.h: mantissa.json, parsed and validated as a whole.
+ *
+ * Every error names the file and the field, e.g.
+ *   config/mantissa.json: models[0].variants[1].precision: unknown precision "int4"
+ * Unknown and duplicated keys are errors too, so a typo never passes
+ * silently. The README documents the schema.
+ */
+#ifndef MT_SERVER_CONFIG_H
+#define MT_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/backend.h"
+#include "engine/status.h"
+
+#define CFG_NAME_MAX 64
+
+typedef struct {
+    char name[CFG_NAME_MAX];
+    mt_precision precision;
+    char calibration[16]; /* absmax (default), percentile, mse */
+    double percentile;    /* for calibration "percentile" */
+    double traffic;       /* weight in the unpinned split */
+} cfg_variant;
+
+typedef enum { CFG_DEVICE_AUTO, CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device;
+
+typedef struct {
+    char name[CFG_NAME_MAX];
+    char *path;
+    cfg_device device;
+    int max_seq_len;       /* 0: the model's own (256 for MiniLM) */
+    bool truncate;         /* over-long inputs: truncate (true) or 422 (false) */
+    int max_batch_size;    /* texts per forward */
+    int max_batch_tokens;
+    int max_queue_delay_us;
+    int max_queue;
+    cfg_variant *variants;
+    int nvariants;
+} cfg_model;
+
+typedef struct {
+    char listen_host[256];
+    int listen_port;
+    int http_threads;
+    size_t max_body_bytes;
+    int max_inputs;       /* texts per request */
+    int engine_threads;   /* CPU threads for the engine; 0 = all cores */
+    int request_timeout_ms;
+    cfg_model *models;
+    int nmodels;
+    char *source; /* path it came from, for messages */
+} cfg_config;
+
+mt_status cfg_load(const char *path, cfg_config **out, mt_err *err);
+/* Parses text (label names it in errors). */
+mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config **out,
+                    mt_err *err);
+void cfg_free(cfg_config *c);
+
+/* Parses "host:port", "[v6]:port" or ":port" into c; 0 on success. */
+int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port);
+
+const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
+
+#endif

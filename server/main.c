@@ -1,0 +1,434 @@
+/* main.c: the mantissa command line: one binary, several subcommands.
+ *
+ *   mantissa serve --config FILE [--listen ADDR:PORT]
+ *   mantissa embed --config FILE [--model NAME[@VARIANT]] [--jsonl]   < texts
+ *   mantissa eval  --config FILE --stsb FILE [--model NAME[@VARIANT]]
+ *   mantissa bench --config FILE --ids FILE [--batch 1,32] [--seconds S]
+ *
+ * Only this file prints to stdout or exits; everything below it returns
+ * errors as values.
+ */
+#include <cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/jsonfile.h"
+#include "engine/metrics.h"
+#include "server/api.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "server/models.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mantissa COMMAND [options]\n"
+            "\n"
+            "commands:\n"
+            "  serve   serve the models of a config over HTTP (OpenAI and KServe v2 APIs)\n"
+            "  embed   embed texts from stdin (one per line, or JSON strings with --jsonl);\n"
+            "          prints one JSON array of floats per line\n"
+            "  eval    STS-B Spearman (x100) of a model on the STS Benchmark test file\n"
+            "  bench   engine throughput (sentences/s) on given token ids, per batch size\n"
+            "\n"
+            "common options:\n"
+            "  --config FILE      config file (default config/mantissa.json)\n"
+            "  --model NAME[@V]   model (and variant) for embed/eval/bench (default: the first)\n"
+            "serve:  --listen ADDR:PORT   overrides server.listen\n"
+            "eval:   --stsb FILE          the STS-B test split (sts-test.csv)\n"
+            "bench:  --ids FILE           JSON list of token-id lists ([CLS] ... [SEP])\n"
+            "        --batch LIST         batch sizes, comma-separated (default 1,32)\n"
+            "        --seconds S          minimum time per batch size (default 3)\n"
+            "\n"
+            "mantissa COMMAND --help shows this text.\n");
+}
+
+typedef struct {
+    const char *config, *listen, *model, *stsb, *ids, *batches;
+    double seconds;
+    int jsonl;
+} opts;
+
+static int parse_opts(int argc, char **argv, opts *o)
+{
+    static const struct option lo[] = {
+        {"config", required_argument, 0, 'c'}, {"listen", required_argument, 0, 'l'},
+        {"model", required_argument, 0, 'm'},  {"stsb", required_argument, 0, 's'},
+        {"ids", required_argument, 0, 'i'},    {"batch", required_argument, 0, 'b'},
+        {"seconds", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0},
+    };
+    *o = (opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->config = optarg; break;
+        case 'l': o->listen = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 's': o->stsb = optarg; break;
+        case 'i': o->ids = optarg; break;
+        case 'b': o->batches = optarg; break;
+        case 't': o->seconds = atof(optarg); break;
+        case 'j': o->jsonl = 1; break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mantissa: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Loads the config and its models; prints the error and returns NULL. */
+static srv_models *load_all(const char *path, cfg_config **cfg)
+{
+    mt_err err;
+    srv_models *s = NULL;
+    if (cfg_load(path, cfg, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return NULL;
+    }
+    double t0 = now_s();
+    if (srv_models_load(*cfg, &s, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s: %s\n", path, err.msg);
+        cfg_free(*cfg);
+        return NULL;
+    }
+    for (int i = 0; i < s->nmodels; i++)
+        for (int k = 0; k < s->models[i].nvariants; k++) {
+            const srv_variant *v = &s->models[i].variants[k];
+            fprintf(stderr,
+                    "mantissa: loaded %s@%s (%s, %s backend, %d threads): %.1f MiB resident, "
+                    "%.1f MiB GEMM weights\n",
+                    s->models[i].cfg.name, v->cfg.name, mt_precision_name(v->cfg.precision),
+                    s->cpu->device, s->cpu->threads, bert_resident_bytes(v->model) / 1048576.0,
+                    bert_gemm_weight_bytes(v->model) / 1048576.0);
+        }
+    fprintf(stderr, "mantissa: models ready in %.2f s\n", now_s() - t0);
+    return s;
+}
+
+/* The variant named by --model (default: first model, its first variant). */
+static srv_variant *pick(srv_models *s, const char *spec, srv_model **mo)
+{
+    char buf[256] = "";
+    if (spec)
+        snprintf(buf, sizeof buf, "%s", spec);
+    char *pin = srv_split_pin(buf);
+    srv_model *m = spec ? srv_models_find(s, buf) : &s->models[0];
+    if (!m) {
+        fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
+        return NULL;
+    }
+    srv_variant *v = pin ? srv_pick_variant(m, pin) : &m->variants[0];
+    if (!v)
+        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\"\n", buf, pin);
+    *mo = m;
+    return v;
+}
+
+/* ======================================================================== */
+
+static volatile sig_atomic_t stop_signal;
+static void on_signal(int sig) { stop_signal = sig; }
+
+static int cmd_serve(const opts *o)
+{
+    cfg_config *cfg;
+    mt_err err;
+    signal(SIGPIPE, SIG_IGN);
+    srv_models *s = load_all(o->config, &cfg);
+    if (!s)
+        return 1;
+    if (o->listen && cfg_parse_listen(o->listen, cfg->listen_host, sizeof cfg->listen_host,
+                                      &cfg->listen_port) != 0) {
+        fprintf(stderr, "mantissa: --listen: \"%s\" is not ADDR:PORT\n", o->listen);
+        return 1;
+    }
+    http_ctx ctx = {.cfg = cfg, .models = s};
+    http_server *h;
+    if (http_start(&ctx, &h, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        srv_models_free(s);
+        cfg_free(cfg);
+        return 1;
+    }
+    fprintf(stderr, "mantissa: serving on %s:%d\n", cfg->listen_host, http_port(h));
+    fflush(stderr);
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    while (!stop_signal)
+        pause();
+    fprintf(stderr, "mantissa: signal %d: stopping\n", (int)stop_signal);
+    http_stop(h);
+    srv_models_free(s);
+    cfg_free(cfg);
+    return 0;
+}
+
+static int cmd_embed(const opts *o)
+{
+    cfg_config *cfg;
+    srv_models *s = load_all(o->config, &cfg);
+    if (!s)
+        return 1;
+    srv_model *m;
+    srv_variant *v = pick(s, o->model, &m);
+    int rc = v ? 0 : 1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    float *vec = malloc(sizeof(float) * (size_t)m->hidden);
+    sbuf b;
+    sb_init(&b);
+    for (int lineno = 1; v && (n = getline(&line, &cap, stdin)) >= 0; lineno++) {
+        if (n && line[n - 1] == '\n')
+            line[--n] = 0;
+        const char *text = line;
+        size_t len = (size_t)n;
+        cJSON *j = NULL;
+        if (o->jsonl) {
+            j = cJSON_ParseWithLength(line, (size_t)n);
+            if (!cJSON_IsString(j)) {
+                fprintf(stderr, "mantissa: stdin line %d: not a JSON string\n", lineno);
+                cJSON_Delete(j);
+                rc = 1;
+                break;
+            }
+            text = j->valuestring;
+            len = strlen(text);
+        }
+        mt_err err;
+        if (bert_embed_texts(v->model, &text, &len, 1, vec, NULL, &err) != MT_OK) {
+            fprintf(stderr, "mantissa: stdin line %d: %s\n", lineno, err.msg);
+            cJSON_Delete(j);
+            rc = 1;
+            break;
+        }
+        cJSON_Delete(j);
+        b.len = 0;
+        sb_float_array(&b, vec, (size_t)m->hidden);
+        printf("%s\n", b.data);
+    }
+    sb_free(&b);
+    free(line);
+    free(vec);
+    srv_models_free(s);
+    cfg_free(cfg);
+    return rc;
+}
+
+static int cmd_eval(const opts *o)
+{
+    if (!o->stsb) {
+        fprintf(stderr, "mantissa eval: --stsb FILE is required\n");
+        return 2;
+    }
+    mt_sts sts;
+    mt_err err;
+    if (mt_sts_load(o->stsb, &sts, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return 1;
+    }
+    cfg_config *cfg;
+    srv_models *s = load_all(o->config, &cfg);
+    if (!s) {
+        mt_sts_free(&sts);
+        return 1;
+    }
+    srv_model *m;
+    srv_variant *v = pick(s, o->model, &m);
+    int rc = 1;
+    const int h = m ? m->hidden : 0, batch = 32;
+    float *e1 = malloc(sizeof(float) * (size_t)batch * h), *e2 = malloc(sizeof(float) * (size_t)batch * h);
+    double *cos = malloc(sizeof(double) * sts.n);
+    size_t *l1 = malloc(sizeof(size_t) * batch), *l2 = malloc(sizeof(size_t) * batch);
+    double t0 = now_s();
+    if (v && e1 && e2 && cos && l1 && l2) {
+        rc = 0;
+        for (size_t i = 0; i < sts.n && !rc; i += batch) {
+            int nb = (int)(sts.n - i < (size_t)batch ? sts.n - i : (size_t)batch);
+            for (int k = 0; k < nb; k++) {
+                l1[k] = strlen(sts.s1[i + k]);
+                l2[k] = strlen(sts.s2[i + k]);
+            }
+            if (bert_embed_texts(v->model, (const char *const *)sts.s1 + i, l1, nb, e1, NULL, &err) ||
+                bert_embed_texts(v->model, (const char *const *)sts.s2 + i, l2, nb, e2, NULL, &err)) {
+                fprintf(stderr, "mantissa: %s\n", err.msg);
+                rc = 1;
+            }
+            for (int k = 0; k < nb && !rc; k++)
+                cos[i + k] = mt_cosine(e1 + (size_t)k * h, e2 + (size_t)k * h, h);
+        }
+    }
+    if (!rc) {
+        double rho = mt_spearman(cos, sts.score, sts.n);
+        printf("STS-B test Spearman x100: %.2f  (%s@%s, %zu pairs, %.1f s)\n", rho * 100,
+               m->cfg.name, v->cfg.name, sts.n, now_s() - t0);
+    }
+    free(e1);
+    free(e2);
+    free(cos);
+    free(l1);
+    free(l2);
+    mt_sts_free(&sts);
+    srv_models_free(s);
+    cfg_free(cfg);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Reads a JSON list of token-id lists into packed ids + offsets. */
+static int read_ids(const char *path, int32_t **ids, int32_t **off, int *n)
+{
+    cJSON *j;
+    mt_err err;
+    if (mt_json_load(path, &j, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return -1;
+    }
+    int ns = cJSON_GetArraySize(j);
+    size_t total = 0;
+    const cJSON *s, *t;
+    cJSON_ArrayForEach(s, j) total += (size_t)cJSON_GetArraySize(s);
+    *ids = malloc(sizeof(int32_t) * (total ? total : 1));
+    *off = malloc(sizeof(int32_t) * ((size_t)ns + 1));
+    if (!cJSON_IsArray(j) || ns == 0 || !*ids || !*off) {
+        fprintf(stderr, "mantissa: %s: expected a non-empty JSON list of lists of ids\n", path);
+        cJSON_Delete(j);
+        return -1;
+    }
+    int i = 0;
+    size_t k = 0;
+    (*off)[0] = 0;
+    cJSON_ArrayForEach(s, j)
+    {
+        cJSON_ArrayForEach(t, s)(*ids)[k++] = (int32_t)t->valuedouble;
+        (*off)[++i] = (int32_t)k;
+    }
+    *n = ns;
+    cJSON_Delete(j);
+    return 0;
+}
+
+static int cmd_bench(const opts *o)
+{
+    if (!o->ids) {
+        fprintf(stderr, "mantissa bench: --ids FILE is required\n");
+        return 2;
+    }
+    int32_t *ids = NULL, *off = NULL;
+    int nseq;
+    if (read_ids(o->ids, &ids, &off, &nseq) != 0)
+        return 1;
+    cfg_config *cfg;
+    srv_models *s = load_all(o->config, &cfg);
+    if (!s)
+        return 1;
+    srv_model *m;
+    srv_variant *v = pick(s, o->model, &m);
+    int rc = v ? 0 : 1;
+    printf("{\"engine\":\"mantissa\",\"model\":\"%s\",\"variant\":\"%s\",\"precision\":\"%s\","
+           "\"threads\":%d,\"results\":[",
+           m->cfg.name, v ? v->cfg.name : "", v ? mt_precision_name(v->cfg.precision) : "",
+           s->cpu->threads);
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->batches);
+    int first = 1;
+    for (char *save, *tok = strtok_r(list, ",", &save); tok && !rc;
+         tok = strtok_r(NULL, ",", &save)) {
+        int b = atoi(tok);
+        if (b < 1 || b > nseq) {
+            fprintf(stderr, "mantissa bench: batch %s: must be 1..%d (the ids file size)\n", tok,
+                    nseq);
+            rc = 1;
+            break;
+        }
+        float *out = malloc(sizeof(float) * (size_t)b * m->hidden);
+        int32_t *boff = malloc(sizeof(int32_t) * ((size_t)b + 1));
+        mt_err err;
+        /* warm up (3 runs), then runs until --seconds have passed (at least
+         * 5); sentences/s = batch / median run time, as the peer reports */
+        size_t cap = 1024, nt = 0;
+        double *times = malloc(sizeof(double) * cap), el = 0;
+        for (int it = -3; rc == 0 && (it < 5 || el < o->seconds); it++) {
+            int start = (it < 0 ? 0 : it * b) % (nseq - b + 1);
+            for (int k = 0; k <= b; k++)
+                boff[k] = off[start + k] - off[start];
+            double t0 = now_s();
+            if (bert_forward(v->model, ids + off[start], boff, b, out, &err) != MT_OK) {
+                fprintf(stderr, "mantissa bench: %s\n", err.msg);
+                rc = 1;
+            }
+            double dt = now_s() - t0;
+            if (it >= 0) {
+                if (nt == cap)
+                    times = realloc(times, sizeof(double) * (cap *= 2));
+                times[nt++] = dt;
+                el += dt;
+            }
+        }
+        if (!rc) {
+            qsort(times, nt, sizeof *times, cmp_double);
+            double med = nt % 2 ? times[nt / 2] : (times[nt / 2 - 1] + times[nt / 2]) / 2;
+            printf("%s{\"batch\":%d,\"runs\":%zu,\"median_s\":%.6f,\"sentences_per_s\":%.2f}",
+                   first ? "" : ",", b, nt, med, b / med);
+        }
+        free(times);
+        first = 0;
+        free(out);
+        free(boff);
+    }
+    printf("]}\n");
+    free(ids);
+    free(off);
+    srv_models_free(s);
+    cfg_free(cfg);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(const opts *);
+    } cmds[] = {
+        {"serve", cmd_serve}, {"embed", cmd_embed}, {"eval", cmd_eval}, {"bench", cmd_bench},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(argv[1], cmds[i].name)) {
+            opts o;
+            if (parse_opts(argc - 1, argv + 1, &o) != 0)
+                return 2;
+            return cmds[i].fn(&o);
+        }
+    fprintf(stderr, "mantissa: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,116 @@
+"""Fixtures for the integration tests: start the real mantissa binary on a
+free loopback port with a config written for the test, talk real HTTP to it,
+and stop it with SIGTERM at the end (it must exit 0)."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import http.client
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("MANTISSA_BIN", os.path.join(ROOT, "build", "release", "mantissa"))
+MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
+
+
+def default_config(**server):
+    cfg = {
+        "server": {"listen": "127.0.0.1:0", "http_threads": 4, "max_body_bytes": 1 << 20,
+                   "max_inputs": 64},
+        "models": [{
+            "name": "minilm", "path": MODEL,
+            "variants": [{"name": "fp32", "precision": "fp32", "traffic": 100}],
+        }],
+    }
+    cfg["server"].update(server)
+    return cfg
+
+
+class Server:
+    """A running mantissa serve process and a tiny HTTP client for it."""
+
+    def __init__(self, cfg, tmp_path):
+        self.cfg_path = os.path.join(str(tmp_path), "mantissa.json")
+        with open(self.cfg_path, "w") as f:
+            json.dump(cfg, f)
+        self.proc = subprocess.Popen([BIN, "serve", "--config", self.cfg_path],
+                                     stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        self.log = []
+        self.port = None
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            m = re.search(r"serving on .*:(\d+)$", line.strip())
+            if m:
+                self.port = int(m.group(1))
+                break
+        if self.port is None:
+            self.proc.kill()
+            raise RuntimeError("server did not start:\n" + "".join(self.log))
+        # keep draining stderr so the server never blocks on a full pipe
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+
+    def _read_rest(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def request(self, method, path, body=None, headers=None, raw=False):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        hdrs = {"Content-Type": "application/json"}
+        hdrs.update(headers or {})
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        if raw:
+            return resp, data
+        try:
+            parsed = json.loads(data) if data else None
+        except ValueError:
+            parsed = data
+        return resp, parsed
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return -9
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(os.path.join(MODEL, "model.safetensors")):
+        pytest.skip("model not fetched (run make model)")
+    srv = Server(default_config(), tmp_path_factory.mktemp("srv"))
+    yield srv
+    rc = srv.stop()
+    assert rc == 0, "server exited %s on SIGTERM:\n%s" % (rc, "".join(srv.log))
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The committed sentence-transformers vectors (tests/fixtures/reference)."""
+    import array
+    d = os.path.join(ROOT, "tests", "fixtures", "reference")
+    with open(os.path.join(d, "sentences.jsonl")) as f:
+        sentences = [json.loads(l) for l in f if l.strip()]
+    vec = array.array("f")
+    with open(os.path.join(d, "minilm_fp32.f32"), "rb") as f:
+        vec.frombytes(f.read())
+    if sys.byteorder != "little":
+        vec.byteswap()
+    dim = len(vec) // len(sentences)
+    return sentences, [vec[i * dim:(i + 1) * dim] for i in range(len(sentences))]
