@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# cpu.sh: `make bench`: Mantissa's CPU throughput against ONNX Runtime on
+# the same weights and the same inputs, measured in the same run.
+#
+# 1. installs the peer's Python packages (tools/bench-requirements.txt) into .venv
+# 2. builds the ONNX graph of the model from model.safetensors (tools/export-onnx.py),
+#    checked against the committed sentence-transformers vectors
+# 3. runs the peer (bench/peer_ort.py), which also writes the exact token ids it used
+# 4. runs `mantissa bench` on those ids
+# 5. prints a markdown table with the ratio, and writes it (plus the raw JSON)
+#    to bench/results/cpu-fp32-<date>.md when SAVE=1
+#
+# Environment: BUILD (build/release), PYTHON (.venv/bin/python), SECONDS_PER_POINT (3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/release}
+PY=${PYTHON:-.venv/bin/python}
+SECS=${SECONDS_PER_POINT:-3}
+MODEL=models/all-MiniLM-L6-v2
+OUTDIR=build/peer
+mkdir -p "$OUTDIR"
+
+"$PY" -m pip install -q --disable-pip-version-check -r tools/bench-requirements.txt
+if [ ! -s "$OUTDIR/minilm.onnx" ] || [ "$OUTDIR/minilm.onnx" -ot "$MODEL/model.safetensors" ]; then
+  "$PY" tools/export-onnx.py "$OUTDIR/minilm.onnx" --model "$MODEL" >&2
+fi
+
+echo "bench: peer (ONNX Runtime, FP32) ..." >&2
+"$PY" bench/peer_ort.py "$OUTDIR/minilm.onnx" "$MODEL" --min-time "$SECS" \
+  --dump-ids "$OUTDIR/ids.json" > "$OUTDIR/peer.json"
+echo "bench: mantissa (FP32) ..." >&2
+"$BUILD/mantissa" bench --config config/mantissa.json --model minilm@fp32 \
+  --ids "$OUTDIR/ids.json" --batch 1,32 --seconds "$SECS" > "$OUTDIR/mantissa.json"
+
+report=$("$PY" - "$OUTDIR/peer.json" "$OUTDIR/mantissa.json" "$SECS" <<'PY'
+import json, sys, platform, subprocess, datetime
+peer = json.load(open(sys.argv[1]))
+ours = json.load(open(sys.argv[2]))
+res = {r["batch"]: r["sentences_per_s"] for r in ours["results"]}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# CPU throughput, FP32: Mantissa vs ONNX Runtime\n")
+print("- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
+print("- machine: %s, %d threads used by each side" % (cpu, ours["threads"]))
+print("- command: `make bench` (bench/cpu.sh)")
+print("- inputs: 32 sequences of 128 token ids (%s); the same ids for both" % peer.get("inputs", "see peer_ort.py"))
+print("- peer: onnxruntime %s, graph from tools/export-onnx.py%s" % (peer.get("version", "?"),
+      ", fused by onnxruntime.transformers.optimizer" if peer.get("fused", True) else ""))
+print("- timing: median run time after warm-up, >= %s s per point, both sides\n" % sys.argv[3])
+print("| batch | mantissa sentences/s | onnxruntime sentences/s | ratio |")
+print("| --- | --- | --- | --- |")
+for b, key in ((1, "batch1_sps"), (32, "batch32_sps")):
+    p = peer["fp32"][key]
+    print("| %d | %.1f | %.1f | %.2fx |" % (b, res[b], p, res[b] / p))
+print("\nraw: mantissa %s\n\nraw: peer %s" % (json.dumps(ours), json.dumps(peer)))
+PY
+)
+echo "$report"
+if [ "${SAVE:-0}" = 1 ]; then
+  f="bench/results/cpu-fp32-$(date -u +%Y-%m-%d).md"
+  echo "$report" > "$f"
+  echo "bench: wrote $f" >&2
+fi
