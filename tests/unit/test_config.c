@@ -1,0 +1,141 @@
+/* test_config.c: mantissa.json validation: the shipped config loads, and
+ * each kind of mistake is refused with a message naming the field. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/config.h"
+
+#define MODEL_OK "{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}"
+
+/* Parses text, expects failure, and checks the message contains want. */
+static void expect_error(const char *text, const char *want)
+{
+    cfg_config *c = NULL;
+    mt_err err = {{0}};
+    mt_status st = cfg_parse(text, strlen(text), "t.json", &c, &err);
+    ck_assert_msg(st != MT_OK, "accepted: %s", text);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "message \"%s\" lacks \"%s\"", err.msg, want);
+    ck_assert_msg(strncmp(err.msg, "t.json", 6) == 0, "message \"%s\" does not name the file", err.msg);
+}
+
+START_TEST(config_shipped_default_loads)
+{
+    cfg_config *c;
+    mt_err err;
+    ck_assert_msg(cfg_load("config/mantissa.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->listen_port, 8080);
+    ck_assert_int_ge(c->nmodels, 1);
+    ck_assert_str_eq(c->models[0].name, "minilm");
+    ck_assert_int_ge(c->models[0].nvariants, 1);
+    cfg_free(c);
+}
+END_TEST
+
+START_TEST(config_defaults_fill_optional_fields)
+{
+    const char *t = "{\"models\":[" MODEL_OK "]}";
+    cfg_config *c;
+    mt_err err;
+    ck_assert_int_eq(cfg_parse(t, strlen(t), "t.json", &c, &err), MT_OK);
+    ck_assert_int_eq(c->listen_port, 8080);
+    ck_assert_uint_eq(c->max_body_bytes, 4u << 20);
+    ck_assert(c->models[0].truncate);
+    ck_assert_int_eq(c->models[0].variants[0].precision, MT_PREC_FP32);
+    ck_assert_str_eq(c->models[0].variants[0].calibration, "absmax");
+    cfg_free(c);
+}
+END_TEST
+
+START_TEST(config_rejects_unknown_precision_naming_the_field)
+{
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":["
+                 "{\"name\":\"a\",\"precision\":\"fp32\"},{\"name\":\"b\",\"precision\":\"int4\"}]}]}",
+                 "models[0].variants[1].precision: unknown precision \"int4\"");
+}
+END_TEST
+
+START_TEST(config_rejects_each_kind_of_mistake)
+{
+    expect_error("", "invalid JSON");
+    expect_error("{\"models\":[" MODEL_OK "],}", "line 1: invalid JSON");
+    expect_error("[]", "must be an object");
+    expect_error("{}", "models: required field is missing");
+    expect_error("{\"models\":[]}", "models: must be a non-empty array");
+    expect_error("{\"modles\":[]}", "unknown field \"modles\"");
+    expect_error("{\"models\":[" MODEL_OK "],\"models\":[" MODEL_OK "]}", "duplicate key \"models\"");
+    expect_error("{\"server\":{\"listen\":\"nohost\"},\"models\":[" MODEL_OK "]}", "server.listen");
+    expect_error("{\"server\":{\"http_threads\":0},\"models\":[" MODEL_OK "]}",
+                 "server.http_threads: 0 is out of range");
+    expect_error("{\"server\":{\"http_threads\":2.5},\"models\":[" MODEL_OK "]}",
+                 "server.http_threads: must be an integer");
+    expect_error("{\"server\":{\"max_body_bytes\":\"big\"},\"models\":[" MODEL_OK "]}",
+                 "server.max_body_bytes: must be an integer");
+    expect_error("{\"models\":[{\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
+                 "models[0].name: required field is missing");
+    expect_error("{\"models\":[{\"name\":\"a/b\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
+                 "models[0].name: \"a/b\" is not a valid name");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"device\":\"tpu\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
+                 "models[0].device: unknown device \"tpu\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[]}]}",
+                 "models[0].variants: must be a non-empty array");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"},{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
+                 "duplicate variant name \"a\"");
+    expect_error("{\"models\":[" MODEL_OK "," MODEL_OK "]}", "models[1]: duplicate model name \"m\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"magic\"}]}]}",
+                 "models[0].variants[0].calibration: unknown calibration \"magic\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"percentile\",\"percentile\":20}]}]}",
+                 "models[0].variants[0].percentile: 20 is out of range");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"percentile\":99.9}]}]}",
+                 "\"percentile\" is set but calibration is \"absmax\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\",\"traffic\":0}]}]}",
+                 "traffic weights add up to 0");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"batching\":{\"max_batch_size\":-1},\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
+                 "models[0].batching.max_batch_size: -1 is out of range");
+}
+END_TEST
+
+START_TEST(config_missing_file_names_the_path)
+{
+    cfg_config *c;
+    mt_err err;
+    ck_assert_int_eq(cfg_load("no/such/mantissa.json", &c, &err), MT_EIO);
+    ck_assert_ptr_nonnull(strstr(err.msg, "no/such/mantissa.json"));
+}
+END_TEST
+
+START_TEST(config_listen_parses_v4_v6_and_port_only)
+{
+    char host[64];
+    int port;
+    ck_assert_int_eq(cfg_parse_listen("127.0.0.1:9000", host, sizeof host, &port), 0);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_int_eq(port, 9000);
+    ck_assert_int_eq(cfg_parse_listen("[::1]:0", host, sizeof host, &port), 0);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_int_eq(port, 0);
+    ck_assert_int_eq(cfg_parse_listen(":8081", host, sizeof host, &port), 0);
+    ck_assert_str_eq(host, "0.0.0.0");
+    ck_assert_int_eq(cfg_parse_listen("h:99999", host, sizeof host, &port), -1);
+    ck_assert_int_eq(cfg_parse_listen("h:", host, sizeof host, &port), -1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, config_shipped_default_loads);
+    tcase_add_test(tc, config_defaults_fill_optional_fields);
+    tcase_add_test(tc, config_rejects_unknown_precision_naming_the_field);
+    tcase_add_test(tc, config_rejects_each_kind_of_mistake);
+    tcase_add_test(tc, config_missing_file_names_the_path);
+    tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
