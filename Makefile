@@ -20,7 +20,7 @@ endif
 BUILD    := build/$(CFG)
 MARCH    ?= -march=x86-64-v3
 CC       ?= cc
-PKGS     := libmicrohttpd libcjson libuv openblas
+PKGS     := libmicrohttpd libcjson libuv
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -30,7 +30,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(MARCH) -fopenmp \
             -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
             -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS  += $(OPT) -fopenmp
-LDLIBS   += $(PKG_LIBS) -lm -lpthread
+LDLIBS   += $(PKG_LIBS) -ldnnl -lmvec -lm -lpthread
 
 # Library sources: everything under engine/, models/, kernels/cpu/ and
 # server/ except the entry point.

@@ -1,13 +1,14 @@
 /* backend_cpu.c: the CPU implementation of the backend table (backend.h).
  *
- * GEMMs go to OpenBLAS (cblas_sgemm, all cores); the rest to the OpenMP
- * kernels in kernels/cpu/ops.c. FP32 weights are copied out of the model
+ * GEMMs go to oneDNN's sgemm (JIT kernels for AVX2/AVX-512/AMX, threaded
+ * with the same OpenMP pool as our own kernels, so the two never fight over
+ * cores); the rest to the OpenMP kernels in kernels/cpu/ops.c. FP32 weights are copied out of the model
  * file into aligned host memory. Lower precisions come with the precision
  * issue; until then ->supports says no and weight_create refuses them.
  */
 #include "engine/backend.h"
 
-#include <cblas.h>
+#include <dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +100,11 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
 {
     if (m <= 0)
         return MT_OK;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, w->n, w->k, 1.0f, x, w->k,
-                (const float *)w->data, w->k, 0.0f, y, w->n);
+    dnnl_status_t ds = dnnl_sgemm('N', 'T', m, w->n, w->k, 1.0f, x, w->k,
+                                  (const float *)w->data, w->k, 0.0f, y, w->n);
+    if (ds != dnnl_success)
+        return mt_fail(err, MT_EINTERNAL, "oneDNN sgemm failed (status %d) for %dx%dx%d", (int)ds,
+                       m, w->n, w->k);
     if (bias || act != MT_ACT_NONE)
         kc_bias_act(y, m, w->n, bias, act == MT_ACT_GELU);
     return MT_OK;
@@ -162,7 +166,6 @@ mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err)
     if (threads <= 0)
         threads = omp_get_num_procs();
     omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
     be->ops = &cpu_ops;
     be->device = "cpu";
     be->threads = threads;

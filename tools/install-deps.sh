@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
-  libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libopenblas-dev
+  libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libdnnl-dev
 )
 
 missing=()

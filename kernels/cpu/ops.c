@@ -1,5 +1,6 @@
 /* ops.c: FP32 CPU kernels for layernorm, attention, GELU, embeddings and
- * pooling. Written as plain loops that GCC vectorises for AVX2/AVX-512;
+ * pooling. Written as plain loops that GCC vectorises for AVX2/AVX-512
+ * (the attention's two GEMMs per head go to oneDNN);
  * exp and erf come from glibc's libmvec (8 lanes at a time) where the build
  * targets AVX2, and from libm otherwise.
  */
@@ -8,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dnnl.h>
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -92,18 +95,18 @@ void kc_layernorm(const float *x, const float *res, const float *g, const float 
 }
 
 /* ------------------------------------------------------------------------
- * attention: one (sequence, head) pair per task. K of the head is copied
- * transposed (dh, L) so that the scores of one query are a run of
- * contiguous FMAs over the keys; V rows are contiguous already.
+ * attention: one (sequence, head) pair per OpenMP task; per task two small
+ * GEMMs through oneDNN's sgemm (which runs single-threaded inside a parallel
+ * region) and a row softmax between them. Q, K, V are read in place from
+ * the packed qkv rows (leading dimension 3h).
  * ---------------------------------------------------------------------- */
 
 int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
                  float *out)
 {
-    int failed = 0;
     const int hid = heads * dh, stride = 3 * hid;
     const float scale = 1.0f / sqrtf((float)dh);
-    int maxlen = 0;
+    int maxlen = 0, failed = 0;
     for (int s = 0; s < nseq; s++)
         if (offsets[s + 1] - offsets[s] > maxlen)
             maxlen = offsets[s + 1] - offsets[s];
@@ -112,58 +115,42 @@ int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, 
 
 #pragma omp parallel
     {
-        /* per thread: Kt (dh, maxlen), scores (maxlen), acc (dh) */
-        float *kt = malloc(sizeof(float) * ((size_t)dh * maxlen + maxlen + dh));
-        float *sc = kt ? kt + (size_t)dh * maxlen : NULL;
-        float *acc = sc ? sc + maxlen : NULL;
+        float *sc = malloc(sizeof(float) * (size_t)maxlen * maxlen); /* (len, len) scores */
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < nseq * heads; task++) {
-            if (!kt) {
+            int s = task / heads, hd = task % heads;
+            int base = offsets[s], len = offsets[s + 1] - base;
+            const float *q = qkv + (size_t)base * stride + hd * dh;
+            const float *k = q + hid, *v = q + 2 * hid;
+            float *o = out + (size_t)base * hid + hd * dh;
+            /* scores (len, len) = scale * Q K^T (oneDNN's sgemm is row-major) */
+            if (!sc || dnnl_sgemm('N', 'T', len, len, dh, scale, q, stride, k, stride, 0.0f, sc,
+                                  len) != dnnl_success) {
 #pragma omp atomic write
                 failed = 1;
                 continue;
             }
-            int s = task / heads, hd = task % heads;
-            int base = offsets[s], len = offsets[s + 1] - base;
-            const float *q0 = qkv + (size_t)base * stride + hd * dh;
-            const float *k0 = q0 + hid, *v0 = q0 + 2 * hid;
-            for (int j = 0; j < len; j++)
-                for (int d = 0; d < dh; d++)
-                    kt[(size_t)d * len + j] = k0[(size_t)j * stride + d];
             for (int i = 0; i < len; i++) {
-                const float *q = q0 + (size_t)i * stride;
-                for (int j = 0; j < len; j++)
-                    sc[j] = 0.f;
-                for (int d = 0; d < dh; d++) {
-                    const float qd = q[d] * scale;
-                    const float *kr = kt + (size_t)d * len;
-                    for (int j = 0; j < len; j++)
-                        sc[j] += qd * kr[j];
-                }
-                float mx = sc[0];
+                float *row = sc + (size_t)i * len, mx = row[0], sum = 0.f;
                 for (int j = 1; j < len; j++)
-                    mx = sc[j] > mx ? sc[j] : mx;
+                    mx = row[j] > mx ? row[j] : mx;
                 for (int j = 0; j < len; j++)
-                    sc[j] -= mx;
-                kc_exp(sc, len);
-                float sum = 0.f;
+                    row[j] -= mx;
+                kc_exp(row, len);
                 for (int j = 0; j < len; j++)
-                    sum += sc[j];
-                for (int d = 0; d < dh; d++)
-                    acc[d] = 0.f;
-                for (int j = 0; j < len; j++) {
-                    const float p = sc[j];
-                    const float *v = v0 + (size_t)j * stride;
-                    for (int d = 0; d < dh; d++)
-                        acc[d] += p * v[d];
-                }
+                    sum += row[j];
                 float inv = 1.0f / sum;
-                float *o = out + (size_t)(base + i) * hid + hd * dh;
-                for (int d = 0; d < dh; d++)
-                    o[d] = acc[d] * inv;
+                for (int j = 0; j < len; j++)
+                    row[j] *= inv;
+            }
+            /* out (len, dh) = P (len, len) V (len, dh) */
+            if (dnnl_sgemm('N', 'N', len, dh, len, 1.0f, sc, len, v, stride, 0.0f, o, hid) !=
+                dnnl_success) {
+#pragma omp atomic write
+                failed = 1;
             }
         }
-        free(kt);
+        free(sc);
     }
     return failed ? -1 : 0;
 }
