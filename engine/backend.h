@@ -61,9 +61,13 @@ typedef struct mt_backend_ops {
     mt_status (*download)(mt_backend *be, void *dst, const void *src, size_t bytes, mt_err *err);
 
     /* ---- weights --------------------------------------------------- */
-    /* Makes a resident weight from a host FP32 matrix w (n, k). */
-    mt_status (*weight_create)(mt_backend *be, const float *w, int n, int k,
-                               mt_precision prec, mt_weight **out, mt_err *err);
+    /* Makes a resident weight (n, k) from host data already in precision
+     * prec, laid out as engine/quant.h describes (scales: n floats for int8
+     * and fp8, else NULL). engine/quant.c's mt_weight_create quantizes FP32
+     * and calls this. */
+    mt_status (*weight_upload)(mt_backend *be, mt_precision prec, int n, int k,
+                               const void *data, const float *scales, mt_weight **out,
+                               mt_err *err);
     void (*weight_destroy)(mt_backend *be, mt_weight *w);
 
     /* ---- ops (all buffers backend memory) -------------------------- */

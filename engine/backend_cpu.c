@@ -3,8 +3,7 @@
  * GEMMs go to oneDNN's sgemm (JIT kernels for AVX2/AVX-512/AMX, threaded
  * with the same OpenMP pool as our own kernels, so the two never fight over
  * cores); the rest to the OpenMP kernels in kernels/cpu/ops.c. FP32 weights are copied out of the model
- * file into aligned host memory. Lower precisions come with the precision
- * issue; until then ->supports says no and weight_create refuses them.
+ * file into aligned host memory.
  */
 #include "engine/backend.h"
 
@@ -13,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/quant.h"
 #include "kernels/cpu/ops.h"
 
 static const char *const prec_names[MT_PREC_COUNT] = {
@@ -65,23 +65,32 @@ static mt_status cpu_copy(mt_backend *be, void *dst, const void *src, size_t byt
     return MT_OK;
 }
 
-static mt_status cpu_weight_create(mt_backend *be, const float *w, int n, int k,
-                                   mt_precision prec, mt_weight **out, mt_err *err)
+static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int k,
+                                   const void *data, const float *scales, mt_weight **out,
+                                   mt_err *err)
 {
     if (!cpu_supports(be, prec))
         return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the cpu backend",
                        mt_precision_name(prec));
     mt_weight *wt = calloc(1, sizeof *wt);
-    size_t bytes = (size_t)n * k * sizeof(float);
+    size_t bytes = mt_quant_data_bytes(prec, n, k);
     if (!wt || !(wt->data = cpu_alloc(be, bytes))) {
         free(wt);
         return mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d weight", n, k);
     }
-    memcpy(wt->data, w, bytes);
+    memcpy(wt->data, data, bytes);
+    if (mt_quant_has_scales(prec)) {
+        if (!(wt->scales = malloc(sizeof(float) * (size_t)n))) {
+            free(wt->data);
+            free(wt);
+            return mt_fail(err, MT_ENOMEM, "out of memory for %d scales", n);
+        }
+        memcpy(wt->scales, scales, sizeof(float) * (size_t)n);
+    }
     wt->prec = prec;
     wt->n = n;
     wt->k = k;
-    wt->bytes = bytes;
+    wt->bytes = mt_quant_total_bytes(prec, n, k);
     *out = wt;
     return MT_OK;
 }
@@ -149,7 +158,7 @@ static const mt_backend_ops cpu_ops = {
     .free = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
-    .weight_create = cpu_weight_create,
+    .weight_upload = cpu_weight_upload,
     .weight_destroy = cpu_weight_destroy,
     .gemm = cpu_gemm,
     .embed = cpu_embed,

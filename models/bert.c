@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/jsonfile.h"
+#include "engine/quant.h"
 #include "engine/safetensors.h"
 
 typedef struct {
@@ -24,6 +25,7 @@ struct bert_model {
     bert_config cfg;
     mt_backend *be;
     mt_precision prec;
+    mt_calib_opts calib;
     tok_t *tok;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
     bert_layer *layer;
@@ -195,7 +197,8 @@ static mt_status make_weight(bert_model *m, const st_file *f, const float *w, co
 {
     mt_status st = check_finite(f, name, w, (size_t)n * k, err);
     if (st == MT_OK)
-        st = m->be->ops->weight_create(m->be, w, n, k, m->prec, out, err);
+        st = mt_weight_create(m->be, w, n, k, mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec),
+                              &m->calib, out, err);
     if (st != MT_OK)
         return st == MT_EFORMAT ? st : mt_prefix(err, st, "tensor '%s': ", name);
     m->gemm_bytes += (*out)->bytes;
@@ -291,6 +294,7 @@ mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
         return mt_fail(err, MT_ENOMEM, "out of memory");
     m->be = be;
     m->prec = opts ? opts->precision : MT_PREC_FP32;
+    m->calib = opts ? opts->calib : (mt_calib_opts){MT_CALIB_ABSMAX, 100.0};
     st_file *f = NULL;
     char path[4096];
     mt_status st = read_configs(dir, &m->cfg, err);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
+#include "engine/quant.h"
 #include "engine/status.h"
 #include "engine/tokenizer.h"
 
@@ -28,7 +29,8 @@ typedef struct {
 
 typedef struct {
     mt_precision precision;
-    int max_seq_len; /* 0: the model's own; else a lower cap */
+    mt_calib_opts calib; /* how int8/fp8 scales are chosen */
+    int max_seq_len;     /* 0: the model's own; else a lower cap */
 } bert_load_opts;
 
 /* Loads dir onto be. Errors name the file and field or tensor at fault. */

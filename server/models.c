@@ -35,7 +35,10 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
         for (int k = 0; k < cm->nvariants; k++) {
             srv_variant *v = &m->variants[k];
             v->cfg = cm->variants[k];
-            bert_load_opts o = {.precision = v->cfg.precision, .max_seq_len = cm->max_seq_len};
+            bert_load_opts o = {.precision = v->cfg.precision,
+                                .calib = {MT_CALIB_ABSMAX, v->cfg.percentile},
+                                .max_seq_len = cm->max_seq_len};
+            mt_calib_parse(v->cfg.calibration, &o.calib.method);
             st = bert_load(cm->path, s->cpu, &o, &v->model, err);
             if (st != MT_OK) {
                 mt_prefix(err, st, "model %s, variant %s: ", cm->name, v->cfg.name);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/quant.h"
 #include "kernels/cpu/ops.h"
 
 static unsigned long long rng = 0x1234abcdULL;
@@ -190,7 +191,7 @@ START_TEST(cpu_backend_gemm_with_bias_and_gelu_matches_reference_on_odd_shapes)
         float *bias = rand_vec(n, 1), *y = poisoned((size_t)m * n);
         double *ref = malloc(sizeof(double) * m * n);
         mt_weight *wt;
-        ck_assert_int_eq(be->ops->weight_create(be, w, n, k, MT_PREC_FP32, &wt, &err), MT_OK);
+        ck_assert_int_eq(mt_weight_create(be, w, n, k, MT_PREC_FP32, NULL, &wt, &err), MT_OK);
         ck_assert_int_eq(be->ops->gemm(be, x, m, wt, bias, MT_ACT_GELU, y, &err), MT_OK);
         for (int i = 0; i < m; i++)
             for (int j = 0; j < n; j++) {
@@ -216,7 +217,7 @@ START_TEST(cpu_backend_refuses_precisions_it_cannot_run)
     ck_assert(!be->ops->supports(be, MT_PREC_TF32));
     float w[4] = {1, 2, 3, 4};
     mt_weight *wt = NULL;
-    ck_assert_int_eq(be->ops->weight_create(be, w, 2, 2, MT_PREC_TF32, &wt, &err), MT_EUNSUPPORTED);
+    ck_assert_int_eq(mt_weight_create(be, w, 2, 2, MT_PREC_TF32, NULL, &wt, &err), MT_EUNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.msg, "tf32"));
     mt_backend_destroy(be);
 }
