@@ -198,6 +198,7 @@ static const field variant_fields[] = {
     {"calibration", F_STR, 0, 16, OFF(cfg_variant, calibration), false},
     {"percentile", F_NUM, 50, 100, OFF(cfg_variant, percentile), false},
     {"traffic", F_NUM, 0, 1e9, OFF(cfg_variant, traffic), false},
+    {"weights", F_STR, 0, 1024, OFF(cfg_variant, weights), false},
 };
 
 #define N(a) (sizeof(a) / sizeof *(a))

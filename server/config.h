@@ -22,6 +22,7 @@ typedef struct {
     char calibration[16]; /* absmax (default), percentile, mse */
     double percentile;    /* for calibration "percentile" */
     double traffic;       /* weight in the unpinned split */
+    char weights[1024];   /* optional: a quantized safetensors file from `mantissa quantize` */
 } cfg_variant;
 
 typedef enum { CFG_DEVICE_AUTO, CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device;
