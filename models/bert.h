@@ -31,6 +31,8 @@ typedef struct {
     mt_precision precision;
     mt_calib_opts calib; /* how int8/fp8 scales are chosen */
     int max_seq_len;     /* 0: the model's own; else a lower cap */
+    const char *weights; /* NULL/"": dir/model.safetensors (FP32, quantized at load);
+                          * else a file from bert_save_quantized, loaded as is */
 } bert_load_opts;
 
 /* Loads dir onto be. Errors name the file and field or tensor at fault. */

@@ -37,7 +37,8 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
             v->cfg = cm->variants[k];
             bert_load_opts o = {.precision = v->cfg.precision,
                                 .calib = {MT_CALIB_ABSMAX, v->cfg.percentile},
-                                .max_seq_len = cm->max_seq_len};
+                                .max_seq_len = cm->max_seq_len,
+                                .weights = v->cfg.weights};
             mt_calib_parse(v->cfg.calibration, &o.calib.method);
             st = bert_load(cm->path, s->cpu, &o, &v->model, err);
             if (st != MT_OK) {
