@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dnnl.h>
+
 #include "engine/jsonfile.h"
 
 double mt_cosine(const float *a, const float *b, int n)
@@ -29,6 +31,68 @@ double mt_max_abs_diff(const float *a, const float *b, size_t n)
             m = d;
     }
     return m;
+}
+
+/* Indices of the k largest entries of row (length n), skipping self. */
+static void topk(const float *row, int n, int self, int k, int *out)
+{
+    int got = 0;
+    for (int j = 0; j < n; j++) {
+        if (j == self)
+            continue;
+        if (got < k) {
+            int p = got++;
+            while (p > 0 && row[out[p - 1]] < row[j]) {
+                out[p] = out[p - 1];
+                p--;
+            }
+            out[p] = j;
+        } else if (row[j] > row[out[k - 1]]) {
+            int p = k - 1;
+            while (p > 0 && row[out[p - 1]] < row[j]) {
+                out[p] = out[p - 1];
+                p--;
+            }
+            out[p] = j;
+        }
+    }
+}
+
+double mt_topk_overlap(const float *a, const float *b, int n, int d, int k)
+{
+    if (n < 2 || k < 1)
+        return 1.0;
+    if (k > n - 1)
+        k = n - 1;
+    const int blk = 256; /* query rows per similarity block */
+    float *sa = malloc(sizeof(float) * (size_t)blk * n), *sb = malloc(sizeof(float) * (size_t)blk * n);
+    int *ia = malloc(sizeof(int) * k), *ib = malloc(sizeof(int) * k);
+    double total = 0;
+    if (!sa || !sb || !ia || !ib) {
+        total = -1;
+        goto done;
+    }
+    for (int q0 = 0; q0 < n; q0 += blk) {
+        int nb = n - q0 < blk ? n - q0 : blk;
+        dnnl_sgemm('N', 'T', nb, n, d, 1.0f, a + (size_t)q0 * d, d, a, d, 0.0f, sa, n);
+        dnnl_sgemm('N', 'T', nb, n, d, 1.0f, b + (size_t)q0 * d, d, b, d, 0.0f, sb, n);
+        for (int q = 0; q < nb; q++) {
+            topk(sa + (size_t)q * n, n, q0 + q, k, ia);
+            topk(sb + (size_t)q * n, n, q0 + q, k, ib);
+            int common = 0;
+            for (int x = 0; x < k; x++)
+                for (int y = 0; y < k; y++)
+                    common += ia[x] == ib[y];
+            total += (double)common / k;
+        }
+    }
+    total /= n;
+done:
+    free(sa);
+    free(sb);
+    free(ia);
+    free(ib);
+    return total;
 }
 
 typedef struct {

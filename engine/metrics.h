@@ -12,6 +12,12 @@ double mt_max_abs_diff(const float *a, const float *b, size_t n);
 /* Spearman's rho of x and y (n >= 2), ties ranked by their average rank. */
 double mt_spearman(const double *x, const double *y, size_t n);
 
+/* Mean over queries of |top-k(a) ∩ top-k(b)| / k, where top-k(x) are the k
+ * nearest rows (by dot product; rows L2-normalised) to each row of x among
+ * the other rows of x. a and b are (n, d) embeddings of the same n texts by
+ * two variants. Returns a negative number when out of memory. */
+double mt_topk_overlap(const float *a, const float *b, int n, int d, int k);
+
 typedef struct {
     char **s1, **s2;   /* sentence pairs */
     double *score;     /* gold similarity, 0..5 */

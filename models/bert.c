@@ -7,6 +7,7 @@
 #include "models/bert.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct bert_model {
     mt_backend *be;
     mt_precision prec;
     mt_calib_opts calib;
+    int prequant; /* weights come from a bert_save_quantized file */
     tok_t *tok;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
     bert_layer *layer;
@@ -192,17 +194,125 @@ static mt_status check_finite(const st_file *f, const char *name, const float *w
     return MT_OK;
 }
 
-static mt_status make_weight(bert_model *m, const st_file *f, const float *w, const char *name,
-                             int n, int k, mt_weight **out, mt_err *err)
+/* The dtype a pre-quantized file stores GEMM weights of precision p in. */
+static st_dtype prec_dtype(mt_precision p)
 {
-    mt_status st = check_finite(f, name, w, (size_t)n * k, err);
-    if (st == MT_OK)
-        st = mt_weight_create(m->be, w, n, k, mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec),
-                              &m->calib, out, err);
+    switch (p) {
+    case MT_PREC_FP16: return ST_F16;
+    case MT_PREC_BF16: return ST_BF16;
+    case MT_PREC_INT8: return ST_I8;
+    case MT_PREC_FP8: return ST_F8_E4M3;
+    default: return ST_F32;
+    }
+}
+
+/* Whether n stored codes of precision p are all finite numbers. */
+static bool finite_codes(const void *data, size_t n, mt_precision p)
+{
+    const uint16_t *h = data;
+    const uint8_t *b = data;
+    for (size_t i = 0; i < n; i++)
+        switch (p) {
+        case MT_PREC_FP16: if ((h[i] & 0x7c00) == 0x7c00) return false; break;
+        case MT_PREC_BF16: if ((h[i] & 0x7f80) == 0x7f80) return false; break;
+        case MT_PREC_FP8: if ((b[i] & 0x7f) == 0x7f) return false; break;
+        default: return true;
+        }
+    return true;
+}
+
+/* "x.weight" -> "x.weight_scale": where a pre-quantized file keeps the
+ * per-channel scales of a weight. */
+static void scale_name(const char *weight, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s_scale", weight);
+}
+
+/* Loads one GEMM weight made of nparts tensors stacked along the output
+ * dimension (parts of rows[i] x k each; QKV is three parts), and places it
+ * in the backend in the variant's precision. From an FP32 file it packs then
+ * quantizes (per-channel scales do not mix across rows, so packing first is
+ * the same as quantizing each part); from a pre-quantized file it packs the
+ * stored codes and scales as they are, with no re-quantization. */
+static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *names,
+                           const int *rows, int nparts, int k, mt_weight **out, mt_err *err)
+{
+    const mt_precision p = mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec);
+    const st_dtype want = m->prequant ? prec_dtype(p) : ST_F32;
+    const size_t esz = st_dtype_size(want);
+    int n = 0;
+    for (int i = 0; i < nparts; i++)
+        n += rows[i];
+    const void *src[4];
+    const float *ssrc[4] = {0};
+    for (int i = 0; i < nparts; i++) {
+        const st_tensor *t = st_find(f, names[i]);
+        if (!t)
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), names[i]);
+        if (t->dtype != want || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is %s [%lld,%lld], expected %s [%d,%d]",
+                           st_path(f), names[i], st_dtype_name(t->dtype),
+                           (long long)t->shape[0], t->ndim > 1 ? (long long)t->shape[1] : 0LL,
+                           st_dtype_name(want), rows[i], k);
+        src[i] = t->data;
+        if (!m->prequant) {
+            mt_status st = check_finite(f, names[i], t->data, (size_t)rows[i] * k, err);
+            if (st != MT_OK)
+                return st;
+        } else if (!finite_codes(t->data, (size_t)rows[i] * k, p)) {
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' holds a NaN or Inf code",
+                           st_path(f), names[i]);
+        }
+        if (m->prequant && mt_quant_has_scales(p)) {
+            char sn[160];
+            scale_name(names[i], sn, sizeof sn);
+            const float *sc;
+            mt_status st = find_f32(f, sn, rows[i], 0, &sc, err);
+            if (st != MT_OK)
+                return st;
+            for (int r = 0; r < rows[i]; r++)
+                if (!(sc[r] > 0.f) || sc[r] > 3.0e38f)
+                    return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': scale %d is %g, not a "
+                                   "positive finite number", st_path(f), sn, r, (double)sc[r]);
+            ssrc[i] = sc;
+        }
+    }
+
+    /* pack (a single part is used in place) */
+    const void *data = src[0];
+    const float *scales = ssrc[0];
+    void *packed = NULL;
+    float *pscales = NULL;
+    mt_status st = MT_OK;
+    if (nparts > 1) {
+        packed = malloc(esz * (size_t)n * k);
+        pscales = m->prequant && mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)n) : NULL;
+        if (!packed || (m->prequant && mt_quant_has_scales(p) && !pscales)) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory packing '%s'", names[0]);
+            goto done;
+        }
+        size_t off = 0;
+        for (int i = 0; i < nparts; i++) {
+            memcpy((char *)packed + off * k * esz, src[i], esz * (size_t)rows[i] * k);
+            if (pscales)
+                memcpy(pscales + off, ssrc[i], sizeof(float) * (size_t)rows[i]);
+            off += (size_t)rows[i];
+        }
+        data = packed;
+        scales = pscales;
+    }
+    if (m->prequant)
+        st = m->be->ops->weight_upload(m->be, p, n, k, data, scales, out, err);
+    else
+        st = mt_weight_create(m->be, data, n, k, p, &m->calib, out, err);
     if (st != MT_OK)
-        return st == MT_EFORMAT ? st : mt_prefix(err, st, "tensor '%s': ", name);
-    m->gemm_bytes += (*out)->bytes;
-    return MT_OK;
+        mt_prefix(err, st, "tensor '%s': ", names[0]);
+    else
+        m->gemm_bytes += (*out)->bytes;
+done:
+    free(packed);
+    free(pscales);
+    return st;
 }
 
 /* Q, K and V are packed into one (3h, h) weight so that one GEMM produces
@@ -216,12 +326,13 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     const char *p = "encoder.layer";
 
     /* packed qkv */
-    const float *wq, *wk, *wv, *bq, *bk, *bv;
+    const float *bq, *bk, *bv;
     snprintf(n1, sizeof n1, "%s.%d.attention.self.query.weight", p, l);
     snprintf(n2, sizeof n2, "%s.%d.attention.self.key.weight", p, l);
     snprintf(n3, sizeof n3, "%s.%d.attention.self.value.weight", p, l);
-    if ((st = find_f32(f, n1, h, h, &wq, err)) || (st = find_f32(f, n2, h, h, &wk, err)) ||
-        (st = find_f32(f, n3, h, h, &wv, err)))
+    const char *qkv_names[3] = {n1, n2, n3};
+    const int qkv_rows[3] = {h, h, h};
+    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, &L->qkv, err)))
         return st;
     snprintf(n1, sizeof n1, "%s.%d.attention.self.query.bias", p, l);
     snprintf(n2, sizeof n2, "%s.%d.attention.self.key.bias", p, l);
@@ -229,22 +340,14 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     if ((st = find_f32(f, n1, h, 0, &bq, err)) || (st = find_f32(f, n2, h, 0, &bk, err)) ||
         (st = find_f32(f, n3, h, 0, &bv, err)))
         return st;
-    size_t hh = (size_t)h * h;
-    float *wqkv = malloc(sizeof(float) * (3 * hh + 3 * (size_t)h));
-    if (!wqkv)
-        return mt_fail(err, MT_ENOMEM, "out of memory packing layer %d qkv", l);
-    float *bqkv = wqkv + 3 * hh;
-    memcpy(wqkv, wq, hh * sizeof(float));
-    memcpy(wqkv + hh, wk, hh * sizeof(float));
-    memcpy(wqkv + 2 * hh, wv, hh * sizeof(float));
+    float *bqkv = malloc(sizeof(float) * 3 * (size_t)h);
+    if (!bqkv)
+        return mt_fail(err, MT_ENOMEM, "out of memory packing layer %d qkv bias", l);
     memcpy(bqkv, bq, h * sizeof(float));
     memcpy(bqkv + h, bk, h * sizeof(float));
     memcpy(bqkv + 2 * h, bv, h * sizeof(float));
-    snprintf(n1, sizeof n1, "%s.%d.attention.self.{query,key,value}.weight", p, l);
-    st = make_weight(m, f, wqkv, n1, 3 * h, h, &L->qkv, err);
-    if (st == MT_OK)
-        st = to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
-    free(wqkv);
+    st = to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
+    free(bqkv);
     if (st != MT_OK)
         return st;
 
@@ -261,11 +364,10 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
         {"output.dense.weight", "output.dense.bias", h, in, &L->out, &L->b_out},
     };
     for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
-        const float *w;
         snprintf(n1, sizeof n1, "%s.%d.%s", p, l, g[i].w);
         snprintf(n2, sizeof n2, "%s.%d.%s", p, l, g[i].b);
-        if ((st = find_f32(f, n1, g[i].n, g[i].k, &w, err)) ||
-            (st = make_weight(m, f, w, n1, g[i].n, g[i].k, g[i].wt, err)) ||
+        const char *names[1] = {n1};
+        if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, g[i].wt, err)) ||
             (st = load_vec(m, f, n2, g[i].n, g[i].bias, err)))
             return st;
     }
@@ -282,6 +384,34 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
         snprintf(n1, sizeof n1, "%s.%d.%s", p, l, v[i].name);
         if ((st = load_vec(m, f, n1, h, v[i].dst, err)))
             return st;
+    }
+    return MT_OK;
+}
+
+/* A pre-quantized file says in its metadata how it was made; refuse one
+ * that does not match what the variant asks for, so a config edit can never
+ * silently serve other weights than it names. */
+static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
+                                  mt_err *err)
+{
+    const char *fmt = st_meta(f, "mantissa.format");
+    const char *prec = st_meta(f, "mantissa.precision");
+    const char *cal = st_meta(f, "mantissa.calibration");
+    if (!fmt || strcmp(fmt, "1") != 0 || !prec)
+        return mt_fail(err, MT_EFORMAT, "%s: not a mantissa quantized file (metadata "
+                       "mantissa.format/mantissa.precision missing; make one with mantissa quantize)",
+                       st_path(f));
+    if (strcmp(prec, mt_precision_name(p)) != 0)
+        return mt_fail(err, MT_EINVAL, "%s: quantized as %s, but the variant asks for %s",
+                       st_path(f), prec, mt_precision_name(p));
+    if (mt_quant_has_scales(p) && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
+        return mt_fail(err, MT_EINVAL, "%s: calibrated with %s, but the variant asks for %s",
+                       st_path(f), cal ? cal : "(none)", mt_calib_name(c->method));
+    if (mt_quant_has_scales(p) && c->method == MT_CALIB_PERCENTILE) {
+        const char *pc = st_meta(f, "mantissa.percentile");
+        if (!pc || fabs(atof(pc) - c->percentile) > 1e-9)
+            return mt_fail(err, MT_EINVAL, "%s: calibrated at percentile %s, but the variant asks "
+                           "for %g", st_path(f), pc ? pc : "(none)", c->percentile);
     }
     return MT_OK;
 }
@@ -318,9 +448,16 @@ mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
         goto fail;
     }
 
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if ((st = st_open(path, &f, err)) != MT_OK)
-        goto fail;
+    if (opts && opts->weights && *opts->weights) {
+        m->prequant = 1;
+        if ((st = st_open(opts->weights, &f, err)) != MT_OK ||
+            (st = check_quant_meta(f, m->prec, &m->calib, err)) != MT_OK)
+            goto fail;
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if ((st = st_open(path, &f, err)) != MT_OK)
+            goto fail;
+    }
     const int h = m->cfg.hidden;
     const float *word, *pos, *type;
     if ((st = find_f32(f, "embeddings.word_embeddings.weight", m->cfg.vocab, h, &word, err)) ||
@@ -514,5 +651,129 @@ mt_status bert_embed_texts(bert_model *m, const char *const *texts, const size_t
 done:
     free(ids);
     free(off);
+    return st;
+}
+
+/* ========================================================================
+ * saving a quantized model
+ * ====================================================================== */
+
+/* Whether a tensor of the HF BERT file is one of the encoder's GEMM weights
+ * (the only tensors the op policy lets take a low precision). */
+static bool is_gemm_weight(const char *name)
+{
+    static const char *const suffix[] = {
+        ".attention.self.query.weight", ".attention.self.key.weight",
+        ".attention.self.value.weight", ".attention.output.dense.weight",
+        ".intermediate.dense.weight",   ".output.dense.weight",
+    };
+    if (strncmp(name, "encoder.layer.", 14) && strncmp(name, "bert.encoder.layer.", 19))
+        return false;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+        size_t sl = strlen(suffix[i]);
+        if (n > sl && !strcmp(name + n - sl, suffix[i]))
+            return true;
+    }
+    return false;
+}
+
+typedef struct {
+    st_tensor t;
+    void *owned;
+} out_tensor;
+
+static int by_dtype_size_desc(const void *a, const void *b)
+{
+    const st_tensor *x = &((const out_tensor *)a)->t, *y = &((const out_tensor *)b)->t;
+    size_t sx = st_dtype_size(x->dtype), sy = st_dtype_size(y->dtype);
+    if (sx != sy)
+        return sx > sy ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
+                              const char *out_path, mt_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st_file *f;
+    mt_status st = st_open(path, &f, err);
+    if (st != MT_OK)
+        return st;
+    size_t n = st_count(f), no = 0;
+    out_tensor *o = calloc(2 * n, sizeof *o);
+    char (*names)[160] = calloc(n, sizeof *names);
+    if (!o || !names) {
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n && st == MT_OK; i++) {
+        const st_tensor *t = st_get(f, i);
+        if (p == MT_PREC_FP32 || !is_gemm_weight(t->name)) {
+            o[no++].t = *t;
+            continue;
+        }
+        if (t->dtype != ST_F32 || t->ndim != 2) {
+            st = mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is not a 2-D F32 weight", path, t->name);
+            break;
+        }
+        int rows = (int)t->shape[0], cols = (int)t->shape[1];
+        void *q = malloc(mt_quant_data_bytes(p, rows, cols));
+        float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)rows) : NULL;
+        o[no].owned = q;
+        if (!q || (mt_quant_has_scales(p) && !sc)) {
+            free(sc);
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+            break;
+        }
+        if ((st = mt_quantize(t->data, rows, cols, p, calib, q, sc, err)) != MT_OK) {
+            free(sc);
+            mt_prefix(err, st, "%s: tensor '%s': ", path, t->name);
+            break;
+        }
+        o[no].t = *t;
+        o[no].t.dtype = prec_dtype(p);
+        o[no].t.data = q;
+        o[no].t.nbytes = mt_quant_data_bytes(p, rows, cols);
+        no++;
+        if (sc) {
+            scale_name(t->name, names[i], sizeof names[i]);
+            o[no].owned = sc;
+            o[no].t = (st_tensor){.name = names[i], .dtype = ST_F32, .ndim = 1,
+                                  .shape = {rows}, .data = sc,
+                                  .nbytes = sizeof(float) * (size_t)rows};
+            no++;
+        }
+    }
+    if (st == MT_OK) {
+        /* widest dtypes first: every tensor then starts aligned to its element size */
+        qsort(o, no, sizeof *o, by_dtype_size_desc);
+        st_tensor *flat = malloc(sizeof *flat * (no ? no : 1));
+        char pct[32];
+        snprintf(pct, sizeof pct, "%.17g", calib ? calib->percentile : 100.0);
+        const char *meta[] = {"mantissa.format", "1",
+                              "mantissa.precision", mt_precision_name(p),
+                              "mantissa.calibration",
+                              mt_quant_has_scales(p) ? mt_calib_name(calib ? calib->method : MT_CALIB_ABSMAX) : "none",
+                              "mantissa.percentile", pct,
+                              "mantissa.source", path,
+                              NULL};
+        if (!flat) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+        } else {
+            for (size_t i = 0; i < no; i++)
+                flat[i] = o[i].t;
+            st = st_write(out_path, flat, no, meta, err);
+        }
+        free(flat);
+    }
+done:
+    if (o)
+        for (size_t i = 0; i < 2 * n; i++)
+            free(o[i].owned);
+    free(o);
+    free(names);
+    st_close(f);
     return st;
 }

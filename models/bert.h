@@ -65,4 +65,12 @@ mt_status bert_hidden_states(bert_model *m, const int32_t *ids, const int32_t *o
 mt_status bert_embed_texts(bert_model *m, const char *const *texts, const size_t *lens, int n,
                            float *out, long *n_tokens, mt_err *err);
 
+/* Writes dir's model as a safetensors file whose GEMM weights are already in
+ * precision p (int8/fp8 with "<name>_scale" F32 tensors; fp16/bf16 as F16/
+ * BF16), everything else FP32, and metadata naming format, precision and
+ * calibration. bert_load with opts.weights = out_path loads it without
+ * re-quantizing, and refuses it when the metadata does not match. */
+mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
+                              const char *out_path, mt_err *err);
+
 #endif

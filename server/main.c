@@ -20,6 +20,7 @@
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "server/api.h"
+#include "server/cmds.h"
 #include "server/config.h"
 #include "server/http.h"
 #include "server/models.h"
@@ -35,6 +36,8 @@ static void usage(FILE *f)
             "          prints one JSON array of floats per line\n"
             "  eval    STS-B Spearman (x100) of a model on the STS Benchmark test file\n"
             "  bench   engine throughput (sentences/s) on given token ids, per batch size\n"
+            "  quantize  write a variant's quantized weights (see mantissa quantize --help)\n"
+            "  compare   the precision report: every variant against FP32 (mantissa compare --help)\n"
             "\n"
             "common options:\n"
             "  --config FILE      config file (default config/mantissa.json)\n"
@@ -421,6 +424,10 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"serve", cmd_serve}, {"embed", cmd_embed}, {"eval", cmd_eval}, {"bench", cmd_bench},
     };
+    if (!strcmp(argv[1], "quantize"))
+        return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "compare"))
+        return cmd_compare(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name)) {
             opts o;

@@ -1,0 +1,423 @@
+/* cmd_precision.c: the precision subcommands of the mantissa binary.
+ *
+ *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE.safetensors
+ *       writes the variant's weights, quantized as its config says, so that a
+ *       restart loads them without re-quantizing (variants[].weights).
+ *   mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE] [--svg FILE]
+ *       the precision report: every variant of the model against FP32 on the
+ *       STS-B test sentences: resident weight bytes, sentences/s, cosine to
+ *       FP32 (min, mean), max abs error, STS-B Spearman, top-10 neighbour
+ *       overlap with FP32; printed, and written as JSON and an SVG chart.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/metrics.h"
+#include "models/bert.h"
+#include "server/cmds.h"
+#include "server/config.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    const char *config, *model, *out, *stsb, *json, *svg;
+    int batch;
+} popts;
+
+static int parse(int argc, char **argv, popts *o, const char *usage)
+{
+    static const struct option lo[] = {
+        {"config", required_argument, 0, 'c'}, {"model", required_argument, 0, 'm'},
+        {"out", required_argument, 0, 'o'},    {"stsb", required_argument, 0, 's'},
+        {"json", required_argument, 0, 'j'},   {"svg", required_argument, 0, 'g'},
+        {"batch", required_argument, 0, 'b'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    *o = (popts){.config = "config/mantissa.json", .stsb = "../shared/data/stsb/sts-test.csv",
+                 .batch = 32};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->config = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 's': o->stsb = optarg; break;
+        case 'j': o->json = optarg; break;
+        case 'g': o->svg = optarg; break;
+        case 'b': o->batch = atoi(optarg); break;
+        case 'h': printf("%s", usage); exit(0);
+        default: fprintf(stderr, "%s", usage); return -1;
+        }
+    }
+    if (optind < argc || o->batch < 1) {
+        fprintf(stderr, "%s", usage);
+        return -1;
+    }
+    return 0;
+}
+
+/* The model of the config named by spec ("name" or "name@variant"; NULL:
+ * the first), and the variant when one is named. */
+static const cfg_model *find(const cfg_config *cfg, const char *spec, const cfg_variant **v)
+{
+    char buf[256] = "";
+    *v = NULL;
+    if (!spec)
+        return &cfg->models[0];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *at = strchr(buf, '@');
+    if (at)
+        *at++ = 0;
+    const cfg_model *m = cfg_find_model(cfg, buf);
+    if (!m) {
+        fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
+        return NULL;
+    }
+    for (int i = 0; at && i < m->nvariants; i++)
+        if (!strcmp(m->variants[i].name, at))
+            *v = &m->variants[i];
+    if (at && !*v) {
+        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\"\n", buf, at);
+        return NULL;
+    }
+    return m;
+}
+
+static mt_calib_opts calib_of(const cfg_variant *v)
+{
+    mt_calib_opts c = {MT_CALIB_ABSMAX, v->percentile};
+    mt_calib_parse(v->calibration, &c.method);
+    return c;
+}
+
+/* ======================================================================== */
+
+int cmd_quantize(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: mantissa quantize --config FILE --model NAME@VARIANT --out FILE.safetensors\n"
+        "Writes the variant's model with its GEMM weights quantized as the variant's\n"
+        "precision and calibration say; set variants[].weights to the file to load it\n"
+        "without re-quantizing.\n";
+    popts o;
+    if (parse(argc, argv, &o, usage) != 0)
+        return 2;
+    if (!o.model || !strchr(o.model, '@') || !o.out) {
+        fprintf(stderr, "mantissa quantize: --model NAME@VARIANT and --out FILE are required\n");
+        return 2;
+    }
+    cfg_config *cfg;
+    mt_err err;
+    if (cfg_load(o.config, &cfg, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return 1;
+    }
+    const cfg_variant *v;
+    const cfg_model *m = find(cfg, o.model, &v);
+    int rc = 1;
+    if (m) {
+        mt_calib_opts c = calib_of(v);
+        double t0 = now_s();
+        if (bert_save_quantized(m->path, v->precision, &c, o.out, &err) != MT_OK) {
+            fprintf(stderr, "mantissa: %s\n", err.msg);
+        } else {
+            fprintf(stderr, "mantissa: wrote %s (%s, %s) in %.2f s\n", o.out,
+                    mt_precision_name(v->precision), mt_calib_name(c.method), now_s() - t0);
+            rc = 0;
+        }
+    }
+    cfg_free(cfg);
+    return rc;
+}
+
+/* ======================================================================== */
+
+typedef struct {
+    char name[CFG_NAME_MAX];
+    mt_precision prec;
+    char calib[16];
+    size_t gemm_bytes;
+    int h;
+    double load_s, sps, cos_min, cos_mean, max_abs, spearman, nn_overlap;
+    float *emb; /* (nsent, h) */
+} variant_result;
+
+/* Distinct sentences of the STS-B pairs, and for each pair the indices of
+ * its two sentences among them. */
+typedef struct {
+    char **s;
+    size_t *len;
+    int n;
+    int *i1, *i2;
+} sentence_set;
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int index_of(char **sorted, int n, const char *s)
+{
+    char *const *hit = bsearch(&s, sorted, (size_t)n, sizeof *sorted, cmp_str);
+    return hit ? (int)(hit - sorted) : -1;
+}
+
+static int build_sentences(const mt_sts *sts, sentence_set *ss)
+{
+    size_t n = 2 * sts->n;
+    ss->s = malloc(sizeof(char *) * n);
+    ss->len = malloc(sizeof(size_t) * n);
+    ss->i1 = malloc(sizeof(int) * sts->n);
+    ss->i2 = malloc(sizeof(int) * sts->n);
+    if (!ss->s || !ss->len || !ss->i1 || !ss->i2)
+        return -1;
+    for (size_t i = 0; i < sts->n; i++) {
+        ss->s[2 * i] = sts->s1[i];
+        ss->s[2 * i + 1] = sts->s2[i];
+    }
+    qsort(ss->s, n, sizeof *ss->s, cmp_str);
+    int u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (u == 0 || strcmp(ss->s[u - 1], ss->s[i]) != 0)
+            ss->s[u++] = ss->s[i];
+    ss->n = u;
+    for (int i = 0; i < u; i++)
+        ss->len[i] = strlen(ss->s[i]);
+    for (size_t i = 0; i < sts->n; i++) {
+        ss->i1[i] = index_of(ss->s, u, sts->s1[i]);
+        ss->i2[i] = index_of(ss->s, u, sts->s2[i]);
+    }
+    return 0;
+}
+
+/* Loads one variant, embeds every sentence (timed), and frees the model. */
+static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be,
+                       const sentence_set *ss, int batch, variant_result *r)
+{
+    mt_err err;
+    bert_model *m;
+    bert_load_opts lo = {.precision = v->precision, .calib = calib_of(v),
+                         .max_seq_len = cm->max_seq_len, .weights = v->weights};
+    snprintf(r->name, sizeof r->name, "%s", v->name);
+    r->prec = v->precision;
+    snprintf(r->calib, sizeof r->calib, "%s",
+             mt_quant_has_scales(v->precision) ? mt_calib_name(lo.calib.method) : "-");
+    double t0 = now_s();
+    if (bert_load(cm->path, be, &lo, &m, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
+        return -1;
+    }
+    r->load_s = now_s() - t0;
+    r->gemm_bytes = bert_gemm_weight_bytes(m);
+    int h = r->h = bert_get_config(m)->hidden;
+    r->emb = malloc(sizeof(float) * (size_t)ss->n * h);
+    if (!r->emb) {
+        bert_free(m);
+        return -1;
+    }
+    /* one warm-up batch, then the timed pass over every sentence */
+    bert_embed_texts(m, (const char *const *)ss->s, ss->len, batch < ss->n ? batch : ss->n,
+                     r->emb, NULL, &err);
+    t0 = now_s();
+    for (int i = 0; i < ss->n; i += batch) {
+        int nb = ss->n - i < batch ? ss->n - i : batch;
+        if (bert_embed_texts(m, (const char *const *)ss->s + i, ss->len + i, nb,
+                             r->emb + (size_t)i * h, NULL, &err) != MT_OK) {
+            fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
+            bert_free(m);
+            return -1;
+        }
+    }
+    r->sps = ss->n / (now_s() - t0);
+    bert_free(m);
+    return 0;
+}
+
+static void write_json(FILE *f, const char *model, const sentence_set *ss, size_t pairs,
+                       const variant_result *r, int nr, size_t ref_bytes)
+{
+    fprintf(f, "{\"model\":\"%s\",\"sentences\":%d,\"sts_pairs\":%zu,\"variants\":[", model,
+            ss->n, pairs);
+    for (int i = 0; i < nr; i++)
+        fprintf(f,
+                "%s\n {\"name\":\"%s\",\"precision\":\"%s\",\"calibration\":\"%s\","
+                "\"gemm_weight_bytes\":%zu,\"bytes_vs_fp32\":%.4f,\"load_s\":%.3f,"
+                "\"sentences_per_s\":%.2f,\"cosine_min\":%.8f,\"cosine_mean\":%.8f,"
+                "\"max_abs_error\":%.3e,\"stsb_spearman_x100\":%.3f,\"top10_overlap\":%.4f}",
+                i ? "," : "", r[i].name, mt_precision_name(r[i].prec), r[i].calib,
+                r[i].gemm_bytes, (double)r[i].gemm_bytes / ref_bytes, r[i].load_s, r[i].sps,
+                r[i].cos_min, r[i].cos_mean, r[i].max_abs, r[i].spearman, r[i].nn_overlap);
+    fprintf(f, "\n]}\n");
+}
+
+/* Speed (y) against drift from FP32 (x = 1 - mean cosine, log scale), one
+ * labelled point per variant: a chart a person can open in a browser. */
+static void write_svg(FILE *f, const char *model, const variant_result *r, int nr)
+{
+    const double W = 720, H = 440, L = 80, R = 30, T = 50, B = 60;
+    double ymax = 0;
+    for (int i = 0; i < nr; i++)
+        ymax = r[i].sps > ymax ? r[i].sps : ymax;
+    ymax = ymax > 0 ? ymax * 1.15 : 1;
+    const double xlo = -9, xhi = -1; /* log10(1 - cosine) */
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%g\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">%s: speed vs drift "
+               "from FP32, per variant</text>\n", W / 2, model);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"black\"/>\n", L, T, L, H - B);
+    for (int e = (int)xlo; e <= (int)xhi; e++) {
+        double x = L + (e - xlo) / (xhi - xlo) * (W - L - R);
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#ddd\"/>"
+                   "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">1e%d</text>\n",
+                x, T, x, H - B, x, H - B + 18, e);
+    }
+    for (int k = 0; k <= 5; k++) {
+        double v = ymax * k / 5, y = H - B - (v / ymax) * (H - T - B);
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#eee\"/>"
+                   "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.0f</text>\n",
+                L, y, W - R, y, L - 6, y + 4, v);
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">drift: 1 - mean cosine to FP32 "
+               "(log scale; FP32 itself drawn at the left edge)</text>\n", (L + W - R) / 2, H - 18);
+    fprintf(f, "<text x=\"18\" y=\"%g\" text-anchor=\"middle\" transform=\"rotate(-90 18 %g)\">"
+               "sentences/s (STS-B sentences, batch 32)</text>\n", (T + H - B) / 2, (T + H - B) / 2);
+    for (int i = 0; i < nr; i++) {
+        double d = 1 - r[i].cos_mean;
+        double lx = d > 0 ? log10(d) : xlo;
+        lx = lx < xlo ? xlo : lx > xhi ? xhi : lx;
+        double x = L + (lx - xlo) / (xhi - xlo) * (W - L - R);
+        double y = H - B - (r[i].sps / ymax) * (H - T - B);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#2a6fdb\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\">%s (%s)</text>\n",
+                x, y, x + 9, y - 8, r[i].name, mt_precision_name(r[i].prec));
+    }
+    fprintf(f, "</svg>\n");
+}
+
+int cmd_compare(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE]\n"
+        "                        [--svg FILE] [--batch N]\n"
+        "Runs the STS-B test sentences through every variant of the model and prints,\n"
+        "per variant: resident GEMM weight bytes, sentences/s, cosine to FP32 (min, mean),\n"
+        "max abs error, STS-B Spearman x100 and top-10 neighbour overlap with FP32.\n"
+        "An FP32 reference is loaded when the config has no fp32 variant.\n";
+    popts o;
+    if (parse(argc, argv, &o, usage) != 0)
+        return 2;
+    cfg_config *cfg = NULL;
+    mt_err err;
+    mt_sts sts = {0};
+    sentence_set ss = {0};
+    mt_backend *be = NULL;
+    variant_result *res = NULL;
+    int rc = 1, nr = 0;
+    if (cfg_load(o.config, &cfg, &err) != MT_OK || mt_sts_load(o.stsb, &sts, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        goto done;
+    }
+    const cfg_variant *pinned;
+    const cfg_model *cm = find(cfg, o.model, &pinned);
+    if (!cm || build_sentences(&sts, &ss) != 0 ||
+        mt_backend_cpu_create(cfg->engine_threads, &be, &err) != MT_OK)
+        goto done;
+
+    /* the FP32 reference first (the config's, or one made here), then the rest */
+    cfg_variant ref = {.name = "fp32-reference", .precision = MT_PREC_FP32, .traffic = 0};
+    strcpy(ref.calibration, "absmax");
+    const cfg_variant *order[65];
+    int nv = 0, ref_i = -1;
+    for (int i = 0; i < cm->nvariants; i++)
+        if (cm->variants[i].precision == MT_PREC_FP32 && !cm->variants[i].weights[0] && ref_i < 0)
+            ref_i = i;
+    order[nv++] = ref_i >= 0 ? &cm->variants[ref_i] : &ref;
+    for (int i = 0; i < cm->nvariants; i++)
+        if (i != ref_i)
+            order[nv++] = &cm->variants[i];
+    if (!(res = calloc((size_t)nv, sizeof *res)))
+        goto done;
+    fprintf(stderr, "mantissa compare: %d distinct sentences from %zu STS-B pairs, %d variants\n",
+            ss.n, sts.n, nv);
+    int h = 0;
+    for (int i = 0; i < nv; i++) {
+        fprintf(stderr, "mantissa compare: %s (%s) ...\n", order[i]->name,
+                mt_precision_name(order[i]->precision));
+        if (run_variant(cm, order[i], be, &ss, o.batch, &res[nr]) != 0)
+            continue; /* a variant this backend cannot run is reported and skipped */
+        nr++;
+    }
+    if (nr == 0 || res[0].prec != MT_PREC_FP32) {
+        fprintf(stderr, "mantissa compare: the FP32 reference could not be computed\n");
+        goto done;
+    }
+    h = res[0].h; /* all variants share the model's width */
+    for (int i = 0; i < nr; i++) {
+        variant_result *r = &res[i];
+        double sum = 0;
+        r->cos_min = 1;
+        for (int s = 0; s < ss.n; s++) {
+            double c = mt_cosine(r->emb + (size_t)s * h, res[0].emb + (size_t)s * h, h);
+            sum += c;
+            r->cos_min = c < r->cos_min ? c : r->cos_min;
+        }
+        r->cos_mean = sum / ss.n;
+        r->max_abs = mt_max_abs_diff(r->emb, res[0].emb, (size_t)ss.n * h);
+        double *cs = malloc(sizeof(double) * sts.n);
+        if (!cs)
+            goto done;
+        for (size_t p = 0; p < sts.n; p++)
+            cs[p] = mt_cosine(r->emb + (size_t)ss.i1[p] * h, r->emb + (size_t)ss.i2[p] * h, h);
+        r->spearman = 100 * mt_spearman(cs, sts.score, sts.n);
+        free(cs);
+        r->nn_overlap = mt_topk_overlap(r->emb, res[0].emb, ss.n, h, 10);
+    }
+
+    printf("precision report: %s, %d STS-B test sentences (%zu pairs), batch %d, %d threads\n\n",
+           cm->name, ss.n, sts.n, o.batch, be->threads);
+    printf("%-16s %-5s %-10s %10s %6s %9s %11s %11s %9s %8s %7s\n", "variant", "prec", "calib",
+           "gemm MiB", "x fp32", "sent/s", "cos min", "cos mean", "max abs", "STS-B", "top10");
+    for (int i = 0; i < nr; i++)
+        printf("%-16s %-5s %-10s %10.2f %6.3f %9.1f %11.8f %11.8f %9.2e %8.2f %7.4f\n",
+               res[i].name, mt_precision_name(res[i].prec), res[i].calib,
+               res[i].gemm_bytes / 1048576.0, (double)res[i].gemm_bytes / res[0].gemm_bytes,
+               res[i].sps, res[i].cos_min, res[i].cos_mean, res[i].max_abs, res[i].spearman,
+               res[i].nn_overlap);
+    FILE *f;
+    if (o.json && (f = fopen(o.json, "w"))) {
+        write_json(f, cm->name, &ss, sts.n, res, nr, res[0].gemm_bytes);
+        fclose(f);
+        fprintf(stderr, "mantissa compare: wrote %s\n", o.json);
+    }
+    if (o.svg && (f = fopen(o.svg, "w"))) {
+        write_svg(f, cm->name, res, nr);
+        fclose(f);
+        fprintf(stderr, "mantissa compare: wrote %s\n", o.svg);
+    }
+    rc = nr == nv ? 0 : 1;
+
+done:
+    for (int i = 0; res && i < nv; i++)
+        free(res[i].emb);
+    free(res);
+    free(ss.s);
+    free(ss.len);
+    free(ss.i1);
+    free(ss.i2);
+    mt_sts_free(&sts);
+    mt_backend_destroy(be);
+    cfg_free(cfg);
+    return rc;
+}
