@@ -270,6 +270,100 @@ START_TEST(bert_refuses_precisions_the_backend_lacks)
 }
 END_TEST
 
+/* ---- precisions and pre-quantized files ------------------------------------ */
+
+static const mt_precision all_precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_INT8,
+                                         MT_PREC_FP8};
+
+START_TEST(bert_quantized_file_reloads_to_the_same_vectors_without_requantizing)
+{
+    const char *texts[] = {"A man is playing a guitar.", "Quantized weights, saved and reloaded."};
+    size_t lens[2] = {strlen(texts[0]), strlen(texts[1])};
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/mt_quant_%d.safetensors", (int)getpid());
+    int tested = 0;
+    for (size_t i = 0; i < sizeof all_precs / sizeof *all_precs; i++) {
+        mt_precision p = all_precs[i];
+        if (!be->ops->supports(be, p))
+            continue;
+        mt_err err;
+        mt_calib_opts c = {p == MT_PREC_INT8 ? MT_CALIB_MSE : MT_CALIB_ABSMAX, 100.0};
+        ck_assert_msg(bert_save_quantized(MODEL_DIR, p, &c, path, &err) == MT_OK, "%s", err.msg);
+        bert_model *direct, *reloaded;
+        bert_load_opts o = {.precision = p, .calib = c};
+        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &direct, &err) == MT_OK, "%s", err.msg);
+        o.weights = path;
+        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &reloaded, &err) == MT_OK, "%s", err.msg);
+        ck_assert_uint_eq(bert_gemm_weight_bytes(direct), bert_gemm_weight_bytes(reloaded));
+        float a[2 * 384], b[2 * 384];
+        ck_assert_int_eq(bert_embed_texts(direct, texts, lens, 2, a, NULL, &err), MT_OK);
+        ck_assert_int_eq(bert_embed_texts(reloaded, texts, lens, 2, b, NULL, &err), MT_OK);
+        ck_assert_msg(memcmp(a, b, sizeof a) == 0, "%s: reloaded vectors differ", mt_precision_name(p));
+        bert_free(direct);
+        bert_free(reloaded);
+
+        /* the file says what it is: a variant asking for anything else is refused */
+        bert_model *m = NULL;
+        for (size_t j = 0; j < sizeof all_precs / sizeof *all_precs; j++) {
+            if (all_precs[j] == p || !be->ops->supports(be, all_precs[j]))
+                continue;
+            o.precision = all_precs[j];
+            ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+            ck_assert_ptr_null(m);
+            ck_assert_msg(strstr(err.msg, "quantized as") && strstr(err.msg, path), "%s", err.msg);
+        }
+        if (mt_quant_has_scales(p)) {
+            o.precision = p;
+            o.calib.method = MT_CALIB_PERCENTILE;
+            ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+            ck_assert_msg(strstr(err.msg, "calibrated with"), "%s", err.msg);
+        }
+        tested++;
+    }
+    ck_assert_int_ge(tested, 1);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(bert_plain_model_file_is_not_taken_as_a_quantized_one)
+{
+    bert_model *m = NULL;
+    mt_err err;
+    bert_load_opts o = {.precision = MT_PREC_FP32, .weights = MODEL_DIR "/model.safetensors"};
+    ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+    ck_assert_msg(strstr(err.msg, "not a mantissa quantized file"), "%s", err.msg);
+}
+END_TEST
+
+START_TEST(bert_every_precision_batch_equals_one_at_a_time)
+{
+    const char *texts[] = {"a", "A man is playing a guitar.", "", "Ünïcödé, 中文 and emoji 😀",
+                           "a much longer sentence that makes this sequence the longest one here"};
+    size_t lens[5];
+    for (int i = 0; i < 5; i++)
+        lens[i] = strlen(texts[i]);
+    for (size_t i = 0; i < sizeof all_precs / sizeof *all_precs; i++) {
+        mt_precision p = all_precs[i];
+        if (!be->ops->supports(be, p))
+            continue;
+        bert_model *m;
+        mt_err err;
+        bert_load_opts o = {.precision = p};
+        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &m, &err) == MT_OK, "%s", err.msg);
+        float batch[5 * 384], one[384];
+        ck_assert_int_eq(bert_embed_texts(m, texts, lens, 5, batch, NULL, &err), MT_OK);
+        for (int t = 0; t < 5; t++) {
+            ck_assert_int_eq(bert_embed_texts(m, texts + t, lens + t, 1, one, NULL, &err), MT_OK);
+            double c = mt_cosine(one, batch + t * 384, 384);
+            /* int8 quantizes activations per token, so rows do not depend on
+             * the batch either: the same bound holds for every precision */
+            ck_assert_msg(c > 0.999999, "%s text %d: cosine %.9f", mt_precision_name(p), t, c);
+        }
+        bert_free(m);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bert");
@@ -283,6 +377,9 @@ int main(void)
     tcase_add_test(tc, bert_forward_rejects_bad_ids_and_lengths);
     tcase_add_test(tc, bert_load_errors_name_the_file_and_tensor);
     tcase_add_test(tc, bert_refuses_precisions_the_backend_lacks);
+    tcase_add_test(tc, bert_quantized_file_reloads_to_the_same_vectors_without_requantizing);
+    tcase_add_test(tc, bert_plain_model_file_is_not_taken_as_a_quantized_one);
+    tcase_add_test(tc, bert_every_precision_batch_equals_one_at_a_time);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
