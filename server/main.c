@@ -16,14 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "server/api.h"
+#include "server/auth.h"
 #include "server/cmds.h"
 #include "server/config.h"
 #include "server/http.h"
+#include "server/log.h"
 #include "server/models.h"
+#include "server/sched.h"
 
 static void usage(FILE *f)
 {
@@ -147,9 +151,14 @@ static srv_variant *pick(srv_models *s, const char *spec, srv_model **mo)
 
 /* ======================================================================== */
 
-static volatile sig_atomic_t stop_signal;
-static void on_signal(int sig) { stop_signal = sig; }
+/* The scheduler's shutdown hook: stop accepting connections. */
+static void serve_quiesce(void *arg)
+{
+    http_quiesce(arg);
+}
 
+/* Serves until SIGTERM/SIGINT has drained: the scheduler's loop runs on
+ * this thread (it owns the signals), MHD's threads serve HTTP. */
 static int cmd_serve(const opts *o)
 {
     cfg_config *cfg;
@@ -158,32 +167,52 @@ static int cmd_serve(const opts *o)
     srv_models *s = load_all(o->config, &cfg);
     if (!s)
         return 1;
+    log_set_level(cfg->log_level);
     if (o->listen && cfg_parse_listen(o->listen, cfg->listen_host, sizeof cfg->listen_host,
                                       &cfg->listen_port) != 0) {
         fprintf(stderr, "mantissa: --listen: \"%s\" is not ADDR:PORT\n", o->listen);
-        return 1;
-    }
-    http_ctx ctx = {.cfg = cfg, .models = s};
-    http_server *h;
-    if (http_start(&ctx, &h, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
         srv_models_free(s);
         cfg_free(cfg);
         return 1;
     }
-    fprintf(stderr, "mantissa: serving on %s:%d\n", cfg->listen_host, http_port(h));
+    auth_keys *keys = NULL;
+    if (cfg->api_keys_file[0] && auth_load(cfg->api_keys_file, &keys, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s: %s\n", o->config, err.msg);
+        srv_models_free(s);
+        cfg_free(cfg);
+        return 1;
+    }
+    sched *sc;
+    if (sched_create(cfg, s, &sc, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        auth_free(keys);
+        srv_models_free(s);
+        cfg_free(cfg);
+        return 1;
+    }
+    http_ctx ctx = {.cfg = cfg, .models = s, .sched = sc, .auth = keys};
+    http_server *h;
+    if (http_start(&ctx, &h, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        sched_destroy(sc);
+        auth_free(keys);
+        srv_models_free(s);
+        cfg_free(cfg);
+        return 1;
+    }
+    sched_set_hooks(sc, serve_quiesce, NULL, h);
+    fprintf(stderr, "mantissa: serving on %s%s:%d\n", cfg->tls_cert[0] ? "https://" : "",
+            cfg->listen_host, http_port(h));
     fflush(stderr);
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    while (!stop_signal)
-        pause();
-    fprintf(stderr, "mantissa: signal %d: stopping\n", (int)stop_signal);
+    int rc = sched_run(sc);
     http_stop(h);
+    sched_destroy(sc);
+    auth_free(keys);
     srv_models_free(s);
     cfg_free(cfg);
-    return 0;
+    fprintf(stderr, "mantissa: stopped\n");
+    return rc;
 }
 
 static int cmd_embed(const opts *o)
@@ -412,8 +441,24 @@ static int cmd_bench(const opts *o)
     return rc;
 }
 
+/* OpenMP threads that spin-wait between parallel regions steal the cores
+ * that the HTTP threads, the other OpenMP thread and other processes on a
+ * shared node need; on a 2-core machine under load that doubled the time of
+ * a short request. libgomp reads OMP_WAIT_POLICY when it loads, before
+ * main(), so when the user has not chosen one we set "passive" and start
+ * again. An explicit OMP_WAIT_POLICY is always respected. */
+static void prefer_passive_openmp(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("MANTISSA_NO_REEXEC"))
+        return;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("MANTISSA_NO_REEXEC", "1", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: carry on as we are */
+}
+
 int main(int argc, char **argv)
 {
+    prefer_passive_openmp(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
