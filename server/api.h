@@ -20,19 +20,56 @@ void api_error(http_resp *r, bool openai, int status, const char *param, const c
 /* Parses a JSON request body: a nesting-depth cap, then cJSON, then a
  * duplicate-key check on every object. NULL after answering 400. */
 cJSON *api_parse_body(const http_ctx *ctx, const http_req *req, bool openai, http_resp *resp);
+/* The same on the first len bytes of the body (the JSON part of a KServe
+ * binary request); the Content-Type is not checked. */
+cJSON *api_parse_json(const http_ctx *ctx, const char *text, size_t len, bool openai,
+                      http_resp *resp);
 
 /* Resolves "name" or "name@variant" (plus the X-Mantissa-Variant header) to
  * a model and variant; answers 404 and returns false when either is unknown. */
 bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, bool openai,
                  srv_model **m, srv_variant **v, http_resp *resp);
 
-/* Tokenizes and embeds n texts with v: out gets n x hidden floats (caller
- * frees), *tokens the total tokens. On failure answers resp (400 invalid
- * UTF-8, 413/422 over a limit, 500 engine failure) and returns false.
- * Sets X-Mantissa-Variant on success. */
-bool api_embed(const http_ctx *ctx, srv_model *m, srv_variant *v, const char *const *texts,
-               const size_t *lens, int n, bool openai, float **out, long *tokens,
-               http_resp *resp);
+/* An embedding request on its way through the scheduler: the job and
+ * what the protocol needs to answer once it has run. */
+typedef struct api_call {
+    http_deferred d;
+    sched_job job;
+    srv_model *m;
+    srv_variant *v;
+    long tokens;
+    char id[128];
+    bool openai;
+    /* OpenAI */
+    bool base64;
+    char *model_name;
+    /* KServe */
+    bool has_id;
+    bool binary_out;
+} api_call;
+
+/* Checks the limits on n texts (max_inputs 413, max_input_bytes 413),
+ * takes an admission place (429 queue full, 503 draining), tokenizes
+ * (400 invalid UTF-8, 422 over max_seq_len without truncation) and makes
+ * the job, with its deadline (request_timeout_ms, or timeout_us when > 0
+ * and sooner). Returns the call with resp->deferred set; the caller sets
+ * call->d.respond and its protocol fields. NULL after answering resp. */
+api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *m,
+                           srv_variant *v, const char *const *texts, const size_t *lens, int n,
+                           bool openai, double timeout_us, http_resp *resp);
+
+/* Ends a handler that made a call: with a scheduler the front submits the
+ * job (resp->deferred stays set); without one (tools and fuzzers that call
+ * handlers directly) the forward runs here and resp is answered now. */
+void api_dispatch(const http_ctx *ctx, api_call *c, http_resp *resp);
+
+/* After the job ended: fills resp's log fields and, when it failed,
+ * answers the error (504 timeout, 503 shutdown, 500 failed) and returns
+ * false. Sets X-Mantissa-Variant. */
+bool api_call_result(api_call *c, http_resp *resp);
+
+/* The request id: X-Request-Id if the client sent one, else a new one. */
+void api_request_id(const http_req *req, http_resp *resp);
 
 void api_health_live(const http_ctx *, const http_req *, const char *const *, http_resp *);
 void api_health_ready(const http_ctx *, const http_req *, const char *const *, http_resp *);
@@ -42,5 +79,9 @@ void api_model_ready(const http_ctx *, const http_req *, const char *const *, ht
 void api_kserve_infer(const http_ctx *, const http_req *, const char *const *, http_resp *);
 void api_openai_embeddings(const http_ctx *, const http_req *, const char *const *, http_resp *);
 void api_openai_models(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_model_config(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_model_stats(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_repository_index(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_metrics(const http_ctx *, const http_req *, const char *const *, http_resp *);
 
 #endif

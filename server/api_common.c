@@ -5,12 +5,16 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <strings.h>
+#include <unistd.h>
+#include <uv.h>
 
-#define MAX_JSON_DEPTH 64
+#include "server/metrics.h"
 
 /* ========================================================================
  * errors
@@ -27,7 +31,9 @@ static const char *status_code(int status)
     case 415: return "unsupported_media_type";
     case 422: return "unprocessable_input";
     case 429: return "too_many_requests";
+    case 499: return "client_closed_request";
     case 503: return "unavailable";
+    case 504: return "timeout";
     default: return status >= 500 ? "internal_error" : "invalid_request";
     }
 }
@@ -41,6 +47,10 @@ void api_error(http_resp *r, bool openai, int status, const char *param, const c
     va_end(ap);
     sb_free(&r->body);
     r->status = status;
+    r->content_type = NULL;
+    size_t ml = strlen(msg) < sizeof r->error - 1 ? strlen(msg) : sizeof r->error - 1;
+    memcpy(r->error, msg, ml);
+    r->error[ml] = 0;
     if (openai) {
         sb_puts(&r->body, "{\"error\":{\"message\":");
         sb_json_str(&r->body, msg, strlen(msg));
@@ -126,19 +136,27 @@ cJSON *api_parse_body(const http_ctx *ctx, const http_req *req, bool openai, htt
                   req->content_type);
         return NULL;
     }
-    if (req->body_len == 0) {
+    return api_parse_json(ctx, req->body, req->body_len, openai, resp);
+}
+
+cJSON *api_parse_json(const http_ctx *ctx, const char *text, size_t len, bool openai,
+                      http_resp *resp)
+{
+    const int max_depth = ctx->cfg->max_json_depth;
+    if (len == 0) {
         api_error(resp, openai, 400, NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
-    if (json_depth(req->body, req->body_len, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+    if (json_depth(text, len, max_depth) > max_depth) {
         api_error(resp, openai, 400, "max_json_depth",
-                  "JSON nesting is deeper than the limit of %d", MAX_JSON_DEPTH);
+                  "JSON nesting is deeper than the limit of %d (server.max_json_depth)",
+                  max_depth);
         return NULL;
     }
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, 0);
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!j) {
-        size_t off = end ? (size_t)(end - req->body) : 0;
+        size_t off = end ? (size_t)(end - text) : 0;
         api_error(resp, openai, 400, NULL, "the request body is not valid JSON (near byte %zu)",
                   off);
         return NULL;
@@ -185,69 +203,191 @@ bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, boo
     return true;
 }
 
-bool api_embed(const http_ctx *ctx, srv_model *m, srv_variant *v, const char *const *texts,
-               const size_t *lens, int n, bool openai, float **out, long *tokens,
-               http_resp *resp)
+/* Frees an embedding call when its last reference goes. */
+static void call_free(sched_job *j)
 {
-    const int maxlen = m->max_seq_len, h = m->hidden;
-    const tok_t *tok = bert_tokenizer(v->model);
-    if (n > ctx->cfg->max_inputs) {
+    api_call *c = (api_call *)((char *)j - offsetof(api_call, job));
+    free(j->ids);
+    free(j->off);
+    free(j->out);
+    free(c->model_name);
+    free(c);
+}
+
+void api_request_id(const http_req *req, http_resp *resp)
+{
+    static atomic_ulong counter;
+    const char *h = http_header(req, "X-Request-Id");
+    if (h && *h && strlen(h) < sizeof resp->id) {
+        bool ok = true;
+        for (const char *p = h; *p; p++)
+            ok &= *p > 0x20 && *p < 0x7f && *p != '"' && *p != '\\';
+        if (ok) {
+            strcpy(resp->id, h);
+            return;
+        }
+    }
+    snprintf(resp->id, sizeof resp->id, "mt-%lx-%lu", (unsigned long)getpid(),
+             atomic_fetch_add(&counter, 1) + 1);
+}
+
+api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *m,
+                           srv_variant *v, const char *const *texts, const size_t *lens, int n,
+                           bool openai, double timeout_us, http_resp *resp)
+{
+    const int maxlen = m->max_seq_len;
+    const cfg_config *cfg = ctx->cfg;
+    resp->model = m;
+    resp->variant = v;
+    resp->inputs = n;
+    if (n > cfg->max_inputs) {
         api_error(resp, openai, 413, "max_inputs",
                   "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  ctx->cfg->max_inputs);
-        return false;
+                  cfg->max_inputs);
+        return NULL;
     }
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * maxlen);
+    for (int i = 0; i < n; i++)
+        if (lens[i] > (size_t)cfg->max_input_bytes) {
+            api_error(resp, openai, 413, "max_input_bytes",
+                      "input[%d] is %zu bytes; the limit (server.max_input_bytes) is %d", i,
+                      lens[i], cfg->max_input_bytes);
+            return NULL;
+        }
+    int retry = 1;
+    int st = ctx->sched ? sched_admit(ctx->sched, m, &retry) : 0;
+    if (st == 429) {
+        api_error(resp, openai, 429, "max_queue",
+                  "model %s has %d requests in progress, its limit (batching.max_queue); "
+                  "retry later",
+                  m->cfg.name, m->cfg.max_queue);
+        http_set_header(resp, "Retry-After", "%d", retry);
+        return NULL;
+    }
+    if (st) {
+        api_error(resp, openai, 503, "ready",
+                  "the server is not ready or is shutting down; retry on another replica");
+        http_set_header(resp, "Retry-After", "%d", 1);
+        return NULL;
+    }
+    if (ctx->sched)
+        resp->admitted = m;
+
+    api_call *c = calloc(1, sizeof *c);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)maxlen);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    float *vec = malloc(sizeof(float) * (size_t)n * h);
-    bool ok = false;
+    float *vec = malloc(sizeof(float) * (size_t)n * (size_t)m->hidden);
     mt_err err;
-    if (!ids || !off || !vec) {
+    if (!c || !ids || !off || !vec) {
         api_error(resp, openai, 500, NULL, "out of memory for %d inputs", n);
-        goto done;
+        goto fail;
     }
+    const tok_t *tok = bert_tokenizer(v->model);
     off[0] = 0;
     for (int i = 0; i < n; i++) {
         int got = 0, full = 0;
-        mt_status st = tok_encode(tok, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
-        if (st == MT_EUTF8) {
+        mt_status ts = tok_encode(tok, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
+        if (ts == MT_EUTF8) {
             api_error(resp, openai, 400, "input", "input[%d]: %s", i, err.msg);
-            goto done;
+            goto fail;
         }
-        if (st != MT_OK) {
+        if (ts != MT_OK) {
             api_error(resp, openai, 500, NULL, "input[%d]: %s", i, err.msg);
-            goto done;
+            goto fail;
         }
         if (full > maxlen && !m->cfg.truncate) {
             api_error(resp, openai, 422, "max_seq_len",
                       "input[%d] is %d tokens, more than the model's max_seq_len of %d "
                       "(and truncation is off for this model)",
                       i, full, maxlen);
-            goto done;
+            goto fail;
         }
         off[i + 1] = off[i] + got;
     }
-    if (srv_forward(v, ids, off, n, vec, &err) != MT_OK) {
-        api_error(resp, openai, 500, NULL, "inference failed: %s", err.msg);
-        goto done;
-    }
-    for (size_t i = 0; i < (size_t)n * h; i++)
-        if (!isfinite(vec[i])) {
-            api_error(resp, openai, 500, NULL,
-                      "variant %s produced a non-finite value (input %zu); no output sent",
-                      v->cfg.name, i / h);
-            goto done;
-        }
-    *tokens = off[n];
-    *out = vec;
-    vec = NULL;
-    http_set_header(resp, "X-Mantissa-Variant", "%s", v->cfg.name);
-    ok = true;
-done:
+    c->m = m;
+    c->v = v;
+    c->openai = openai;
+    c->tokens = off[n];
+    snprintf(c->id, sizeof c->id, "%s", resp->id);
+    c->d.job = &c->job;
+    sched_job *j = &c->job;
+    atomic_init(&j->refs, 1); /* the front's */
+    j->m = m;
+    j->v = v;
+    j->n = n;
+    j->ids = ids;
+    j->off = off;
+    j->out = vec;
+    j->fd = -1;
+    j->on_free = call_free;
+    double ms = cfg->request_timeout_ms;
+    if (timeout_us > 0 && timeout_us / 1000.0 < ms)
+        ms = timeout_us / 1000.0;
+    j->deadline = req->t_start + (uint64_t)(ms * 1e6);
+    resp->tokens = c->tokens;
+    resp->deferred = &c->d;
+    return c;
+fail:
+    free(c);
     free(ids);
     free(off);
     free(vec);
-    return ok;
+    return NULL;
+}
+
+void api_dispatch(const http_ctx *ctx, api_call *c, http_resp *resp)
+{
+    if (ctx->sched)
+        return;
+    sched_job *j = &c->job;
+    mt_err err;
+    j->t_submit = j->t_start = uv_hrtime();
+    if (srv_forward(c->v, j->ids, j->off, j->n, j->out, &err) != MT_OK) {
+        j->result = SCHED_FAILED;
+        snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
+    }
+    for (size_t i = 0; j->result == SCHED_OK && i < (size_t)j->n * (size_t)c->m->hidden; i++)
+        if (!isfinite(j->out[i])) {
+            j->result = SCHED_FAILED;
+            snprintf(j->msg, sizeof j->msg,
+                     "variant %s produced a non-finite value (input %zu); no output sent",
+                     c->v->cfg.name, i / (size_t)c->m->hidden);
+        }
+    j->t_done = uv_hrtime();
+    j->compute_ns = j->t_done - j->t_start;
+    resp->deferred = NULL;
+    c->d.respond(ctx, &c->d, resp);
+    sched_job_unref(j);
+}
+
+bool api_call_result(api_call *c, http_resp *resp)
+{
+    sched_job *j = &c->job;
+    resp->model = c->m;
+    resp->variant = c->v;
+    resp->inputs = j->n;
+    resp->tokens = c->tokens;
+    snprintf(resp->id, sizeof resp->id, "%s", c->id);
+    http_set_header(resp, "X-Mantissa-Variant", "%s", c->v->cfg.name);
+    switch (j->result) {
+    case SCHED_OK:
+        http_set_header(resp, "X-Queue-Time-Ms", "%.3f",
+                        (double)(j->t_start - j->t_submit) * 1e-6);
+        http_set_header(resp, "X-Inference-Time-Ms", "%.3f", (double)j->compute_ns * 1e-6);
+        return true;
+    case SCHED_TIMEOUT:
+        api_error(resp, c->openai, 504, "request_timeout_ms", "%s", j->msg);
+        return false;
+    case SCHED_SHUTDOWN:
+        api_error(resp, c->openai, 503, "shutdown_grace_ms", "%s", j->msg);
+        return false;
+    case SCHED_CANCELLED:
+        api_error(resp, c->openai, 499, NULL, "%s", j->msg);
+        return false;
+    case SCHED_FAILED:
+        api_error(resp, c->openai, 500, NULL, "%s", j->msg);
+        return false;
+    }
+    return false;
 }
 
 /* ========================================================================
@@ -263,7 +403,7 @@ void api_health_live(const http_ctx *ctx, const http_req *req, const char *const
 void api_health_ready(const http_ctx *ctx, const http_req *req, const char *const *p,
                       http_resp *r)
 {
-    bool ready = ctx->models && ctx->models->ready;
+    bool ready = ctx->models && ctx->models->ready && !(ctx->sched && sched_draining(ctx->sched));
     r->status = ready ? 200 : 503;
     sb_printf(&r->body, "{\"ready\":%s}", ready ? "true" : "false");
 }
@@ -272,7 +412,8 @@ void api_server_metadata(const http_ctx *ctx, const http_req *req, const char *c
                          http_resp *r)
 {
     sb_puts(&r->body, "{\"name\":\"mantissa\",\"version\":\"" MANTISSA_VERSION
-                      "\",\"extensions\":[]}");
+                      "\",\"extensions\":[\"binary_tensor_data\",\"statistics\","
+                      "\"model_configuration\",\"model_repository\"]}");
 }
 
 /* The model of a /v2/models/{m}[/versions/{v}] path, or NULL after a 404. */
@@ -322,7 +463,87 @@ void api_model_ready(const http_ctx *ctx, const http_req *req, const char *const
     srv_model *m = path_model(ctx, p, r);
     if (!m)
         return;
+    bool ready = ctx->models->ready && !(ctx->sched && sched_draining(ctx->sched));
+    r->status = ready ? 200 : 503;
     sb_puts(&r->body, "{\"name\":");
     sb_json_str(&r->body, m->cfg.name, strlen(m->cfg.name));
-    sb_puts(&r->body, ",\"ready\":true}");
+    sb_printf(&r->body, ",\"ready\":%s}", ready ? "true" : "false");
+}
+
+/* Triton's model configuration, consistent with the metadata: no batch
+ * dimension in the shapes (max_batch_size 0), one BYTES input of any
+ * length and an FP32 output (n, hidden); the server batches requests
+ * itself (dynamic_batching). */
+void api_model_config(const http_ctx *ctx, const http_req *req, const char *const *p,
+                      http_resp *r)
+{
+    srv_model *m = path_model(ctx, p, r);
+    if (!m)
+        return;
+    sbuf *b = &r->body;
+    sb_puts(b, "{\"name\":");
+    sb_json_str(b, m->cfg.name, strlen(m->cfg.name));
+    sb_printf(b,
+              ",\"platform\":\"mantissa_bert\",\"backend\":\"mantissa\",\"version_policy\":"
+              "{\"latest\":{\"num_versions\":1}},\"max_batch_size\":0,"
+              "\"input\":[{\"name\":\"text\",\"data_type\":\"TYPE_STRING\",\"format\":"
+              "\"FORMAT_NONE\",\"dims\":[-1],\"is_shape_tensor\":false,\"allow_ragged_batch\":"
+              "false,\"optional\":false}],"
+              "\"output\":[{\"name\":\"embedding\",\"data_type\":\"TYPE_FP32\",\"dims\":[-1,%d],"
+              "\"label_filename\":\"\",\"is_shape_tensor\":false}],"
+              "\"dynamic_batching\":{\"preferred_batch_size\":[],"
+              "\"max_queue_delay_microseconds\":%d,\"preserve_ordering\":true},"
+              "\"instance_group\":[{\"name\":\"%s\",\"kind\":\"KIND_CPU\",\"count\":%d}],"
+              "\"parameters\":{\"max_batch_size\":{\"string_value\":\"%d\"},"
+              "\"max_batch_tokens\":{\"string_value\":\"%d\"},"
+              "\"max_queue_delay_us\":{\"string_value\":\"%s\"},"
+              "\"max_seq_len\":{\"string_value\":\"%d\"}}}",
+              m->hidden, m->cfg.delay_auto ? 0 : m->cfg.max_queue_delay_us, m->cfg.name,
+              ctx->cfg->engine_workers, m->cfg.max_batch_size, m->cfg.max_batch_tokens,
+              m->cfg.delay_auto ? "auto" : "fixed", m->max_seq_len);
+}
+
+/* Triton's statistics extension: one model, or all when the path names
+ * none. */
+void api_model_stats(const http_ctx *ctx, const http_req *req, const char *const *p,
+                     http_resp *r)
+{
+    srv_model *only = NULL;
+    if (p[0] && !(only = path_model(ctx, p, r)))
+        return;
+    sb_puts(&r->body, "{\"model_stats\":[");
+    int first = 1;
+    for (int i = 0; i < ctx->models->nmodels; i++) {
+        srv_model *m = &ctx->models->models[i];
+        if (only && m != only)
+            continue;
+        if (!first)
+            sb_putc(&r->body, ',');
+        first = 0;
+        prom_model_stats_json(&r->body, m);
+    }
+    sb_puts(&r->body, "]}");
+}
+
+/* The model repository index: every model served, all READY (models are
+ * loaded at start; load/unload are the hot-switch's). */
+void api_repository_index(const http_ctx *ctx, const http_req *req, const char *const *p,
+                          http_resp *r)
+{
+    bool ready = ctx->models->ready;
+    sb_putc(&r->body, '[');
+    for (int i = 0; i < ctx->models->nmodels; i++) {
+        const srv_model *m = &ctx->models->models[i];
+        sb_puts(&r->body, i ? ",{\"name\":" : "{\"name\":");
+        sb_json_str(&r->body, m->cfg.name, strlen(m->cfg.name));
+        sb_printf(&r->body, ",\"version\":\"1\",\"state\":\"%s\",\"reason\":\"\"}",
+                  ready ? "READY" : "UNAVAILABLE");
+    }
+    sb_putc(&r->body, ']');
+}
+
+void api_metrics(const http_ctx *ctx, const http_req *req, const char *const *p, http_resp *r)
+{
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    prom_render(&r->body, ctx->models, ctx->sched);
 }

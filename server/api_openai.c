@@ -8,15 +8,45 @@
 
 #include "server/api.h"
 
+/* The answer once the job has run: the vectors as float arrays or base64. */
+static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
+{
+    api_call *c = (api_call *)d;
+    if (!api_call_result(c, r))
+        return;
+    const srv_model *m = c->m;
+    const int n = c->job.n;
+    const float *vec = c->job.out;
+    sbuf *b = &r->body;
+    sb_reserve(b, (size_t)n * (c->base64 ? (size_t)m->hidden * 6 : (size_t)m->hidden * 12) + 256);
+    sb_puts(b, "{\"object\":\"list\",\"data\":[");
+    for (int i = 0; i < n; i++) {
+        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
+        const float *e = vec + (size_t)i * m->hidden;
+        if (c->base64) {
+            sb_putc(b, '"');
+            sb_base64(b, e, sizeof(float) * (size_t)m->hidden); /* x86: already little-endian */
+            sb_putc(b, '"');
+        } else {
+            sb_float_array(b, e, (size_t)m->hidden);
+        }
+        sb_putc(b, '}');
+    }
+    sb_puts(b, "],\"model\":");
+    sb_json_str(b, c->model_name, strlen(c->model_name));
+    sb_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}}", c->tokens,
+              c->tokens);
+}
+
 void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char *const *p,
                            http_resp *r)
 {
+    api_request_id(req, r);
     cJSON *j = api_parse_body(ctx, req, true, r);
     if (!j)
         return;
     const char **texts = NULL;
     size_t *lens = NULL;
-    float *vec = NULL;
 
     static const char *const known[] = {"input", "model", "encoding_format", "dimensions", "user"};
     for (const cJSON *it = j->child; it; it = it->next) {
@@ -52,6 +82,8 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     srv_variant *v;
     if (!api_resolve(ctx, req, model->valuestring, true, &m, &v, r))
         goto done;
+    r->model = m;
+    r->variant = v;
     if (dims && !cJSON_IsNull(dims) &&
         (!cJSON_IsNumber(dims) || dims->valuedouble != (double)m->hidden)) {
         api_error(r, true, 400, "dimensions",
@@ -107,33 +139,23 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     for (int i = 0; i < n; i++)
         lens[i] = strlen(texts[i]);
 
-    long tokens = 0;
-    if (!api_embed(ctx, m, v, texts, lens, n, true, &vec, &tokens, r))
+    api_call *c = api_submit_texts(ctx, req, m, v, texts, lens, n, true, 0, r);
+    if (!c)
         goto done;
-
-    sbuf *b = &r->body;
-    sb_reserve(b, (size_t)n * (base64 ? (size_t)m->hidden * 6 : (size_t)m->hidden * 12) + 256);
-    sb_puts(b, "{\"object\":\"list\",\"data\":[");
-    for (int i = 0; i < n; i++) {
-        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-        const float *e = vec + (size_t)i * m->hidden;
-        if (base64) {
-            sb_putc(b, '"');
-            sb_base64(b, e, sizeof(float) * (size_t)m->hidden); /* x86: already little-endian */
-            sb_putc(b, '"');
-        } else {
-            sb_float_array(b, e, (size_t)m->hidden);
-        }
-        sb_putc(b, '}');
+    c->d.respond = respond;
+    c->base64 = base64;
+    if (!(c->model_name = strdup(model->valuestring))) {
+        /* not submitted: answer now and drop the call */
+        r->deferred = NULL;
+        sched_job_unref(&c->job);
+        api_error(r, true, 500, NULL, "out of memory");
+    } else {
+        api_dispatch(ctx, c, r);
     }
-    sb_puts(b, "],\"model\":");
-    sb_json_str(b, model->valuestring, strlen(model->valuestring));
-    sb_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}}", tokens, tokens);
 
 done:
     free(texts);
     free(lens);
-    free(vec);
     cJSON_Delete(j);
 }
 

@@ -173,6 +173,17 @@ static const field server_fields[] = {
     {"max_inputs", F_INT, 1, 1 << 20, OFF(cfg_config, max_inputs), false},
     {"engine_threads", F_INT, 0, 1024, OFF(cfg_config, engine_threads), false},
     {"request_timeout_ms", F_INT, 1, 3600 * 1000, OFF(cfg_config, request_timeout_ms), false},
+    {"engine_workers", F_INT, 1, 64, OFF(cfg_config, engine_workers), false},
+    {"max_json_depth", F_INT, 2, 1000, OFF(cfg_config, max_json_depth), false},
+    {"max_input_bytes", F_INT, 16, 1 << 30, OFF(cfg_config, max_input_bytes), false},
+    {"shutdown_grace_ms", F_INT, 0, 3600 * 1000, OFF(cfg_config, shutdown_grace_ms), false},
+    {"drain_delay_ms", F_INT, 0, 3600 * 1000, OFF(cfg_config, drain_delay_ms), false},
+    {"connection_limit", F_INT, 1, 1 << 20, OFF(cfg_config, connection_limit), false},
+    {"connection_timeout_s", F_INT, 1, 86400, OFF(cfg_config, connection_timeout_s), false},
+    {"log_level", F_STR, 0, 16, CALLER, false},
+    {"api_keys_file", F_STR, 0, 1024, OFF(cfg_config, api_keys_file), false},
+    {"tls_cert", F_STR, 0, 1024, OFF(cfg_config, tls_cert), false},
+    {"tls_key", F_STR, 0, 1024, OFF(cfg_config, tls_key), false},
 };
 
 static const field model_fields[] = {
@@ -188,7 +199,8 @@ static const field model_fields[] = {
 static const field batching_fields[] = {
     {"max_batch_size", F_INT, 1, 1 << 16, OFF(cfg_model, max_batch_size), false},
     {"max_batch_tokens", F_INT, 1, 1 << 24, OFF(cfg_model, max_batch_tokens), false},
-    {"max_queue_delay_us", F_INT, 0, 10 * 1000 * 1000, OFF(cfg_model, max_queue_delay_us), false},
+    {"max_queue_delay_us", F_ANY, 0, 0, CALLER, false},
+    {"latency_target_ms", F_INT, 1, 3600 * 1000, OFF(cfg_model, latency_target_ms), false},
     {"max_queue", F_INT, 1, 1 << 20, OFF(cfg_model, max_queue), false},
 };
 
@@ -235,6 +247,7 @@ static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, const cf
     m->max_batch_tokens = 16384;
     m->max_queue_delay_us = 2000;
     m->max_queue = 1024;
+    m->latency_target_ms = 100;
     mt_status st = apply(c, jm, path, model_fields, N(model_fields), m);
     if (st != MT_OK)
         return st;
@@ -266,6 +279,15 @@ static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, const cf
         pjoin(fp, sizeof fp, "%s.batching", path);
         if ((st = apply(c, b, fp, batching_fields, N(batching_fields), m)) != MT_OK)
             return st;
+        const cJSON *dl = cJSON_GetObjectItemCaseSensitive(b, "max_queue_delay_us");
+        pjoin(fp, sizeof fp, "%s.batching.max_queue_delay_us", path);
+        if (cJSON_IsString(dl) && !strcmp(dl->valuestring, "auto"))
+            m->delay_auto = true;
+        else if (dl && (!cJSON_IsNumber(dl) || dl->valuedouble != floor(dl->valuedouble) ||
+                        dl->valuedouble < 0 || dl->valuedouble > 10e6))
+            return fail(c, fp, "must be an integer in [0, 10000000] or \"auto\"");
+        else if (dl)
+            m->max_queue_delay_us = (int)dl->valuedouble;
     }
 
     const cJSON *vs = cJSON_GetObjectItemCaseSensitive(jm, "variants");
@@ -351,6 +373,14 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
     cfg->max_body_bytes = 4u << 20;
     cfg->max_inputs = 2048;
     cfg->request_timeout_ms = 60000;
+    cfg->engine_workers = 1;
+    cfg->max_json_depth = 64;
+    cfg->max_input_bytes = 65536;
+    cfg->shutdown_grace_ms = 30000;
+    cfg->drain_delay_ms = 0;
+    cfg->connection_limit = 1000;
+    cfg->connection_timeout_s = 30;
+    cfg->log_level = CFG_LOG_INFO;
     mt_status st = MT_OK;
     cJSON *root = NULL;
 
@@ -380,6 +410,25 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
                   cfg_parse_listen(l->valuestring, cfg->listen_host, sizeof cfg->listen_host,
                                    &cfg->listen_port) != 0)) {
             st = fail(&c, "server.listen", "must be \"host:port\" (e.g. \"0.0.0.0:8080\")");
+            goto done;
+        }
+        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(srv, "log_level");
+        if (lv) {
+            static const char *const levels[] = {"debug", "info", "warn", "error", "off"};
+            int k = 0;
+            while (cJSON_IsString(lv) && k < 5 && strcmp(levels[k], lv->valuestring))
+                k++;
+            if (!cJSON_IsString(lv) || k == 5) {
+                st = fail(&c, "server.log_level",
+                          "unknown level \"%s\" (expected debug, info, warn, error or off)",
+                          cJSON_IsString(lv) ? lv->valuestring : "?");
+                goto done;
+            }
+            cfg->log_level = k;
+        }
+        if (!*cfg->tls_cert != !*cfg->tls_key) {
+            st = fail(&c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
+                      "tls_cert and tls_key must be set together");
             goto done;
         }
     }

@@ -25,6 +25,8 @@ typedef struct {
     char weights[1024];   /* optional: a quantized safetensors file from `mantissa quantize` */
 } cfg_variant;
 
+typedef enum { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR, CFG_LOG_OFF } cfg_log_level;
+
 typedef enum { CFG_DEVICE_AUTO, CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device;
 
 typedef struct {
@@ -35,8 +37,10 @@ typedef struct {
     bool truncate;         /* over-long inputs: truncate (true) or 422 (false) */
     int max_batch_size;    /* texts per forward */
     int max_batch_tokens;
-    int max_queue_delay_us;
-    int max_queue;
+    int max_queue_delay_us; /* fixed delay; ignored when delay_auto */
+    bool delay_auto;        /* max_queue_delay_us: "auto" (see server/sched.c) */
+    int latency_target_ms;  /* p99 target the auto delay keeps under */
+    int max_queue;          /* requests admitted at once (queued or running); more: 429 */
     cfg_variant *variants;
     int nvariants;
 } cfg_model;
@@ -48,7 +52,18 @@ typedef struct {
     size_t max_body_bytes;
     int max_inputs;       /* texts per request */
     int engine_threads;   /* CPU threads for the engine; 0 = all cores */
-    int request_timeout_ms;
+    int request_timeout_ms;  /* a request still queued after this: 504 */
+    int engine_workers;      /* engine threads per backend, each running one batch */
+    int max_json_depth;      /* deeper request JSON: 400 */
+    int max_input_bytes;     /* a longer text: 413 */
+    int shutdown_grace_ms;   /* how long SIGTERM waits for in-flight work */
+    int drain_delay_ms;      /* after SIGTERM: unready but still admitting, this long */
+    int connection_limit;
+    int connection_timeout_s;
+    int log_level;           /* CFG_LOG_* */
+    char api_keys_file[1024];/* "": no authentication */
+    char tls_cert[1024];     /* both set: HTTPS */
+    char tls_key[1024];
     cfg_model *models;
     int nmodels;
     char *source; /* path it came from, for messages */

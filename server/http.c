@@ -1,11 +1,29 @@
 /* http.c: the HTTP front on libmicrohttpd.
  *
- * Threading: MHD runs its own epoll thread pool (server.http_threads) and
- * calls the handlers on those threads. The handlers run a request to the end
- * there: the variant's lock serialises forwards (each already uses every
- * core). The serving-core work replaces this with a libuv scheduler that
- * batches requests and suspends connections while they wait; the route
- * table and the handlers stay as they are.
+ * Threading. MHD runs its own epoll thread pool (server.http_threads): the
+ * handlers parse and validate JSON, tokenize and serialise responses on
+ * those threads, in parallel. Work for the engine is not done there: a
+ * handler hands a job to the scheduler (server/sched.c, the libuv loop
+ * thread) and the connection is suspended (MHD_ALLOW_SUSPEND_RESUME); when
+ * the job ends, the loop resumes the connection and an MHD thread builds
+ * the answer.
+ *
+ * Why MHD's own threads rather than driving MHD from the libuv loop
+ * (MHD_USE_EPOLL without a thread, its epoll fd watched by a uv_poll_t):
+ * then every handler would run on the loop thread, and JSON parsing,
+ * tokenization and float formatting (a 64 x 384 response is ~300 KB of
+ * text) would block the scheduler for milliseconds at a time, which is
+ * what the loop must never do. With MHD's pool those run in parallel and
+ * the loop only schedules; the two sides meet through the scheduler's
+ * locked inbox + uv_async_send one way, and MHD_resume_connection (which
+ * MHD allows from any thread) the other way.
+ *
+ * Suspended connections never time out in MHD, so each job carries its
+ * own deadline (server.request_timeout_ms), and the loop watches each
+ * waiting client socket for a hang-up to cancel its queued work. Every
+ * suspended connection is resumed (its job ended) before MHD_stop_daemon:
+ * the scheduler's drain ends only when every admitted request has been
+ * answered.
  *
  * Bodies are read in pieces and the size cap is enforced while reading (and
  * up front from Content-Length), so an oversized body never sits in memory.
@@ -16,18 +34,26 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
 
+#include "engine/jsonfile.h"
 #include "server/api.h"
+#include "server/auth.h"
+#include "server/log.h"
 
 struct http_server {
     struct MHD_Daemon *d;
     http_ctx ctx;
     int port;
+    MHD_socket quiesced_fd;
+    char *tls_cert, *tls_key;
 };
 
 /* ========================================================================
@@ -38,20 +64,28 @@ typedef struct {
     const char *method;
     const char *pattern; /* "{}" matches one path segment */
     http_handler handler;
+    bool quiet;          /* probes and scrapes: logged at debug level */
 } route;
 
 static const route routes[] = {
-    {"GET", "/v2/health/live", api_health_live},
-    {"GET", "/v2/health/ready", api_health_ready},
-    {"GET", "/v2", api_server_metadata},
-    {"GET", "/v2/models/{}", api_model_metadata},
-    {"GET", "/v2/models/{}/versions/{}", api_model_metadata},
-    {"GET", "/v2/models/{}/ready", api_model_ready},
-    {"GET", "/v2/models/{}/versions/{}/ready", api_model_ready},
-    {"POST", "/v2/models/{}/infer", api_kserve_infer},
-    {"POST", "/v2/models/{}/versions/{}/infer", api_kserve_infer},
-    {"POST", "/v1/embeddings", api_openai_embeddings},
-    {"GET", "/v1/models", api_openai_models},
+    {"GET", "/v2/health/live", api_health_live, true},
+    {"GET", "/v2/health/ready", api_health_ready, true},
+    {"GET", "/v2", api_server_metadata, false},
+    {"GET", "/v2/models/stats", api_model_stats, false},
+    {"GET", "/v2/models/{}", api_model_metadata, false},
+    {"GET", "/v2/models/{}/versions/{}", api_model_metadata, false},
+    {"GET", "/v2/models/{}/ready", api_model_ready, true},
+    {"GET", "/v2/models/{}/versions/{}/ready", api_model_ready, true},
+    {"GET", "/v2/models/{}/config", api_model_config, false},
+    {"GET", "/v2/models/{}/versions/{}/config", api_model_config, false},
+    {"GET", "/v2/models/{}/stats", api_model_stats, false},
+    {"GET", "/v2/models/{}/versions/{}/stats", api_model_stats, false},
+    {"POST", "/v2/models/{}/infer", api_kserve_infer, false},
+    {"POST", "/v2/models/{}/versions/{}/infer", api_kserve_infer, false},
+    {"POST", "/v2/repository/index", api_repository_index, false},
+    {"POST", "/v1/embeddings", api_openai_embeddings, false},
+    {"GET", "/v1/models", api_openai_models, false},
+    {"GET", "/metrics", api_metrics, true},
 };
 
 #define MAX_PARAMS 4
@@ -99,15 +133,59 @@ const char *http_header(const http_req *req, const char *name)
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *conn, http_resp *r)
+/* Per connection request state (MHD's con_cls). */
+typedef struct {
+    sbuf body;
+    bool too_large;
+    uint64_t t_start;
+    char method[16];
+    char path[256];
+    http_deferred *deferred; /* a job is out (or done) */
+    srv_model *admitted;     /* released when the connection is done */
+    bool quiet;
+} req_state;
+
+/* Logs the request, counts it, and queues the answer. */
+static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, req_state *rs,
+                                 http_resp *r)
 {
     size_t len;
     if (r->body.oom) {
         sb_free(&r->body);
         r->status = 500;
         r->nheaders = 0;
+        r->content_type = NULL;
         sb_puts(&r->body, "{\"error\":\"out of memory building the response\"}");
     }
+    const sched_job *j = rs->deferred ? rs->deferred->job : NULL;
+    bool cancelled = j && j->result == SCHED_CANCELLED;
+    uint64_t now = uv_hrtime();
+    uint64_t total = now - rs->t_start;
+    uint64_t queue = j && j->t_start ? j->t_start - j->t_submit
+                     : j          ? (j->t_done ? j->t_done - j->t_submit : 0)
+                                  : 0;
+    uint64_t compute = j ? j->compute_ns : 0;
+    prom_observe_http(r->status);
+    if (r->model && r->variant)
+        prom_observe_request(&r->variant->metrics, r->status, cancelled, total, queue, compute,
+                             r->inputs, r->tokens);
+    int level = r->status >= 500 ? CFG_LOG_WARN : rs->quiet ? CFG_LOG_DEBUG : CFG_LOG_INFO;
+    if (log_enabled(level)) {
+        log_request_fields f = {.id = r->id[0] ? r->id : NULL,
+                                .method = rs->method,
+                                .path = rs->path,
+                                .model = r->model ? r->model->cfg.name : NULL,
+                                .variant = r->variant ? r->variant->cfg.name : NULL,
+                                .error = r->error[0] ? r->error : NULL,
+                                .status = cancelled ? 499 : r->status,
+                                .inputs = r->inputs,
+                                .tokens = r->tokens,
+                                .queue_ms = (double)queue * 1e-6,
+                                .compute_ms = (double)compute * 1e-6,
+                                .total_ms = (double)total * 1e-6};
+        log_request(level, &f);
+    }
+
     char *data = sb_take(&r->body, &len);
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, data ? data : (char *)"", data ? MHD_RESPMEM_MUST_FREE
@@ -118,6 +196,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, http_resp *r)
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
+    if (r->id[0])
+        MHD_add_response_header(resp, "X-Request-Id", r->id);
     for (int i = 0; i < r->nheaders; i++)
         MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
@@ -129,10 +209,34 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, http_resp *r)
  * request handling
  * ====================================================================== */
 
-typedef struct {
-    sbuf body;
-    bool too_large;
-} req_state;
+/* The loop thread: the job of a suspended connection has ended. */
+static void job_done(sched_job *j)
+{
+    MHD_resume_connection(j->owner);
+}
+
+/* Hands the handler's job to the scheduler and suspends the connection
+ * until it ends. */
+static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_state *rs,
+                             http_resp *resp)
+{
+    sched_job *j = resp->deferred->job;
+    rs->deferred = resp->deferred;
+    j->owner = conn;
+    j->on_done = job_done;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    MHD_suspend_connection(conn);
+    sched_submit(s->ctx.sched, j);
+    sb_free(&resp->body);
+    return MHD_YES;
+}
+
+static bool is_openai(const char *url)
+{
+    return strncmp(url, "/v1/", 4) == 0;
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
@@ -146,6 +250,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!(rs = calloc(1, sizeof *rs)))
             return MHD_NO;
         *con_cls = rs;
+        rs->t_start = uv_hrtime();
+        snprintf(rs->method, sizeof rs->method, "%s", method);
+        snprintf(rs->path, sizeof rs->path, "%s", url);
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > cap)
@@ -163,16 +270,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
     http_resp resp = {.status = 200};
     sb_init(&resp.body);
-    http_req req = {.method = method, .path = url, .conn = conn,
+    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start,
                     .body = rs->body.data ? rs->body.data : "", .body_len = rs->body.len,
                     .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                                 MHD_HTTP_HEADER_CONTENT_TYPE)};
-    bool openai = strncmp(url, "/v1/", 4) == 0;
+    bool openai = is_openai(url);
+
+    if (rs->deferred) { /* resumed: the job has ended */
+        rs->deferred->respond(&s->ctx, rs->deferred, &resp);
+        return send_resp(s, conn, rs, &resp);
+    }
 
     if (rs->too_large || rs->body.oom) {
         api_error(&resp, openai, 413, "max_body_bytes",
                   "request body is larger than max_body_bytes (%zu bytes)", cap);
-        return send_resp(conn, &resp);
+        return send_resp(s, conn, rs, &resp);
+    }
+    if (s->ctx.auth && !auth_exempt(url) &&
+        !auth_check(s->ctx.auth, http_header(&req, MHD_HTTP_HEADER_AUTHORIZATION))) {
+        api_error(&resp, openai, 401, "api_key",
+                  "a valid API key is required: send \"Authorization: Bearer KEY\"");
+        http_set_header(&resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        return send_resp(s, conn, rs, &resp);
     }
 
     char params[MAX_PARAMS][PARAM_MAX];
@@ -191,8 +310,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         for (int k = 0; k < np; k++)
             pp[k] = params[k];
+        rs->quiet = routes[i].quiet;
         routes[i].handler(&s->ctx, &req, pp, &resp);
-        return send_resp(conn, &resp);
+        rs->admitted = resp.admitted;
+        if (resp.deferred)
+            return defer(s, conn, rs, &resp);
+        return send_resp(s, conn, rs, &resp);
     }
     if (path_matched) {
         api_error(&resp, openai, 405, "method", "method %s is not allowed on %s (allowed: %s)",
@@ -201,23 +324,37 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     } else {
         api_error(&resp, openai, 404, "path", "no endpoint %s %s", method, url);
     }
-    return send_resp(conn, &resp);
+    return send_resp(s, conn, rs, &resp);
 }
 
+/* The connection is done with this request (answered, or gone): drop the
+ * job and give back the admission place. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    http_server *s = cls;
     req_state *rs = *con_cls;
-    if (rs) {
-        sb_free(&rs->body);
-        free(rs);
-        *con_cls = NULL;
-    }
+    if (!rs)
+        return;
+    if (rs->deferred)
+        sched_job_unref(rs->deferred->job);
+    if (rs->admitted)
+        sched_release(s->ctx.sched, rs->admitted);
+    sb_free(&rs->body);
+    free(rs);
+    *con_cls = NULL;
 }
 
 /* ========================================================================
  * start and stop
  * ====================================================================== */
+
+static void free_server(http_server *s)
+{
+    free(s->tls_cert);
+    free(s->tls_key);
+    free(s);
+}
 
 mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err)
 {
@@ -225,11 +362,13 @@ mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err)
     if (!s)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     s->ctx = *ctx;
+    s->quiesced_fd = MHD_INVALID_SOCKET;
     const cfg_config *c = ctx->cfg;
 
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
     if (inet_pton(AF_INET, c->listen_host, &v4->sin_addr) == 1) {
@@ -240,23 +379,40 @@ mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err)
         v6->sin6_port = htons((uint16_t)c->listen_port);
         flags |= MHD_USE_IPv6;
     } else {
-        free(s);
+        free_server(s);
         return mt_fail(err, MT_EINVAL, "server.listen: \"%s\" is not an IPv4 or IPv6 address",
                        c->listen_host);
+    }
+    bool tls = c->tls_cert[0] && c->tls_key[0];
+    if (tls) {
+        size_t n;
+        mt_status st = mt_read_file(c->tls_cert, 1u << 20, &s->tls_cert, &n, err);
+        if (st == MT_OK)
+            st = mt_read_file(c->tls_key, 1u << 20, &s->tls_key, &n, err);
+        if (st != MT_OK) {
+            free_server(s);
+            return mt_prefix(err, st, "server.tls_cert/tls_key: ");
+        }
+        flags |= MHD_USE_TLS;
     }
 
     s->d = MHD_start_daemon(
         flags, (uint16_t)c->listen_port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1000,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)c->connection_limit,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, s->tls_cert,
+        MHD_OPTION_HTTPS_MEM_KEY, s->tls_key,
         MHD_OPTION_END);
     if (!s->d) {
-        free(s);
-        return mt_fail(err, MT_EIO, "cannot listen on %s:%d (address in use or not permitted)",
+        free_server(s);
+        return mt_fail(err, MT_EIO,
+                       tls ? "cannot listen on %s:%d (address in use, or the TLS certificate "
+                             "or key is not valid PEM)"
+                           : "cannot listen on %s:%d (address in use or not permitted)",
                        c->listen_host, c->listen_port);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_LISTEN_FD);
@@ -278,10 +434,18 @@ int http_port(const http_server *s)
     return s->port;
 }
 
+void http_quiesce(http_server *s)
+{
+    if (s && s->quiesced_fd == MHD_INVALID_SOCKET)
+        s->quiesced_fd = MHD_quiesce_daemon(s->d);
+}
+
 void http_stop(http_server *s)
 {
     if (!s)
         return;
     MHD_stop_daemon(s->d);
-    free(s);
+    if (s->quiesced_fd != MHD_INVALID_SOCKET)
+        close(s->quiesced_fd);
+    free_server(s);
 }

@@ -1,14 +1,22 @@
 /* http.h: the HTTP front (libmicrohttpd): requests in, routed to the API
- * handlers (server/api_*.c) through one route table, responses out. */
+ * handlers (server/api_*.c) through one route table, responses out.
+ *
+ * A handler either answers at once (fills http_resp) or defers: it admits
+ * the request with the scheduler, tokenizes, and hands back a job
+ * (http_resp.deferred). The front then suspends the connection, submits
+ * the job, and when the scheduler has finished it, resumes the connection
+ * and calls the deferred's respond() to build the answer. */
 #ifndef MT_SERVER_HTTP_H
 #define MT_SERVER_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/config.h"
 #include "server/models.h"
 #include "server/sbuf.h"
+#include "server/sched.h"
 
 struct MHD_Connection;
 
@@ -19,9 +27,13 @@ typedef struct {
     size_t body_len;
     const char *content_type;
     struct MHD_Connection *conn;
+    uint64_t t_start;       /* uv_hrtime() when the headers were in */
 } http_req;
 
-#define HTTP_MAX_HEADERS 4
+#define HTTP_MAX_HEADERS 8
+
+typedef struct http_deferred http_deferred;
+typedef struct http_ctx http_ctx;
 
 typedef struct {
     int status;
@@ -32,12 +44,34 @@ typedef struct {
         char value[128];
     } headers[HTTP_MAX_HEADERS];
     int nheaders;
+    /* for the request log and the metrics */
+    srv_model *model;         /* the model the request named, once resolved */
+    srv_variant *variant;
+    srv_model *admitted;      /* set when sched_admit took a place (released by the front) */
+    char id[128];             /* the request id (KServe "id", X-Request-Id or generated) */
+    char error[256];          /* the error message, for the log */
+    int inputs;
+    long tokens;
+    bool quiet;               /* health and metrics: logged at debug level */
+    http_deferred *deferred;  /* set: answer later (see above) */
 } http_resp;
 
-typedef struct {
+/* A deferred answer: the handler's state around a scheduler job. The
+ * front owns one reference to job until the connection is done. */
+struct http_deferred {
+    sched_job *job;
+    /* Builds the answer into resp once the job has ended (HTTP thread). */
+    void (*respond)(const http_ctx *ctx, http_deferred *d, http_resp *resp);
+};
+
+typedef struct auth_keys auth_keys;
+
+struct http_ctx {
     const cfg_config *cfg;
     srv_models *models;
-} http_ctx;
+    sched *sched;
+    const auth_keys *auth; /* NULL: no authentication */
+};
 
 typedef void (*http_handler)(const http_ctx *ctx, const http_req *req, const char *const *params,
                              http_resp *resp);
@@ -52,6 +86,9 @@ typedef struct http_server http_server;
 mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err);
 /* The port actually bound (useful with port 0). */
 int http_port(const http_server *s);
+/* Stops accepting new connections (the listening socket closes); the
+ * connections already open are still served. */
+void http_quiesce(http_server *s);
 void http_stop(http_server *s);
 
 #endif

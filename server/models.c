@@ -21,6 +21,7 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
         const cfg_model *cm = &cfg->models[i];
         srv_model *m = &s->models[i];
         m->cfg = *cm;
+        m->index = i;
         s->nmodels = i + 1;
         if (cm->device == CFG_DEVICE_CUDA) {
             st = mt_fail(err, MT_EUNSUPPORTED,
@@ -46,6 +47,7 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
                 goto fail;
             }
             pthread_mutex_init(&v->lock, NULL);
+            prom_variant_init(&v->metrics);
             m->nvariants = k + 1;
             m->traffic_total += v->cfg.traffic;
             m->hidden = bert_get_config(v->model)->hidden;
@@ -69,6 +71,7 @@ void srv_models_free(srv_models *s)
         for (int k = 0; k < m->nvariants; k++) {
             bert_free(m->variants[k].model);
             pthread_mutex_destroy(&m->variants[k].lock);
+            prom_variant_destroy(&m->variants[k].metrics);
         }
         free(m->variants);
     }

@@ -1,9 +1,9 @@
 /* models.h: the models a server holds, each with its loaded variants, and
  * the choice of variant for a request (pin, else weighted by traffic).
  *
- * A forward pass on the CPU already uses every core, so each variant runs
- * one forward at a time (its lock); concurrent requests queue on it. The
- * scheduler of the serving-core issue replaces this with batching.
+ * The server runs forwards through the scheduler (server/sched.c), which
+ * batches requests per variant; srv_forward is the direct path the
+ * command-line tools use (one forward at a time per variant, its lock).
  */
 #ifndef MT_SERVER_MODELS_H
 #define MT_SERVER_MODELS_H
@@ -14,11 +14,14 @@
 #include "engine/backend.h"
 #include "models/bert.h"
 #include "server/config.h"
+#include "server/metrics.h"
 
 typedef struct srv_variant {
     cfg_variant cfg;
     bert_model *model;
     pthread_mutex_t lock;
+    prom_variant metrics;
+    void *sched_q; /* the scheduler's queue for this variant */
 } srv_variant;
 
 typedef struct srv_model {
@@ -27,6 +30,7 @@ typedef struct srv_model {
     int nvariants;
     double traffic_total;
     int hidden, max_seq_len;
+    int index;     /* in srv_models.models */
 } srv_model;
 
 typedef struct srv_models {

