@@ -1,0 +1,87 @@
+/* test_json_check.c: the strict request-body JSON check accepts JSON and
+ * refuses what cJSON would let through (server/json_check.c). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/json_check.h"
+
+static int ok(const char *s)
+{
+    json_check_error e;
+    return json_check(s, strlen(s), 64, &e) == 0;
+}
+
+START_TEST(json_check_accepts_valid_bodies)
+{
+    const char *good[] = {
+        "{}", "[]", " {\"a\": [1, -2.5e+3, 0, 0.5, true, false, null]}\r\n",
+        "{\"input\":\"caf\\u00e9 \\ud83d\\ude00 \xe4\xb8\xad\"}", "\"x\"", "0", "-0.0E-1",
+        "{\"a\":{\"b\":{\"c\":[[[]]]}}}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        ck_assert_msg(ok(good[i]), "refused: %s", good[i]);
+}
+END_TEST
+
+START_TEST(json_check_refuses_what_cjson_lets_through)
+{
+    const char *bad[] = {
+        "{} x", "{}{}", "[0384]", "[01]", "{\"a\":\"\x01\"}", "{\x01\"a\":1}", "{\"a\":\"\xff\"}",
+        "{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\\udc00x\"}",
+        "{\"a\":\"\\u0000\"}", "{\"a\":\"\\x\"}", "[1,]", "{\"a\":1,}", "[1 2]", "{'a':1}",
+        "[.5]", "[1.]", "[1e]", "[+1]", "[tru]", "", "   ", "{\"a\"}", "[\"abc", "{\"a\":1",
+        "[NaN]", "[Infinity]",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(!ok(bad[i]), "accepted: %s", bad[i]);
+}
+END_TEST
+
+START_TEST(json_check_caps_depth_and_says_where)
+{
+    char deep[300];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    deep[200] = 0;
+    json_check_error e;
+    ck_assert_int_eq(json_check(deep, 200, 64, &e), -1);
+    ck_assert_uint_eq(e.offset, 64);
+    ck_assert_ptr_nonnull(strstr(e.why, "deeper"));
+    ck_assert_int_eq(json_check(deep + 36, 128, 64, &e), 0); /* exactly 64 deep */
+    ck_assert_int_eq(json_check("{\"a\":1} x", 9, 64, &e), -1);
+    ck_assert_uint_eq(e.offset, 8);
+}
+END_TEST
+
+START_TEST(json_check_is_linear_on_a_huge_flat_object)
+{
+    /* 80k distinct keys: the check must not be quadratic in anything */
+    size_t cap = 2u << 20, n = 0;
+    char *b = malloc(cap);
+    b[n++] = '{';
+    for (int i = 0; i < 80000; i++)
+        n += (size_t)snprintf(b + n, cap - n, "%s\"k%d\":%d", i ? "," : "", i, i);
+    b[n++] = '}';
+    json_check_error e;
+    ck_assert_int_eq(json_check(b, n, 64, &e), 0);
+    free(b);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("json_check");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, json_check_accepts_valid_bodies);
+    tcase_add_test(tc, json_check_refuses_what_cjson_lets_through);
+    tcase_add_test(tc, json_check_caps_depth_and_says_where);
+    tcase_add_test(tc, json_check_is_linear_on_a_huge_flat_object);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
