@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# stage-image.sh: lays out what a Mantissa container image holds, in the
+# build stage of deploy/Dockerfile (and in tests/deploy/check_configs.sh, on
+# the host, to check it), under OUT:
+#   OUT/opt/mantissa/bin/mantissa              the binary
+#   OUT/opt/mantissa/models/all-MiniLM-L6-v2/  the weights, when fetched (else
+#                                              empty: mount them there)
+#   OUT/etc/mantissa/mantissa.json             the default config (mount a
+#                                              ConfigMap over /etc/mantissa)
+#   OUT/opt/mantissa/runtime-packages.txt      the Debian/Ubuntu packages that
+#                                              own the binary's direct shared
+#                                              libraries (apt pulls in the rest)
+# The runtime stage installs that package list, so it never drifts from what
+# the binary links. Fails when a library belongs to no package.
+#
+#   deploy/stage-image.sh BIN OUT
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${1:?usage: stage-image.sh BIN OUT}
+OUT=${2:?usage: stage-image.sh BIN OUT}
+MODEL=models/all-MiniLM-L6-v2
+
+# The package owning a library path; tries the path as ldd gives it, its
+# real path, and each with and without the /usr prefix (merged /usr).
+owner() {
+  local p cand=() real
+  real=$(readlink -f "$1")
+  for p in "$1" "$real"; do
+    cand+=("$p")
+    case $p in
+      /usr/*) cand+=("${p#/usr}") ;;
+      *) cand+=("/usr$p") ;;
+    esac
+  done
+  for p in "${cand[@]}"; do
+    if out=$(dpkg-query -S "$p" 2>/dev/null); then
+      printf '%s\n' "$out" | head -1 | cut -d: -f1
+      return 0
+    fi
+  done
+  return 1
+}
+
+mkdir -p "$OUT/opt/mantissa/bin" "$OUT/opt/mantissa/$MODEL" "$OUT/etc/mantissa"
+install -m 0755 "$BIN" "$OUT/opt/mantissa/bin/mantissa"
+install -m 0644 config/mantissa.json "$OUT/etc/mantissa/mantissa.json"
+if [ -s "$MODEL/model.safetensors" ]; then
+  cp -R "$MODEL/." "$OUT/opt/mantissa/$MODEL/"
+  chmod -R a+rX "$OUT/opt/mantissa/models"
+fi
+
+pkgs=()
+for lib in $(objdump -p "$BIN" | awk '$1 == "NEEDED" {print $2}'); do
+  path=$(ldd "$BIN" | awk -v l="$lib" '$1 == l && $3 ~ /^\// {print $3}')
+  if [ -z "$path" ]; then
+    echo "stage-image: $lib (needed by $BIN) is not found by ldd" >&2
+    exit 1
+  fi
+  if ! pkg=$(owner "$path"); then
+    echo "stage-image: $path ($lib) belongs to no installed package" >&2
+    exit 1
+  fi
+  pkgs+=("$pkg")
+done
+printf '%s\n' "${pkgs[@]}" | sort -u > "$OUT/opt/mantissa/runtime-packages.txt"
+echo "stage-image: staged $BIN into $OUT; runtime packages: $(tr '\n' ' ' < "$OUT/opt/mantissa/runtime-packages.txt")"

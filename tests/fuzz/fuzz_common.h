@@ -1,0 +1,353 @@
+/* fuzz_common.h: what the libFuzzer harnesses in tests/fuzz share: a
+ * check that stops the run with a message when a property the code under
+ * test promises does not hold (so libFuzzer saves the input as a crash),
+ * and checks of the JSON response shapes the server promises (KServe
+ * {"error": "..."}; OpenAI {"error": {"message", "type", "param", "code"}}).
+ *
+ * Harness code only: it may abort(), library code may not.
+ */
+#ifndef MT_TESTS_FUZZ_COMMON_H
+#define MT_TESTS_FUZZ_COMMON_H
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A broken promise: print where and why, then abort so libFuzzer keeps the
+ * input (crash-<sha1>) and prints the stack. */
+#define FUZZ_CHECK(cond, ...)                                                       \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "\n%s:%d: FUZZ_CHECK(%s) failed: ", __FILE__, __LINE__, \
+                    #cond);                                                         \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fputc('\n', stderr);                                                    \
+            abort();                                                                \
+        }                                                                           \
+    } while (0)
+
+/* Checks that body (len bytes) is one JSON error in the protocol's shape;
+ * returns the parsed body for further checks (caller deletes). */
+static inline cJSON *fuzz_check_error_body(const char *body, size_t len, int openai)
+{
+    cJSON *j = cJSON_ParseWithLength(body, len);
+    FUZZ_CHECK(j && cJSON_IsObject(j), "error body is not a JSON object: %.*s", (int)len, body);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    if (openai) {
+        FUZZ_CHECK(cJSON_IsObject(e), "OpenAI error without an error object: %.*s", (int)len,
+                   body);
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        const cJSON *param = cJSON_GetObjectItemCaseSensitive(e, "param");
+        const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+        FUZZ_CHECK(cJSON_IsString(msg) && *msg->valuestring, "OpenAI error without a message");
+        FUZZ_CHECK(cJSON_IsString(type), "OpenAI error without a type");
+        FUZZ_CHECK(param && (cJSON_IsString(param) || cJSON_IsNull(param)),
+                   "OpenAI error param is neither a string nor null");
+        FUZZ_CHECK(cJSON_IsString(code), "OpenAI error without a code");
+    } else {
+        FUZZ_CHECK(cJSON_IsString(e) && *e->valuestring, "KServe error is not {\"error\": \"...\"}: %.*s",
+                   (int)len, body);
+    }
+    return j;
+}
+
+/* An independent UTF-8 validator (RFC 3629: no overlongs, no surrogates,
+ * nothing above U+10FFFF, no truncated sequences), to compare with the
+ * code under test. */
+static inline int fuzz_utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned lo = 0x80, hi = 0xBF;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            k = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            k = 2;
+            if (c == 0xE0)
+                lo = 0xA0;
+            if (c == 0xED)
+                hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            k = 3;
+            if (c == 0xF0)
+                lo = 0x90;
+            if (c == 0xF4)
+                hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (n - i <= k) /* truncated: fewer than k continuation bytes left */
+            return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t j = 2; j <= k; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xBF)
+                return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * A strict JSON checker (RFC 8259 grammar, UTF-8 text, whitespace only
+ * space/tab/CR/LF, no trailing bytes), independent of cJSON, to tell what
+ * the server should accept from what cJSON happens to accept, and to check
+ * that every response body is JSON a strict client can read.
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *s;
+    size_t n, i;
+    int depth, max_depth;
+    int long_number; /* a number of more than 63 characters was seen */
+    int utf8;        /* check that strings are UTF-8 */
+} fuzz_json;
+
+static inline void fuzz_json_ws(fuzz_json *p)
+{
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
+                           p->s[p->i] == '\r'))
+        p->i++;
+}
+
+static inline int fuzz_json_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static inline int fuzz_json_string(fuzz_json *p)
+{
+    if (p->i >= p->n || p->s[p->i] != '"')
+        return 0;
+    size_t start = ++p->i;
+    while (p->i < p->n && p->s[p->i] != '"') {
+        unsigned char c = p->s[p->i];
+        if (c < 0x20)
+            return 0;
+        if (c == '\\') {
+            if (++p->i >= p->n)
+                return 0;
+            c = p->s[p->i];
+            if (c == 'u') {
+                if (p->n - p->i < 5)
+                    return 0;
+                for (int k = 1; k <= 4; k++)
+                    if (!fuzz_json_hex(p->s[p->i + k]))
+                        return 0;
+                p->i += 4;
+            } else if (!strchr("\"\\/bfnrt", c) || c == 0) {
+                return 0;
+            }
+        }
+        p->i++;
+    }
+    if (p->i >= p->n)
+        return 0;
+    if (p->utf8 && !fuzz_utf8_valid(p->s + start, p->i - start))
+        return 0;
+    p->i++;
+    return 1;
+}
+
+static inline int fuzz_json_number(fuzz_json *p)
+{
+    size_t start = p->i;
+#define D(i) ((i) < p->n && p->s[i] >= '0' && p->s[i] <= '9')
+    if (p->i < p->n && p->s[p->i] == '-')
+        p->i++;
+    if (p->i < p->n && p->s[p->i] == '0')
+        p->i++;
+    else if (D(p->i))
+        while (D(p->i))
+            p->i++;
+    else
+        return 0;
+    if (p->i < p->n && p->s[p->i] == '.') {
+        p->i++;
+        if (!D(p->i))
+            return 0;
+        while (D(p->i))
+            p->i++;
+    }
+    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+        p->i++;
+        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-'))
+            p->i++;
+        if (!D(p->i))
+            return 0;
+        while (D(p->i))
+            p->i++;
+    }
+#undef D
+    if (p->i - start > 63)
+        p->long_number = 1;
+    return 1;
+}
+
+static inline int fuzz_json_value(fuzz_json *p);
+
+static inline int fuzz_json_container(fuzz_json *p, unsigned char open)
+{
+    const unsigned char close = open == '{' ? '}' : ']';
+    if (++p->depth > p->max_depth)
+        return -1;
+    p->i++;
+    fuzz_json_ws(p);
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        p->depth--;
+        return 1;
+    }
+    for (;;) {
+        if (open == '{') {
+            fuzz_json_ws(p);
+            if (!fuzz_json_string(p))
+                return 0;
+            fuzz_json_ws(p);
+            if (p->i >= p->n || p->s[p->i] != ':')
+                return 0;
+            p->i++;
+        }
+        int r = fuzz_json_value(p);
+        if (r != 1)
+            return r;
+        fuzz_json_ws(p);
+        if (p->i >= p->n)
+            return 0;
+        if (p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->s[p->i] != close)
+            return 0;
+        p->i++;
+        p->depth--;
+        return 1;
+    }
+}
+
+/* One value with the whitespace around it. 1: valid, 0: invalid, -1:
+ * deeper than max_depth (not decided). */
+static inline int fuzz_json_value(fuzz_json *p)
+{
+    fuzz_json_ws(p);
+    if (p->i >= p->n)
+        return 0;
+    unsigned char c = p->s[p->i];
+    int r;
+    if (c == '{' || c == '[')
+        r = fuzz_json_container(p, c);
+    else if (c == '"')
+        r = fuzz_json_string(p);
+    else if (c == '-' || (c >= '0' && c <= '9'))
+        r = fuzz_json_number(p);
+    else if (p->n - p->i >= 4 && !memcmp(p->s + p->i, "true", 4))
+        r = (p->i += 4, 1);
+    else if (p->n - p->i >= 5 && !memcmp(p->s + p->i, "false", 5))
+        r = (p->i += 5, 1);
+    else if (p->n - p->i >= 4 && !memcmp(p->s + p->i, "null", 4))
+        r = (p->i += 4, 1);
+    else
+        r = 0;
+    if (r == 1)
+        fuzz_json_ws(p);
+    return r;
+}
+
+/* FUZZ_JSON_LENIENT=1 in the environment: known leniencies (non-strict
+ * JSON accepted, invalid UTF-8 passed through) are not findings, so a run
+ * can fuzz past them. Read once per process. */
+static inline int fuzz_lenient(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *l = getenv("FUZZ_JSON_LENIENT");
+        v = l && *l && strcmp(l, "0") != 0;
+    }
+    return v;
+}
+
+/* Is s[0..n) exactly one JSON text? 1 yes, 0 no, -1 nested deeper than
+ * max_depth (undecided). Strings must be UTF-8 unless fuzz_lenient().
+ * *long_number (may be NULL) tells whether it holds a number longer than
+ * cJSON 1.7.15 reads (63 characters). */
+static inline int fuzz_json_strict(const char *s, size_t n, int max_depth, int *long_number)
+{
+    fuzz_json p = {(const unsigned char *)s, n, 0, 0, max_depth, 0, !fuzz_lenient()};
+    int r = fuzz_json_value(&p);
+    if (r == 1 && p.i != n)
+        r = 0;
+    if (long_number)
+        *long_number = p.long_number;
+    return r;
+}
+
+/* Nesting depth of a parsed tree, counted as api_common.c counts it
+ * (each object or array one level). */
+static inline int fuzz_cjson_depth(const cJSON *j)
+{
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j))
+        return 0;
+    int max = 0;
+    for (const cJSON *c = j->child; c; c = c->next) {
+        int d = fuzz_cjson_depth(c);
+        if (d > max)
+            max = d;
+    }
+    return max + 1;
+}
+
+/* Does any object in the tree hold the same key twice? */
+static inline int fuzz_cjson_dup_keys(const cJSON *j)
+{
+    for (const cJSON *c = j ? j->child : NULL; c; c = c->next) {
+        if (cJSON_IsObject(j))
+            for (const cJSON *d = c->next; d; d = d->next)
+                if (c->string && d->string && !strcmp(c->string, d->string))
+                    return 1;
+        if (fuzz_cjson_dup_keys(c))
+            return 1;
+    }
+    return 0;
+}
+
+/* Decodes standard base64 (RFC 4648, padded); -1 on bad input. */
+static inline long fuzz_base64_decode(const char *s, size_t n, unsigned char *out, size_t cap)
+{
+    if (n % 4)
+        return -1;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        unsigned v = 0;
+        int pad = 0;
+        for (int k = 0; k < 4; k++) {
+            char c = s[i + k];
+            unsigned d;
+            if (c >= 'A' && c <= 'Z') d = (unsigned)(c - 'A');
+            else if (c >= 'a' && c <= 'z') d = (unsigned)(c - 'a' + 26);
+            else if (c >= '0' && c <= '9') d = (unsigned)(c - '0' + 52);
+            else if (c == '+') d = 62;
+            else if (c == '/') d = 63;
+            else if (c == '=' && i + 4 == n && k >= 2) { d = 0; pad++; }
+            else return -1;
+            if (pad && c != '=')
+                return -1;
+            v = v << 6 | d;
+        }
+        for (int k = 0; k < 3 - pad; k++) {
+            if (o >= cap)
+                return -1;
+            out[o++] = (unsigned char)(v >> (16 - 8 * k));
+        }
+    }
+    return (long)o;
+}
+
+#endif

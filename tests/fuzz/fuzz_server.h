@@ -1,0 +1,62 @@
+/* fuzz_server.h: set-up for the harnesses that drive a whole endpoint
+ * handler (fuzz_openai.c, fuzz_kserve.c): a config and the real
+ * all-MiniLM-L6-v2 weights loaded once, kept small so a request that
+ * passes validation runs a cheap forward (at most 4 texts of 16 tokens,
+ * one engine thread). Two models share the weights: "minilm" truncates
+ * long texts, "strict" answers 422 for them.
+ *
+ * The model folder is models/all-MiniLM-L6-v2 (make model) relative to
+ * the repository root, or $MANTISSA_MODEL_DIR.
+ */
+#ifndef MT_TESTS_FUZZ_SERVER_H
+#define MT_TESTS_FUZZ_SERVER_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server/api.h"
+#include "server/config.h"
+#include "server/models.h"
+
+#define FUZZ_MAX_INPUTS 4
+#define FUZZ_MAX_SEQ 16
+
+static http_ctx fuzz_ctx;
+
+static void fuzz_server_init(const char *who)
+{
+    const char *dir = getenv("MANTISSA_MODEL_DIR");
+    if (!dir)
+        dir = "models/all-MiniLM-L6-v2";
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"server\": {\"max_inputs\": %d, \"engine_threads\": 1},"
+             " \"models\": ["
+             "  {\"name\": \"minilm\", \"path\": \"%s\", \"max_seq_len\": %d, \"truncate\": true,"
+             "   \"variants\": [{\"name\": \"fp32\", \"precision\": \"fp32\"}]},"
+             "  {\"name\": \"strict\", \"path\": \"%s\", \"max_seq_len\": %d, \"truncate\": false,"
+             "   \"variants\": [{\"name\": \"fp32\", \"precision\": \"fp32\"}]}]}",
+             FUZZ_MAX_INPUTS, dir, FUZZ_MAX_SEQ, dir, FUZZ_MAX_SEQ);
+    cfg_config *cfg = NULL;
+    srv_models *models = NULL;
+    mt_err err = {{0}};
+    if (cfg_parse(text, strlen(text), who, &cfg, &err) != MT_OK ||
+        srv_models_load(cfg, &models, &err) != MT_OK) {
+        fprintf(stderr, "%s: %s (run `make model` first, from the repository root)\n", who,
+                err.msg);
+        exit(1);
+    }
+    fuzz_ctx.cfg = cfg;
+    fuzz_ctx.models = models;
+}
+
+/* The value of a response header the handler set, or NULL. */
+static const char *fuzz_resp_header(const http_resp *r, const char *name)
+{
+    for (int i = 0; i < r->nheaders; i++)
+        if (!strcmp(r->headers[i].name, name))
+            return r->headers[i].value;
+    return NULL;
+}
+
+#endif
