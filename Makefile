@@ -52,6 +52,96 @@ CONFIG   ?= config/mantissa.json
 .PHONY: all build deps model run test unit integration eval bench clean distclean
 all build: $(BIN) $(UNIT_BIN)
 
+# ==== CUDA ====================================================================
+# (owned by the CUDA backend: engine/backend_cuda.c, kernels/cuda/, tests/gpu/,
+# bench/gpu/). Everything CUDA-specific of the build is in this section.
+#
+#   CUDA=1   kernels/cuda/*.cu -> $(BUILD)/kernels/cuda/*.o through nvcc, for
+#            sm_80, sm_89 and sm_90a plus compute_90 PTX (never -arch=native:
+#            CI and build machines have no GPU); engine/backend_cuda.c in the
+#            library, linked with cuBLASLt and the CUDA runtime (rpath to the
+#            toolkit's lib dir); tests/gpu and bench/gpu programs in `all`.
+#   CUDA=0   exactly the CPU build; engine/backend_cuda_none.c answers "no CUDA".
+#   default  1 when nvcc is on the PATH, else 0; SANITIZE builds default to 0:
+#            ASan and the CUDA runtime fight over the shadow gap (a CUDA=1
+#            SANITIZE build needs ASAN_OPTIONS=protect_shadow_gap=0 to start),
+#            and nvcc-built code is not instrumented anyway.
+#   make test-gpu   builds and runs tests/gpu (each prints "SKIP: no CUDA
+#            device" and passes where there is no GPU).
+#
+# The PTX is compute_90 rather than compute_90a: "a" PTX runs only on sm_90a
+# itself, so it would add nothing to the sm_90a SASS, while plain compute_90
+# PTX lets newer GPUs JIT the kernels (none of them uses wgmma/setmaxnreg).
+ifneq ($(SANITIZE),)
+  CUDA ?= 0
+else
+  CUDA ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
+endif
+NVCC         ?= nvcc
+CUDA_HOME    ?= $(abspath $(dir $(shell command -v $(NVCC) 2>/dev/null))..)
+CUDA_LIBDIR  ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) $(CUDA_HOME)/lib64)
+CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_89,code=sm_89 \
+                -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_90,code=compute_90
+NVCC_THREADS ?= 2
+NVCCFLAGS    ?= -O3
+# -Xfatbin=-compress-all: the embedded PTX and SASS shrink ~5x (10 MB -> 2 MB
+# per program), decompressed once at module load.
+NVCCFLAGS    += -std=c++17 -lineinfo -I. $(CUDA_GENCODE) --threads $(NVCC_THREADS) \
+                -Xfatbin=-compress-all -Xcompiler -Wall,-Wextra -Werror all-warnings
+CUDA_SRC     := $(wildcard kernels/cuda/*.cu)
+CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+GPU_BENCH_SRC := $(wildcard bench/gpu/*.c)
+GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/bench/gpu/%)
+
+# Objects that differ between CUDA=1 and CUDA=0 depend on a file recording
+# the setting, so that switching it rebuilds them and with them the library.
+CUDA_CFG := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS)
+$(shell mkdir -p $(BUILD) && { printf '%s\n' '$(CUDA_CFG)' | cmp -s - $(BUILD)/cuda.cfg || \
+          printf '%s\n' '$(CUDA_CFG)' > $(BUILD)/cuda.cfg; })
+$(BUILD)/engine/backend_cuda.o $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
+
+# LIB_SRC keeps the no-CUDA stub (other builds from LIB_SRC, e.g. the fuzzers,
+# need no CUDA); the CUDA build swaps the objects.
+LIB_SRC := $(filter-out engine/backend_cuda.c,$(LIB_SRC))
+ifeq ($(CUDA),1)
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ)) \
+             $(BUILD)/engine/backend_cuda.o $(CUDA_OBJ)
+  LDLIBS  += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lstdc++
+  all build: $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
+  $(BUILD)/engine/backend_cuda.o $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: \
+      CFLAGS += -I$(CUDA_HOME)/include
+else
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ))
+endif
+
+$(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
+
+# --as-needed: these programs use no server code, so they should not need
+# libmicrohttpd & co. at run time (the GPU machine's image lacks them).
+$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(LIB)
+	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) -o $@
+
+$(BUILD)/bench/gpu/%: $(BUILD)/bench/gpu/%.o $(LIB)
+	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) -o $@
+
+.PHONY: test-gpu
+ifeq ($(CUDA),1)
+test-gpu: $(GPU_TEST_BIN)
+	BUILD=$(BUILD) tests/gpu/run.sh
+else
+test-gpu:
+	@echo "test-gpu: SKIP: this build has no CUDA (CUDA=0 or no nvcc on the PATH)"
+endif
+
+.SECONDARY: $(GPU_TEST_BIN:%=%.o) $(GPU_BENCH_BIN:%=%.o)
+-include $(GPU_TEST_BIN:%=%.d) $(GPU_BENCH_BIN:%=%.d)
+# ==== end of CUDA =============================================================
+
+
 # The arithmetic kernels want the loop vectoriser at full strength.
 $(BUILD)/kernels/%.o: CFLAGS += -O3
 
@@ -108,3 +198,78 @@ distclean: clean
 	rm -rf $(VENV) models/*/
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/server/main.d $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+
+# ==== fuzzing and deployment checks (owner: tests/fuzz, tests/deploy) =======
+# Appended block; the targets above do not depend on it.
+#
+#   make fuzz                    build each libFuzzer harness tests/fuzz/fuzz_*.c
+#                                with clang + ASan + UBSan into build/fuzz/, then
+#                                run each for FUZZ_SECONDS (default 30) on its
+#                                seed corpus; CI: make fuzz FUZZ_SECONDS=60
+#   make fuzz FUZZ_SECONDS=0     only replay the seeds and tests/fuzz/regressions
+#   make fuzz FUZZ_TARGETS="fuzz_config fuzz_tokenizer"   a subset
+#   make test-lb-configs         validate deploy/ for real: hadolint, Kubernetes
+#                                schemas, nginx -t, haproxy -c, then nginx and
+#                                HAProxy in front of real replicas
+#                                (tests/deploy/check_configs.sh)
+#
+# The library and the harnesses are built with clang for the fuzzers (coverage
+# instrumentation on every object), with the same -I and pkg-config flags as
+# above but without -Werror: a clang-only warning in a library file must not
+# stop the fuzzers.
+FUZZ_SECONDS ?= 30
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 $(MARCH) -fopenmp -Wall -Wextra \
+                -Wno-unused-parameter -I. $(PKG_CFLAGS) -MMD -MP $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_LIB     := $(FUZZ_BUILD)/libmantissa.a
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/%.c=%)
+
+.PHONY: fuzz test-lb-configs
+.SECONDARY: $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.o)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -fopenmp $^ $(LDLIBS) -o $@
+
+fuzz: model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(FUZZ_BINS)
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+test-lb-configs: deps model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(BIN)
+	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/deploy/check_configs.sh
+
+-include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
+# ==== end of the fuzzing and deployment block ===============================
+
+# ---- the serving core under load ------------------------------------------
+# Batching on vs off at concurrency 1, 8, 64 (wrk; perf_analyzer cross-check),
+# written to bench/results/server-<date>.md.
+.PHONY: bench-server
+bench-server: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	$(VPY) bench/server_bench.py --bin $(abspath $(BIN)) \
+	  --out bench/results/server-$(shell date -u +%Y-%m-%d).md
+
+# ---- the precision hot-switch ------------------------------------------------
+# Time from a config write to the new precision serving, per precision, with a
+# restart as the peer; written to bench/results/switch-<date>.md.
+.PHONY: bench-switch
+bench-switch: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	$(VPY) bench/switch_bench.py --bin $(abspath $(BIN)) \
+	  --out bench/results/switch-$(shell date -u +%Y-%m-%d).md

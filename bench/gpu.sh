@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# gpu.sh: everything the CUDA backend needs a GPU for, as one script.
+#
+#   bench/gpu.sh pack
+#       On the development machine (no GPU needed): builds with CUDA=1 into
+#       build/gpu/, and writes build/gpu-carry/bundle.tar.xz (~50 MB): the
+#       test and benchmark programs, the shared libraries they need that a
+#       CUDA/PyTorch image lacks (oneDNN, cJSON, libgomp, OpenCL loader), the
+#       model with its tensors in FP16 (the device tool carries 64 MiB), and
+#       the CPU FP32 path's vectors of the reference sentences computed from
+#       exactly those (widened) weights.
+#
+#   bench/gpu.sh run [PHASES]
+#       On the GPU machine, from the repository root. PHASES (comma-separated,
+#       default all): tests (tests/gpu programs), sanitize (compute-sanitizer
+#       memcheck, racecheck, synccheck on the kernel tests' short list), gemm
+#       (bench/gpu/gemm_bench), e2e (bench/gpu/e2e_bench beside the PyTorch
+#       FP16 peer, same ids). Uses the bundle when there is one, else builds
+#       in place (which needs the CPU build's dependencies). Writes to $OUT
+#       (default build/gpu-out): gpu-results.md (the page for
+#       bench/results/gpu-<date>.md), tests.log, sanitizer.log, gemm.json,
+#       e2e.json, peer.json, logs.tar.gz.
+#
+# From a session with the device tool (the GPU machine has no network):
+#   bench/gpu.sh pack     # here, once per code change
+#   device run: command "bench/gpu.sh run", carry ["build/gpu-carry"]
+#   then copy $OUT/gpu-results.md to bench/results/gpu-$(date -u +%F).md
+#
+# The device tool allows 10 minutes per command: `run` keeps to RUN_BUDGET_S
+# (default 560 s) by giving each step at most what is left, and says in the
+# report which steps it had to skip. Split the phases over two calls if the
+# budget runs out (e.g. "run tests,sanitize", then "run gemm,e2e").
+#
+# Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CARRY=build/gpu-carry
+CFG=gpu
+
+say() { printf '[gpu.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# A hash of the C/CUDA sources the bundle is built from, so that `run` can
+# tell a stale bundle (no git needed on the GPU machine).
+src_hash() {
+  find engine kernels models tests/gpu bench/gpu -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+    -not -path 'models/*/*' | LC_ALL=C sort | xargs cat Makefile | sha256sum | cut -c1-16
+}
+
+# ---------------------------------------------------------------------------
+pack() {
+  set -e
+  local jobs=${JOBS:-$(nproc)} py=${PYTHON:-.venv/bin/python}
+  [ -x "$py" ] || py=python3
+  [ -f models/all-MiniLM-L6-v2/model.safetensors ] || make model
+  say "building with CUDA=1 into build/$CFG (make -j$jobs)"
+  make --no-print-directory CFG=$CFG CUDA=1 -j"$jobs" all
+  local st=$CARRY/stage
+  rm -rf "$st" && mkdir -p "$st/bin" "$st/lib"
+  cp build/$CFG/tests/gpu/test_gpu_kernels build/$CFG/tests/gpu/test_gpu_backend \
+     build/$CFG/tests/gpu/test_gpu_model build/$CFG/bench/gpu/gemm_bench \
+     build/$CFG/bench/gpu/e2e_bench "$st/bin/"
+  # libraries the binaries need beyond glibc, libstdc++ and the CUDA toolkit's own
+  for b in "$st"/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+    while read -r lib; do
+      case $(basename "$lib") in
+        libc.so*|libm.so*|libmvec.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|\
+        libgcc_s.so*|libstdc++.so*|libcudart.so*|libcublas*.so*|libcuda.so*) ;;
+        *) cp -L "$lib" "$st/lib/" ;;
+      esac
+    done
+  say "libraries carried: $(ls "$st/lib" | tr '\n' ' ')"
+  "$py" bench/gpu/pack_model.py to16 models/all-MiniLM-L6-v2 "$st/minilm16"
+  python3 bench/gpu/pack_model.py to32 "$st/minilm16" build/$CFG/minilm32
+  say "CPU FP32 reference vectors of the FP16-rounded weights"
+  build/$CFG/tests/gpu/test_gpu_model --make-ref "$st/ref_cpu_fp32.f32" --model build/$CFG/minilm32
+  git rev-parse HEAD > "$st/commit" 2>/dev/null || echo unknown > "$st/commit"
+  git status --porcelain | grep -q . && echo "+ uncommitted changes" >> "$st/commit" || true
+  echo "sources $(src_hash)" >> "$st/commit"
+  say "compressing"
+  tar -C "$st" -cf - . | xz -T"$jobs" -6 > "$CARRY/bundle.tar.xz"
+  rm -rf "$st"
+  say "wrote $CARRY/bundle.tar.xz ($(du -h "$CARRY/bundle.tar.xz" | cut -f1)); carry it as $CARRY"
+}
+
+# ---------------------------------------------------------------------------
+run() {
+  local phases=${1:-all} t_start=$SECONDS
+  OUT=${OUT:-$ROOT/build/gpu-out}
+  mkdir -p "$OUT"
+  local W=/tmp/mantissa-gpu LOG=/tmp/mantissa-gpu/logs
+  rm -rf "$W" && mkdir -p "$LOG"
+  has() { [ "$phases" = all ] || [[ ",$phases," == *",$1,"* ]]; }
+  local budget=${RUN_BUDGET_S:-560}
+  # seconds a step may take: its own cap, or what is left of the budget
+  cap() { local left=$((budget - (SECONDS - t_start) - 15)); [ "$left" -lt "$1" ] && echo "$left" || echo "$1"; }
+  # a step needs at least $1 seconds of budget, else it is skipped (and noted)
+  room() {
+    if [ "$(cap 100000)" -lt "$1" ]; then
+      echo "skipped $2: out of the ${budget}s budget" | tee -a "$LOG/skipped.txt" >&2
+      return 1
+    fi
+  }
+
+  { date -u; uname -a; nvidia-smi 2>&1 || true; nvcc --version 2>&1 || true; } > "$LOG/machine.txt"
+  say "$(nvidia-smi -L 2>/dev/null | head -1)"
+
+  local nvcc_dir cuda_lib=""
+  nvcc_dir=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
+  for d in "$nvcc_dir/../lib64" "$nvcc_dir/../lib" /usr/local/cuda/lib64; do
+    [ -e "$d/libcublasLt.so" ] || ls "$d"/libcublasLt.so.* >/dev/null 2>&1 && { cuda_lib=$(cd "$d" && pwd); break; }
+  done
+  local BIN LIBS=""
+  if [ -f "$CARRY/bundle.tar.xz" ]; then
+    say "unpacking $CARRY/bundle.tar.xz"
+    if command -v xz > /dev/null; then
+      xz -dc "$CARRY/bundle.tar.xz" | tar -C "$W" -xf -
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+        "$CARRY/bundle.tar.xz" "$W"
+    fi
+    BIN=$W/bin LIBS=$W/lib
+    if ! grep -q "sources $(src_hash)" "$W/commit"; then
+      echo "STALE BUNDLE: built from other sources than this tree; run bench/gpu.sh pack again" |
+        tee "$LOG/stale.txt" >&2
+    fi
+    python3 bench/gpu/pack_model.py to32 "$W/minilm16" "$W/minilm" >> "$LOG/setup.log" 2>&1
+  else
+    say "no bundle: building in place (needs the CPU build's dependencies)"
+    make --no-print-directory CFG=$CFG CUDA=1 -j"${JOBS:-$(nproc)}" all > "$LOG/build.log" 2>&1 ||
+      { say "build failed; see build.log"; tail -30 "$LOG/build.log"; }
+    BIN=$W/bin && mkdir -p "$BIN"
+    cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench "$BIN/" 2>/dev/null
+    rm -f "$BIN"/*.o "$BIN"/*.d
+    ln -s "$ROOT/models/all-MiniLM-L6-v2" "$W/minilm"
+  fi
+  runb() { LD_LIBRARY_PATH="${LIBS:+$LIBS:}${cuda_lib:+$cuda_lib:}${LD_LIBRARY_PATH:-}" "$@"; }
+  local ref_args=(--model "$W/minilm")
+  [ -f "$W/ref_cpu_fp32.f32" ] && ref_args+=(--ref "$W/ref_cpu_fp32.f32")
+
+  if has tests; then
+    say "tests/gpu"
+    : > "$LOG/tests.log"
+    for t in test_gpu_kernels test_gpu_backend; do
+      room 30 "$t" || continue
+      runb timeout "$(cap 200)" "$BIN/$t" 2>&1 | tee -a "$LOG/tests.log" | grep -E 'FAIL|passed|SKIP' || true
+    done
+    room 30 test_gpu_model &&
+      { runb timeout "$(cap 200)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 | tee -a "$LOG/tests.log" |
+        grep -E 'FAIL|passed|SKIP|gpu model: [a-z0-9/]+ +mean' || true; }
+  fi
+  if has sanitize; then
+    local cs
+    cs=$(command -v compute-sanitizer || ls "$nvcc_dir"/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer \
+         /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+    : > "$LOG/sanitizer.log"
+    if [ -z "$cs" ]; then
+      echo "sanitizer: compute-sanitizer not found" | tee -a "$LOG/sanitizer.log"
+    else
+      for tool in memcheck racecheck synccheck; do
+        room 40 "compute-sanitizer $tool" || continue
+        say "compute-sanitizer --tool $tool (kernel tests, --quick)"
+        runb timeout "$(cap 150)" "$cs" --tool "$tool" --error-exitcode 97 "$BIN/test_gpu_kernels" --quick \
+          >> "$LOG/sanitizer.log" 2>&1
+        echo "sanitizer $tool: exit $? (97: errors found, 124: timed out)" | tee -a "$LOG/sanitizer.log"
+      done
+    fi
+  fi
+  if has gemm && room 60 "GEMM microbenchmark"; then
+    say "GEMM microbenchmark"
+    runb timeout "$(cap 240)" "$BIN/gemm_bench" --json "$W/gemm.json" > "$W/gemm.md" 2> "$LOG/gemm.err"
+    tail -3 "$W/gemm.md"
+  fi
+  if has e2e && room 90 "end to end"; then
+    local secs=${SECONDS_PER_POINT:-1.5}
+    say "end to end: ids, PyTorch FP16 peer, Mantissa (${secs}s per point)"
+    runb "$BIN/e2e_bench" --write-ids "$W/ids.json" --rows 256 --len 128
+    PYTHONUNBUFFERED=1 timeout "$(cap 120)" python3 bench/gpu/peer_torch.py --model "$W/minilm" \
+      --ids "$W/ids.json" --seconds "$secs" > "$W/peer.json" 2> "$LOG/peer.err" ||
+      say "peer failed: $(tail -3 "$LOG/peer.err")"
+    runb timeout "$(cap 240)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --seconds "$secs" \
+      --json "$W/e2e.json" 2> "$LOG/e2e.err" || say "e2e failed: $(tail -3 "$LOG/e2e.err")"
+  fi
+
+  python3 bench/gpu/report.py --work "$W" --phases "$phases" > "$OUT/gpu-results.md" ||
+    say "report failed"
+  for f in tests.log sanitizer.log; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
+  for f in gemm.json e2e.json peer.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+  tar -C "$W" -czf "$OUT/logs.tar.gz" logs $(cd "$W" && ls gemm.md 2>/dev/null) || true
+  say "done in $((SECONDS - t_start)) s; $OUT/gpu-results.md"
+  tail -n 60 "$OUT/gpu-results.md"
+}
+
+case "${1:-}" in
+  pack) pack ;;
+  run) shift; run "${1:-all}" ;;
+  *) sed -n '2,32p' "$0"; exit 2 ;;
+esac

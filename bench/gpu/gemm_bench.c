@@ -1,0 +1,435 @@
+/* gemm_bench.c: the GEMM microbenchmark behind bench/results/gpu-*.md.
+ *
+ * For the model's shapes (all-MiniLM-L6-v2: n x k = 1152x384, 384x384,
+ * 1536x384, 384x1536) and LLM-sized ones (4096x4096, 11008x4096,
+ * 4096x11008), at m = 1 .. 4096, in one run on one GPU:
+ *   fp16     cuBLASLt FP16 (A, B, D fp16, FP32 accumulation): the peer
+ *   int8     our fused W8A16 kernel, int8 weights (x and y FP32)
+ *   fp8      our fused W8A16 kernel, E4M3 weights
+ *   int8lib  the backend's large-m int8 path: dequantize to FP16 + cuBLASLt
+ *   w8a8     cuBLASLt FP8 E4M3 x E4M3 -> FP32 with outer-vector scales
+ *            (per-channel weight, per-token activation), activations already
+ *            quantized; w8a8+q adds our per-token quantization kernel
+ * plus a measured device-to-device copy bandwidth (bytes read + written), and
+ * for the fused kernels the bandwidth they achieve on the bytes they must
+ * move (weights once, x, y, scales).
+ *
+ * Method (METHOD.md): inputs are pseudo-random (never zeros); LLM-sized
+ * weights rotate among enough copies to exceed 3x the L2 so each launch reads
+ * DRAM, while the model's small weights stay L2-resident as they do in the
+ * model; each point is a CUDA graph of back-to-back launches, replayed
+ * several times, timed with events, median per launch.
+ *
+ *   gemm_bench [--json FILE] [--quick] [--shapes llm|model|all] [--target-blocks N]
+ * prints a markdown table per shape; --json writes every number;
+ * --target-blocks sets the fused kernel's split-K planner target (default
+ * 2 x SMs), for tuning without a rebuild.
+ */
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cuda/kcu.h"
+
+#define DIE_IF(cond, ...)                                                                   \
+    do {                                                                                    \
+        if (cond) {                                                                         \
+            fprintf(stderr, "gemm_bench: " __VA_ARGS__);                                    \
+            fputc('\n', stderr);                                                            \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+#define CK(call)                                                                            \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        DIE_IF(e_ != cudaSuccess, "%s:%d: %s: %s", __FILE__, __LINE__, #call,               \
+               cudaGetErrorString(e_));                                                     \
+    } while (0)
+#define LK(call)                                                                            \
+    do {                                                                                    \
+        cublasStatus_t s_ = (call);                                                         \
+        DIE_IF(s_ != CUBLAS_STATUS_SUCCESS, "%s:%d: %s: %s", __FILE__, __LINE__, #call,     \
+               cublasLtGetStatusString(s_));                                                \
+    } while (0)
+
+enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, NKERN };
+static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q"};
+
+static cudaStream_t stream;
+static cublasLtHandle_t lt;
+static void *lt_ws;
+static const size_t LT_WS = 32 << 20;
+static int sms, l2_bytes;
+static kcu_w8a16_opts fused_opts;
+
+/* ------------------------------------------------------------------------
+ * cuBLASLt, "TN" as in engine/backend_cuda.c: y^T (n, m) = W (k x n)^T x (k x m)
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+    int ok;
+} lt_op;
+
+static lt_op lt_make(cudaDataType_t ab, cudaDataType_t dt, int n, int m, int k, int lda, int ldb,
+                     const float *a_scale, const float *b_scale)
+{
+    lt_op o;
+    memset(&o, 0, sizeof o);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LK(cublasLtMatmulDescCreate(&o.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (ab == CUDA_R_8F_E4M3) {
+#if CUDART_VERSION >= 12090
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+#else
+        return o;
+#endif
+    }
+    LK(cublasLtMatrixLayoutCreate(&o.a, ab, k, n, lda));
+    LK(cublasLtMatrixLayoutCreate(&o.b, ab, k, m, ldb));
+    LK(cublasLtMatrixLayoutCreate(&o.d, dt, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &LT_WS,
+                                            sizeof LT_WS));
+    cublasLtMatmulHeuristicResult_t r;
+    int nr = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, o.desc, o.a, o.b, o.d, o.d, pref, 1, &r, &nr);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && nr > 0) {
+        o.algo = r.algo;
+        o.ok = 1;
+    }
+    return o;
+}
+
+static void lt_free(lt_op *o)
+{
+    if (o->desc)
+        cublasLtMatmulDescDestroy(o->desc);
+    if (o->a)
+        cublasLtMatrixLayoutDestroy(o->a);
+    if (o->b)
+        cublasLtMatrixLayoutDestroy(o->b);
+    if (o->d)
+        cublasLtMatrixLayoutDestroy(o->d);
+}
+
+static void lt_run(lt_op *o, const void *w, const void *x, void *y)
+{
+    const float one = 1.f, zero = 0.f;
+    LK(cublasLtMatmul(lt, o->desc, &one, w, o->a, x, o->b, &zero, y, o->d, y, o->d, &o->algo,
+                      lt_ws, LT_WS, stream));
+}
+
+/* ------------------------------------------------------------------------
+ * timing
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    int kind, n, k, m, ld16, ld8, copies;
+    void **w16, **w8, **w8e; /* rotated weight copies */
+    float *scale;
+    float *x, *y;
+    void *x16, *y16, *xq, *wdeq;
+    float *xs;
+    float *ws;
+    int *counters;
+    size_t ws_floats;
+    int ncounters;
+    lt_op op;
+} point;
+
+static void launch(point *p, int i)
+{
+    const int c = i % p->copies;
+    switch (p->kind) {
+    case K_FP16:
+        lt_run(&p->op, p->w16[c], p->x16, p->y16);
+        break;
+    case K_INT8:
+    case K_FP8:
+        CK(kcu_w8a16_gemm(p->x, p->k, p->kind == K_INT8 ? p->w8[c] : p->w8e[c], p->ld8,
+                          p->kind == K_INT8 ? KCU_W_INT8 : KCU_W_E4M3, p->scale, NULL, KCU_ACT_NONE,
+                          p->y, p->n, p->m, p->n, p->k, KCU_A_F16, &fused_opts, p->ws, p->ws_floats,
+                          p->counters, p->ncounters, stream));
+        break;
+    case K_INT8LIB:
+        CK(kcu_dequant_to_f16(p->w8[c], p->ld8, KCU_W_INT8, p->scale, p->n, p->k, p->wdeq, p->ld16,
+                              stream));
+        CK(kcu_f32_to_16(p->x, p->k, p->m, p->k, p->x16, p->ld16, 0, stream));
+        lt_run(&p->op, p->wdeq, p->x16, p->y);
+        break;
+    case K_W8A8:
+        lt_run(&p->op, p->w8e[c], p->xq, p->y);
+        break;
+    case K_W8A8Q:
+        CK(kcu_quant_rows_e4m3(p->x, p->k, p->m, p->k, p->xq, p->ld8, p->xs, stream));
+        lt_run(&p->op, p->w8e[c], p->xq, p->y);
+        break;
+    }
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median microseconds per launch: a graph of `per` launches, replayed. */
+static double time_point(point *p, int quick)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 3; i++) /* warm-up: module load, smem attributes, cuBLASLt init */
+        launch(p, i);
+    CK(cudaEventRecord(e0, stream));
+    for (int i = 0; i < 3; i++)
+        launch(p, i);
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float est;
+    CK(cudaEventElapsedTime(&est, e0, e1));
+    est /= 3; /* ms per launch, rough */
+    int per = (int)(20.0 / (est > 1e-4 ? est : 1e-4)); /* ~20 ms per replay */
+    per = per < 4 ? 4 : per > 2000 ? 2000 : per;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++)
+        launch(p, i);
+    CK(cudaStreamEndCapture(stream, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    CK(cudaGraphLaunch(ge, stream));
+    const int reps = quick ? 3 : 7;
+    float t[16];
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(e0, stream));
+        CK(cudaGraphLaunch(ge, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    qsort(t, reps, sizeof *t, cmp_f);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return t[reps / 2] * 1000.0 / per;
+}
+
+/* Device-to-device copy bandwidth, bytes read + written, GB/s. */
+static double copy_bandwidth(void)
+{
+    const size_t bytes = (size_t)1 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, bytes));
+    CK(cudaMalloc(&b, bytes));
+    CK(kcu_fill_f32(a, bytes / 4, 1, -1, 1, stream));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float t[9];
+    for (int r = -2; r < 9; r++) {
+        CK(cudaEventRecord(e0, stream));
+        CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        if (r >= 0)
+            CK(cudaEventElapsedTime(&t[r], e0, e1));
+    }
+    qsort(t, 9, sizeof *t, cmp_f);
+    cudaFree(a);
+    cudaFree(b);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return 2.0 * bytes / (t[4] * 1e-3) / 1e9;
+}
+
+static int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+int main(int argc, char **argv)
+{
+    const char *json = NULL, *which = "all";
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json = argv[++i];
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            which = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--target-blocks") && i + 1 < argc)
+            fused_opts.target_blocks = atoi(argv[++i]);
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("gemm_bench: SKIP: no CUDA device\n");
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    sms = prop.multiProcessorCount;
+    l2_bytes = prop.l2CacheSize;
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    LK(cublasLtCreate(&lt));
+    CK(cudaMalloc(&lt_ws, LT_WS));
+    const double copy_gbs = copy_bandwidth();
+    FILE *jf = json ? fopen(json, "w") : NULL;
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    printf("# GEMM microbenchmark\n\n- device: %s (sm_%d%d, %d SMs, L2 %d MiB)\n- date: %s\n"
+           "- measured device-to-device copy: %.0f GB/s (bytes read + written)\n"
+           "- times: median microseconds per GEMM; speedups vs cuBLASLt FP16 in the same run\n\n",
+           prop.name, prop.major, prop.minor, sms, l2_bytes >> 20, date, copy_gbs);
+    if (jf)
+        fprintf(jf, "{\"device\": \"%s\", \"sm\": \"%d%d\", \"date\": \"%s\", \"copy_gbs\": %.1f, "
+                    "\"points\": [\n",
+                prop.name, prop.major, prop.minor, date, copy_gbs);
+
+    static const struct {
+        int n, k, llm;
+        const char *what;
+    } shapes[] = {
+        {1152, 384, 0, "MiniLM QKV"},        {384, 384, 0, "MiniLM attn out"},
+        {1536, 384, 0, "MiniLM MLP up"},     {384, 1536, 0, "MiniLM MLP down"},
+        {4096, 4096, 1, "LLM 4096x4096"},    {11008, 4096, 1, "LLM up 11008x4096"},
+        {4096, 11008, 1, "LLM down 4096x11008"},
+    };
+    static const int ms_full[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
+    static const int ms_quick[] = {1, 16, 64, 1024};
+    const int *ms = quick ? ms_quick : ms_full;
+    const int nm = quick ? 4 : 11;
+    int first = 1;
+
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if ((!strcmp(which, "llm") && !shapes[si].llm) || (!strcmp(which, "model") && shapes[si].llm))
+            continue;
+        const int n = shapes[si].n, k = shapes[si].k;
+        const int ld16 = round_up(k, 8), ld8 = round_up(k, 16);
+        const size_t wbytes16 = (size_t)n * ld16 * 2, wbytes8 = (size_t)n * ld8;
+        /* rotate LLM weights through > 3x L2 so every launch reads DRAM */
+        int copies = 1;
+        if (shapes[si].llm) {
+            copies = (int)((3.0 * l2_bytes) / wbytes8) + 1;
+            copies = copies < 2 ? 2 : copies > 64 ? 64 : copies;
+        }
+        point p;
+        memset(&p, 0, sizeof p);
+        p.n = n, p.k = k, p.ld16 = ld16, p.ld8 = ld8, p.copies = copies;
+        p.w16 = calloc(copies, sizeof(void *));
+        p.w8 = calloc(copies, sizeof(void *));
+        p.w8e = calloc(copies, sizeof(void *));
+        float *tmp;
+        CK(cudaMalloc((void **)&tmp, sizeof(float) * (size_t)n * ld16));
+        for (int c = 0; c < copies; c++) {
+            CK(cudaMalloc(&p.w16[c], wbytes16));
+            CK(cudaMalloc(&p.w8[c], wbytes8));
+            CK(cudaMalloc(&p.w8e[c], wbytes8));
+            CK(kcu_fill_f32(tmp, (size_t)n * ld16, 100 + c, -0.05f, 0.05f, stream));
+            CK(kcu_f32_to_16(tmp, ld16, n, ld16, p.w16[c], ld16, 0, stream));
+            CK(kcu_fill_codes(p.w8[c], wbytes8, 200 + c, KCU_W_INT8, stream));
+            CK(kcu_fill_codes(p.w8e[c], wbytes8, 300 + c, KCU_W_E4M3, stream));
+        }
+        cudaFree(tmp);
+        const int mmax = ms[nm - 1];
+        CK(cudaMalloc((void **)&p.scale, sizeof(float) * n));
+        CK(kcu_fill_f32(p.scale, n, 7, 0.001f, 0.01f, stream));
+        CK(cudaMalloc((void **)&p.x, sizeof(float) * (size_t)mmax * k));
+        CK(kcu_fill_f32(p.x, (size_t)mmax * k, 9, -1.f, 1.f, stream));
+        CK(cudaMalloc((void **)&p.y, sizeof(float) * (size_t)mmax * n));
+        CK(cudaMalloc(&p.x16, 2 * (size_t)mmax * ld16));
+        CK(cudaMalloc(&p.y16, 2 * (size_t)mmax * n));
+        CK(cudaMalloc(&p.xq, (size_t)mmax * ld8));
+        CK(cudaMalloc((void **)&p.xs, sizeof(float) * mmax));
+        CK(cudaMalloc(&p.wdeq, wbytes16));
+        CK(kcu_f32_to_16(p.x, k, mmax, k, p.x16, ld16, 0, stream));
+        CK(kcu_quant_rows_e4m3(p.x, k, mmax, k, p.xq, ld8, p.xs, stream));
+
+        printf("## %s (n=%d, k=%d)%s\n\n", shapes[si].what, n, k,
+               shapes[si].llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
+        printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8 x | fp8 x | "
+               "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int mi = 0; mi < nm; mi++) {
+            const int m = ms[mi];
+            double us[NKERN];
+            p.m = m;
+            kcu_w8a16_plan pl;
+            kcu_w8a16_make_plan(m, n, k, sms, &fused_opts, &pl);
+            p.ws_floats = pl.ws_floats;
+            p.ncounters = pl.counters;
+            p.ws = NULL;
+            p.counters = NULL;
+            if (pl.splits > 1) {
+                CK(cudaMalloc((void **)&p.ws, sizeof(float) * pl.ws_floats));
+                CK(cudaMalloc((void **)&p.counters, sizeof(int) * pl.counters));
+                CK(cudaMemset(p.counters, 0, sizeof(int) * pl.counters));
+            }
+            for (int kd = 0; kd < NKERN; kd++) {
+                p.kind = kd;
+                memset(&p.op, 0, sizeof p.op);
+                if (kd == K_FP16)
+                    p.op = lt_make(CUDA_R_16F, CUDA_R_16F, n, m, k, ld16, ld16, NULL, NULL);
+                else if (kd == K_INT8LIB)
+                    p.op = lt_make(CUDA_R_16F, CUDA_R_32F, n, m, k, ld16, ld16, NULL, NULL);
+                else if (kd == K_W8A8 || kd == K_W8A8Q)
+                    p.op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, ld8, ld8, ld8, p.scale, p.xs);
+                else
+                    p.op.ok = 1;
+                us[kd] = p.op.ok ? time_point(&p, quick) : NAN;
+                if (kd != K_INT8 && kd != K_FP8)
+                    lt_free(&p.op);
+            }
+            cudaFree(p.ws);
+            cudaFree(p.counters);
+            /* bytes the fused kernels must move: weights once, x, y, scales */
+            const double bytes = (double)n * k + 4.0 * m * k + 4.0 * m * n + 4.0 * n;
+            const double gb8 = bytes / (us[K_INT8] * 1e-6) / 1e9, gbe = bytes / (us[K_FP8] * 1e-6) / 1e9;
+            printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.0f (%.0f%%) | "
+                   "%.0f (%.0f%%) | %.2fx |\n",
+                   m, us[K_FP16], us[K_INT8], us[K_FP8], us[K_INT8LIB], us[K_W8A8], us[K_W8A8Q],
+                   us[K_FP16] / us[K_INT8], us[K_FP16] / us[K_FP8], gb8, 100 * gb8 / copy_gbs, gbe,
+                   100 * gbe / copy_gbs, us[K_FP16] / us[K_W8A8]);
+            if (jf) {
+                fprintf(jf, "%s{\"shape\": \"%s\", \"n\": %d, \"k\": %d, \"m\": %d, \"splits\": %d",
+                        first ? "" : ",\n", shapes[si].what, n, k, m, pl.splits);
+                for (int kd = 0; kd < NKERN; kd++)
+                    fprintf(jf, isnan(us[kd]) ? ", \"%s_us\": null" : ", \"%s_us\": %.3f", kname[kd], us[kd]);
+                fprintf(jf, ", \"int8_gbs\": %.1f, \"fp8_gbs\": %.1f}", gb8, gbe);
+                first = 0;
+            }
+            fflush(stdout);
+        }
+        printf("\n");
+        for (int c = 0; c < copies; c++) {
+            cudaFree(p.w16[c]);
+            cudaFree(p.w8[c]);
+            cudaFree(p.w8e[c]);
+        }
+        free(p.w16), free(p.w8), free(p.w8e);
+        cudaFree(p.scale), cudaFree(p.x), cudaFree(p.y), cudaFree(p.x16), cudaFree(p.y16);
+        cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
+    }
+    if (jf) {
+        fprintf(jf, "\n]}\n");
+        fclose(jf);
+    }
+    CK(cudaDeviceSynchronize());
+    return 0;
+}

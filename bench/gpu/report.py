@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# report.py: turns what bench/gpu.sh run left in its work folder into the
+# markdown page committed as bench/results/gpu-<date>.md: machine, test and
+# sanitizer summaries, the GEMM tables with the issue's targets checked, and
+# the end-to-end table against PyTorch FP16 with energy per 1,000 sentences.
+# Plain Python 3, no packages.
+import argparse
+import datetime
+import json
+import os
+import re
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def load_json(path):
+    t = read(path)
+    try:
+        return json.loads(t) if t else None
+    except ValueError:
+        return None
+
+
+def machine(work):
+    m = read(os.path.join(work, "logs", "machine.txt")) or ""
+    gpu = re.search(r"\|\s+\d+\s+(NVIDIA[^|]*?)\s{2,}", m)
+    drv = re.search(r"Driver Version:\s*([\d.]+)", m)
+    cuda = re.search(r"release ([\d.]+)", m)
+    return (gpu.group(1).strip() if gpu else "?", drv.group(1) if drv else "?",
+            cuda.group(1) if cuda else "?")
+
+
+def gemm_targets(g):
+    """The issue's targets on the LLM shapes, from gemm.json."""
+    lines = []
+    for p in g["points"]:
+        if not p["shape"].startswith("LLM"):
+            continue
+        fp16 = p.get("fp16_us")
+        if p["m"] <= 16 and fp16:
+            for kind in ("int8", "fp8"):
+                us = p.get(kind + "_us")
+                if not us:
+                    continue
+                sp, pct = fp16 / us, 100 * p[kind + "_gbs"] / g["copy_gbs"]
+                ok = sp >= 1.7 and pct >= 80
+                lines.append("| %s | %d | %s W8A16 | %.2fx (>= 1.7x) | %.0f%% (>= 80%%) | %s |" %
+                             (p["shape"], p["m"], kind, sp, pct, "met" if ok else "MISSED"))
+        if p["m"] >= 1024 and fp16 and p.get("w8a8_us"):
+            sp = fp16 / p["w8a8_us"]
+            spq = fp16 / p["w8a8+q_us"] if p.get("w8a8+q_us") else float("nan")
+            lines.append("| %s | %d | FP8 W8A8 cuBLASLt | %.2fx (>= 1.6x); %.2fx with activation "
+                         "quantization | | %s |" % (p["shape"], p["m"], sp, spq,
+                                                    "met" if sp >= 1.6 else "MISSED"))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--phases", default="all")
+    a = ap.parse_args()
+    w = a.work
+    gpu, drv, cuda = machine(w)
+    commit = (read(os.path.join(w, "commit")) or "unknown\n").strip().replace("\n", " ")
+    print("# GPU results: %s\n" % gpu)
+    print("- date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    print("- device: %s, driver %s, CUDA toolkit %s" % (gpu, drv, cuda))
+    print("- code: %s" % commit)
+    print("- command: `bench/gpu.sh run %s` (bundle from `bench/gpu.sh pack`)" % a.phases)
+    print("- model: all-MiniLM-L6-v2 with its tensors rounded to FP16 and widened back to FP32 "
+          "(the device tool's 64 MiB carry limit); every comparison below uses those same weights "
+          "on both sides\n")
+
+    stale = read(os.path.join(w, "logs", "stale.txt"))
+    if stale:
+        print("**%s**\n" % stale.strip())
+    skipped = read(os.path.join(w, "logs", "skipped.txt"))
+    if skipped:
+        print("**Not run in this call** (time budget): %s\n" % "; ".join(skipped.split("\n")).strip("; "))
+    tests = read(os.path.join(w, "logs", "tests.log"))
+    if tests is not None:
+        print("## Tests (tests/gpu)\n\n```")
+        for l in tests.splitlines():
+            if re.search(r"(passed, \d+ failed|^FAIL|SKIP|mean cos|device 0:)", l):
+                print(l)
+        print("```\n")
+    san = read(os.path.join(w, "logs", "sanitizer.log"))
+    if san is not None:
+        print("## compute-sanitizer (test_gpu_kernels --quick)\n\n```")
+        for l in san.splitlines():
+            if re.search(r"(ERROR SUMMARY|RACECHECK SUMMARY|^sanitizer|passed, \d+ failed)", l):
+                print(l)
+        print("```\n")
+
+    gmd = read(os.path.join(w, "gemm.md"))
+    g = load_json(os.path.join(w, "gemm.json"))
+    if gmd:
+        body = gmd.split("\n", 1)[1] if gmd.startswith("# ") else gmd
+        print("## GEMM microbenchmark (bench/gpu/gemm_bench)\n")
+        print(body.replace("\n## ", "\n### "))
+    if g:
+        t = gemm_targets(g)
+        if t:
+            print("### Targets (LLM shapes)\n")
+            print("| shape | m | kernel | vs cuBLASLt FP16 | of measured copy bandwidth | |")
+            print("|---|---|---|---|---|---|")
+            print("\n".join(t) + "\n")
+
+    e = load_json(os.path.join(w, "e2e.json"))
+    peer = load_json(os.path.join(w, "peer.json"))
+    if e:
+        pres = {r["batch"]: r for r in (peer or {}).get("results", [])}
+        print("## End to end (bench/gpu/e2e_bench, 128 tokens per sentence)\n")
+        print("- Mantissa: ids in, pooled and normalised vectors on the host out (`bert_forward`), "
+              "median run; energy from NVML's total-energy counter over the timed runs (%s)" % e.get("energy"))
+        if peer:
+            print("- peer: PyTorch %s, transformers FP16 with SDPA attention, the same ids and weights, "
+                  "same run (%s)" % (peer.get("torch"), peer.get("energy")))
+        print("\n| precision | batch | sentences/s | J per 1000 sentences | vs PyTorch FP16 |")
+        print("|---|---|---|---|---|")
+        for r in e["results"]:
+            p = pres.get(r["batch"])
+            ratio = "%.2fx" % (r["sentences_per_s"] / p["sentences_per_s"]) if p else "n/a"
+            print("| %s | %d | %.1f | %s | %s |" % (r["precision"], r["batch"], r["sentences_per_s"],
+                                                    "no NVML counter" if r["j_per_1000"] is None else "%.2f" % r["j_per_1000"],
+                                                    ratio))
+        for b, p in sorted(pres.items()):
+            print("| PyTorch fp16 | %d | %.1f | %s | 1.00x |" % (
+                b, p["sentences_per_s"], "no NVML counter" if p["j_per_1000"] is None else "%.2f" % p["j_per_1000"]))
+        print()
+        print("raw: mantissa `%s`\n" % json.dumps(e))
+        if peer:
+            print("raw: peer `%s`\n" % json.dumps(peer))
+    elif a.phases in ("all",) or "e2e" in a.phases:
+        print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+/* backend_cuda.h: the CUDA backend (engine/backend_cuda.c) and the device
+ * queries the server needs to choose between it and the CPU.
+ *
+ * Builds without CUDA (make CUDA=0, or no nvcc) link engine/backend_cuda_none.c
+ * instead: no devices, and creating the backend fails with MT_EUNSUPPORTED.
+ * No CUDA type appears here; callers need no CUDA headers.
+ *
+ * Threads and streams: a backend may be used from many threads at once. Each
+ * OS thread that calls into it gets its own CUDA stream and workspaces (made
+ * on its first call, reused by a later thread once it exits), so one worker
+ * thread is one stream. Within a forward nothing waits for the GPU except
+ * ->upload (which returns once the bytes are on the device, so the source may
+ * be freed and every thread may use the data) and ->download (which returns
+ * when the result is on the host).
+ *
+ * Note: mt_cuda_device_count() initialises the CUDA driver. Call it (and
+ * everything else here) only after any fork().
+ */
+#ifndef MT_BACKEND_CUDA_H
+#define MT_BACKEND_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/backend.h"
+#include "engine/status.h"
+
+/* CUDA devices this process can use; 0 when there is no device, no driver,
+ * or the build has no CUDA. Never fails loudly. */
+int mt_cuda_device_count(void);
+
+/* One line about device dev, e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs,
+ * 79.1 GiB, driver 13.0, runtime 13.0)". On failure buf gets the reason and
+ * the status says what kind of failure it was. */
+mt_status mt_cuda_describe(int dev, char *buf, size_t cap);
+
+/* The CUDA backend on device `device` (0-based), or MT_EUNSUPPORTED /
+ * MT_EINVAL with a message saying why not (no device, no such device,
+ * compute capability below 8.0, no kernel image for it, build without CUDA). */
+mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
+
+/* ---- CUDA Graphs ---------------------------------------------------------
+ * A forward whose shapes repeat can be recorded once and replayed, which
+ * removes the per-launch CPU cost (~80 launches per MiniLM forward):
+ *
+ *   bool replay;
+ *   mt_cuda_graph_begin(be, key, &replay, err);  // key: the caller's shape key
+ *   if (!replay)
+ *       ... issue the ops (gemm, attention, layernorm, ...) ...
+ *   mt_cuda_graph_end(be, err);                  // launches the graph
+ *
+ * The first begin for a key on a thread records the ops (they do not run
+ * yet); end instantiates, caches and launches the graph. Later begins with
+ * that key answer replay = true: the caller skips the ops and end replays.
+ * Rules between begin and end: no ->alloc, ->upload or ->download (they
+ * fail; ->free is deferred to end), and every buffer must be the same one on
+ * each replay (keep them per key; upload new inputs into them before
+ * begin). Always call end after a begin, also on an error path. Per thread;
+ * the oldest of GRAPH_SLOTS graphs is dropped. Proposed for backend.h as two
+ * optional ops (NULL on the CPU backend). */
+mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
+mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
+
+/* ---- knobs for tests and benchmarks ------------------------------------
+ * mt_backend_cuda_create reads the same knobs from the environment:
+ *   MT_CUDA_GEMM=auto|fused|library   8-bit GEMM path (default auto)
+ *   MT_CUDA_CROSSOVER=M               fixed m from which 8-bit GEMMs use cuBLASLt
+ *   MT_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
+ *   MT_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
+ *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16) */
+typedef enum { MT_CUDA_GEMM_AUTO, MT_CUDA_GEMM_FUSED, MT_CUDA_GEMM_LIBRARY } mt_cuda_gemm_path;
+typedef enum { MT_CUDA_ATTN_AUTO, MT_CUDA_ATTN_FP32, MT_CUDA_ATTN_F16 } mt_cuda_attn;
+
+typedef struct {
+    mt_cuda_gemm_path gemm; /* int8/fp8 weights: fused W8A16 kernel, cuBLASLt, or by crossover */
+    int crossover;          /* > 0: fixed crossover m (no tuning) */
+    int autotune;           /* measure the crossover per (precision, n, k) at weight upload */
+    mt_cuda_attn attn;
+    int w8a16_bf16;
+    int max_len_hint; /* attention grid sizing; any length still works (default 512) */
+} mt_cuda_opts;
+
+/* The defaults, overridden by the environment variables above. */
+void mt_cuda_opts_default(mt_cuda_opts *o);
+mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_backend **out,
+                                      mt_err *err);
+
+/* How many GEMMs went down each path since the backend was made. */
+typedef struct {
+    long fused;      /* W8A16 fused kernel */
+    long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
+    long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
+    long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
+    long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
+} mt_cuda_counts;
+void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out);
+
+/* The m from which GEMMs with this 8-bit weight leave the fused kernel for
+ * cuBLASLt (INT32_MAX: never); -1 for other weights. */
+int mt_cuda_weight_crossover(const mt_weight *w);
+
+#endif

@@ -1,0 +1,394 @@
+/* attention.cu: self-attention over packed varlen sequences, on the GPU.
+ *
+ *   out[i, head] = softmax(Q_i K^T / sqrt(dh)) V   over the keys of i's own sequence
+ *
+ * qkv rows are (t, 3h) = [Q | K | V] as the QKV GEMM wrote them (FP32);
+ * out is (t, h). The padding mask is implicit: a block only ever reads keys
+ * offsets[s] .. offsets[s+1]-1 of its sequence s, and masks the tail of its
+ * last key tile. Nothing about the batch is needed on the host: grids are
+ * sized from a length hint and blocks loop over query tiles until they pass
+ * the sequence's end.
+ *
+ * Two kernels:
+ *   attn_f16: FlashAttention-2 style on tensor cores. A block of 4 warps
+ *     owns 64 queries (16 per warp) of one (sequence, head); K and V tiles of
+ *     64 keys are converted to f16 into shared memory; S = Q K^T and O += P V
+ *     run as mma.sync m16n8k16 with FP32 accumulators; the softmax is online
+ *     (running max and sum per row, FP32, exp2 with log2(e) folded into the
+ *     Q scale). P goes from the S accumulators straight into A fragments.
+ *   attn_f32: plain FP32 (SIMT) with the same online softmax, for the fp32
+ *     variant (whose vectors must match the CPU FP32 path) and head sizes
+ *     the tensor-core kernel lacks.
+ */
+#include "kernels/cuda/kcu.h"
+
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace {
+
+/* Two floats -> one f16x2 register (lo in the low half), round to nearest. */
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
+{
+    const __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+/* D (16x8 f32) += A (16x16 f16) B (16x8 f16): one warp-wide MMA. */
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1)
+{
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Four 8x8 f16 matrices from shared memory, transposed: the B fragments of
+ * P V, where B[k = key][n = d] must come from V stored (key, d). */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                                  uint32_t &r3, const void *p)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+
+/* ========================================================================
+ * tensor-core kernel
+ * ====================================================================== */
+
+constexpr int TQ = 64;     /* queries per block (16 per warp) */
+constexpr int TK = 64;     /* keys per tile */
+constexpr int TC_THREADS = 128;
+
+/* One block: one (head, sequence) and query tiles blockIdx.z, +gridDim.z, ... */
+template <int DH>
+__global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
+                                                              const int32_t *offsets, int heads,
+                                                              float qscale, float *out)
+{
+    constexpr int LD = DH + 8; /* halves per smem row: 16 B of padding, conflict-free */
+    constexpr int KSTEPS = DH / 16;
+    constexpr int NT_O = DH / 8;
+    __shared__ __align__(16) __half ks[TK * LD];
+    __shared__ __align__(16) __half vs[TK * LD];
+
+    const int hd = blockIdx.x, s = blockIdx.y;
+    const int base = offsets[s], len = offsets[s + 1] - base;
+    const int H = heads * DH;
+    const size_t stride = 3 * (size_t)H;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+
+    for (int q0 = blockIdx.z * TQ; q0 < len; q0 += gridDim.z * TQ) {
+        /* this warp's Q rows as A fragments, scaled by log2(e) / sqrt(dh) */
+        const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+        uint32_t qf[KSTEPS][4];
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; kk++) {
+            const int d = kk * 16 + 2 * t;
+            float2 a = make_float2(0.f, 0.f), b = a, c = a, e = a;
+            if (r0 < len) {
+                const float *q = qkv + (size_t)(base + r0) * stride + hd * DH + d;
+                a = *reinterpret_cast<const float2 *>(q);
+                c = *reinterpret_cast<const float2 *>(q + 8);
+            }
+            if (r1 < len) {
+                const float *q = qkv + (size_t)(base + r1) * stride + hd * DH + d;
+                b = *reinterpret_cast<const float2 *>(q);
+                e = *reinterpret_cast<const float2 *>(q + 8);
+            }
+            qf[kk][0] = pack_h2(a.x * qscale, a.y * qscale);
+            qf[kk][1] = pack_h2(b.x * qscale, b.y * qscale);
+            qf[kk][2] = pack_h2(c.x * qscale, c.y * qscale);
+            qf[kk][3] = pack_h2(e.x * qscale, e.y * qscale);
+        }
+
+        float o[NT_O][4];
+#pragma unroll
+        for (int i = 0; i < NT_O; i++)
+            o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+        float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+
+        for (int k0 = 0; k0 < len; k0 += TK) {
+            __syncthreads(); /* every warp is done with the previous tile */
+            for (int i = tid; i < TK * DH / 4; i += TC_THREADS) {
+                const int key = i / (DH / 4), c4 = (i % (DH / 4)) * 4;
+                float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+                if (k0 + key < len) {
+                    const float *row = qkv + (size_t)(base + k0 + key) * stride + hd * DH + c4;
+                    kv = *reinterpret_cast<const float4 *>(row + H);
+                    vv = *reinterpret_cast<const float4 *>(row + 2 * H);
+                }
+                uint2 kh = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
+                uint2 vh = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
+                *reinterpret_cast<uint2 *>(&ks[key * LD + c4]) = kh;
+                *reinterpret_cast<uint2 *>(&vs[key * LD + c4]) = vh;
+            }
+            __syncthreads();
+
+            /* S (16 x 64 per warp) = Q K^T */
+            float sc[TK / 8][4];
+#pragma unroll
+            for (int nt = 0; nt < TK / 8; nt++) {
+                sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < KSTEPS; kk++) {
+                    const __half *kr = &ks[(nt * 8 + g) * LD + kk * 16 + 2 * t];
+                    uint32_t b0, b1;
+                    memcpy(&b0, kr, 4);
+                    memcpy(&b1, kr + 8, 4);
+                    mma_f16(sc[nt], qf[kk], b0, b1);
+                }
+            }
+            /* mask keys past the end, then the online softmax per row (g, g+8) */
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int nt = 0; nt < TK / 8; nt++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    if (k0 + nt * 8 + 2 * t + (e & 1) >= len)
+                        sc[nt][e] = -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
+                }
+            }
+            float corr[2], mnew[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                mnew[r] = fmaxf(mrow[r], mx[r]); /* finite: key k0 is always valid */
+                corr[r] = exp2f(mrow[r] - mnew[r]);
+                mrow[r] = mnew[r];
+                lrow[r] *= corr[r];
+            }
+#pragma unroll
+            for (int nt = 0; nt < TK / 8; nt++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    sc[nt][e] = exp2f(sc[nt][e] - mnew[e >> 1]);
+                    lrow[e >> 1] += sc[nt][e]; /* per-thread partial; reduced at the end */
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < NT_O; i++) {
+                o[i][0] *= corr[0];
+                o[i][1] *= corr[0];
+                o[i][2] *= corr[1];
+                o[i][3] *= corr[1];
+            }
+            /* O += P V: the S accumulators of key tiles 2kk, 2kk+1 are the A
+             * fragment of k-step kk */
+#pragma unroll
+            for (int kk = 0; kk < TK / 16; kk++) {
+                uint32_t pa[4];
+                pa[0] = pack_h2(sc[2 * kk][0], sc[2 * kk][1]);
+                pa[1] = pack_h2(sc[2 * kk][2], sc[2 * kk][3]);
+                pa[2] = pack_h2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+                pa[3] = pack_h2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+                for (int nd = 0; nd < NT_O; nd += 2) {
+                    /* lanes 0-7: keys 0-7 / d nd*8; 8-15: keys 8-15; 16-31: d (nd+1)*8 */
+                    const int mi = lane >> 3, rr = lane & 7;
+                    const __half *src = &vs[(kk * 16 + (mi & 1) * 8 + rr) * LD + (nd + (mi >> 1)) * 8];
+                    uint32_t b0, b1, b2, b3;
+                    ldmatrix_x4_trans(b0, b1, b2, b3, src);
+                    mma_f16(o[nd], pa, b0, b1);
+                    mma_f16(o[nd + 1], pa, b2, b3);
+                }
+            }
+        }
+
+        /* normalise and store the rows that exist */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 1);
+            lrow[r] += __shfl_xor_sync(0xffffffffu, lrow[r], 2);
+        }
+        const float inv0 = 1.0f / lrow[0], inv1 = 1.0f / lrow[1];
+#pragma unroll
+        for (int nd = 0; nd < NT_O; nd++) {
+            const int d = hd * DH + nd * 8 + 2 * t;
+            if (r0 < len)
+                *reinterpret_cast<float2 *>(out + (size_t)(base + r0) * H + d) =
+                    make_float2(o[nd][0] * inv0, o[nd][1] * inv0);
+            if (r1 < len)
+                *reinterpret_cast<float2 *>(out + (size_t)(base + r1) * H + d) =
+                    make_float2(o[nd][2] * inv1, o[nd][3] * inv1);
+        }
+    }
+}
+
+/* ========================================================================
+ * FP32 kernel
+ * ====================================================================== */
+
+constexpr int FQ = 16;  /* queries per block (4 per warp) */
+constexpr int FK = 32;  /* keys per tile: one per lane */
+constexpr int F_THREADS = 128;
+constexpr int F_MAXDH = 128;
+
+/* NV = ceil(dh / 32) output columns per lane. */
+template <int NV>
+__global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
+                                                             const int32_t *offsets, int heads,
+                                                             int dh, float qscale, float *out)
+{
+    __shared__ float qs[FQ * F_MAXDH];
+    __shared__ float ks[FK * (F_MAXDH + 1)];
+    __shared__ float vs[FK * F_MAXDH];
+
+    const int hd = blockIdx.x, s = blockIdx.y;
+    const int base = offsets[s], len = offsets[s + 1] - base;
+    const int H = heads * dh;
+    const size_t stride = 3 * (size_t)H;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kld = dh + 1;
+
+    for (int q0 = blockIdx.z * FQ; q0 < len; q0 += gridDim.z * FQ) {
+        __syncthreads(); /* the previous query tile is done with qs */
+        for (int i = tid; i < FQ * dh; i += F_THREADS) {
+            const int r = i / dh, c = i % dh;
+            qs[r * dh + c] = q0 + r < len ? qkv[(size_t)(base + q0 + r) * stride + hd * dh + c] * qscale
+                                          : 0.f;
+        }
+        float m[4], l[4], acc[4][NV];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.f;
+#pragma unroll
+            for (int v = 0; v < NV; v++)
+                acc[i][v] = 0.f;
+        }
+        for (int k0 = 0; k0 < len; k0 += FK) {
+            __syncthreads();
+            for (int i = tid; i < FK * dh; i += F_THREADS) {
+                const int r = i / dh, c = i % dh;
+                float kv = 0.f, vv = 0.f;
+                if (k0 + r < len) {
+                    const float *row = qkv + (size_t)(base + k0 + r) * stride + hd * dh + c;
+                    kv = row[H];
+                    vv = row[2 * H];
+                }
+                ks[r * kld + c] = kv;
+                vs[r * dh + c] = vv;
+            }
+            __syncthreads();
+            const bool valid = k0 + lane < len;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int qi = warp * 4 + i;
+                if (q0 + qi >= len)
+                    break; /* warp-uniform */
+                float sc = 0.f;
+                for (int c = 0; c < dh; c++)
+                    sc = fmaf(qs[qi * dh + c], ks[lane * kld + c], sc);
+                sc = valid ? sc : -INFINITY;
+                float mx = sc;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                const float mnew = fmaxf(m[i], mx);
+                const float corr = expf(m[i] - mnew);
+                const float p = valid ? expf(sc - mnew) : 0.f;
+                float ps = p;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    ps += __shfl_xor_sync(0xffffffffu, ps, o);
+                l[i] = l[i] * corr + ps;
+                m[i] = mnew;
+#pragma unroll
+                for (int v = 0; v < NV; v++)
+                    acc[i][v] *= corr;
+                for (int j = 0; j < FK; j++) {
+                    const float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+                    for (int v = 0; v < NV; v++) {
+                        const int c = lane + 32 * v;
+                        if (c < dh)
+                            acc[i][v] = fmaf(pj, vs[j * dh + c], acc[i][v]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = q0 + warp * 4 + i;
+            if (q >= len)
+                break;
+            const float inv = 1.0f / l[i];
+#pragma unroll
+            for (int v = 0; v < NV; v++) {
+                const int c = lane + 32 * v;
+                if (c < dh)
+                    out[(size_t)(base + q) * H + hd * dh + c] = acc[i][v] * inv;
+            }
+        }
+    }
+}
+
+/* Rounded-up integer division for grid sizes. */
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+} /* namespace */
+
+/* The head sizes each kernel was instantiated for. */
+extern "C" int kcu_attention_supported(kcu_attn_mode mode, int head_dim)
+{
+    if (mode == KCU_ATTN_F16)
+        return head_dim == 32 || head_dim == 64 || head_dim == 128;
+    return head_dim >= 1 && head_dim <= F_MAXDH;
+}
+
+/* Picks the grid (query-tile slots for ~4 blocks per SM, no more than the
+ * length hint can use) and the instantiation. */
+extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, int nseq, int heads,
+                                     int dh, int max_len_hint, int sms, kcu_attn_mode mode,
+                                     float *out, cudaStream_t stream)
+{
+    if (nseq <= 0)
+        return cudaSuccess;
+    if (!qkv || !offsets || !out || heads <= 0 || nseq > 65535 || heads > 65535 ||
+        !kcu_attention_supported(mode, dh))
+        return cudaErrorInvalidValue;
+    /* the tensor-core kernel loads K/V rows as float4 and stores float2 */
+    if (mode == KCU_ATTN_F16 && (((uintptr_t)qkv & 15) || ((uintptr_t)out & 7)))
+        return cudaErrorInvalidValue;
+    if (max_len_hint < 1)
+        max_len_hint = 512;
+    if (sms < 1)
+        sms = 1;
+    const int tile = mode == KCU_ATTN_F16 ? TQ : FQ;
+    /* query-tile slots per (sequence, head): enough blocks for ~4 per SM,
+     * no more than the longest sequence can use */
+    const long pairs = (long)nseq * heads;
+    int zq = (int)((4L * sms + pairs - 1) / pairs);
+    const int zmax = ceil_div(max_len_hint, tile);
+    zq = zq < 1 ? 1 : zq > zmax ? zmax : zq;
+    const dim3 grid(heads, nseq, zq);
+    if (mode == KCU_ATTN_F16) {
+        const float qscale = 1.4426950408889634f / sqrtf((float)dh); /* log2(e) / sqrt(dh) */
+        if (dh == 32)
+            attn_f16_kernel<32><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+        else if (dh == 64)
+            attn_f16_kernel<64><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+        else
+            attn_f16_kernel<128><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+    } else {
+        const float qscale = 1.0f / sqrtf((float)dh);
+        switch (ceil_div(dh, 32)) {
+        case 1: attn_f32_kernel<1><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
+        case 2: attn_f32_kernel<2><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
+        case 3: attn_f32_kernel<3><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
+        default: attn_f32_kernel<4><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
+        }
+    }
+    return cudaGetLastError();
+}

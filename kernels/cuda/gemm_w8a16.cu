@@ -1,0 +1,549 @@
+/* gemm_w8a16.cu: the fused dequantize-GEMM for 8-bit weights (W8A16).
+ *
+ *   y (m, n) = act(scale[n] * x (m, k) . dec(W (n, k))^T + bias[n])
+ *
+ * Why it exists: at small m (1..64 tokens) a GEMM is bound by reading W.
+ * Keeping W at 8 bits in global memory halves the bytes of an FP16 weight,
+ * so the kernel can beat cuBLASLt FP16 by up to 2x if it streams W at close
+ * to the memory bandwidth and converts it to f16/bf16 in registers, right
+ * before the tensor cores (mma.sync m16n8k16, FP32 accumulation).
+ *
+ * Shape of the work ("swap AB" for small m):
+ *   - the MMA's M side is 16 weight rows, its N side 8 tokens, so m = 1..8
+ *     wastes no more than one 8-token tile;
+ *   - a block is 8 warps; warp w owns weight rows n0 + 16w .. 16w+15 and
+ *     every token of the block's bm = 8*MT tokens;
+ *   - K is streamed in 64-wide chunks through a 4-stage cp.async pipeline:
+ *     per stage 128 rows x 64 weight bytes (8 KiB) and bm x 64 FP32
+ *     activations, the latter shared by all 8 warps;
+ *   - when (m, n) tiles cannot fill the GPU, K is split across blocks
+ *     (grid.z); partials go to a workspace and the last block of a tile sums
+ *     them in split order (deterministic) and runs the epilogue.
+ *
+ * The k-permutation: a dot product does not care in which order k is
+ * visited, as long as A and B agree. For MMA step j (0..3) of a 64-chunk,
+ * thread (g = lane/4, t = lane%4) takes physical k = 16t + 4j .. 16t + 4j + 3
+ * for the four logical k {2t, 2t+1, 2t+8, 2t+9} its fragments hold. So each
+ * thread reads one contiguous 16-byte run of a weight row per chunk (one
+ * 32-bit word per MMA step, 4 int8/e4m3 codes -> 2 f16x2 registers) and
+ * 16 contiguous activations per token, with no shuffles.
+ *
+ * Boundaries: rows >= n, tokens >= m and k >= K are zero-filled by cp.async
+ * (src-size < cp-size), so any m, n, k works; W needs 16-byte aligned rows
+ * (ldw % 16 == 0), which engine/backend_cuda.c guarantees by padding.
+ */
+#include "kernels/cuda/kcu.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+namespace {
+
+constexpr int KC = 64;             /* K chunk per pipeline stage (weight bytes per row) */
+constexpr int WARPS = 8;           /* warps per block, all along n */
+constexpr int THREADS = WARPS * 32;
+constexpr int BN = WARPS * 16;     /* weight rows per block */
+constexpr int STAGES = 4;          /* cp.async pipeline depth */
+constexpr int MAX_DEVICES = 64;
+
+struct Params {
+    const float *x;
+    const uint8_t *w;
+    const float *scale;
+    const float *bias;
+    float *y;
+    float *ws;
+    int *counters;
+    int ldx, ldw, ldy, m, n, k;
+    int nchunks, chunks_per_split;
+    int gelu;
+    int xvec; /* 16-byte activation copies are legal */
+};
+
+/* ------------------------------------------------------------------------
+ * PTX wrappers: cp.async with zero fill, and the MMA.
+ * ---------------------------------------------------------------------- */
+
+/* 16 bytes global -> shared, bytes beyond src_bytes (0..16) are zero; cached
+ * in L2 only: weights are read once, so L1 would only be polluted. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* 4 bytes global -> shared with zero fill: activations whose rows are not
+ * 16-byte aligned. */
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* D (16x8, f32) += A (16x16) * B (16x8); AT 0: f16 inputs, 1: bf16. */
+template <int AT>
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1)
+{
+    if (AT == 0)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* ------------------------------------------------------------------------
+ * conversions in registers
+ * ---------------------------------------------------------------------- */
+
+/* Bit casts between a 32-bit register and a pair of halves. */
+__device__ __forceinline__ __half2 bits_h2(uint32_t u)
+{
+    __half2 h;
+    memcpy(&h, &u, 4);
+    return h;
+}
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h)
+{
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+/* Two FP32 activations -> one register of two 16-bit values (lower k in the
+ * low half, as the MMA fragments expect); round to nearest even. */
+template <int AT>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    if (AT == 0) {
+        return h2_bits(__floats2half2_rn(lo, hi));
+    } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        uint32_t u;
+        memcpy(&u, &h, 4);
+        return u;
+    }
+}
+
+/* Four 8-bit weight codes (one 32-bit word, byte i = k offset i) -> lo
+ * (codes 0, 1) and hi (codes 2, 3) as f16x2 or bf16x2. Every conversion is
+ * exact: int8 and E4M3 values are all representable in f16 and in bf16.
+ *
+ * int8 -> f16: the bytes are biased to q + 128 (xor 0x80) and placed under
+ * the exponent of 1024 (0x64XX is the half 1024 + XX), then 1152 = 1024 + 128
+ * is subtracted: three integer ops and one f16x2 subtract per pair.
+ * int8 -> bf16: the same idea in FP32 (2^23 + byte), then a bf16x2 pack.
+ * E4M3 -> f16: cuda_fp8.h (one cvt.rn.f16x2.e4m3x2 on sm_89+). */
+template <int WT, int AT>
+__device__ __forceinline__ void dec4(uint32_t w, uint32_t &lo, uint32_t &hi)
+{
+    if (WT == 0) {
+        const uint32_t u = w ^ 0x80808080u;
+        if (AT == 0) {
+            const __half2 bias = __half2half2(__ushort_as_half((unsigned short)0x6480)); /* 1152 */
+            lo = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140)), bias));
+            hi = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342)), bias));
+        } else {
+            float f[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t b = __byte_perm(u, 0x4B000000u, 0x7440 | i);
+                f[i] = __uint_as_float(b) - 8388736.0f; /* 2^23 + 128 */
+            }
+            lo = pack2<1>(f[0], f[1]);
+            hi = pack2<1>(f[2], f[3]);
+        }
+    } else {
+        __half2_raw r0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
+        __half2_raw r1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w >> 16), __NV_E4M3);
+        if (AT == 0) {
+            lo = (uint32_t)r0.x | ((uint32_t)r0.y << 16);
+            hi = (uint32_t)r1.x | ((uint32_t)r1.y << 16);
+        } else {
+            float2 f0 = __half22float2(__half2(r0)), f1 = __half22float2(__half2(r1));
+            lo = pack2<1>(f0.x, f0.y);
+            hi = pack2<1>(f1.x, f1.y);
+        }
+    }
+}
+
+/* GELU in BERT's erf form (not the tanh approximation). */
+__device__ __forceinline__ float gelu_erf(float v)
+{
+    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
+/* ------------------------------------------------------------------------
+ * the kernel
+ * ---------------------------------------------------------------------- */
+
+/* Shared-memory sizes of one instantiation. */
+template <int MT>
+struct Tile {
+    static constexpr int BM = 8 * MT;              /* tokens per block */
+    static constexpr int W_BYTES = BN * KC;        /* weight bytes per stage */
+    static constexpr int X_BYTES = BM * KC * 4;    /* FP32 activation bytes per stage */
+    static constexpr int STAGE = W_BYTES + X_BYTES;
+    static constexpr int SMEM = STAGES * STAGE;
+};
+
+/* Issues the cp.async copies of one K chunk into one pipeline stage.
+ * Weights: 128 rows x 4 runs of 16 bytes, row-major in shared memory (a
+ * warp's 8 rows x 64 B are then read as 512 contiguous bytes).
+ * Activations: float4 (q, token, t) at ((q * BM + token) * 4 + t), so that
+ * the 32 lanes of an MMA step read 32 consecutive float4 (no bank conflict). */
+template <int MT>
+__device__ __forceinline__ void load_stage(const Params &p, uint8_t *stage, int chunk, int n0,
+                                           int m0)
+{
+    constexpr int BM = Tile<MT>::BM;
+    const int tid = threadIdx.x;
+    const int kc = chunk * KC;
+#pragma unroll
+    for (int i = 0; i < (BN * 4) / THREADS; i++) {
+        const int c = tid + i * THREADS;
+        const int row = c >> 2, seg = c & 3;
+        const int gn = n0 + row, gk = kc + seg * 16;
+        const int bytes = gn < p.n ? max(0, min(16, p.k - gk)) : 0;
+        const uint8_t *src = bytes > 0 ? p.w + (size_t)gn * p.ldw + gk : p.w;
+        cp_async16(stage + row * KC + seg * 16, src, bytes);
+    }
+    float *sx = reinterpret_cast<float *>(stage + Tile<MT>::W_BYTES);
+    for (int c = tid; c < BM * 16; c += THREADS) {
+        const int tok = c >> 4, f4 = c & 15;
+        const int q = f4 & 3, tt = f4 >> 2;
+        float *dst = sx + ((q * BM + tok) * 4 + tt) * 4;
+        const int gm = m0 + tok, gk = kc + f4 * 4;
+        if (p.xvec) {
+            const int bytes = gm < p.m ? max(0, min(16, (p.k - gk) * 4)) : 0;
+            cp_async16(dst, bytes > 0 ? p.x + (size_t)gm * p.ldx + gk : p.x, bytes);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const bool ok = gm < p.m && gk + e < p.k;
+                cp_async4(dst + e, ok ? p.x + (size_t)gm * p.ldx + gk + e : p.x, ok ? 4 : 0);
+            }
+        }
+    }
+}
+
+/* One block: 128 weight rows x 8*MT tokens x one K split; see the top of
+ * this file for the layout, pipeline and split-K. */
+template <int MT, int WT, int AT>
+__global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
+{
+    constexpr int BM = Tile<MT>::BM;
+    constexpr int STAGE = Tile<MT>::STAGE;
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ int s_last;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    const int split = blockIdx.z;
+    const int c_begin = split * p.chunks_per_split;
+    const int c_end = min(c_begin + p.chunks_per_split, p.nchunks);
+    const int nch = c_end - c_begin; /* >= 1: the planner leaves no split empty */
+
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        acc[mt][0] = acc[mt][1] = acc[mt][2] = acc[mt][3] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nch)
+            load_stage<MT>(p, smem + s * STAGE, c_begin + s, n0, m0);
+        cp_async_commit();
+    }
+
+    for (int i = 0; i < nch; i++) {
+        cp_async_wait<STAGES - 2>();
+        /* stage i has landed for every thread, and every thread is done with
+         * stage i-1, which the next load overwrites */
+        __syncthreads();
+        const int nxt = i + STAGES - 1;
+        if (nxt < nch)
+            load_stage<MT>(p, smem + (nxt % STAGES) * STAGE, c_begin + nxt, n0, m0);
+        cp_async_commit();
+
+        const uint8_t *sw = smem + (i % STAGES) * STAGE;
+        const float4 *sx = reinterpret_cast<const float4 *>(sw + Tile<MT>::W_BYTES);
+        const uint4 wa = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g) * KC + t * 16);
+        const uint4 wb = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g + 8) * KC + t * 16);
+        /* A fragments of the 4 MMA steps: a[j] = {row g lo, row g+8 lo, row g hi, row g+8 hi} */
+        uint32_t a[4][4];
+        dec4<WT, AT>(wa.x, a[0][0], a[0][2]);
+        dec4<WT, AT>(wb.x, a[0][1], a[0][3]);
+        dec4<WT, AT>(wa.y, a[1][0], a[1][2]);
+        dec4<WT, AT>(wb.y, a[1][1], a[1][3]);
+        dec4<WT, AT>(wa.z, a[2][0], a[2][2]);
+        dec4<WT, AT>(wb.z, a[2][1], a[2][3]);
+        dec4<WT, AT>(wa.w, a[3][0], a[3][2]);
+        dec4<WT, AT>(wb.w, a[3][1], a[3][3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float4 v = sx[(j * BM + mt * 8 + g) * 4 + t];
+                mma16816<AT>(acc[mt], a[j][0], a[j][1], a[j][2], a[j][3], pack2<AT>(v.x, v.y),
+                             pack2<AT>(v.z, v.w));
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    /* split-K: publish this split's partial; the last block of the tile to
+     * arrive sums all partials in split order and finishes the tile. */
+    if (gridDim.z > 1) {
+        float4 *wsp = reinterpret_cast<float4 *>(p.ws);
+        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            __stcg(&wsp[((tile * gridDim.z + split) * MT + mt) * THREADS + tid],
+                   make_float4(acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]));
+        __threadfence();
+        __syncthreads();
+        if (tid == 0)
+            s_last = atomicAdd(&p.counters[tile], 1) == (int)gridDim.z - 1;
+        __syncthreads();
+        if (!s_last)
+            return;
+        __threadfence();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int sp = 0; sp < (int)gridDim.z; sp++) {
+                const float4 v =
+                    sp == split ? make_float4(acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3])
+                                : __ldcg(&wsp[((tile * gridDim.z + sp) * MT + mt) * THREADS + tid]);
+                s.x += v.x;
+                s.y += v.y;
+                s.z += v.z;
+                s.w += v.w;
+            }
+            acc[mt][0] = s.x;
+            acc[mt][1] = s.y;
+            acc[mt][2] = s.z;
+            acc[mt][3] = s.w;
+        }
+        if (tid == 0)
+            p.counters[tile] = 0; /* ready for the next launch */
+    }
+
+    /* epilogue: accumulator (row g / g+8, tokens 2t, 2t+1) of each token tile */
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int nn = n0 + warp * 16 + g + half * 8;
+        if (nn >= p.n)
+            continue;
+        const float sc = p.scale[nn];
+        const float bi = p.bias ? p.bias[nn] : 0.f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int tok = m0 + mt * 8 + 2 * t + e;
+                if (tok < p.m) {
+                    float v = fmaf(acc[mt][half * 2 + e], sc, bi);
+                    if (p.gelu)
+                        v = gelu_erf(v);
+                    p.y[(size_t)tok * p.ldy + nn] = v;
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * launching
+ * ---------------------------------------------------------------------- */
+
+/* Multiprocessor count of the current device, asked once per device. */
+int device_sms(int *out_dev)
+{
+    static int cache[MAX_DEVICES];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        return -1;
+    *out_dev = dev;
+    if (dev < 0 || dev >= MAX_DEVICES)
+        return -1;
+    if (cache[dev] <= 0) {
+        int v = 0;
+        if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+            return -1;
+        cache[dev] = v; /* a benign race: every thread writes the same value */
+    }
+    return cache[dev];
+}
+
+/* Launches one instantiation, raising its dynamic shared-memory limit the
+ * first time it runs on a device (the stages need more than the default 48 KiB). */
+template <int MT, int WT, int AT>
+cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    static unsigned char ready[MAX_DEVICES];
+    const int smem = Tile<MT>::SMEM;
+    if (!ready[dev]) {
+        cudaError_t e = cudaFuncSetAttribute(w8a16_kernel<MT, WT, AT>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
+        ready[dev] = 1;
+    }
+    w8a16_kernel<MT, WT, AT><<<grid, THREADS, smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+/* From the planner's token-tile count to the instantiation. */
+template <int WT, int AT>
+cudaError_t dispatch_mt(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    switch (mt) {
+    case 1: return launch<1, WT, AT>(p, grid, dev, stream);
+    case 2: return launch<2, WT, AT>(p, grid, dev, stream);
+    case 4: return launch<4, WT, AT>(p, grid, dev, stream);
+    default: return launch<8, WT, AT>(p, grid, dev, stream);
+    }
+}
+
+/* Rounded-up integer division for the planner. */
+int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+
+} /* namespace */
+
+/* ========================================================================
+ * extern "C" API
+ * ====================================================================== */
+
+/* Token tile by m; then enough K splits for ~target_blocks blocks, at
+ * least two chunks per split, no empty split. Pure and host-only. */
+extern "C" int kcu_w8a16_make_plan(int m, int n, int k, int sms, const kcu_w8a16_opts *o,
+                                   kcu_w8a16_plan *p)
+{
+    if (m < 1 || n < 1 || k < 1 || !p)
+        return -1;
+    const int bm = m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : 64;
+    p->bm = bm;
+    p->bn = BN;
+    p->grid_m = ceil_div(m, bm);
+    p->grid_n = ceil_div(n, BN);
+    p->nchunks = ceil_div(k, KC);
+    if (p->grid_m > 65535)
+        return -1;
+    const long base = (long)p->grid_m * p->grid_n;
+    const int target = o && o->target_blocks > 0 ? o->target_blocks : 2 * (sms > 0 ? sms : 1);
+    const int max_splits = o && o->max_splits > 0 ? o->max_splits : 32;
+    int splits;
+    if (o && o->force_splits > 0) {
+        splits = o->force_splits;
+    } else {
+        splits = base >= target ? 1 : ceil_div(target, base);
+        /* at least two chunks per split, so each block pipelines something */
+        const int by_k = p->nchunks / 2 > 1 ? p->nchunks / 2 : 1;
+        splits = splits < by_k ? splits : by_k;
+    }
+    if (splits > max_splits)
+        splits = max_splits;
+    if (splits > p->nchunks)
+        splits = p->nchunks;
+    if (splits < 1)
+        splits = 1;
+    p->chunks_per_split = ceil_div(p->nchunks, splits);
+    p->splits = ceil_div(p->nchunks, p->chunks_per_split); /* no empty split */
+    p->ws_floats = p->splits > 1 ? (size_t)base * p->splits * THREADS * 4 * (bm / 8) : 0;
+    p->counters = p->splits > 1 ? (int)base : 0;
+    return 0;
+}
+
+/* Checks the arguments, plans (falling back to one split when the workspace
+ * is short) and launches. */
+extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, int ldw,
+                                      kcu_wtype wt, const float *scale, const float *bias,
+                                      kcu_act act, float *y, int ldy, int m, int n, int k,
+                                      kcu_atype at, const kcu_w8a16_opts *opts, float *ws,
+                                      size_t ws_floats, int *counters, int ncounters,
+                                      cudaStream_t stream)
+{
+    if (m == 0 || n == 0)
+        return cudaSuccess;
+    if (m < 0 || n < 0 || k < 1 || !x || !w || !scale || !y || ldx < k || ldy < n || ldw < k ||
+        (ldw & 15) || ((uintptr_t)w & 15))
+        return cudaErrorInvalidValue;
+    int dev = 0;
+    const int sms = device_sms(&dev);
+    if (sms < 0)
+        return cudaErrorInvalidDevice;
+    kcu_w8a16_plan plan;
+    if (kcu_w8a16_make_plan(m, n, k, sms, opts, &plan) != 0)
+        return cudaErrorInvalidValue;
+    if (plan.splits > 1 &&
+        (!ws || !counters || ws_floats < plan.ws_floats || ncounters < plan.counters)) {
+        kcu_w8a16_opts one = opts ? *opts : kcu_w8a16_opts{0, 0, 0};
+        one.force_splits = 1;
+        kcu_w8a16_make_plan(m, n, k, sms, &one, &plan);
+    }
+    Params p;
+    p.x = x;
+    p.w = static_cast<const uint8_t *>(w);
+    p.scale = scale;
+    p.bias = bias;
+    p.y = y;
+    p.ws = ws;
+    p.counters = counters;
+    p.ldx = ldx;
+    p.ldw = ldw;
+    p.ldy = ldy;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.nchunks = plan.nchunks;
+    p.chunks_per_split = plan.chunks_per_split;
+    p.gelu = act == KCU_ACT_GELU;
+    p.xvec = ((uintptr_t)x & 15) == 0 && (ldx & 3) == 0;
+    const dim3 grid(plan.grid_n, plan.grid_m, plan.splits);
+    const int mt = plan.bm / 8;
+    if (wt == KCU_W_INT8)
+        return at == KCU_A_F16 ? dispatch_mt<0, 0>(mt, p, grid, dev, stream)
+                               : dispatch_mt<0, 1>(mt, p, grid, dev, stream);
+    return at == KCU_A_F16 ? dispatch_mt<1, 0>(mt, p, grid, dev, stream)
+                           : dispatch_mt<1, 1>(mt, p, grid, dev, stream);
+}
+
+/* Walks back from the largest m while the alternative keeps winning. */
+extern "C" int kcu_pick_crossover(const int *ms, const double *t_fused, const double *t_alt,
+                                  int count)
+{
+    int best = INT_MAX;
+    for (int i = count - 1; i >= 0; i--) {
+        if (!(t_alt[i] < t_fused[i])) /* NaN timings count as "fused wins" */
+            break;
+        best = ms[i];
+    }
+    return best;
+}

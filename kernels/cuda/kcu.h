@@ -1,0 +1,174 @@
+/* kcu.h: the extern "C" launch API of the CUDA kernels in kernels/cuda/ (the .cu files).
+ *
+ * Every launch function takes device pointers, sizes and a cudaStream_t,
+ * enqueues its kernel(s) on that stream and returns the cudaError_t of the
+ * launch (cudaGetLastError() after each launch, so a bad configuration is
+ * reported here and not at the next synchronisation). Nothing here
+ * synchronises the stream or allocates memory; workspaces come from the
+ * caller. engine/backend_cuda.c is the only user above kernels/, and no CUDA
+ * type travels further up than that file.
+ *
+ * Layouts are row-major. Activations are FP32 (tokens, width) with a leading
+ * dimension; GEMM weights W are (n, k), one output channel per row, in the
+ * formats of engine/quant.h, with a row stride ldw.
+ *
+ * Host-only helpers (the split-K planner, the crossover picker) need no GPU
+ * and are unit-tested on CPU-only machines by tests/gpu/test_gpu_kernels.c.
+ */
+#ifndef MT_KERNELS_CUDA_KCU_H
+#define MT_KERNELS_CUDA_KCU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { KCU_W_INT8 = 0, KCU_W_E4M3 = 1 } kcu_wtype;  /* 8-bit weight codes */
+typedef enum { KCU_A_F16 = 0, KCU_A_BF16 = 1 } kcu_atype;   /* MMA input type of activations */
+typedef enum { KCU_ACT_NONE = 0, KCU_ACT_GELU = 1 } kcu_act; /* GELU: erf form, as BERT */
+
+/* ========================================================================
+ * W8A16 fused dequantize-GEMM (gemm_w8a16.cu)
+ *
+ *   y (m, n) = act(scale[n] * sum_k x[m][k] * dec(w[n][k]) + bias[n])
+ *
+ * x is FP32 (rounded to f16/bf16 when staged for the tensor cores), w is
+ * int8 or E4M3 bytes that stay 8-bit in global memory and are converted in
+ * registers right before mma.sync m16n8k16, FP32 accumulation. The
+ * per-channel scale, bias (may be NULL) and GELU are applied in the
+ * epilogue. Any m, n, k >= 1. Requirements: w 16-byte aligned, ldw a
+ * multiple of 16 and >= k (engine/backend_cuda.c pads rows); x with any
+ * ldx >= k (16-byte loads when x is 16-byte aligned and ldx % 4 == 0, 4-byte
+ * loads otherwise); ldy >= n.
+ *
+ * Work split: a block owns 128 weight rows x bm tokens; K is split across
+ * `splits` blocks when there are too few (m, n) tiles to fill the GPU. Split
+ * partials go to ws (FP32) and the last block of a tile to finish (counted in
+ * `counters`) sums them in a fixed order, so results are deterministic.
+ * ======================================================================== */
+
+typedef struct {
+    int bm;               /* tokens per block: 8, 16, 32 or 64 */
+    int bn;               /* weight rows per block (128) */
+    int grid_m, grid_n;   /* tiles along m and n */
+    int nchunks;          /* ceil(k / 64) */
+    int splits;           /* K split across blocks (>= 1) */
+    int chunks_per_split; /* 64-wide K chunks per split; the last may be shorter */
+    size_t ws_floats;     /* FP32 workspace for split partials (0 when splits == 1) */
+    int counters;         /* tile counters needed (0 when splits == 1) */
+} kcu_w8a16_plan;
+
+/* Planner knobs; zeros mean defaults. */
+typedef struct {
+    int target_blocks; /* blocks to aim for (default 2 * SMs) */
+    int force_splits;  /* > 0: use exactly this many splits (clamped to nchunks) */
+    int max_splits;    /* cap (default 32) */
+} kcu_w8a16_opts;
+
+/* Host only, pure: the tiling and split-K plan for (m, n, k) on a GPU with
+ * `sms` multiprocessors. Returns 0, or -1 for sizes < 1. */
+int kcu_w8a16_make_plan(int m, int n, int k, int sms, const kcu_w8a16_opts *o,
+                        kcu_w8a16_plan *p);
+
+/* ws/ws_floats and counters/ncounters: split-K workspace. counters must be
+ * zero before the first launch that uses them (each launch leaves them at
+ * zero again). If the plan needs more than is given, the launch falls back
+ * to fewer splits (splits == 1 needs none), so NULL/0 is always valid.
+ * Two launches that share a workspace must be ordered (same stream). */
+cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, int ldw, kcu_wtype wt,
+                           const float *scale, const float *bias, kcu_act act, float *y, int ldy,
+                           int m, int n, int k, kcu_atype at, const kcu_w8a16_opts *opts,
+                           float *ws, size_t ws_floats, int *counters, int ncounters,
+                           cudaStream_t stream);
+
+/* Host only, pure: the smallest m from which the alternative path (cuBLASLt)
+ * beat the fused kernel at every measured m from there on, given timings
+ * t_fused[i] and t_alt[i] at increasing ms[i]; INT32_MAX when it never did.
+ * This is the "measured heuristic" the backend uses per weight shape. */
+int kcu_pick_crossover(const int *ms, const double *t_fused, const double *t_alt, int count);
+
+/* ========================================================================
+ * elementwise and conversion kernels (ops.cu)
+ * ======================================================================== */
+
+/* out (m, ldo) 16-bit = round(x (m, k)), columns k..ldo-1 set to 0; bf16
+ * selects bfloat16 over IEEE half. Round to nearest even. */
+cudaError_t kcu_f32_to_16(const float *x, int ldx, int m, int k, void *out, int ldo, int bf16,
+                          cudaStream_t stream);
+
+/* y (m, n) += bias (may be NULL), then GELU when act says so. */
+cudaError_t kcu_bias_act(float *y, int ldy, int m, int n, const float *bias, kcu_act act,
+                         cudaStream_t stream);
+
+/* out (n, ldo) IEEE half = dec(w[n][k]) * scale[n], columns k..ldo-1 = 0:
+ * the weight of an 8-bit layer as FP16 for cuBLASLt at large m. */
+cudaError_t kcu_dequant_to_f16(const void *w, int ldw, kcu_wtype wt, const float *scale, int n,
+                               int k, void *out, int ldo, cudaStream_t stream);
+
+/* Per-token (row) FP8 quantization of activations for W8A8:
+ * row_scale[r] = max|x[r]| / 448 (1 for an all-zero row) and
+ * xq[r][c] = e4m3_satfinite(x[r][c] / row_scale[r]), columns k..ldq-1 = 0. */
+cudaError_t kcu_quant_rows_e4m3(const float *x, int ldx, int m, int k, uint8_t *xq, int ldq,
+                                float *row_scale, cudaStream_t stream);
+
+/* Deterministic pseudo-random fills (a hash of seed and index), for
+ * benchmarks and the backend's GEMM autotuning: timing on zeros would flatter
+ * every kernel. f32: uniform in [lo, hi). codes: int8 in [-127, 127], or any
+ * E4M3 code but NaN. */
+cudaError_t kcu_fill_f32(float *p, size_t n, uint32_t seed, float lo, float hi,
+                         cudaStream_t stream);
+cudaError_t kcu_fill_codes(uint8_t *p, size_t n, uint32_t seed, kcu_wtype wt, cudaStream_t stream);
+
+/* cudaSuccess when this binary holds code the current device can run
+ * (SASS for its architecture or PTX the driver can compile), else the error
+ * (cudaErrorNoKernelImageForDevice): for a clear start-up message. */
+cudaError_t kcu_check_image(void);
+
+/* ========================================================================
+ * encoder kernels (ops.cu, attention.cu). offsets/ids are device arrays of
+ * the packed varlen layout of engine/backend.h: sequence s is tokens
+ * offsets[s] .. offsets[s+1]-1. The token count is never needed on the host.
+ * ======================================================================== */
+
+/* out (t, h) = word[ids[i]] + pos[i - offsets[s]] + type0. */
+cudaError_t kcu_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
+                      const float *pos, const float *type0, int h, float *out,
+                      cudaStream_t stream);
+
+/* out (t, h) = LayerNorm(x + res) * gamma + beta; res may be NULL; out may
+ * alias x or res. Two passes (mean, then centred variance), FP32. */
+cudaError_t kcu_layernorm(const float *x, const float *res, const float *gamma, const float *beta,
+                          int t, int h, float eps, float *out, cudaStream_t stream);
+
+/* out (nseq, h) = mean over each sequence's rows of x, L2-normalised when
+ * normalize (norm clamped at 1e-12, as torch.nn.functional.normalize). */
+cudaError_t kcu_mean_pool(const float *x, const int32_t *offsets, int nseq, int h, int normalize,
+                          float *out, cudaStream_t stream);
+
+typedef enum {
+    KCU_ATTN_FP32 = 0, /* FP32 SIMT: exact path for the fp32 variant; any head_dim <= 128 */
+    KCU_ATTN_F16 = 1,  /* tensor cores: Q, K, V and P rounded to f16, FP32 accumulation and
+                        * softmax; head_dim 32, 64 or 128 */
+} kcu_attn_mode;
+
+/* Whether mode can run this head_dim. */
+int kcu_attention_supported(kcu_attn_mode mode, int head_dim);
+
+/* qkv (t, 3*heads*dh) packed [Q | K | V] -> out (t, heads*dh):
+ * softmax(Q K^T / sqrt(dh)) V per sequence and head, keys limited to the
+ * query's own sequence (the padding mask). Any sequence length is handled;
+ * max_len_hint (e.g. 512) only sizes the grid. sms: multiprocessor count,
+ * for the same purpose. */
+cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                          int max_len_hint, int sms, kcu_attn_mode mode, float *out,
+                          cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

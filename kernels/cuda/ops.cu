@@ -1,0 +1,438 @@
+/* ops.cu: the encoder's memory-bound CUDA kernels: embedding gather,
+ * residual + LayerNorm, mean pooling + L2 normalisation, bias + GELU, and
+ * the conversions the GEMM paths need (FP32 -> f16/bf16 activations, 8-bit
+ * weights -> f16 for cuBLASLt at large m, per-token FP8 quantization for
+ * W8A8). Each is the GPU twin of a plain loop in kernels/cpu/ops.c or
+ * engine/numfmt.c, and tests/gpu/test_gpu_kernels.c checks it against a C
+ * reference. All arithmetic is FP32 (the op policy of engine/quant.h).
+ */
+#include "kernels/cuda/kcu.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int THREADS = 256;
+
+/* Enough blocks of THREADS for n items, capped: the kernels stride over the
+ * rest (a few waves of resident blocks keep every SM busy). */
+unsigned blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 65536 ? 65536 : b);
+}
+
+/* A 2-D grid for row-wise elementwise kernels over (rows, cols): x strides
+ * columns, y strides rows, so no thread divides an index (64-bit division
+ * costs tens of instructions on the GPU). */
+dim3 grid_2d(int rows, int cols)
+{
+    unsigned gx = (unsigned)((cols + THREADS - 1) / THREADS);
+    gx = gx < 1 ? 1 : gx > 64 ? 64 : gx;
+    unsigned gy = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
+    return dim3(gx, gy);
+}
+
+/* GELU in BERT's erf form. */
+__device__ __forceinline__ float gelu_erf(float v)
+{
+    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
+/* Butterfly reductions over a warp: every lane gets the result. */
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum (or max of non-negative values: 0 is the identity) over the block;
+ * every thread gets the result. `red` is 32 floats of shared memory. */
+__device__ float block_reduce(float v, float *red, bool is_max)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads(); /* red may still be read by a previous reduction */
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.f;
+    return is_max ? warp_max(v) : warp_sum(v);
+}
+
+/* ------------------------------------------------------------------------
+ * conversions
+ * ---------------------------------------------------------------------- */
+
+/* FP32 activations -> the 16-bit operand of a cuBLASLt GEMM, zero-padded. */
+__global__ void f32_to_16_kernel(const float *x, int ldx, int m, int k, uint16_t *out, int ldo,
+                                 int bf16)
+{
+    for (int r = blockIdx.y; r < m; r += gridDim.y)
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ldo; c += gridDim.x * blockDim.x) {
+            const float v = c < k ? x[(size_t)r * ldx + c] : 0.f;
+            out[(size_t)r * ldo + c] = bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
+                                            : __half_as_ushort(__float2half_rn(v));
+        }
+}
+
+/* The epilogue cuBLASLt cannot do for us (erf GELU, FP32 bias after FP8). */
+__global__ void bias_act_kernel(float *y, int ldy, int m, int n, const float *bias, int gelu)
+{
+    for (int r = blockIdx.y; r < m; r += gridDim.y)
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
+            float *p = y + (size_t)r * ldy + c;
+            const float v = *p + (bias ? bias[c] : 0.f);
+            *p = gelu ? gelu_erf(v) : v;
+        }
+}
+
+/* One 8-bit weight code as a float (exact). */
+__device__ __forceinline__ float dec8(uint8_t b, int wt)
+{
+    if (wt == KCU_W_INT8)
+        return (float)(int8_t)b;
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3)));
+}
+
+/* The weight of an 8-bit layer as FP16 (scale folded in) for cuBLASLt. */
+__global__ void dequant_kernel(const uint8_t *w, int ldw, int wt, const float *scale, int n, int k,
+                               uint16_t *out, int ldo)
+{
+    for (int r = blockIdx.y; r < n; r += gridDim.y)
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ldo; c += gridDim.x * blockDim.x) {
+            const float v = c < k ? dec8(w[(size_t)r * ldw + c], wt) * scale[r] : 0.f;
+            out[(size_t)r * ldo + c] = __half_as_ushort(__float2half_rn(v));
+        }
+}
+
+/* One block per row: the row's absmax, then the codes. The second pass
+ * re-reads the row, mostly from L1/L2. */
+__global__ void quant_rows_kernel(const float *x, int ldx, int m, int k, uint8_t *xq, int ldq,
+                                  float *row_scale)
+{
+    __shared__ float red[32];
+    for (int r = blockIdx.x; r < m; r += gridDim.x) {
+        const float *xr = x + (size_t)r * ldx;
+        float amax = 0.f;
+        for (int c = threadIdx.x; c < k; c += blockDim.x)
+            amax = fmaxf(amax, fabsf(xr[c]));
+        amax = block_reduce(amax, red, true);
+        const float s = amax > 0.f ? amax / 448.0f : 1.0f;
+        uint8_t *qr = xq + (size_t)r * ldq;
+        for (int c = threadIdx.x; c < ldq; c += blockDim.x)
+            qr[c] = c < k ? __nv_cvt_float_to_fp8(xr[c] / s, __NV_SATFINITE, __NV_E4M3) : 0;
+        if (threadIdx.x == 0)
+            row_scale[r] = s;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * fills
+ * ---------------------------------------------------------------------- */
+
+/* A 32-bit integer hash (murmur-style finaliser) for the fills. */
+__device__ __forceinline__ uint32_t mix32(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Uniform pseudo-random floats: data for timing that is not zeros. */
+__global__ void fill_f32_kernel(float *p, size_t n, uint32_t seed, float lo, float hi)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t h = mix32((uint32_t)i * 0x9e3779b9u ^ mix32(seed ^ (uint32_t)(i >> 32)));
+        p[i] = lo + (hi - lo) * (float)(h >> 8) * (1.0f / 16777216.0f);
+    }
+}
+
+/* Pseudo-random weight codes of either 8-bit format. */
+__global__ void fill_codes_kernel(uint8_t *p, size_t n, uint32_t seed, int wt)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const uint32_t h = mix32((uint32_t)i * 0x9e3779b9u ^ mix32(seed ^ (uint32_t)(i >> 32)));
+        if (wt == KCU_W_INT8) {
+            p[i] = (uint8_t)(int8_t)((int)(h % 255u) - 127);
+        } else {
+            uint8_t b = (uint8_t)h;
+            p[i] = (b & 0x7f) == 0x7f ? (uint8_t)(b & 0xfe) : b; /* never NaN */
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * encoder pieces
+ * ---------------------------------------------------------------------- */
+
+/* grid (nseq, EMBED_Y): block (s, y) takes tokens offsets[s] + y, + EMBED_Y, ... */
+constexpr int EMBED_Y = 8;
+
+/* The embedding gather and sum (kc_embed's twin). */
+__global__ void embed_kernel(const int32_t *ids, const int32_t *offsets, const float *word,
+                             const float *pos, const float *type0, int h, float *out)
+{
+    const int s = blockIdx.x;
+    const int b = offsets[s], e = offsets[s + 1];
+    for (int i = b + blockIdx.y; i < e; i += gridDim.y) {
+        const float *wr = word + (size_t)ids[i] * h;
+        const float *pr = pos + (size_t)(i - b) * h;
+        float *o = out + (size_t)i * h;
+        for (int c = threadIdx.x; c < h; c += blockDim.x)
+            o[c] = wr[c] + pr[c] + type0[c];
+    }
+}
+
+/* One warp per row, the row held in registers (MAXV values per lane, h <=
+ * 32 * MAXV): read once, written once. The same two-pass formula as
+ * kc_layernorm (mean, then variance of the centred values). */
+template <int MAXV>
+__global__ void layernorm_warp_kernel(const float *x, const float *res, const float *g,
+                                      const float *b, int t, int h, float eps, float *out)
+{
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= t)
+        return;
+    const float *xr = x + (size_t)row * h;
+    const float *rr = res ? res + (size_t)row * h : nullptr;
+    float v[MAXV];
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXV; i++) {
+        const int c = lane + 32 * i;
+        v[i] = 0.f;
+        if (c < h) {
+            v[i] = xr[c] + (rr ? rr[c] : 0.f);
+            sum += v[i];
+        }
+    }
+    const float mean = warp_sum(sum) / (float)h;
+    float var = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXV; i++) {
+        const int c = lane + 32 * i;
+        if (c < h) {
+            const float d = v[i] - mean;
+            var += d * d;
+        }
+    }
+    const float rstd = 1.0f / sqrtf(warp_sum(var) / (float)h + eps);
+    float *o = out + (size_t)row * h;
+#pragma unroll
+    for (int i = 0; i < MAXV; i++) {
+        const int c = lane + 32 * i;
+        if (c < h)
+            o[c] = (v[i] - mean) * rstd * g[c] + b[c];
+    }
+}
+
+/* Rows too wide for registers: one block per row, three passes over memory.
+ * out may alias x or res: each element is read and written by one thread,
+ * and the writes come after every read of the statistics passes. */
+__global__ void layernorm_block_kernel(const float *x, const float *res, const float *g,
+                                       const float *b, int t, int h, float eps, float *out)
+{
+    __shared__ float red[32];
+    for (int row = blockIdx.x; row < t; row += gridDim.x) {
+        const float *xr = x + (size_t)row * h;
+        const float *rr = res ? res + (size_t)row * h : nullptr;
+        float sum = 0.f;
+        for (int c = threadIdx.x; c < h; c += blockDim.x)
+            sum += xr[c] + (rr ? rr[c] : 0.f);
+        const float mean = block_reduce(sum, red, false) / (float)h;
+        float var = 0.f;
+        for (int c = threadIdx.x; c < h; c += blockDim.x) {
+            const float d = xr[c] + (rr ? rr[c] : 0.f) - mean;
+            var += d * d;
+        }
+        const float rstd = 1.0f / sqrtf(block_reduce(var, red, false) / (float)h + eps);
+        float *o = out + (size_t)row * h;
+        for (int c = threadIdx.x; c < h; c += blockDim.x)
+            o[c] = (xr[c] + (rr ? rr[c] : 0.f) - mean) * rstd * g[c] + b[c];
+        __syncthreads(); /* the next row's reductions reuse red */
+    }
+}
+
+/* One block per sequence; thread c sums column c over the sequence's rows in
+ * order (as kc_mean_pool), then the block reduces the squared norm. */
+__global__ void mean_pool_kernel(const float *x, const int32_t *offsets, int h, int normalize,
+                                 float *out)
+{
+    __shared__ float red[32];
+    const int s = blockIdx.x;
+    const int b = offsets[s], e = offsets[s + 1];
+    const int len = e - b;
+    const float inv = 1.0f / (len > 0 ? (float)len : 1e-9f);
+    float *o = out + (size_t)s * h;
+    float n2 = 0.f;
+    for (int c = threadIdx.x; c < h; c += blockDim.x) {
+        float acc = 0.f;
+        for (int i = b; i < e; i++)
+            acc += x[(size_t)i * h + c];
+        acc *= inv;
+        o[c] = acc;
+        n2 += acc * acc;
+    }
+    if (!normalize)
+        return;
+    const float nrm = sqrtf(block_reduce(n2, red, false));
+    const float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
+    for (int c = threadIdx.x; c < h; c += blockDim.x)
+        o[c] *= k;
+}
+
+} /* namespace */
+
+/* ========================================================================
+ * extern "C" launchers: each validates its arguments, sizes a grid and
+ * launches; kcu.h states the contract of each.
+ * ====================================================================== */
+
+extern "C" cudaError_t kcu_f32_to_16(const float *x, int ldx, int m, int k, void *out, int ldo,
+                                     int bf16, cudaStream_t stream)
+{
+    if (m <= 0)
+        return cudaSuccess;
+    if (!x || !out || k < 0 || ldx < k || ldo < k || ldo < 1)
+        return cudaErrorInvalidValue;
+    f32_to_16_kernel<<<grid_2d(m, ldo), THREADS, 0, stream>>>(
+        x, ldx, m, k, static_cast<uint16_t *>(out), ldo, bf16);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_bias_act(float *y, int ldy, int m, int n, const float *bias,
+                                    kcu_act act, cudaStream_t stream)
+{
+    if (m <= 0 || n <= 0 || (!bias && act == KCU_ACT_NONE))
+        return cudaSuccess;
+    if (!y || ldy < n)
+        return cudaErrorInvalidValue;
+    bias_act_kernel<<<grid_2d(m, n), THREADS, 0, stream>>>(y, ldy, m, n, bias,
+                                                            act == KCU_ACT_GELU);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_dequant_to_f16(const void *w, int ldw, kcu_wtype wt,
+                                          const float *scale, int n, int k, void *out, int ldo,
+                                          cudaStream_t stream)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    if (!w || !scale || !out || k < 0 || ldw < k || ldo < k || ldo < 1)
+        return cudaErrorInvalidValue;
+    dequant_kernel<<<grid_2d(n, ldo), THREADS, 0, stream>>>(
+        static_cast<const uint8_t *>(w), ldw, (int)wt, scale, n, k, static_cast<uint16_t *>(out),
+        ldo);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_quant_rows_e4m3(const float *x, int ldx, int m, int k, uint8_t *xq,
+                                           int ldq, float *row_scale, cudaStream_t stream)
+{
+    if (m <= 0)
+        return cudaSuccess;
+    if (!x || !xq || !row_scale || k < 0 || ldx < k || ldq < k)
+        return cudaErrorInvalidValue;
+    quant_rows_kernel<<<m < 65536 ? m : 65536, THREADS, 0, stream>>>(x, ldx, m, k, xq, ldq,
+                                                                     row_scale);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_embed(const int32_t *ids, const int32_t *offsets, int nseq,
+                                 const float *word, const float *pos, const float *type0, int h,
+                                 float *out, cudaStream_t stream)
+{
+    if (nseq <= 0)
+        return cudaSuccess;
+    if (!ids || !offsets || !word || !pos || !type0 || !out || h <= 0)
+        return cudaErrorInvalidValue;
+    const int threads = h >= 256 ? 256 : 128;
+    embed_kernel<<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(ids, offsets, word, pos, type0, h,
+                                                               out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_layernorm(const float *x, const float *res, const float *gamma,
+                                     const float *beta, int t, int h, float eps, float *out,
+                                     cudaStream_t stream)
+{
+    if (t <= 0)
+        return cudaSuccess;
+    if (!x || !gamma || !beta || !out || h <= 0)
+        return cudaErrorInvalidValue;
+    const int rows_per_block = THREADS / 32;
+    const unsigned grid = (unsigned)((t + rows_per_block - 1) / rows_per_block);
+    if (h <= 128)
+        layernorm_warp_kernel<4><<<grid, THREADS, 0, stream>>>(x, res, gamma, beta, t, h, eps, out);
+    else if (h <= 256)
+        layernorm_warp_kernel<8><<<grid, THREADS, 0, stream>>>(x, res, gamma, beta, t, h, eps, out);
+    else if (h <= 512)
+        layernorm_warp_kernel<16><<<grid, THREADS, 0, stream>>>(x, res, gamma, beta, t, h, eps, out);
+    else if (h <= 1024)
+        layernorm_warp_kernel<32><<<grid, THREADS, 0, stream>>>(x, res, gamma, beta, t, h, eps, out);
+    else
+        layernorm_block_kernel<<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(x, res, gamma, beta,
+                                                                             t, h, eps, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_mean_pool(const float *x, const int32_t *offsets, int nseq, int h,
+                                     int normalize, float *out, cudaStream_t stream)
+{
+    if (nseq <= 0)
+        return cudaSuccess;
+    if (!x || !offsets || !out || h <= 0)
+        return cudaErrorInvalidValue;
+    mean_pool_kernel<<<nseq, h >= 256 ? 256 : 128, 0, stream>>>(x, offsets, h, normalize, out);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_fill_f32(float *p, size_t n, uint32_t seed, float lo, float hi,
+                                    cudaStream_t stream)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (!p)
+        return cudaErrorInvalidValue;
+    fill_f32_kernel<<<blocks_for(n), THREADS, 0, stream>>>(p, n, seed, lo, hi);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_fill_codes(uint8_t *p, size_t n, uint32_t seed, kcu_wtype wt,
+                                      cudaStream_t stream)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (!p)
+        return cudaErrorInvalidValue;
+    fill_codes_kernel<<<blocks_for(n), THREADS, 0, stream>>>(p, n, seed, (int)wt);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_check_image(void)
+{
+    cudaFuncAttributes a;
+    return cudaFuncGetAttributes(&a, fill_f32_kernel);
+}

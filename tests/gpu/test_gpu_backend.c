@@ -1,0 +1,552 @@
+/* test_gpu_backend.c: the CUDA backend table (engine/backend_cuda.c) op by
+ * op: GEMMs of every precision down every path (fused W8A16, cuBLASLt after
+ * dequantization, FP8 W8A8, FP16/BF16, FP32/TF32) against an FP64 product
+ * of the dequantized weights; the encoder ops against their CPU twins in
+ * kernels/cpu/ops.c; memory ops; several threads sharing one backend; and
+ * the device queries and creation errors.
+ *
+ *   test_gpu_backend [--seed N] [--quick]
+ */
+#include "engine/backend_cuda.h"
+#include "engine/quant.h"
+#include "kernels/cpu/ops.h"
+#include "tests/gpu/gpu_test.h"
+
+#include <pthread.h>
+
+static int quick;
+
+#define MT_OK_OR(st, err) CHECK((st) == MT_OK, "%s", (err).msg)
+
+static double gelu_ref(double v) { return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440)); }
+
+/* ========================================================================
+ * device queries
+ * ====================================================================== */
+
+static void device_queries_describe_and_refuse_bad_indices(void)
+{
+    char buf[256];
+    const int n = mt_cuda_device_count();
+    CHECK(n >= 1, "device count %d", n);
+    CHECK(mt_cuda_describe(0, buf, sizeof buf) == MT_OK && strstr(buf, "sm_"), "describe: %s", buf);
+    printf("gpu backend: %s\n", buf);
+    CHECK(mt_cuda_describe(n, buf, sizeof buf) == MT_EINVAL, "describe(%d): %s", n, buf);
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    CHECK(mt_backend_cuda_create(n + 3, &be, &err) == MT_EINVAL && !be && strstr(err.msg, "does not exist"),
+          "create(no such device): %s", err.msg);
+}
+
+/* ========================================================================
+ * GEMM
+ * ====================================================================== */
+
+typedef struct {
+    mt_backend *be;
+    const char *name;
+    mt_cuda_gemm_path path;
+} gemm_backend;
+
+/* One GEMM of precision prec on backend gb at (m, n, k) against FP64. */
+static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, int k, int gelu)
+{
+    mt_backend *be = gb->be;
+    const mt_backend_ops *op = be->ops;
+    mt_err err = {{0}};
+    float *w = malloc(sizeof(float) * (size_t)n * k), *x = malloc(sizeof(float) * (size_t)m * k);
+    float *bias = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * (size_t)m * n);
+    float *deq = malloc(sizeof(float) * (size_t)n * k);
+    double *ref = malloc(sizeof(double) * (size_t)m * n);
+    void *q = malloc(mt_quant_data_bytes(prec, n, k) + 16);
+    float *scales = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        w[i] = gt_unif(-0.08f, 0.08f) * (1.f + (float)(i % 7)); /* channels of different range */
+    for (size_t i = 0; i < (size_t)m * k; i++)
+        x[i] = gt_unif(-2.f, 2.f);
+    for (int i = 0; i < n; i++)
+        bias[i] = gt_unif(-0.5f, 0.5f);
+    mt_status st = mt_quantize(w, n, k, prec, NULL, q, scales, &err);
+    if (!MT_OK_OR(st, err))
+        goto out;
+    mt_dequantize(q, scales, n, k, prec, deq);
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double acc = bias[j];
+            for (int i = 0; i < k; i++)
+                acc += (double)x[(size_t)r * k + i] * deq[(size_t)j * k + i];
+            ref[(size_t)r * n + j] = gelu ? gelu_ref(acc) : acc;
+        }
+
+    mt_weight *wt = NULL;
+    st = op->weight_upload(be, prec, n, k, q, mt_quant_has_scales(prec) ? scales : NULL, &wt, &err);
+    if (!MT_OK_OR(st, err))
+        goto out;
+    float *dx = op->alloc(be, sizeof(float) * (size_t)m * k);
+    float *db = op->alloc(be, sizeof(float) * n), *dy = op->alloc(be, sizeof(float) * (size_t)m * n);
+    for (size_t i = 0; i < (size_t)m * n; i++)
+        y[i] = NAN;
+    mt_cuda_counts c0, c1;
+    mt_cuda_get_counts(be, &c0);
+    if ((st = op->upload(be, dx, x, sizeof(float) * (size_t)m * k, &err)) ||
+        (st = op->upload(be, db, bias, sizeof(float) * n, &err)) ||
+        (st = op->upload(be, dy, y, sizeof(float) * (size_t)m * n, &err)) ||
+        (st = op->gemm(be, dx, m, wt, db, gelu ? MT_ACT_GELU : MT_ACT_NONE, dy, &err)) ||
+        (st = op->download(be, y, dy, sizeof(float) * (size_t)m * n, &err))) {
+        /* st says which step failed; reported below */
+    }
+    mt_cuda_get_counts(be, &c1);
+    if (MT_OK_OR(st, err)) {
+        const long fused = c1.fused - c0.fused, deq16 = c1.lt_dequant - c0.lt_dequant,
+                   w8a8 = c1.lt_w8a8 - c0.lt_w8a8, lt16 = c1.lt_16 - c0.lt_16,
+                   lt32 = c1.lt_32 - c0.lt_32;
+        const char *path = fused ? "fused" : deq16 ? "dequant+lt" : w8a8 ? "w8a8" : lt16 ? "lt16" : lt32 ? "lt32" : "?";
+        int path_ok = fused + deq16 + w8a8 + lt16 + lt32 == 1;
+        double tol;
+        switch (prec) {
+        case MT_PREC_FP32: tol = 1e-5, path_ok &= lt32 == 1; break;
+        case MT_PREC_TF32: tol = 3e-3, path_ok &= lt32 == 1; break;
+        case MT_PREC_FP16: tol = 2e-3, path_ok &= lt16 == 1; break;
+        case MT_PREC_BF16: tol = 1e-2, path_ok &= lt16 == 1; break;
+        default:
+            tol = w8a8 ? 8e-2 : 3e-3;
+            if (gb->path == MT_CUDA_GEMM_FUSED)
+                path_ok &= fused == 1;
+            else if (gb->path == MT_CUDA_GEMM_LIBRARY)
+                path_ok &= fused == 0;
+        }
+        const double e = gt_rel_l2(y, ref, (size_t)m * n);
+        CHECK(path_ok && gt_first_nonfinite(y, (size_t)m * n) < 0 && e <= tol,
+              "gemm %s on %s backend m=%d n=%d k=%d gelu=%d: path %s, rel err %.3g (<= %.g)",
+              mt_precision_name(prec), gb->name, m, n, k, gelu, path, e, tol);
+    }
+    op->free(be, dx);
+    op->free(be, db);
+    op->free(be, dy);
+    op->weight_destroy(be, wt);
+out:
+    free(w), free(x), free(bias), free(y), free(deq), free(ref), free(q), free(scales);
+}
+
+static void gemm_every_precision_and_path_matches_fp64(void)
+{
+    static const int ms_full[] = {1, 7, 16, 33, 64, 65, 128, 300, 1000};
+    static const int ms_quick[] = {1, 33, 300};
+    static const int nk[][2] = {{384, 384}, {1152, 384}, {1536, 384}, {384, 1536}, {100, 77}, {33, 1000}};
+    const int *ms = quick ? ms_quick : ms_full;
+    const int nm = quick ? 3 : 9;
+    gemm_backend bs[3] = {{NULL, "auto", MT_CUDA_GEMM_AUTO},
+                          {NULL, "fused", MT_CUDA_GEMM_FUSED},
+                          {NULL, "library", MT_CUDA_GEMM_LIBRARY}};
+    mt_err err = {{0}};
+    for (int i = 0; i < 3; i++) {
+        mt_cuda_opts o;
+        mt_cuda_opts_default(&o);
+        o.gemm = bs[i].path;
+        o.autotune = i == 0; /* the auto backend measures its crossovers */
+        o.crossover = 0;
+        if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &bs[i].be, &err), err))
+            return;
+    }
+    int idx = 0;
+    for (int p = 0; p < MT_PREC_COUNT; p++)
+        for (int b = 0; b < 3; b++) {
+            const int q8 = p == MT_PREC_INT8 || p == MT_PREC_FP8;
+            if (b > 0 && !q8)
+                continue; /* the path knob only concerns 8-bit weights */
+            for (int i = 0; i < nm; i++, idx++)
+                gemm_case(&bs[b], (mt_precision)p, ms[i], nk[idx % 6][0], nk[idx % 6][1], idx & 1);
+        }
+    for (int b = 0; b < 3; b++) {
+        mt_cuda_counts c;
+        mt_cuda_get_counts(bs[b].be, &c);
+        printf("gpu backend: %s backend paths: fused %ld, dequant+lt %ld, w8a8 %ld, lt16 %ld, "
+               "lt32 %ld\n",
+               bs[b].name, c.fused, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_32);
+        mt_backend_destroy(bs[b].be);
+    }
+}
+
+/* ========================================================================
+ * encoder ops against the CPU twins
+ * ====================================================================== */
+
+static void encoder_ops_match_cpu_twins(void)
+{
+    mt_err err = {{0}};
+    for (int mode = 0; mode < 2; mode++) {
+        mt_cuda_opts o;
+        mt_cuda_opts_default(&o);
+        o.attn = mode ? MT_CUDA_ATTN_F16 : MT_CUDA_ATTN_FP32;
+        mt_backend *be = NULL;
+        if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+            return;
+        const mt_backend_ops *op = be->ops;
+        const int heads = 12, dh = 32, h = heads * dh, nseq = quick ? 3 : 9, vocab = 500;
+        int32_t off[16];
+        off[0] = 0;
+        for (int s = 0; s < nseq; s++)
+            off[s + 1] = off[s] + gt_randint(1, s == 0 ? 256 : 80);
+        const int t = off[nseq];
+        int32_t *ids = malloc(sizeof(int32_t) * t);
+        float *word = malloc(sizeof(float) * (size_t)vocab * h), *pos = malloc(sizeof(float) * 256 * h);
+        float *g = malloc(sizeof(float) * h), *b = malloc(sizeof(float) * h);
+        float *qkv = malloc(sizeof(float) * (size_t)t * 3 * h);
+        float *cpu = malloc(sizeof(float) * (size_t)t * 3 * h), *gpu = malloc(sizeof(float) * (size_t)t * 3 * h);
+        double *ref = malloc(sizeof(double) * (size_t)t * 3 * h);
+        for (int i = 0; i < t; i++)
+            ids[i] = gt_randint(0, vocab - 1);
+        for (size_t i = 0; i < (size_t)vocab * h; i++)
+            word[i] = gt_unif(-1, 1);
+        for (size_t i = 0; i < (size_t)256 * h; i++)
+            pos[i] = gt_unif(-0.5f, 0.5f);
+        for (int i = 0; i < h; i++) {
+            g[i] = gt_unif(0.5f, 1.5f);
+            b[i] = gt_unif(-0.2f, 0.2f);
+        }
+        for (size_t i = 0; i < (size_t)t * 3 * h; i++)
+            qkv[i] = gt_unif(-2, 2);
+
+        int32_t *dids = op->alloc(be, sizeof(int32_t) * (t + nseq + 1)), *doff = dids + t;
+        float *dword = op->alloc(be, sizeof(float) * (size_t)vocab * h);
+        float *dpos = op->alloc(be, sizeof(float) * 256 * h);
+        float *dg = op->alloc(be, sizeof(float) * h), *dbeta = op->alloc(be, sizeof(float) * h);
+        float *dx = op->alloc(be, sizeof(float) * (size_t)t * h);
+        float *dqkv = op->alloc(be, sizeof(float) * (size_t)t * 3 * h);
+        float *dout = op->alloc(be, sizeof(float) * (size_t)t * h);
+        mt_status st;
+        if ((st = op->upload(be, dids, ids, sizeof(int32_t) * t, &err)) ||
+            (st = op->upload(be, doff, off, sizeof(int32_t) * (nseq + 1), &err)) ||
+            (st = op->upload(be, dword, word, sizeof(float) * (size_t)vocab * h, &err)) ||
+            (st = op->upload(be, dpos, pos, sizeof(float) * 256 * h, &err)) ||
+            (st = op->upload(be, dg, g, sizeof(float) * h, &err)) ||
+            (st = op->upload(be, dbeta, b, sizeof(float) * h, &err)) ||
+            (st = op->upload(be, dqkv, qkv, sizeof(float) * (size_t)t * 3 * h, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        /* embed (type0 = word row 0) then LayerNorm in place, as bert.c does */
+        kc_embed(ids, off, nseq, word, pos, word, h, cpu);
+        kc_layernorm(cpu, NULL, g, b, t, h, 1e-12f, cpu);
+        if ((st = op->embed(be, dids, doff, nseq, dword, dpos, dword, h, dx, &err)) ||
+            (st = op->layernorm(be, dx, NULL, dg, dbeta, t, h, 1e-12f, dx, &err)) ||
+            (st = op->download(be, gpu, dx, sizeof(float) * (size_t)t * h, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        for (size_t i = 0; i < (size_t)t * h; i++)
+            ref[i] = cpu[i];
+        double e = gt_rel_l2(gpu, ref, (size_t)t * h);
+        CHECK(e <= 2e-6, "embed + layernorm vs CPU: rel err %.3g", e);
+        /* residual LayerNorm: out = LN(qkv[:, :h] rows... use dx as residual) */
+        kc_layernorm(qkv, cpu, g, b, t, h, 1e-5f, cpu); /* reads qkv with stride h: fine, it is data */
+        if ((st = op->layernorm(be, dqkv, dx, dg, dbeta, t, h, 1e-5f, dx, &err)) ||
+            (st = op->download(be, gpu, dx, sizeof(float) * (size_t)t * h, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        for (size_t i = 0; i < (size_t)t * h; i++)
+            ref[i] = cpu[i];
+        e = gt_rel_l2(gpu, ref, (size_t)t * h);
+        CHECK(e <= 5e-6, "residual layernorm vs CPU: rel err %.3g", e);
+        /* attention */
+        CHECK(kc_attention(qkv, off, nseq, heads, dh, cpu) == 0, "CPU attention");
+        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, dout, &err)) ||
+            (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        for (size_t i = 0; i < (size_t)t * h; i++)
+            ref[i] = cpu[i];
+        e = gt_rel_l2(gpu, ref, (size_t)t * h);
+        CHECK(e <= (mode ? 4e-3 : 5e-6), "attention (%s) vs CPU: rel err %.3g", mode ? "f16" : "fp32", e);
+        st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, dout, &err);
+        CHECK(st == MT_EUNSUPPORTED && strstr(err.msg, "head size"), "head size %d: %s", 3 * h, err.msg);
+        /* mean pool + normalise */
+        kc_mean_pool(cpu, off, nseq, h, true, cpu + (size_t)t * h);
+        if ((st = op->mean_pool(be, dout, doff, nseq, h, true, dx, &err)) ||
+            (st = op->download(be, gpu, dx, sizeof(float) * (size_t)nseq * h, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        for (size_t i = 0; i < (size_t)nseq * h; i++)
+            ref[i] = cpu[(size_t)t * h + i];
+        e = gt_rel_l2(gpu, ref, (size_t)nseq * h);
+        CHECK(e <= (mode ? 4e-3 : 5e-6), "mean pool after attention (%s) vs CPU: rel err %.3g",
+              mode ? "f16" : "fp32", e);
+    done:
+        op->free(be, dids), op->free(be, dword), op->free(be, dpos), op->free(be, dg);
+        op->free(be, dbeta), op->free(be, dx), op->free(be, dqkv), op->free(be, dout);
+        free(ids), free(word), free(pos), free(g), free(b), free(qkv), free(cpu), free(gpu), free(ref);
+        mt_backend_destroy(be);
+    }
+}
+
+/* ========================================================================
+ * memory and threads
+ * ====================================================================== */
+
+static void memory_ops_round_trip_and_survive_oom(void)
+{
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create(0, &be, &err), err))
+        return;
+    const mt_backend_ops *op = be->ops;
+    CHECK(op->alloc(be, (size_t)1 << 52) == NULL, "a 4 PiB allocation fails cleanly");
+    const size_t sizes[] = {0, 1, 3, 255, 256, 4097, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        const size_t n = sizes[i];
+        unsigned char *src = malloc(n + 1), *dst = malloc(n + 1);
+        for (size_t j = 0; j < n; j++)
+            src[j] = (unsigned char)gt_next();
+        void *d = op->alloc(be, n);
+        mt_status st = d ? op->upload(be, d, src, n, &err) : MT_ENOMEM;
+        if (st == MT_OK)
+            st = op->download(be, dst, d, n, &err);
+        CHECK(d && st == MT_OK && !memcmp(src, dst, n), "round trip of %zu bytes: %s", n,
+              st == MT_OK ? "ok" : err.msg);
+        op->free(be, d);
+        free(src), free(dst);
+    }
+    CHECK(op->supports(be, MT_PREC_TF32) && op->supports(be, MT_PREC_FP8), "supports tf32 and fp8");
+    mt_backend_destroy(be);
+}
+
+typedef struct {
+    mt_backend *be;
+    mt_weight *w;
+    const float *x;
+    int m, iters;
+    float *y;
+    mt_status st;
+    mt_err err;
+} thread_job;
+
+/* A worker: its own activations, the shared weight, many forward-like
+ * rounds of upload, GEMM, download. */
+static void *thread_main(void *p)
+{
+    thread_job *j = p;
+    const mt_backend_ops *op = j->be->ops;
+    const int n = j->w->n, k = j->w->k;
+    float *dx = op->alloc(j->be, sizeof(float) * (size_t)j->m * k);
+    float *dy = op->alloc(j->be, sizeof(float) * (size_t)j->m * n);
+    j->st = dx && dy ? MT_OK : MT_ENOMEM;
+    for (int it = 0; it < j->iters && j->st == MT_OK; it++)
+        if ((j->st = op->upload(j->be, dx, j->x, sizeof(float) * (size_t)j->m * k, &j->err)) ||
+            (j->st = op->gemm(j->be, dx, j->m, j->w, NULL, MT_ACT_GELU, dy, &j->err)) ||
+            (j->st = op->download(j->be, j->y, dy, sizeof(float) * (size_t)j->m * n, &j->err)))
+            break;
+    op->free(j->be, dx);
+    op->free(j->be, dy);
+    return NULL;
+}
+
+static void threads_share_a_backend_with_a_stream_each(void)
+{
+    enum { T = 4 };
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.gemm = MT_CUDA_GEMM_FUSED;
+    o.autotune = 0;
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+        return;
+    const int n = 1536, k = 384, m = 24;
+    float *w = malloc(sizeof(float) * n * k), *scales = malloc(sizeof(float) * n);
+    int8_t *q = malloc((size_t)n * k);
+    for (int i = 0; i < n * k; i++)
+        w[i] = gt_unif(-0.1f, 0.1f);
+    mt_weight *wt = NULL;
+    if (!MT_OK_OR(mt_quantize(w, n, k, MT_PREC_INT8, NULL, q, scales, &err), err) ||
+        !MT_OK_OR(be->ops->weight_upload(be, MT_PREC_INT8, n, k, q, scales, &wt, &err), err))
+        goto out;
+    thread_job jobs[T];
+    pthread_t th[T];
+    float *xs = malloc(sizeof(float) * T * m * k);
+    for (int i = 0; i < T * m * k; i++)
+        xs[i] = gt_unif(-1, 1);
+    /* single-threaded answers first */
+    for (int i = 0; i < T; i++) {
+        jobs[i] = (thread_job){be, wt, xs + (size_t)i * m * k, m, 1, malloc(sizeof(float) * m * n), MT_OK, {{0}}};
+        thread_main(&jobs[i]);
+    }
+    float *want = malloc(sizeof(float) * T * m * n);
+    for (int i = 0; i < T; i++) {
+        memcpy(want + (size_t)i * m * n, jobs[i].y, sizeof(float) * m * n);
+        memset(jobs[i].y, 0xff, sizeof(float) * m * n);
+        jobs[i].iters = quick ? 5 : 50;
+    }
+    for (int i = 0; i < T; i++)
+        pthread_create(&th[i], NULL, thread_main, &jobs[i]);
+    for (int i = 0; i < T; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < T; i++) {
+        CHECK(jobs[i].st == MT_OK && !memcmp(want + (size_t)i * m * n, jobs[i].y, sizeof(float) * m * n),
+              "thread %d: %s, same bits as alone", i, jobs[i].st == MT_OK ? "ok" : jobs[i].err.msg);
+        free(jobs[i].y);
+    }
+    free(want), free(xs);
+    be->ops->weight_destroy(be, wt);
+out:
+    free(w), free(scales), free(q);
+    mt_backend_destroy(be);
+}
+
+/* ========================================================================
+ * CUDA graphs
+ * ====================================================================== */
+
+typedef struct {
+    mt_backend *be;
+    int nseq, t, h, heads, vocab;
+    int32_t *dids, *doff;
+    float *word, *pos, *g, *b, *bias, *x, *qkv, *ctx, *y, *pooled;
+    mt_weight *wqkv, *wout;
+} mini_model;
+
+/* A cut-down encoder layer through the backend table: embed, LayerNorm,
+ * int8 QKV GEMM (fused kernel), attention, fp16 GEMM with bias and GELU,
+ * residual LayerNorm, pooling. */
+static mt_status mini_forward(const mini_model *mm, mt_err *err)
+{
+    const mt_backend_ops *op = mm->be->ops;
+    mt_backend *be = mm->be;
+    const int h = mm->h, t = mm->t;
+    mt_status st;
+    if ((st = op->embed(be, mm->dids, mm->doff, mm->nseq, mm->word, mm->pos, mm->word, h, mm->x, err)) ||
+        (st = op->layernorm(be, mm->x, NULL, mm->g, mm->b, t, h, 1e-12f, mm->x, err)) ||
+        (st = op->gemm(be, mm->x, t, mm->wqkv, NULL, MT_ACT_NONE, mm->qkv, err)) ||
+        (st = op->attention(be, mm->qkv, mm->doff, mm->nseq, mm->heads, h / mm->heads, mm->ctx, err)) ||
+        (st = op->gemm(be, mm->ctx, t, mm->wout, mm->bias, MT_ACT_GELU, mm->y, err)) ||
+        (st = op->layernorm(be, mm->y, mm->x, mm->g, mm->b, t, h, 1e-12f, mm->x, err)))
+        return st;
+    return op->mean_pool(be, mm->x, mm->doff, mm->nseq, h, true, mm->pooled, err);
+}
+
+static void graphs_replay_what_eager_computes(void)
+{
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create(0, &be, &err), err))
+        return;
+    const mt_backend_ops *op = be->ops;
+    mini_model mm = {.be = be, .nseq = 5, .h = 384, .heads = 12, .vocab = 300};
+    int32_t off[6] = {0};
+    for (int s = 0; s < mm.nseq; s++)
+        off[s + 1] = off[s] + gt_randint(1, 100);
+    mm.t = off[mm.nseq];
+    const int h = mm.h, t = mm.t;
+    float *hw = malloc(sizeof(float) * (size_t)3 * h * h), *hs = malloc(sizeof(float) * 3 * h);
+    float *tab = malloc(sizeof(float) * (size_t)mm.vocab * h);
+    void *q = malloc((size_t)3 * h * h * 2);
+    int32_t *ids = malloc(sizeof(int32_t) * t);
+    float *ra = malloc(sizeof(float) * mm.nseq * h), *ga = malloc(sizeof(float) * mm.nseq * h);
+    mt_status st;
+    for (size_t i = 0; i < (size_t)3 * h * h; i++)
+        hw[i] = gt_unif(-0.08f, 0.08f);
+    for (size_t i = 0; i < (size_t)mm.vocab * h; i++)
+        tab[i] = gt_unif(-1, 1);
+    mm.dids = op->alloc(be, sizeof(int32_t) * t);
+    mm.doff = op->alloc(be, sizeof(int32_t) * (mm.nseq + 1));
+    mm.word = op->alloc(be, sizeof(float) * (size_t)mm.vocab * h);
+    mm.pos = mm.word; /* any table will do: only the recording matters here */
+    mm.g = op->alloc(be, sizeof(float) * h);
+    mm.b = op->alloc(be, sizeof(float) * h);
+    mm.bias = op->alloc(be, sizeof(float) * h);
+    mm.x = op->alloc(be, sizeof(float) * (size_t)t * h);
+    mm.qkv = op->alloc(be, sizeof(float) * (size_t)t * 3 * h);
+    mm.ctx = op->alloc(be, sizeof(float) * (size_t)t * h);
+    mm.y = op->alloc(be, sizeof(float) * (size_t)t * h);
+    mm.pooled = op->alloc(be, sizeof(float) * mm.nseq * h);
+    for (int i = 0; i < h; i++)
+        hs[i] = 1.f, hs[h + i] = 0.f, hs[2 * h + i] = gt_unif(-0.1f, 0.1f);
+    if ((st = mt_quantize(hw, 3 * h, h, MT_PREC_INT8, NULL, q, hs + 0, &err)) ||
+        (st = op->weight_upload(be, MT_PREC_INT8, 3 * h, h, q, hs, &mm.wqkv, &err)) ||
+        (st = mt_quantize(hw, h, h, MT_PREC_FP16, NULL, q, NULL, &err)) ||
+        (st = op->weight_upload(be, MT_PREC_FP16, h, h, q, NULL, &mm.wout, &err))) {
+        MT_OK_OR(st, err);
+        goto out;
+    }
+    for (int i = 0; i < h; i++)
+        hs[i] = 1.f;
+    if ((st = op->upload(be, mm.word, tab, sizeof(float) * (size_t)mm.vocab * h, &err)) ||
+        (st = op->upload(be, mm.g, hs, sizeof(float) * h, &err)) ||
+        (st = op->upload(be, mm.b, hs + h, sizeof(float) * h, &err)) ||
+        (st = op->upload(be, mm.bias, hs + 2 * h, sizeof(float) * h, &err)) ||
+        (st = op->upload(be, mm.doff, off, sizeof(int32_t) * (mm.nseq + 1), &err))) {
+        MT_OK_OR(st, err);
+        goto out;
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < t; i++)
+            ids[i] = gt_randint(0, mm.vocab - 1);
+        /* eager */
+        if ((st = op->upload(be, mm.dids, ids, sizeof(int32_t) * t, &err)) ||
+            (st = mini_forward(&mm, &err)) ||
+            (st = op->download(be, ra, mm.pooled, sizeof(float) * mm.nseq * h, &err))) {
+            MT_OK_OR(st, err);
+            goto out;
+        }
+        /* recorded on round 0, replayed after */
+        bool replay = false;
+        memset(ga, 0xff, sizeof(float) * mm.nseq * h);
+        if ((st = op->upload(be, mm.dids, ids, sizeof(int32_t) * t, &err)) ||
+            (st = mt_cuda_graph_begin(be, 42, &replay, &err)) ||
+            (!replay && (st = mini_forward(&mm, &err))) || (st = mt_cuda_graph_end(be, &err)) ||
+            (st = op->download(be, ga, mm.pooled, sizeof(float) * mm.nseq * h, &err))) {
+            MT_OK_OR(st, err);
+            mt_cuda_graph_end(be, &err);
+            goto out;
+        }
+        CHECK(replay == (round > 0) && !memcmp(ra, ga, sizeof(float) * mm.nseq * h),
+              "graph round %d: replayed %d, same bits as eager %d", round, replay,
+              !memcmp(ra, ga, sizeof(float) * mm.nseq * h));
+    }
+    /* the rules between begin and end */
+    bool replay;
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "begin a new key: %s", err.msg);
+    CHECK(op->alloc(be, 1024) == NULL, "alloc while recording is refused");
+    CHECK(op->upload(be, mm.dids, ids, 4, &err) == MT_EINVAL && strstr(err.msg, "recorded"),
+          "upload while recording: %s", err.msg);
+    CHECK(mt_cuda_graph_begin(be, 44, &replay, &err) == MT_EINVAL, "nested begin: %s", err.msg);
+    st = mt_cuda_graph_end(be, &err);
+    CHECK(st == MT_OK, "end of an empty recording: %s", err.msg);
+    st = op->download(be, ga, mm.pooled, sizeof(float) * h, &err);
+    CHECK(st == MT_OK, "the stream works after: %s", err.msg);
+out:
+    op->weight_destroy(be, mm.wqkv);
+    op->weight_destroy(be, mm.wout);
+    void *bufs[] = {mm.dids, mm.doff, mm.word, mm.g, mm.b, mm.bias, mm.x, mm.qkv, mm.ctx, mm.y, mm.pooled};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+        op->free(be, bufs[i]);
+    free(hw), free(hs), free(tab), free(q), free(ids), free(ra), free(ga);
+    mt_backend_destroy(be);
+}
+
+int main(int argc, char **argv)
+{
+    const char *suite = "gpu backend";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    quick = gt_init(argc, argv, suite);
+    if (!gt_have_device(suite)) {
+        mt_backend *be = NULL;
+        mt_err err = {{0}};
+        /* without a device, creation must fail with a reason, not crash */
+        CHECK(mt_cuda_device_count() == 0, "no device: count 0");
+        CHECK(mt_backend_cuda_create(0, &be, &err) == MT_EUNSUPPORTED && !be && err.msg[0],
+              "no device: create says %s", err.msg);
+        gt_skip++;
+        return gt_finish(suite);
+    }
+    device_queries_describe_and_refuse_bad_indices();
+    memory_ops_round_trip_and_survive_oom();
+    encoder_ops_match_cpu_twins();
+    gemm_every_precision_and_path_matches_fp64();
+    threads_share_a_backend_with_a_stream_each();
+    graphs_replay_what_eager_computes();
+    return gt_finish(suite);
+}

@@ -1,0 +1,247 @@
+/* test_gpu_model.c: the whole encoder on the CUDA backend, every precision,
+ * against the CPU FP32 path on the reference sentences
+ * (tests/fixtures/reference/sentences.jsonl), with the drift targets of the
+ * CPU variants: mean cosine >= 0.99999 (fp16), 0.9999 (bf16), 0.999 (int8),
+ * 0.995 (fp8); fp32 must match the CPU FP32 path to rounding (mean >=
+ * 0.999999, min >= 0.99999); tf32 as fp16 (same 10-bit mantissa) but one 9
+ * looser until measured. The 8-bit precisions run three times: measured
+ * crossover, fused kernel only, cuBLASLt only.
+ *
+ *   test_gpu_model [--model DIR] [--ref FILE] [--quick] [--seed N]
+ *   test_gpu_model --make-ref FILE [--model DIR]   (CPU only: writes the reference)
+ *
+ * Without --ref the CPU FP32 vectors are computed in-process. --make-ref
+ * computes them on a machine without a GPU (bench/gpu.sh pack does, for the
+ * weights it ships to the GPU machine), so that the GPU run compares against
+ * exactly the CPU path of the same weights.
+ */
+#include <cJSON.h>
+
+#include "engine/backend_cuda.h"
+#include "engine/jsonfile.h"
+#include "engine/metrics.h"
+#include "models/bert.h"
+#include "tests/gpu/gpu_test.h"
+
+#define REF_SENTENCES "tests/fixtures/reference/sentences.jsonl"
+
+static const char *model_dir = "models/all-MiniLM-L6-v2";
+
+/* Reads the reference sentences (one JSON string per line). */
+static int load_sentences(char ***out)
+{
+    char *text;
+    size_t len;
+    mt_err err;
+    if (mt_read_file(REF_SENTENCES, 1 << 24, &text, &len, &err) != MT_OK) {
+        printf("%s\n", err.msg);
+        return -1;
+    }
+    char **s = NULL, *save;
+    int n = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        if (cJSON_IsString(j)) {
+            s = realloc(s, sizeof(char *) * (n + 1));
+            s[n++] = strdup(j->valuestring);
+        }
+        cJSON_Delete(j);
+    }
+    free(text);
+    *out = s;
+    return n;
+}
+
+/* Embeds all n sentences in batches of 32 (ragged, as a server batch). */
+static mt_status embed_all(bert_model *m, char **sent, int n, float *out, int h, mt_err *err)
+{
+    size_t lens[32];
+    for (int i = 0; i < n; i += 32) {
+        const int b = n - i < 32 ? n - i : 32;
+        for (int k = 0; k < b; k++)
+            lens[k] = strlen(sent[i + k]);
+        mt_status st = bert_embed_texts(m, (const char *const *)sent + i, lens, b,
+                                        out + (size_t)i * h, NULL, err);
+        if (st != MT_OK)
+            return st;
+    }
+    return MT_OK;
+}
+
+static mt_status cpu_reference(char **sent, int n, float **out, int *h, mt_err *err)
+{
+    mt_backend *be = NULL;
+    bert_model *m = NULL;
+    bert_load_opts o = {.precision = MT_PREC_FP32};
+    mt_status st = mt_backend_cpu_create(0, &be, err);
+    if (st == MT_OK)
+        st = bert_load(model_dir, be, &o, &m, err);
+    if (st == MT_OK) {
+        *h = bert_get_config(m)->hidden;
+        *out = malloc(sizeof(float) * (size_t)n * *h);
+        st = embed_all(m, sent, n, *out, *h, err);
+    }
+    bert_free(m);
+    mt_backend_destroy(be);
+    return st;
+}
+
+typedef struct {
+    const char *name;
+    mt_precision prec;
+    mt_cuda_gemm_path path;
+    double min_mean_cos, min_min_cos;
+} variant;
+
+static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const float *ref, int h)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.gemm = v->path;
+    mt_backend *be = NULL;
+    bert_model *m = NULL;
+    mt_err err = {{0}};
+    bert_load_opts lo = {.precision = v->prec};
+    float *out = malloc(sizeof(float) * (size_t)n * h);
+    for (size_t i = 0; i < (size_t)n * h; i++)
+        out[i] = NAN;
+    struct timespec t0, t1, t2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mt_status st = mt_backend_cuda_create_opts(0, &o, &be, &err);
+    if (st == MT_OK)
+        st = bert_load(model_dir, be, &lo, &m, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st == MT_OK)
+        st = embed_all(m, sent, n, out, h, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t2);
+    if (CHECK(st == MT_OK, "%s: %s", v->name, err.msg)) {
+        double sum = 0, mn = 1, maxd = 0;
+        for (int i = 0; i < n; i++) {
+            const double c = mt_cosine(out + (size_t)i * h, ref + (size_t)i * h, h);
+            const double d = mt_max_abs_diff(out + (size_t)i * h, ref + (size_t)i * h, h);
+            sum += c;
+            mn = c < mn || c != c ? c : mn;
+            maxd = d > maxd || d != d ? d : maxd;
+        }
+        const double mean = sum / n;
+        mt_cuda_counts c;
+        mt_cuda_get_counts(be, &c);
+        printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
+               "embed %d sentences %.3f s  (gemm paths: fused %ld, dequant+lt %ld, w8a8 %ld, "
+               "lt16 %ld, lt32 %ld)\n",
+               v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
+               n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
+               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_32);
+        CHECK(mean >= v->min_mean_cos && mn >= v->min_min_cos,
+              "%s: mean cosine %.8f (>= %.6f), min %.8f (>= %.6f) against the CPU FP32 path",
+              v->name, mean, v->min_mean_cos, mn, v->min_min_cos);
+        if (v->prec == MT_PREC_FP32) {
+            /* a ragged batch equals one sentence at a time */
+            const int idx[] = {0, 7, 50, n - 1, 100};
+            const char *texts[5];
+            size_t lens[5];
+            float batch[5 * 1024], one[1024];
+            for (int i = 0; i < 5 && h <= 1024; i++) {
+                texts[i] = sent[idx[i] % n];
+                lens[i] = strlen(texts[i]);
+            }
+            if (h <= 1024 && bert_embed_texts(m, texts, lens, 5, batch, NULL, &err) == MT_OK) {
+                double worst = 1;
+                for (int i = 0; i < 5; i++) {
+                    if (bert_embed_texts(m, texts + i, lens + i, 1, one, NULL, &err) != MT_OK)
+                        break;
+                    const double cs = mt_cosine(one, batch + (size_t)i * h, h);
+                    worst = cs < worst ? cs : worst;
+                }
+                CHECK(worst > 0.9999999, "fp32: batch vs one at a time, worst cosine %.9f", worst);
+            }
+        }
+    }
+    free(out);
+    bert_free(m);
+    mt_backend_destroy(be);
+}
+
+int main(int argc, char **argv)
+{
+    const char *suite = "gpu model";
+    const char *ref_path = NULL, *make_ref = NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--model"))
+            model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--ref"))
+            ref_path = argv[++i];
+        else if (!strcmp(argv[i], "--make-ref"))
+            make_ref = argv[++i];
+    }
+    const int quick = gt_init(argc, argv, suite);
+    char **sent = NULL;
+    const int n = load_sentences(&sent);
+    mt_err err = {{0}};
+    float *ref = NULL;
+    int h = 0;
+
+    if (make_ref) {
+        if (n <= 0 || cpu_reference(sent, n, &ref, &h, &err) != MT_OK) {
+            printf("%s: cannot make the reference: %s\n", suite, err.msg);
+            return 1;
+        }
+        FILE *f = fopen(make_ref, "wb");
+        if (!f || fwrite(ref, sizeof(float) * h, n, f) != (size_t)n || fclose(f) != 0) {
+            printf("%s: cannot write %s\n", suite, make_ref);
+            return 1;
+        }
+        printf("%s: wrote %d x %d CPU FP32 vectors to %s\n", suite, n, h, make_ref);
+        return 0;
+    }
+    if (!gt_have_device(suite)) {
+        gt_skip++;
+        return gt_finish(suite);
+    }
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/model.safetensors", model_dir);
+    if (access(probe, R_OK) != 0 || n <= 0) {
+        printf("%s: SKIP: no model at %s (make model) or no reference sentences\n", suite,
+               model_dir);
+        gt_skip++;
+        return gt_finish(suite);
+    }
+    if (ref_path) {
+        char *raw;
+        size_t len;
+        if (!CHECK(mt_read_file(ref_path, 1 << 28, &raw, &len, &err) == MT_OK, "%s", err.msg))
+            return gt_finish(suite);
+        h = (int)(len / sizeof(float) / n);
+        if (!CHECK(len == sizeof(float) * (size_t)n * h && h > 0,
+                   "%s: %zu bytes is not %d vectors", ref_path, len, n))
+            return gt_finish(suite);
+        ref = (float *)raw;
+    } else if (!CHECK(cpu_reference(sent, n, &ref, &h, &err) == MT_OK, "CPU reference: %s", err.msg)) {
+        return gt_finish(suite);
+    }
+    printf("%s: %d sentences, hidden %d, model %s\n", suite, n, h, model_dir);
+
+    static const variant vs[] = {
+        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999},
+        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999},
+        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999},
+        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999},
+        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99},
+        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99},
+        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99},
+        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97},
+        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97},
+        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97},
+    };
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
+        if (quick && vs[i].path != MT_CUDA_GEMM_AUTO)
+            continue;
+        variant_matches_cpu_fp32(&vs[i], sent, n, ref, h);
+    }
+    for (int i = 0; i < n; i++)
+        free(sent[i]);
+    free(sent);
+    free(ref);
+    return gt_finish(suite);
+}
