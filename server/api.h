@@ -26,9 +26,13 @@ cJSON *api_parse_json(const http_ctx *ctx, const char *text, size_t len, bool op
                       http_resp *resp);
 
 /* Resolves "name" or "name@variant" (plus the X-Mantissa-Variant header) to
- * a model and variant; answers 404 and returns false when either is unknown. */
-bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, bool openai,
-                 srv_model **m, srv_variant **v, http_resp *resp);
+ * a model and a build of one of its variants (see srv_acquire; key is the
+ * route key for sticky routing, else the X-Mantissa-Route-Key header).
+ * The build is held by resp (resp->held) until the connection is done.
+ * Answers 404 (unknown model or variant) or 503 (nothing serving) and
+ * returns false otherwise. */
+bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, const char *key,
+                 bool openai, srv_model **m, srv_variant **v, http_resp *resp);
 
 /* An embedding request on its way through the scheduler: the job and
  * what the protocol needs to answer once it has run. */
@@ -67,6 +71,20 @@ void api_dispatch(const http_ctx *ctx, api_call *c, http_resp *resp);
  * answers the error (504 timeout, 503 shutdown, 500 failed) and returns
  * false. Sets X-Mantissa-Variant. */
 bool api_call_result(api_call *c, http_resp *resp);
+
+/* The admin endpoints (api_admin.c): Triton's repository extension, the
+ * config view and reload, compare, and the A/B page. */
+void api_repository_load(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_repository_unload(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_admin_config(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_admin_reload(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_compare(const http_ctx *, const http_req *, const char *const *, http_resp *);
+void api_ab_page(const http_ctx *, const http_req *, const char *const *, http_resp *);
+/* The A/B page's HTML (ab_page.c). */
+extern const char api_ab_html[];
+
+/* The hidden size and token cap of m's builds (0 when none serves). */
+void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);
 
 /* The request id: X-Request-Id if the client sent one, else a new one. */
 void api_request_id(const http_req *req, http_resp *resp);

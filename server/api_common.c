@@ -179,8 +179,8 @@ cJSON *api_parse_json(const http_ctx *ctx, const char *text, size_t len, bool op
  * models, variants and the embedding path
  * ====================================================================== */
 
-bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, bool openai,
-                 srv_model **m, srv_variant **v, http_resp *resp)
+bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, const char *key,
+                 bool openai, srv_model **m, srv_variant **v, http_resp *resp)
 {
     char buf[256];
     if (strlen(name) >= sizeof buf) {
@@ -192,15 +192,44 @@ bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, boo
     const char *hdr = http_header(req, "X-Mantissa-Variant");
     if (!pin || !*pin)
         pin = hdr;
+    if (!key || !*key)
+        key = http_header(req, "X-Mantissa-Route-Key");
     if (!(*m = srv_models_find(ctx->models, buf))) {
         api_error(resp, openai, 404, "model", "model \"%s\" is not served here", buf);
         return false;
     }
-    if (!(*v = srv_pick_variant(*m, pin))) {
-        api_error(resp, openai, 404, "model", "model \"%s\" has no variant \"%s\"", buf, pin);
+    char why[400];
+    switch (srv_acquire(*m, pin, key, v, why, sizeof why)) {
+    case SRV_OK:
+        resp->model = *m;
+        resp->variant = *v;
+        if (ctx->sched)
+            resp->held = *v;
+        else /* tools and fuzzers: nothing swaps builds, the slot keeps it alive */
+            srv_variant_unref(*v);
+        return true;
+    case SRV_NO_VARIANT:
+        api_error(resp, openai, 404, "model", "%s", why);
         return false;
+    case SRV_NOT_SERVING:
+    case SRV_UNLOADED:
+        break;
     }
-    return true;
+    api_error(resp, openai, 503, "model", "%s", why);
+    http_set_header(resp, "Retry-After", "%d", 1);
+    return false;
+}
+
+void api_model_dims(srv_model *m, int *hidden, int *max_seq_len)
+{
+    *hidden = *max_seq_len = 0;
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < m->nslots && !*hidden; i++)
+        if (m->slots[i]->cur) {
+            *hidden = m->slots[i]->cur->hidden;
+            *max_seq_len = m->slots[i]->cur->max_seq_len;
+        }
+    pthread_mutex_unlock(&m->lock);
 }
 
 /* Frees an embedding call when its last reference goes. */
@@ -211,6 +240,7 @@ static void call_free(sched_job *j)
     free(j->off);
     free(j->out);
     free(c->model_name);
+    srv_variant_unref(c->v);
     free(c);
 }
 
@@ -235,7 +265,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
                            srv_variant *v, const char *const *texts, const size_t *lens, int n,
                            bool openai, double timeout_us, http_resp *resp)
 {
-    const int maxlen = m->max_seq_len;
+    const int maxlen = v->max_seq_len;
     const cfg_config *cfg = ctx->cfg;
     resp->model = m;
     resp->variant = v;
@@ -259,7 +289,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
         api_error(resp, openai, 429, "max_queue",
                   "model %s has %d requests in progress, its limit (batching.max_queue); "
                   "retry later",
-                  m->cfg.name, m->cfg.max_queue);
+                  m->name, atomic_load(&m->max_queue));
         http_set_header(resp, "Retry-After", "%d", retry);
         return NULL;
     }
@@ -275,7 +305,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
     api_call *c = calloc(1, sizeof *c);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)maxlen);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    float *vec = malloc(sizeof(float) * (size_t)n * (size_t)m->hidden);
+    float *vec = malloc(sizeof(float) * (size_t)n * (size_t)v->hidden);
     mt_err err;
     if (!c || !ids || !off || !vec) {
         api_error(resp, openai, 500, NULL, "out of memory for %d inputs", n);
@@ -294,7 +324,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
             api_error(resp, openai, 500, NULL, "input[%d]: %s", i, err.msg);
             goto fail;
         }
-        if (full > maxlen && !m->cfg.truncate) {
+        if (full > maxlen && !atomic_load(&m->truncate)) {
             api_error(resp, openai, 422, "max_seq_len",
                       "input[%d] is %d tokens, more than the model's max_seq_len of %d "
                       "(and truncation is off for this model)",
@@ -305,6 +335,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
     }
     c->m = m;
     c->v = v;
+    srv_variant_ref(v); /* the call's own, until call_free */
     c->openai = openai;
     c->tokens = off[n];
     snprintf(c->id, sizeof c->id, "%s", resp->id);
@@ -318,6 +349,7 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
     j->off = off;
     j->out = vec;
     j->fd = -1;
+    j->shadowable = true;
     j->on_free = call_free;
     double ms = cfg->request_timeout_ms;
     if (timeout_us > 0 && timeout_us / 1000.0 < ms)
@@ -345,12 +377,12 @@ void api_dispatch(const http_ctx *ctx, api_call *c, http_resp *resp)
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }
-    for (size_t i = 0; j->result == SCHED_OK && i < (size_t)j->n * (size_t)c->m->hidden; i++)
+    for (size_t i = 0; j->result == SCHED_OK && i < (size_t)j->n * (size_t)c->v->hidden; i++)
         if (!isfinite(j->out[i])) {
             j->result = SCHED_FAILED;
             snprintf(j->msg, sizeof j->msg,
                      "variant %s produced a non-finite value (input %zu); no output sent",
-                     c->v->cfg.name, i / (size_t)c->m->hidden);
+                     c->v->cfg.name, i / (size_t)c->v->hidden);
         }
     j->t_done = uv_hrtime();
     j->compute_ns = j->t_done - j->t_start;
@@ -368,6 +400,8 @@ bool api_call_result(api_call *c, http_resp *resp)
     resp->tokens = c->tokens;
     snprintf(resp->id, sizeof resp->id, "%s", c->id);
     http_set_header(resp, "X-Mantissa-Variant", "%s", c->v->cfg.name);
+    http_set_header(resp, "X-Mantissa-Precision", "%s", mt_precision_name(c->v->cfg.precision));
+    http_set_header(resp, "X-Mantissa-Space", "%s", c->v->space);
     switch (j->result) {
     case SCHED_OK:
         http_set_header(resp, "X-Queue-Time-Ms", "%.3f",
@@ -403,7 +437,8 @@ void api_health_live(const http_ctx *ctx, const http_req *req, const char *const
 void api_health_ready(const http_ctx *ctx, const http_req *req, const char *const *p,
                       http_resp *r)
 {
-    bool ready = ctx->models && ctx->models->ready && !(ctx->sched && sched_draining(ctx->sched));
+    bool ready = ctx->models && atomic_load(&ctx->models->ready) &&
+                 !(ctx->sched && sched_draining(ctx->sched));
     r->status = ready ? 200 : 503;
     sb_printf(&r->body, "{\"ready\":%s}", ready ? "true" : "false");
 }
@@ -439,21 +474,35 @@ void api_model_metadata(const http_ctx *ctx, const http_req *req, const char *co
     if (!m)
         return;
     sbuf *b = &r->body;
+    int hidden, maxlen;
+    api_model_dims(m, &hidden, &maxlen);
     sb_puts(b, "{\"name\":");
-    sb_json_str(b, m->cfg.name, strlen(m->cfg.name));
+    sb_json_str(b, m->name, strlen(m->name));
     sb_printf(b,
               ",\"versions\":[\"1\"],\"platform\":\"mantissa_bert\","
               "\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[-1]}],"
               "\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[-1,%d]}],"
               "\"parameters\":{\"max_seq_len\":%d,\"variants\":[",
-              m->hidden, m->max_seq_len);
-    for (int k = 0; k < m->nvariants; k++) {
-        const cfg_variant *v = &m->variants[k].cfg;
-        sb_printf(b, "%s{\"name\":", k ? "," : "");
-        sb_json_str(b, v->name, strlen(v->name));
-        sb_printf(b, ",\"precision\":\"%s\",\"traffic\":%g}", mt_precision_name(v->precision),
-                  v->traffic);
+              hidden, maxlen);
+    pthread_mutex_lock(&m->lock);
+    int first = 1;
+    for (int k = 0; k < m->nslots; k++) {
+        const srv_slot *sl = m->slots[k];
+        if (!sl->present)
+            continue;
+        sb_printf(b, "%s{\"name\":", first ? "" : ",");
+        first = 0;
+        sb_json_str(b, sl->name, strlen(sl->name));
+        sb_printf(b, ",\"precision\":\"%s\",\"traffic\":%g,\"state\":\"%s\"",
+                  mt_precision_name(sl->want.precision), sl->traffic,
+                  srv_vstate_name(sl->state));
+        if (sl->cur) {
+            sb_puts(b, ",\"space_id\":");
+            sb_json_str(b, sl->cur->space, strlen(sl->cur->space));
+        }
+        sb_putc(b, '}');
     }
+    pthread_mutex_unlock(&m->lock);
     sb_puts(b, "]}}");
 }
 
@@ -463,10 +512,11 @@ void api_model_ready(const http_ctx *ctx, const http_req *req, const char *const
     srv_model *m = path_model(ctx, p, r);
     if (!m)
         return;
-    bool ready = ctx->models->ready && !(ctx->sched && sched_draining(ctx->sched));
+    bool ready = atomic_load(&ctx->models->ready) && !(ctx->sched && sched_draining(ctx->sched)) &&
+                 srv_model_serving(m);
     r->status = ready ? 200 : 503;
     sb_puts(&r->body, "{\"name\":");
-    sb_json_str(&r->body, m->cfg.name, strlen(m->cfg.name));
+    sb_json_str(&r->body, m->name, strlen(m->name));
     sb_printf(&r->body, ",\"ready\":%s}", ready ? "true" : "false");
 }
 
@@ -480,9 +530,16 @@ void api_model_config(const http_ctx *ctx, const http_req *req, const char *cons
     srv_model *m = path_model(ctx, p, r);
     if (!m)
         return;
+    int hidden, maxlen;
+    api_model_dims(m, &hidden, &maxlen);
+    pthread_mutex_lock(&m->lock);
+    const int max_batch = m->cfg.max_batch_size, max_tokens = m->cfg.max_batch_tokens,
+              delay = m->cfg.max_queue_delay_us;
+    const bool delay_auto = m->cfg.delay_auto;
+    pthread_mutex_unlock(&m->lock);
     sbuf *b = &r->body;
     sb_puts(b, "{\"name\":");
-    sb_json_str(b, m->cfg.name, strlen(m->cfg.name));
+    sb_json_str(b, m->name, strlen(m->name));
     sb_printf(b,
               ",\"platform\":\"mantissa_bert\",\"backend\":\"mantissa\",\"version_policy\":"
               "{\"latest\":{\"num_versions\":1}},\"max_batch_size\":0,"
@@ -498,9 +555,8 @@ void api_model_config(const http_ctx *ctx, const http_req *req, const char *cons
               "\"max_batch_tokens\":{\"string_value\":\"%d\"},"
               "\"max_queue_delay_us\":{\"string_value\":\"%s\"},"
               "\"max_seq_len\":{\"string_value\":\"%d\"}}}",
-              m->hidden, m->cfg.delay_auto ? 0 : m->cfg.max_queue_delay_us, m->cfg.name,
-              ctx->cfg->engine_workers, m->cfg.max_batch_size, m->cfg.max_batch_tokens,
-              m->cfg.delay_auto ? "auto" : "fixed", m->max_seq_len);
+              hidden, delay_auto ? 0 : delay, m->name, ctx->cfg->engine_workers, max_batch,
+              max_tokens, delay_auto ? "auto" : "fixed", maxlen);
 }
 
 /* Triton's statistics extension: one model, or all when the path names
@@ -513,33 +569,16 @@ void api_model_stats(const http_ctx *ctx, const http_req *req, const char *const
         return;
     sb_puts(&r->body, "{\"model_stats\":[");
     int first = 1;
-    for (int i = 0; i < ctx->models->nmodels; i++) {
-        srv_model *m = &ctx->models->models[i];
+    for (int i = 0; i < srv_models_count(ctx->models); i++) {
+        srv_model *m = srv_models_at(ctx->models, i);
         if (only && m != only)
             continue;
         if (!first)
             sb_putc(&r->body, ',');
         first = 0;
-        prom_model_stats_json(&r->body, m);
+        prom_model_stats_json(&r->body, ctx->models, m);
     }
     sb_puts(&r->body, "]}");
-}
-
-/* The model repository index: every model served, all READY (models are
- * loaded at start; load/unload are the hot-switch's). */
-void api_repository_index(const http_ctx *ctx, const http_req *req, const char *const *p,
-                          http_resp *r)
-{
-    bool ready = ctx->models->ready;
-    sb_putc(&r->body, '[');
-    for (int i = 0; i < ctx->models->nmodels; i++) {
-        const srv_model *m = &ctx->models->models[i];
-        sb_puts(&r->body, i ? ",{\"name\":" : "{\"name\":");
-        sb_json_str(&r->body, m->cfg.name, strlen(m->cfg.name));
-        sb_printf(&r->body, ",\"version\":\"1\",\"state\":\"%s\",\"reason\":\"\"}",
-                  ready ? "READY" : "UNAVAILABLE");
-    }
-    sb_putc(&r->body, ']');
 }
 
 void api_metrics(const http_ctx *ctx, const http_req *req, const char *const *p, http_resp *r)

@@ -74,20 +74,23 @@ static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
         return;
     const srv_model *m = c->m;
     const int n = c->job.n;
-    const size_t nf = (size_t)n * (size_t)m->hidden;
+    const int hidden = c->v->hidden;
+    const size_t nf = (size_t)n * (size_t)hidden;
     sbuf *b = &r->body;
     sb_reserve(b, c->binary_out ? nf * 4 + 512 : nf * 12 + 256);
     sb_puts(b, "{\"model_name\":");
-    sb_json_str(b, m->cfg.name, strlen(m->cfg.name));
+    sb_json_str(b, m->name, strlen(m->name));
     sb_puts(b, ",\"model_version\":\"1\"");
     if (c->has_id) {
         sb_puts(b, ",\"id\":");
         sb_json_str(b, c->id, strlen(c->id));
     }
-    sb_printf(b, ",\"parameters\":{\"variant\":\"%s\",\"prompt_tokens\":%ld}", c->v->cfg.name,
-              c->tokens);
+    sb_printf(b, ",\"parameters\":{\"variant\":\"%s\",\"precision\":\"%s\",\"space_id\":",
+              c->v->cfg.name, mt_precision_name(c->v->cfg.precision));
+    sb_json_str(b, c->v->space, strlen(c->v->space));
+    sb_printf(b, ",\"prompt_tokens\":%ld}", c->tokens);
     sb_printf(b, ",\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[%d,%d]",
-              n, m->hidden);
+              n, hidden);
     if (c->binary_out) {
         sb_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}]}", nf * sizeof(float));
         size_t json_len = b->len;
@@ -169,7 +172,7 @@ void api_kserve_infer(const http_ctx *ctx, const http_req *req, const char *cons
                   p[0], p[1]);
         goto done;
     }
-    if (!api_resolve(ctx, req, p[0], false, &m, &v, r))
+    if (!api_resolve(ctx, req, p[0], NULL, false, &m, &v, r))
         goto done;
     r->model = m;
     r->variant = v;

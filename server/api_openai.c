@@ -14,28 +14,43 @@ static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
     api_call *c = (api_call *)d;
     if (!api_call_result(c, r))
         return;
-    const srv_model *m = c->m;
-    const int n = c->job.n;
+    const srv_variant *v = c->v;
+    const int n = c->job.n, hidden = v->hidden;
     const float *vec = c->job.out;
     sbuf *b = &r->body;
-    sb_reserve(b, (size_t)n * (c->base64 ? (size_t)m->hidden * 6 : (size_t)m->hidden * 12) + 256);
+    sb_reserve(b, (size_t)n * (c->base64 ? (size_t)hidden * 6 : (size_t)hidden * 12) + 512);
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < n; i++) {
         sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-        const float *e = vec + (size_t)i * m->hidden;
+        const float *e = vec + (size_t)i * hidden;
         if (c->base64) {
             sb_putc(b, '"');
-            sb_base64(b, e, sizeof(float) * (size_t)m->hidden); /* x86: already little-endian */
+            sb_base64(b, e, sizeof(float) * (size_t)hidden); /* x86: already little-endian */
             sb_putc(b, '"');
         } else {
-            sb_float_array(b, e, (size_t)m->hidden);
+            sb_float_array(b, e, (size_t)hidden);
         }
         sb_putc(b, '}');
     }
     sb_puts(b, "],\"model\":");
     sb_json_str(b, c->model_name, strlen(c->model_name));
-    sb_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}}", c->tokens,
+    sb_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}", c->tokens,
               c->tokens);
+    /* an extra field (the SDKs keep unknown fields): the space the vectors
+     * live in, so that callers who store them see when a switch changed it */
+    sb_puts(b, ",\"mantissa\":{\"variant\":");
+    sb_json_str(b, v->cfg.name, strlen(v->cfg.name));
+    sb_puts(b, ",\"space_id\":");
+    sb_json_str(b, v->space, strlen(v->space));
+    sb_printf(b, ",\"space\":{\"model\":");
+    sb_json_str(b, c->m->name, strlen(c->m->name));
+    sb_printf(b, ",\"precision\":\"%s\",\"calibration\":", mt_precision_name(v->cfg.precision));
+    bool q8 = v->cfg.precision == MT_PREC_INT8 || v->cfg.precision == MT_PREC_FP8;
+    if (q8)
+        sb_json_str(b, v->cfg.calibration, strlen(v->cfg.calibration));
+    else
+        sb_puts(b, "null");
+    sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"}}}", v->checksum);
 }
 
 void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char *const *p,
@@ -63,6 +78,11 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     const cJSON *input = cJSON_GetObjectItemCaseSensitive(j, "input");
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "encoding_format");
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
+    if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
+        api_error(r, true, 400, "user", "\"user\" must be a string");
+        goto done;
+    }
     if (!cJSON_IsString(model)) {
         api_error(r, true, 400, "model", "\"model\" must be a string naming a served model");
         goto done;
@@ -80,15 +100,16 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
 
     srv_model *m;
     srv_variant *v;
-    if (!api_resolve(ctx, req, model->valuestring, true, &m, &v, r))
+    if (!api_resolve(ctx, req, model->valuestring, cJSON_IsString(user) ? user->valuestring : NULL,
+                     true, &m, &v, r))
         goto done;
     r->model = m;
     r->variant = v;
     if (dims && !cJSON_IsNull(dims) &&
-        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)m->hidden)) {
+        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)v->hidden)) {
         api_error(r, true, 400, "dimensions",
                   "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
-                  m->hidden);
+                  v->hidden);
         goto done;
     }
 
@@ -165,18 +186,22 @@ void api_openai_models(const http_ctx *ctx, const http_req *req, const char *con
     sbuf *b = &r->body;
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     int first = 1;
-    for (int i = 0; i < ctx->models->nmodels; i++) {
-        const srv_model *m = &ctx->models->models[i];
+    for (int i = 0; i < srv_models_count(ctx->models); i++) {
+        srv_model *m = srv_models_at(ctx->models, i);
+        pthread_mutex_lock(&m->lock);
         /* the model itself, then each variant as model@variant */
-        for (int k = -1; k < m->nvariants; k++) {
+        for (int k = -1; m->loaded && k < m->nslots; k++) {
+            if (k >= 0 && !m->slots[k]->present)
+                continue;
             char id[2 * CFG_NAME_MAX + 2];
-            snprintf(id, sizeof id, "%s%s%s", m->cfg.name, k < 0 ? "" : "@",
-                     k < 0 ? "" : m->variants[k].cfg.name);
+            snprintf(id, sizeof id, "%s%s%s", m->name, k < 0 ? "" : "@",
+                     k < 0 ? "" : m->slots[k]->name);
             sb_puts(b, first ? "{\"id\":" : ",{\"id\":");
             first = 0;
             sb_json_str(b, id, strlen(id));
             sb_puts(b, ",\"object\":\"model\",\"created\":0,\"owned_by\":\"mantissa\"}");
         }
+        pthread_mutex_unlock(&m->lock);
     }
     sb_puts(b, "]}");
 }

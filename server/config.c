@@ -184,6 +184,8 @@ static const field server_fields[] = {
     {"api_keys_file", F_STR, 0, 1024, OFF(cfg_config, api_keys_file), false},
     {"tls_cert", F_STR, 0, 1024, OFF(cfg_config, tls_cert), false},
     {"tls_key", F_STR, 0, 1024, OFF(cfg_config, tls_key), false},
+    {"watch", F_BOOL, 0, 0, OFF(cfg_config, watch), false},
+    {"reload_debounce_ms", F_INT, 0, 60000, OFF(cfg_config, reload_debounce_ms), false},
 };
 
 static const field model_fields[] = {
@@ -194,6 +196,24 @@ static const field model_fields[] = {
     {"truncate", F_BOOL, 0, 0, OFF(cfg_model, truncate), false},
     {"batching", F_ANY, 0, 0, CALLER, false},
     {"variants", F_ANY, 0, 0, CALLER, true},
+    {"reference", F_ANY, 0, 0, CALLER, false},
+};
+
+static const field reference_fields[] = {
+    {"variant", F_NAME, 0, CFG_NAME_MAX, CALLER, false},
+    {"precision", F_STR, 0, 16, CALLER, false},
+    {"calibration", F_STR, 0, 16, CALLER, false},
+    {"percentile", F_NUM, 50, 100, CALLER, false},
+    {"weights", F_STR, 0, 1024, CALLER, false},
+    {"shadow_rate", F_NUM, 0, 1, OFF(cfg_model, shadow_rate), false},
+    {"shadow_queue", F_INT, 1, 1 << 20, OFF(cfg_model, shadow_queue), false},
+    {"drift_window", F_INT, 1, 1 << 20, OFF(cfg_model, drift_window), false},
+};
+
+static const field gate_fields[] = {
+    {"probes", F_STR, 0, 1024, OFF(cfg_variant, gate_probes), true},
+    {"min_cosine", F_NUM, -1, 1, OFF(cfg_variant, gate_min_cosine), true},
+    {"max_p99_ratio", F_NUM, 0, 1e6, OFF(cfg_variant, gate_max_p99_ratio), false},
 };
 
 static const field batching_fields[] = {
@@ -211,6 +231,8 @@ static const field variant_fields[] = {
     {"percentile", F_NUM, 50, 100, OFF(cfg_variant, percentile), false},
     {"traffic", F_NUM, 0, 1e9, OFF(cfg_variant, traffic), false},
     {"weights", F_STR, 0, 1024, OFF(cfg_variant, weights), false},
+    {"gate", F_ANY, 0, 0, CALLER, false},
+    {"drift_floor", F_NUM, 0, 1, OFF(cfg_variant, drift_floor), false},
 };
 
 #define N(a) (sizeof(a) / sizeof *(a))
@@ -236,6 +258,81 @@ static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_va
                     v->calibration);
     if (cJSON_GetObjectItemCaseSensitive(jv, "percentile") && strcmp(v->calibration, "percentile"))
         return fail(c, fp, "\"percentile\" is set but calibration is \"%s\"", v->calibration);
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(jv, "gate");
+    if (g) {
+        pjoin(fp, sizeof fp, "%s.gate", path);
+        if ((st = apply(c, g, fp, gate_fields, N(gate_fields), v)) != MT_OK)
+            return st;
+        if (!v->gate_probes[0]) {
+            pjoin(fp, sizeof fp, "%s.gate.probes", path);
+            return fail(c, fp, "must name a file of probe texts");
+        }
+    }
+    return MT_OK;
+}
+
+/* models[].reference: names a listed variant ("variant"), or describes one
+ * ("precision" and its calibration/weights), which is added to the model's
+ * variants as "reference" with traffic 0. */
+static mt_status parse_reference(ctx *c, const cJSON *jr, const char *path, cfg_model *m)
+{
+    char fp[512];
+    m->shadow_rate = 0;
+    m->shadow_queue = 256;
+    m->drift_window = 200;
+    mt_status st = apply(c, jr, path, reference_fields, N(reference_fields), m);
+    if (st != MT_OK)
+        return st;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(jr, "variant");
+    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(jr, "precision");
+    if (!!name == !!prec)
+        return fail(c, path, "set either \"variant\" (a listed variant) or \"precision\" "
+                             "(a variant made for the comparison), not %s",
+                    name ? "both" : "neither");
+    if (name && !cJSON_IsString(name)) {
+        pjoin(fp, sizeof fp, "%s.variant", path);
+        return fail(c, fp, "must be a string");
+    }
+    if (name) {
+        for (int k = 0; k < m->nvariants; k++)
+            if (!strcmp(m->variants[k].name, name->valuestring)) {
+                m->reference = k;
+                return MT_OK;
+            }
+        pjoin(fp, sizeof fp, "%s.variant", path);
+        return fail(c, fp, "no variant named \"%s\" in this model", name->valuestring);
+    }
+    for (int k = 0; k < m->nvariants; k++)
+        if (!strcmp(m->variants[k].name, "reference")) {
+            pjoin(fp, sizeof fp, "%s.precision", path);
+            return fail(c, fp, "a variant is already named \"reference\"; name it with "
+                               "\"variant\" instead");
+        }
+    /* the made variant: parsed with the variant schema from these fields */
+    cJSON *jv = cJSON_CreateObject();
+    if (!jv)
+        return mt_fail(c->err, MT_ENOMEM, "out of memory");
+    static const char *const copy[] = {"precision", "calibration", "percentile", "weights"};
+    bool ok = cJSON_AddStringToObject(jv, "name", "reference") != NULL;
+    for (size_t i = 0; ok && i < N(copy); i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(jr, copy[i]);
+        if (f)
+            ok = cJSON_AddItemToObject(jv, copy[i], cJSON_Duplicate(f, 1));
+    }
+    ok = ok && cJSON_AddNumberToObject(jv, "traffic", 0) != NULL;
+    cfg_variant *nv = realloc(m->variants, sizeof *nv * (size_t)(m->nvariants + 1));
+    if (!ok || !nv) {
+        cJSON_Delete(jv);
+        return mt_fail(c->err, MT_ENOMEM, "out of memory");
+    }
+    m->variants = nv;
+    memset(&nv[m->nvariants], 0, sizeof *nv);
+    st = parse_variant(c, jv, path, &nv[m->nvariants]);
+    cJSON_Delete(jv);
+    if (st != MT_OK)
+        return st;
+    nv[m->nvariants].is_reference = true;
+    m->reference = m->nvariants++;
     return MT_OK;
 }
 
@@ -318,6 +415,25 @@ static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, const cf
         pjoin(fp, sizeof fp, "%s.variants", path);
         return fail(c, fp, "the traffic weights add up to 0: no variant would get requests");
     }
+    m->reference = -1;
+    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(jm, "reference");
+    if (jr) {
+        pjoin(fp, sizeof fp, "%s.reference", path);
+        if ((st = parse_reference(c, jr, fp, m)) != MT_OK)
+            return st;
+    }
+    for (int k = 0; k < m->nvariants; k++) {
+        const cfg_variant *v = &m->variants[k];
+        if (m->reference < 0 && (v->gate_probes[0] || v->drift_floor > 0)) {
+            pjoin(fp, sizeof fp, "%s.variants[%d].%s", path, k,
+                  v->gate_probes[0] ? "gate" : "drift_floor");
+            return fail(c, fp, "needs models[].reference to compare against");
+        }
+        if (k == m->reference && (v->gate_probes[0] || v->drift_floor > 0)) {
+            pjoin(fp, sizeof fp, "%s.variants[%d]", path, k);
+            return fail(c, fp, "the reference variant cannot have a gate or a drift_floor");
+        }
+    }
     (void)cfg;
     return MT_OK;
 }
@@ -381,6 +497,8 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
     cfg->connection_limit = 1000;
     cfg->connection_timeout_s = 30;
     cfg->log_level = CFG_LOG_INFO;
+    cfg->watch = true;
+    cfg->reload_debounce_ms = 200;
     mt_status st = MT_OK;
     cJSON *root = NULL;
 
@@ -437,6 +555,10 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
     int nm = cJSON_GetArraySize(ms);
     if (!cJSON_IsArray(ms) || nm < 1) {
         st = fail(&c, "models", "must be a non-empty array");
+        goto done;
+    }
+    if (nm > CFG_MAX_MODELS) {
+        st = fail(&c, "models", "at most %d models", CFG_MAX_MODELS);
         goto done;
     }
     if (!(cfg->models = calloc((size_t)nm, sizeof *cfg->models))) {
@@ -501,4 +623,52 @@ const cfg_model *cfg_find_model(const cfg_config *c, const char *name)
         if (!strcmp(c->models[i].name, name))
             return &c->models[i];
     return NULL;
+}
+
+/* ========================================================================
+ * comparing and copying (the hot-switch's diff)
+ * ====================================================================== */
+
+bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
+{
+    return a->precision == b->precision && !strcmp(a->calibration, b->calibration) &&
+           a->percentile == b->percentile && !strcmp(a->weights, b->weights) &&
+           !strcmp(a->gate_probes, b->gate_probes) && a->gate_min_cosine == b->gate_min_cosine &&
+           a->gate_max_p99_ratio == b->gate_max_p99_ratio;
+}
+
+bool cfg_model_same_base(const cfg_model *a, const cfg_model *b)
+{
+    return !strcmp(a->path, b->path) && a->device == b->device &&
+           a->max_seq_len == b->max_seq_len;
+}
+
+const cfg_variant *cfg_find_variant(const cfg_model *m, const char *name)
+{
+    for (int k = 0; k < m->nvariants; k++)
+        if (!strcmp(m->variants[k].name, name))
+            return &m->variants[k];
+    return NULL;
+}
+
+mt_status cfg_model_copy(const cfg_model *m, cfg_model *out, mt_err *err)
+{
+    *out = *m;
+    out->path = strdup(m->path);
+    out->variants = malloc(sizeof *out->variants * (size_t)(m->nvariants ? m->nvariants : 1));
+    if (!out->path || !out->variants) {
+        cfg_model_clear(out);
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    }
+    memcpy(out->variants, m->variants, sizeof *out->variants * (size_t)m->nvariants);
+    return MT_OK;
+}
+
+void cfg_model_clear(cfg_model *m)
+{
+    free(m->path);
+    free(m->variants);
+    m->path = NULL;
+    m->variants = NULL;
+    m->nvariants = 0;
 }

@@ -15,6 +15,7 @@
 #include "engine/status.h"
 
 #define CFG_NAME_MAX 64
+#define CFG_MAX_MODELS 64
 
 typedef struct {
     char name[CFG_NAME_MAX];
@@ -23,6 +24,12 @@ typedef struct {
     double percentile;    /* for calibration "percentile" */
     double traffic;       /* weight in the unpinned split */
     char weights[1024];   /* optional: a quantized safetensors file from `mantissa quantize` */
+    /* promotion gate (all optional; see README "Promotion gate") */
+    char gate_probes[1024];   /* a file of probe texts, one per line; "": no gate */
+    double gate_min_cosine;   /* the probes' mean cosine to the reference must reach this */
+    double gate_max_p99_ratio;/* 0: unchecked; else p99 latency / the reference's at most this */
+    double drift_floor;       /* 0: none; live shadow mean cosine below it: out of rotation */
+    bool is_reference;        /* made from models[].reference.precision (traffic 0) */
 } cfg_variant;
 
 typedef enum { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR, CFG_LOG_OFF } cfg_log_level;
@@ -43,6 +50,11 @@ typedef struct {
     int max_queue;          /* requests admitted at once (queued or running); more: 429 */
     cfg_variant *variants;
     int nvariants;
+    /* the reference variant (usually fp32) the others are compared to */
+    int reference;          /* index into variants; -1: none */
+    double shadow_rate;     /* fraction of requests also run on the reference */
+    int shadow_queue;       /* shadow texts waiting at most; more are dropped (counted) */
+    int drift_window;       /* latest shadow comparisons the drift floor is judged on */
 } cfg_model;
 
 typedef struct {
@@ -64,6 +76,8 @@ typedef struct {
     char api_keys_file[1024];/* "": no authentication */
     char tls_cert[1024];     /* both set: HTTPS */
     char tls_key[1024];
+    bool watch;              /* reload when the config file changes (default true) */
+    int reload_debounce_ms;  /* quiet time after the last change before reloading */
     cfg_model *models;
     int nmodels;
     char *source; /* path it came from, for messages */
@@ -79,5 +93,21 @@ void cfg_free(cfg_config *c);
 int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port);
 
 const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
+
+/* ---- comparing configs (the hot-switch rebuilds only what changed) ---- */
+
+/* Whether two variants would build the same weights and pass the same
+ * gate: precision, calibration, percentile, weights file, gate. (traffic
+ * and drift_floor are applied live and do not count.) */
+bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b);
+/* Whether every variant of a and b would be built from the same model
+ * (path, device, max_seq_len). */
+bool cfg_model_same_base(const cfg_model *a, const cfg_model *b);
+/* A deep copy of m into out (path and variants are new allocations);
+ * cfg_model_clear frees them. */
+mt_status cfg_model_copy(const cfg_model *m, cfg_model *out, mt_err *err);
+void cfg_model_clear(cfg_model *m);
+/* The variant named name, or NULL. */
+const cfg_variant *cfg_find_variant(const cfg_model *m, const char *name);
 
 #endif

@@ -83,6 +83,12 @@ static const route routes[] = {
     {"POST", "/v2/models/{}/infer", api_kserve_infer, false},
     {"POST", "/v2/models/{}/versions/{}/infer", api_kserve_infer, false},
     {"POST", "/v2/repository/index", api_repository_index, false},
+    {"POST", "/v2/repository/models/{}/load", api_repository_load, false},
+    {"POST", "/v2/repository/models/{}/unload", api_repository_unload, false},
+    {"GET", "/v2/admin/config", api_admin_config, false},
+    {"POST", "/v2/admin/reload", api_admin_reload, false},
+    {"POST", "/v2/models/{}/compare", api_compare, false},
+    {"GET", "/ab", api_ab_page, false},
     {"POST", "/v1/embeddings", api_openai_embeddings, false},
     {"GET", "/v1/models", api_openai_models, false},
     {"GET", "/metrics", api_metrics, true},
@@ -142,7 +148,9 @@ typedef struct {
     char path[256];
     http_deferred *deferred; /* a job is out (or done) */
     srv_model *admitted;     /* released when the connection is done */
+    srv_variant *held;       /* the build the request was routed to, until it is done */
     bool quiet;
+    bool answered;           /* send_resp ran */
 } req_state;
 
 /* Logs the request, counts it, and queues the answer. */
@@ -150,6 +158,7 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
                                  http_resp *r)
 {
     size_t len;
+    rs->answered = true;
     if (r->body.oom) {
         sb_free(&r->body);
         r->status = 500;
@@ -167,14 +176,14 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
     uint64_t compute = j ? j->compute_ns : 0;
     prom_observe_http(r->status);
     if (r->model && r->variant)
-        prom_observe_request(&r->variant->metrics, r->status, cancelled, total, queue, compute,
-                             r->inputs, r->tokens);
+        prom_observe_request(&r->variant->slot->metrics, r->status, cancelled, total, queue,
+                             compute, r->inputs, r->tokens);
     int level = r->status >= 500 ? CFG_LOG_WARN : rs->quiet ? CFG_LOG_DEBUG : CFG_LOG_INFO;
     if (log_enabled(level)) {
         log_request_fields f = {.id = r->id[0] ? r->id : NULL,
                                 .method = rs->method,
                                 .path = rs->path,
-                                .model = r->model ? r->model->cfg.name : NULL,
+                                .model = r->model ? r->model->name : NULL,
                                 .variant = r->variant ? r->variant->cfg.name : NULL,
                                 .error = r->error[0] ? r->error : NULL,
                                 .status = cancelled ? 499 : r->status,
@@ -198,8 +207,13 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
                             r->content_type ? r->content_type : "application/json");
     if (r->id[0])
         MHD_add_response_header(resp, "X-Request-Id", r->id);
-    for (int i = 0; i < r->nheaders; i++)
+    bool named = false;
+    for (int i = 0; i < r->nheaders; i++) {
         MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
+        named |= !strcmp(r->headers[i].name, "X-Mantissa-Variant");
+    }
+    if (r->variant && !named) /* errors after routing name the variant too */
+        MHD_add_response_header(resp, "X-Mantissa-Variant", r->variant->cfg.name);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -313,6 +327,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rs->quiet = routes[i].quiet;
         routes[i].handler(&s->ctx, &req, pp, &resp);
         rs->admitted = resp.admitted;
+        rs->held = resp.held;
         if (resp.deferred)
             return defer(s, conn, rs, &resp);
         return send_resp(s, conn, rs, &resp);
@@ -336,10 +351,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_state *rs = *con_cls;
     if (!rs)
         return;
+    const sched_job *j = rs->deferred ? rs->deferred->job : NULL;
+    if (j && !rs->answered && j->m && j->v) {
+        /* resumed after the client had gone: MHD may close the connection
+         * without asking for the answer; it still counts as cancelled */
+        uint64_t total = uv_hrtime() - rs->t_start;
+        prom_observe_http(499);
+        prom_observe_request(&j->v->slot->metrics, 499, true, total, 0, 0, j->n, 0);
+        if (log_enabled(CFG_LOG_INFO)) {
+            log_request_fields f = {.method = rs->method,
+                                    .path = rs->path,
+                                    .model = j->m->name,
+                                    .variant = j->v->cfg.name,
+                                    .error = "the client closed the connection",
+                                    .status = 499,
+                                    .inputs = j->n,
+                                    .total_ms = (double)total * 1e-6};
+            log_request(CFG_LOG_INFO, &f);
+        }
+    }
     if (rs->deferred)
         sched_job_unref(rs->deferred->job);
     if (rs->admitted)
         sched_release(s->ctx.sched, rs->admitted);
+    srv_variant_unref(rs->held);
     sb_free(&rs->body);
     free(rs);
     *con_cls = NULL;

@@ -30,7 +30,7 @@ typedef struct {
     uint64_t t_start;       /* uv_hrtime() when the headers were in */
 } http_req;
 
-#define HTTP_MAX_HEADERS 8
+#define HTTP_MAX_HEADERS 10
 
 typedef struct http_deferred http_deferred;
 typedef struct http_ctx http_ctx;
@@ -41,12 +41,14 @@ typedef struct {
     sbuf body;
     struct {
         const char *name;
-        char value[128];
+        char value[256];
     } headers[HTTP_MAX_HEADERS];
     int nheaders;
     /* for the request log and the metrics */
     srv_model *model;         /* the model the request named, once resolved */
-    srv_variant *variant;
+    srv_variant *variant;     /* the build it was routed to (alive while held or called) */
+    srv_variant *held;        /* a reference to variant the front drops when the
+                               * connection is done with the request */
     srv_model *admitted;      /* set when sched_admit took a place (released by the front) */
     char id[128];             /* the request id (KServe "id", X-Request-Id or generated) */
     char error[256];          /* the error message, for the log */
@@ -71,6 +73,7 @@ struct http_ctx {
     srv_models *models;
     sched *sched;
     const auth_keys *auth; /* NULL: no authentication */
+    struct reloader *reload; /* NULL: no hot-switch (tools, fuzzers) */
 };
 
 typedef void (*http_handler)(const http_ctx *ctx, const http_req *req, const char *const *params,

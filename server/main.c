@@ -27,6 +27,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/models.h"
+#include "server/reload.h"
 #include "server/sched.h"
 
 static void usage(FILE *f)
@@ -116,36 +117,51 @@ static srv_models *load_all(const char *path, cfg_config **cfg)
         cfg_free(*cfg);
         return NULL;
     }
-    for (int i = 0; i < s->nmodels; i++)
-        for (int k = 0; k < s->models[i].nvariants; k++) {
-            const srv_variant *v = &s->models[i].variants[k];
+    for (int i = 0; i < srv_models_count(s); i++) {
+        srv_model *m = srv_models_at(s, i);
+        for (int k = 0; k < m->nslots; k++) {
+            const srv_slot *sl = m->slots[k];
+            const srv_variant *v = sl->cur;
+            if (!v) {
+                fprintf(stderr, "mantissa: %s@%s is out of rotation: %s\n", m->name, sl->name,
+                        sl->error);
+                continue;
+            }
             fprintf(stderr,
                     "mantissa: loaded %s@%s (%s, %s backend, %d threads): %.1f MiB resident, "
-                    "%.1f MiB GEMM weights\n",
-                    s->models[i].cfg.name, v->cfg.name, mt_precision_name(v->cfg.precision),
-                    s->cpu->device, s->cpu->threads, bert_resident_bytes(v->model) / 1048576.0,
-                    bert_gemm_weight_bytes(v->model) / 1048576.0);
+                    "%.1f MiB GEMM weights, space %s\n",
+                    m->name, v->cfg.name, mt_precision_name(v->cfg.precision), s->cpu->device,
+                    s->cpu->threads, bert_resident_bytes(v->model) / 1048576.0,
+                    bert_gemm_weight_bytes(v->model) / 1048576.0, v->space);
         }
+    }
     fprintf(stderr, "mantissa: models ready in %.2f s\n", now_s() - t0);
     return s;
 }
 
-/* The variant named by --model (default: first model, its first variant). */
+/* The build named by --model (default: first model, its first variant).
+ * Borrowed: the tools swap nothing, so the slot keeps it alive. */
 static srv_variant *pick(srv_models *s, const char *spec, srv_model **mo)
 {
     char buf[256] = "";
     if (spec)
         snprintf(buf, sizeof buf, "%s", spec);
     char *pin = srv_split_pin(buf);
-    srv_model *m = spec ? srv_models_find(s, buf) : &s->models[0];
+    srv_model *m = spec ? srv_models_find(s, buf) : srv_models_at(s, 0);
     if (!m) {
         fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
         return NULL;
     }
-    srv_variant *v = pin ? srv_pick_variant(m, pin) : &m->variants[0];
-    if (!v)
-        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\"\n", buf, pin);
     *mo = m;
+    if (!pin) /* the first variant of the config */
+        pin = m->cfg.variants[0].name;
+    srv_variant *v = NULL;
+    char why[400];
+    if (srv_acquire(m, pin, NULL, &v, why, sizeof why) != SRV_OK) {
+        fprintf(stderr, "mantissa: --model: %s\n", why);
+        return NULL;
+    }
+    srv_variant_unref(v);
     return v;
 }
 
@@ -190,11 +206,22 @@ static int cmd_serve(const opts *o)
         cfg_free(cfg);
         return 1;
     }
-    http_ctx ctx = {.cfg = cfg, .models = s, .sched = sc, .auth = keys};
+    reloader *rl = NULL;
+    if (reload_create(sc, s, cfg, o->config, &rl, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        sched_destroy(sc);
+        reload_destroy(rl);
+        auth_free(keys);
+        srv_models_free(s);
+        cfg_free(cfg);
+        return 1;
+    }
+    http_ctx ctx = {.cfg = cfg, .models = s, .sched = sc, .auth = keys, .reload = rl};
     http_server *h;
     if (http_start(&ctx, &h, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         sched_destroy(sc);
+        reload_destroy(rl);
         auth_free(keys);
         srv_models_free(s);
         cfg_free(cfg);
@@ -207,6 +234,7 @@ static int cmd_serve(const opts *o)
 
     int rc = sched_run(sc);
     http_stop(h);
+    reload_destroy(rl);
     sched_destroy(sc);
     auth_free(keys);
     srv_models_free(s);
@@ -227,7 +255,7 @@ static int cmd_embed(const opts *o)
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    float *vec = malloc(sizeof(float) * (size_t)m->hidden);
+    float *vec = malloc(sizeof(float) * (size_t)(v ? v->hidden : 1));
     sbuf b;
     sb_init(&b);
     for (int lineno = 1; v && (n = getline(&line, &cap, stdin)) >= 0; lineno++) {
@@ -256,7 +284,7 @@ static int cmd_embed(const opts *o)
         }
         cJSON_Delete(j);
         b.len = 0;
-        sb_float_array(&b, vec, (size_t)m->hidden);
+        sb_float_array(&b, vec, (size_t)v->hidden);
         printf("%s\n", b.data);
     }
     sb_free(&b);
@@ -288,7 +316,7 @@ static int cmd_eval(const opts *o)
     srv_model *m;
     srv_variant *v = pick(s, o->model, &m);
     int rc = 1;
-    const int h = m ? m->hidden : 0, batch = 32;
+    const int h = v ? v->hidden : 0, batch = 32;
     float *e1 = malloc(sizeof(float) * (size_t)batch * h), *e2 = malloc(sizeof(float) * (size_t)batch * h);
     double *cos = malloc(sizeof(double) * sts.n);
     size_t *l1 = malloc(sizeof(size_t) * batch), *l2 = malloc(sizeof(size_t) * batch);
@@ -313,7 +341,7 @@ static int cmd_eval(const opts *o)
     if (!rc) {
         double rho = mt_spearman(cos, sts.score, sts.n);
         printf("STS-B test Spearman x100: %.2f  (%s@%s, %zu pairs, %.1f s)\n", rho * 100,
-               m->cfg.name, v->cfg.name, sts.n, now_s() - t0);
+               m->name, v->cfg.name, sts.n, now_s() - t0);
     }
     free(e1);
     free(e2);
@@ -384,7 +412,7 @@ static int cmd_bench(const opts *o)
     int rc = v ? 0 : 1;
     printf("{\"engine\":\"mantissa\",\"model\":\"%s\",\"variant\":\"%s\",\"precision\":\"%s\","
            "\"threads\":%d,\"results\":[",
-           m->cfg.name, v ? v->cfg.name : "", v ? mt_precision_name(v->cfg.precision) : "",
+           m ? m->name : "", v ? v->cfg.name : "", v ? mt_precision_name(v->cfg.precision) : "",
            s->cpu->threads);
     char list[256];
     snprintf(list, sizeof list, "%s", o->batches);
@@ -398,7 +426,7 @@ static int cmd_bench(const opts *o)
             rc = 1;
             break;
         }
-        float *out = malloc(sizeof(float) * (size_t)b * m->hidden);
+        float *out = malloc(sizeof(float) * (size_t)b * v->hidden);
         int32_t *boff = malloc(sizeof(int32_t) * ((size_t)b + 1));
         mt_err err;
         /* warm up (3 runs), then runs until --seconds have passed (at least

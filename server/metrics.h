@@ -10,6 +10,7 @@
 #define MT_SERVER_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "server/sbuf.h"
@@ -51,7 +52,39 @@ typedef struct {
         uint64_t count, ns;
     } bs[PROM_MAX_BATCH_STATS];
     int nbs;
+    /* shadow comparisons of this variant to its model's reference */
+    uint64_t shadow_compared, shadow_dropped, shadow_failed;
+    uint64_t demotions, gate_failures, builds, build_failures;
 } prom_variant;
+
+/* Drift of one build from its model's reference on live traffic: one
+ * sample per text that was also run on the reference (shadow). count,
+ * mean and min are over every sample since the build started serving;
+ * p1 and the window mean over the latest PROM_DRIFT_RING. */
+#define PROM_DRIFT_RING 4096
+#define PROM_COS_BUCKETS 11
+#define PROM_ERR_BUCKETS 11
+typedef struct {
+    pthread_mutex_t lock;
+    uint64_t count;
+    double sum_cos, min_cos, sum_err, max_err;
+    uint64_t cos_le[PROM_COS_BUCKETS], cos_inf;
+    uint64_t err_le[PROM_ERR_BUCKETS], err_inf;
+    double ring[PROM_DRIFT_RING]; /* latest cosines */
+    int ring_n, ring_pos;
+} prom_drift;
+
+typedef struct {
+    uint64_t count;
+    double mean, p1, min, window_mean, mean_max_abs_err, max_abs_err;
+} prom_drift_summary;
+
+void prom_drift_init(prom_drift *d);
+void prom_drift_destroy(prom_drift *d);
+/* One text: cosine and max abs error of a build's vector to the reference's. */
+void prom_drift_add(prom_drift *d, double cosine, double max_abs_err);
+/* The figures; window_mean over the latest `window` samples (0 when fewer). */
+void prom_drift_summarize(prom_drift *d, int window, prom_drift_summary *out);
 
 void prom_variant_init(prom_variant *p);
 void prom_variant_destroy(prom_variant *p);
@@ -71,7 +104,9 @@ struct sched;
 struct srv_model;
 /* GET /metrics. */
 void prom_render(sbuf *b, struct srv_models *models, struct sched *s);
-/* The Triton statistics object of one model (all its variants summed). */
-void prom_model_stats_json(sbuf *b, struct srv_model *m);
+/* The Triton statistics object of one model (all its variants summed),
+ * plus "reference", "shadow_rate" and "variants" (each variant's state,
+ * share, requests, latency histogram, drift and gate figures). */
+void prom_model_stats_json(sbuf *b, struct srv_models *models, struct srv_model *m);
 
 #endif

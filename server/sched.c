@@ -1,6 +1,13 @@
-/* sched.c: the scheduler (see sched.h): per-variant queues, dynamic
- * batching, engine workers, deadlines, disconnects and the SIGTERM drain,
- * all owned by one libuv loop thread.
+/* sched.c: the scheduler (see sched.h): per-build queues, dynamic
+ * batching, engine workers, deadlines, disconnects, shadow runs on the
+ * reference, control jobs and the SIGTERM drain, all owned by one libuv
+ * loop thread.
+ *
+ * Builds come and go with config reloads (server/reload.c): a queue is
+ * made for a build when its first text arrives, holds a reference to the
+ * build, and is dropped once the build is retired and nothing of it is
+ * queued or running; every batch holds its own reference while a worker
+ * runs it, so a swapped-out build is freed only after its last batch.
  *
  * Threads and what they touch:
  *   - HTTP threads: sched_admit/sched_release (atomics), and
@@ -20,6 +27,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "engine/metrics.h"
 #include "server/log.h"
 
 /* ========================================================================
@@ -35,11 +43,15 @@ typedef struct {
 
 typedef struct vq {
     srv_model *m;
-    srv_variant *v;
+    srv_variant *v;  /* a reference */
+    bool shadow;     /* shadow texts for the reference: runs only on idle workers */
+    int running;     /* batches of it on workers */
+    struct vq *next;
     item *items;
     size_t n, cap;
     long ntokens;
     atomic_long depth; /* n, readable from other threads */
+    long published;    /* n as last published by set_depth */
     /* auto delay: arrivals (ns between them, averaged; the last one) and
      * the service-time fit */
     double gap;
@@ -48,6 +60,10 @@ typedef struct vq {
 } vq;
 
 typedef struct worker worker;
+
+/* Shadow batches are kept small, so that a client request that arrives
+ * while one runs waits little. */
+#define SHADOW_MAX_BATCH 8
 
 typedef struct batch {
     vq *q;
@@ -88,24 +104,27 @@ struct sched {
 
     const cfg_config *cfg;
     srv_models *models;
-    vq *qs;
-    int nq;
+    vq *qs;        /* every queue, linked */
     worker *workers;
     int nworkers;
 
     atomic_bool unready, draining;
-    atomic_long *inflight; /* per model */
     atomic_long inflight_total;
+    atomic_long shadow_depth[CFG_MAX_MODELS * 4]; /* per model index */
     int phase;             /* 0 serving, 1 drain delay, 2 draining, 3 grace over, 4 closing */
     long dropped;
 
     void (*on_drain_start)(void *);
     void (*on_drained)(void *);
     void *hook_arg;
+    void (*on_close)(void *);
+    void *close_arg;
 };
 
 static void schedule(sched *s);
 static void drain_check(sched *s);
+static void shadow_maybe(sched *s, sched_job *j);
+static void enqueue(sched *s, sched_job *j);
 
 /* ========================================================================
  * jobs
@@ -148,6 +167,8 @@ static void end_job(sched *s, sched_job *j)
         return;
     j->ended = true;
     j->t_done = uv_hrtime();
+    if (j->shadowable && j->result == SCHED_OK)
+        shadow_maybe(s, j);
     if (j->watch) {
         uv_close((uv_handle_t *)j->watch, watch_closed);
         j->watch = NULL;
@@ -157,8 +178,21 @@ static void end_job(sched *s, sched_job *j)
     sched_job_unref(j);
 }
 
+/* Publishes q's length (after a change of q->n): the build's gauge, or
+ * the model's shadow count. */
+static void set_depth(sched *s, vq *q)
+{
+    long d = (long)q->n - q->published;
+    q->published = (long)q->n;
+    atomic_store(&q->depth, (long)q->n);
+    if (q->shadow)
+        atomic_fetch_add(&s->shadow_depth[q->m->index], d);
+    else
+        atomic_store(&q->v->queue_depth, (long)q->n);
+}
+
 /* Removes j's items from its queue (they will not run). */
-static void unqueue_job(vq *q, sched_job *j)
+static void unqueue_job(sched *s, vq *q, sched_job *j)
 {
     size_t k = 0;
     for (size_t i = 0; i < q->n; i++) {
@@ -168,7 +202,7 @@ static void unqueue_job(vq *q, sched_job *j)
             q->items[k++] = q->items[i];
     }
     q->n = k;
-    atomic_store(&q->depth, (long)k);
+    set_depth(s, q);
     j->queued = 0;
 }
 
@@ -183,7 +217,7 @@ static void fail_job(sched *s, sched_job *j, sched_result r, const char *msg)
         snprintf(j->msg, sizeof j->msg, "%s", msg);
     }
     if (j->queued)
-        unqueue_job((vq *)j->v->sched_q, j);
+        unqueue_job(s, (vq *)j->q, j);
     if (!j->running)
         end_job(s, j);
 }
@@ -206,15 +240,15 @@ static void on_watch(uv_poll_t *h, int status, int events)
 
 int sched_admit(sched *s, srv_model *m, int *retry_after_s)
 {
-    if (atomic_load(&s->draining) || !s->models->ready)
+    if (atomic_load(&s->draining) || !atomic_load(&s->models->ready))
         return 503;
-    long n = atomic_fetch_add(&s->inflight[m->index], 1) + 1;
+    long n = atomic_fetch_add(&m->inflight, 1) + 1;
     atomic_fetch_add(&s->inflight_total, 1);
     if (atomic_load(&s->draining)) {
         sched_release(s, m);
         return 503;
     }
-    if (n > m->cfg.max_queue) {
+    if (n > atomic_load(&m->max_queue)) {
         sched_release(s, m);
         /* a rough time for the queue to halve: 1 s is the floor clients see */
         *retry_after_s = 1;
@@ -225,7 +259,7 @@ int sched_admit(sched *s, srv_model *m, int *retry_after_s)
 
 void sched_release(sched *s, srv_model *m)
 {
-    atomic_fetch_sub(&s->inflight[m->index], 1);
+    atomic_fetch_sub(&m->inflight, 1);
     long left = atomic_fetch_sub(&s->inflight_total, 1) - 1;
     if (left == 0 && atomic_load(&s->draining)) {
         pthread_mutex_lock(&s->inbox_mu);
@@ -258,12 +292,17 @@ bool sched_draining(const sched *s)
 
 long sched_inflight(const sched *s, const srv_model *m)
 {
-    return atomic_load(&s->inflight[m->index]);
+    return atomic_load(&m->inflight);
 }
 
 long sched_queue_depth(const sched *s, const srv_variant *v)
 {
-    return v->sched_q ? atomic_load(&((vq *)v->sched_q)->depth) : 0;
+    return v ? atomic_load(&v->queue_depth) : 0;
+}
+
+long sched_shadow_depth(const sched *s, const srv_model *m)
+{
+    return atomic_load(&s->shadow_depth[m->index]);
 }
 
 /* ========================================================================
@@ -289,7 +328,7 @@ static void *worker_main(void *arg)
             break;
 
         mt_err err;
-        const int h = b->q->m->hidden;
+        const int h = b->q->v->hidden;
         b->t_start = uv_hrtime();
         b->st = bert_forward(b->q->v->model, b->ids, b->off, b->n, b->out, &err);
         b->t_end = uv_hrtime();
@@ -450,7 +489,9 @@ static int cmp_len(const void *a, const void *b)
  * lengths (little padding for a padded backend). Returns the count. */
 static int choose(const vq *q, unsigned char *take, long *tokens)
 {
-    const int maxb = q->m->cfg.max_batch_size;
+    const int maxb = q->shadow && q->m->cfg.max_batch_size > SHADOW_MAX_BATCH
+                         ? SHADOW_MAX_BATCH
+                         : q->m->cfg.max_batch_size;
     const long maxt = q->m->cfg.max_batch_tokens;
     size_t cnt = q->n < (size_t)maxb ? q->n : (size_t)maxb;
     long sum = 0;
@@ -516,7 +557,7 @@ static void dispatch(sched *s, vq *q, worker *w)
     batch *b = calloc(1, sizeof *b);
     long tokens = 0;
     int n = take ? choose(q, take, &tokens) : 0;
-    const int h = q->m->hidden;
+    const int h = q->v->hidden;
     if (b && take) {
         b->items = malloc(sizeof *b->items * (size_t)n);
         b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
@@ -557,8 +598,10 @@ static void dispatch(sched *s, vq *q, worker *w)
         q->ntokens -= it->ntok;
     }
     q->n = k;
-    atomic_store(&q->depth, (long)k);
+    set_depth(s, q);
     free(take);
+    q->running++;
+    srv_variant_ref(q->v); /* the batch's own, until batch_done */
     w->busy = true;
     pthread_mutex_lock(&w->mu);
     w->b = b;
@@ -574,7 +617,8 @@ static void batch_done(sched *s, batch *b)
     uint64_t ns = b->t_end - b->t_start;
     if (b->st == MT_OK) {
         fit_add(q, b->tokens, ns);
-        prom_observe_batch(&q->v->metrics, b->n, b->tokens, ns);
+        if (!q->shadow)
+            prom_observe_batch(&q->v->slot->metrics, b->n, b->tokens, ns);
     }
     for (int i = 0; i < b->n; i++) {
         sched_job *j = b->items[i].job;
@@ -601,6 +645,8 @@ static void batch_done(sched *s, batch *b)
         if (!j->queued && !j->running)
             end_job(s, j);
     }
+    q->running--; /* only now may reap() free q */
+    srv_variant_unref(q->v);
     batch_free(b);
 }
 
@@ -608,11 +654,56 @@ static void batch_done(sched *s, batch *b)
  * the loop
  * ====================================================================== */
 
+/* The queue of build v (its shadow queue when shadow), made on first use. */
+static vq *vq_get(sched *s, srv_variant *v, bool shadow)
+{
+    void **slot = shadow ? &v->shadow_q : &v->sched_q;
+    if (*slot)
+        return *slot;
+    vq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->m = v->m;
+    q->v = v;
+    q->shadow = shadow;
+    srv_variant_ref(v);
+    q->next = s->qs;
+    s->qs = q;
+    *slot = q;
+    return q;
+}
+
+/* Frees the queues of retired builds that have nothing queued or running
+ * (each drops its reference to its build). */
+static void reap(sched *s)
+{
+    for (vq **pp = &s->qs; *pp;) {
+        vq *q = *pp;
+        if (!atomic_load(&q->v->retired) || q->n || q->running) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (q->shadow)
+            q->v->shadow_q = NULL;
+        else
+            q->v->sched_q = NULL;
+        free(q->items);
+        srv_variant_unref(q->v);
+        free(q);
+    }
+}
+
 /* Queues the texts of a newly submitted job and starts watching its socket. */
 static void enqueue(sched *s, sched_job *j)
 {
-    vq *q = j->v->sched_q;
+    vq *q = j->q ? j->q : vq_get(s, j->v, false);
     uint64_t now = uv_hrtime();
+    if (!q) {
+        fail_job(s, j, SCHED_FAILED, "out of memory queueing the request");
+        return;
+    }
+    j->q = q;
     if (q->n + (size_t)j->n > q->cap) {
         size_t cap = q->cap ? q->cap : 256;
         while (cap < q->n + (size_t)j->n)
@@ -631,7 +722,7 @@ static void enqueue(sched *s, sched_job *j)
         q->ntokens += nt;
     }
     j->queued = j->n;
-    atomic_store(&q->depth, (long)q->n);
+    set_depth(s, q);
     /* the gap between arrivals, averaged over the last few (a request of
      * n texts counts as n arrivals) */
     if (q->last_arrival) {
@@ -664,8 +755,7 @@ static void schedule(sched *s)
     if (s->phase >= 4)
         return;
     uint64_t now = uv_hrtime(), next = UINT64_MAX;
-    for (int i = 0; i < s->nq; i++) {
-        vq *q = &s->qs[i];
+    for (vq *q = s->qs; q; q = q->next) {
         for (size_t k = 0; k < q->n;) {
             sched_job *j = q->items[k].job;
             if (j->deadline && j->deadline <= now) {
@@ -673,7 +763,7 @@ static void schedule(sched *s)
                 snprintf(msg, sizeof msg,
                          "the request waited longer than request_timeout_ms (%d ms) in the queue",
                          s->cfg->request_timeout_ms);
-                fail_job(s, j, SCHED_TIMEOUT, msg);
+                fail_job(s, j, SCHED_TIMEOUT, q->shadow ? "shadow run waited too long" : msg);
                 k = 0; /* the queue was compacted */
                 continue;
             }
@@ -686,23 +776,30 @@ static void schedule(sched *s)
         worker *w = &s->workers[wi];
         if (w->busy)
             continue;
-        vq *best = NULL;
-        for (int i = 0; i < s->nq; i++) {
-            vq *q = &s->qs[i];
+        /* client queues first; shadow texts only when no client batch is
+         * due, so that they use idle time (and wait while clients do not) */
+        vq *best = NULL, *best_shadow = NULL;
+        bool client_waiting = false;
+        for (vq *q = s->qs; q; q = q->next) {
             uint64_t d = due(s, q, now);
             if (!d)
                 continue;
+            client_waiting |= !q->shadow;
+            vq **b = q->shadow ? &best_shadow : &best;
             if (d <= now) {
-                if (!best || q->items[0].t < best->items[0].t)
-                    best = q;
+                if (!*b || q->items[0].t < (*b)->items[0].t)
+                    *b = q;
             } else if (d < next) {
                 next = d;
             }
         }
+        if (!best && !client_waiting)
+            best = best_shadow;
         if (!best)
             break;
         dispatch(s, best, w);
     }
+    reap(s);
     /* a due batch left for a busy worker needs no timer: the worker's
      * completion calls schedule */
     uv_timer_stop(&s->timer);
@@ -732,11 +829,182 @@ static void on_wake(uv_async_t *a)
         sched_job *next = jobs->next;
         if (s->phase >= 3)
             fail_job(s, jobs, SCHED_SHUTDOWN, "the server is shutting down");
+        else if (jobs->control)
+            jobs->control(s, jobs);
         else
             enqueue(s, jobs);
         jobs = next;
     }
     schedule(s);
+}
+
+/* ========================================================================
+ * shadow runs: a fraction of client requests run again on the reference
+ * ====================================================================== */
+
+/* A client job's texts again, on the model's reference build, with the
+ * client's vectors kept to compare to. It owns copies of everything, so
+ * the client's request may be answered and freed meanwhile. */
+typedef struct {
+    sched_job job;
+    srv_variant *primary; /* the build the client was served by (a reference) */
+    srv_variant *ref;     /* the reference build (a reference) */
+    float *primary_out;   /* (n, hidden) */
+} shadow_job;
+
+/* Frees a shadow run and drops its two builds (its last reference). */
+static void shadow_free(sched_job *j)
+{
+    shadow_job *sj = (shadow_job *)j;
+    srv_variant_unref(sj->primary);
+    srv_variant_unref(sj->ref);
+    free(j->ids);
+    free(j->off);
+    free(j->out);
+    free(sj->primary_out);
+    free(sj);
+}
+
+/* The shadow draw: xorshift on the loop thread (spread, not secrecy). */
+static double loop_uniform(void)
+{
+    static unsigned long long x = 0x2545F4914F6CDD1Dull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* The reference's answer is in: drift per text, into the client build's
+ * figures; a build whose window mean falls under its floor is taken out
+ * of rotation (srv_drift_check). */
+static void shadow_done(sched_job *j)
+{
+    shadow_job *sj = (shadow_job *)j;
+    prom_variant *pm = &sj->primary->slot->metrics;
+    if (j->result != SCHED_OK) {
+        pthread_mutex_lock(&pm->lock);
+        if (j->result == SCHED_FAILED)
+            pm->shadow_failed++;
+        else
+            pm->shadow_dropped++;
+        pthread_mutex_unlock(&pm->lock);
+        return;
+    }
+    const int h = sj->primary->hidden;
+    for (int i = 0; i < j->n; i++) {
+        const float *a = sj->primary_out + (size_t)i * h, *b = j->out + (size_t)i * h;
+        prom_drift_add(&sj->primary->drift, mt_cosine(a, b, h), mt_max_abs_diff(a, b, (size_t)h));
+    }
+    pthread_mutex_lock(&pm->lock);
+    pm->shadow_compared += (uint64_t)j->n;
+    pthread_mutex_unlock(&pm->lock);
+    srv_drift_check((srv_models *)j->owner, sj->primary);
+}
+
+/* Called as a client job ends well: with probability shadow_rate, queue
+ * its texts on the reference's shadow queue, or count them dropped when
+ * that queue is full (shadow_queue). */
+static void shadow_maybe(sched *s, sched_job *j)
+{
+    const cfg_model *c = &j->m->cfg;
+    if (c->reference < 0 || c->shadow_rate <= 0 || s->phase >= 2 ||
+        loop_uniform() >= c->shadow_rate)
+        return;
+    srv_variant *ref = srv_reference(j->m);
+    if (!ref || ref == j->v || ref->hidden != j->v->hidden) {
+        srv_variant_unref(ref);
+        return;
+    }
+    prom_variant *pm = &j->v->slot->metrics;
+    vq *q = vq_get(s, ref, true);
+    shadow_job *sj = NULL;
+    if (q && (long)q->n + j->n <= c->shadow_queue)
+        sj = calloc(1, sizeof *sj);
+    const size_t nf = (size_t)j->n * (size_t)j->v->hidden;
+    const size_t nt = (size_t)j->off[j->n];
+    if (sj) {
+        sj->job.ids = malloc(sizeof(int32_t) * (nt ? nt : 1));
+        sj->job.off = malloc(sizeof(int32_t) * ((size_t)j->n + 1));
+        sj->job.out = malloc(sizeof(float) * nf);
+        sj->primary_out = malloc(sizeof(float) * nf);
+    }
+    if (!sj || !sj->job.ids || !sj->job.off || !sj->job.out || !sj->primary_out) {
+        if (sj) {
+            free(sj->job.ids);
+            free(sj->job.off);
+            free(sj->job.out);
+            free(sj->primary_out);
+            free(sj);
+        }
+        srv_variant_unref(ref);
+        pthread_mutex_lock(&pm->lock);
+        pm->shadow_dropped += (uint64_t)j->n;
+        pthread_mutex_unlock(&pm->lock);
+        return;
+    }
+    memcpy(sj->job.ids, j->ids, sizeof(int32_t) * nt);
+    memcpy(sj->job.off, j->off, sizeof(int32_t) * ((size_t)j->n + 1));
+    memcpy(sj->primary_out, j->out, sizeof(float) * nf);
+    sj->primary = j->v;
+    srv_variant_ref(j->v);
+    sj->ref = ref;
+    sched_job *sh = &sj->job;
+    atomic_init(&sh->refs, 0);
+    sh->m = j->m;
+    sh->v = ref;
+    sh->n = j->n;
+    sh->fd = -1;
+    sh->q = q;
+    sh->owner = s->models;
+    sh->deadline = uv_hrtime() + (uint64_t)s->cfg->request_timeout_ms * 1000000ull;
+    sh->on_done = shadow_done;
+    sh->on_free = shadow_free;
+    /* queued without scheduling: every path that ends a job schedules next */
+    sched_job_ref(sh);
+    sh->t_submit = uv_hrtime();
+    enqueue(s, sh);
+}
+
+/* ========================================================================
+ * control jobs and hooks
+ * ====================================================================== */
+
+void sched_job_end(sched *s, sched_job *j, sched_result r, const char *msg)
+{
+    if (r != SCHED_OK)
+        fail_job(s, j, r, msg ? msg : sched_result_name(r));
+    else
+        end_job(s, j);
+}
+
+void sched_enqueue(sched *s, sched_job *j)
+{
+    sched_job_ref(j); /* the scheduler's */
+    j->t_submit = uv_hrtime();
+    enqueue(s, j);
+    schedule(s);
+}
+
+uv_loop_t *sched_loop(sched *s)
+{
+    return &s->loop;
+}
+
+void sched_set_close_hook(sched *s, void (*on_close)(void *), void *arg)
+{
+    s->on_close = on_close;
+    s->close_arg = arg;
+}
+
+void sched_kick(sched *s)
+{
+    schedule(s);
+}
+
+bool sched_stopping(const sched *s)
+{
+    return s->phase > 0;
 }
 
 /* ========================================================================
@@ -764,6 +1032,8 @@ static void close_all(sched *s)
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         if (!uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
+    if (s->on_close)
+        s->on_close(s->close_arg);
     if (s->on_drained)
         s->on_drained(s->hook_arg);
 }
@@ -782,8 +1052,8 @@ static void drain_check(sched *s)
 {
     if (s->phase < 2 || s->phase >= 4 || !workers_idle(s))
         return;
-    for (int i = 0; i < s->nq; i++)
-        if (s->qs[i].n)
+    for (vq *q = s->qs; q; q = q->next)
+        if (q->n)
             return;
     pthread_mutex_lock(&s->inbox_mu);
     bool pending = s->inbox || s->done;
@@ -812,11 +1082,11 @@ static void on_grace_over(uv_timer_t *t)
     sched *s = t->loop->data;
     s->phase = 3;
     long dropped = 0;
-    for (int i = 0; i < s->nq; i++)
-        while (s->qs[i].n) {
-            fail_job(s, s->qs[i].items[0].job, SCHED_SHUTDOWN,
+    for (vq *q = s->qs; q; q = q->next)
+        while (q->n) {
+            dropped += !q->shadow;
+            fail_job(s, q->items[0].job, SCHED_SHUTDOWN,
                      "the server is shutting down (shutdown_grace_ms is over)");
-            dropped++;
         }
     if (dropped)
         log_msg(CFG_LOG_WARN, "shutdown: grace period over: %ld queued requests answered 503",
@@ -834,6 +1104,10 @@ static void start_draining(sched *s)
         s->on_drain_start(s->hook_arg);
     log_msg(CFG_LOG_INFO, "shutdown: not admitting; draining %ld in-flight requests (grace %d ms)",
             atomic_load(&s->inflight_total), s->cfg->shutdown_grace_ms);
+    /* shadow runs have no client waiting: they are dropped, not drained */
+    for (vq *q = s->qs; q; q = q->next)
+        while (q->shadow && q->n)
+            fail_job(s, q->items[0].job, SCHED_SHUTDOWN, "shutting down");
     uv_timer_stop(&s->drain_timer);
     uv_timer_start(&s->drain_timer, on_grace_over, (uint64_t)s->cfg->shutdown_grace_ms, 0);
     schedule(s);
@@ -887,27 +1161,13 @@ mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, m
     s->cfg = cfg;
     s->models = models;
     pthread_mutex_init(&s->inbox_mu, NULL);
-    int nq = 0;
-    for (int i = 0; i < models->nmodels; i++)
-        nq += models->models[i].nvariants;
-    s->qs = calloc(nq > 0 ? (size_t)nq : 1, sizeof *s->qs);
-    s->inflight = calloc(models->nmodels > 0 ? (size_t)models->nmodels : 1, sizeof *s->inflight);
     int nw = cfg->engine_workers > 0 ? cfg->engine_workers : 1;
     s->workers = calloc((size_t)nw, sizeof *s->workers);
-    if (!s->qs || !s->inflight || !s->workers) {
+    if (!s->workers) {
         sched_destroy(s);
         return mt_fail(err, MT_ENOMEM, "out of memory");
     }
-    for (int i = 0; i < models->nmodels; i++)
-        for (int k = 0; k < models->models[i].nvariants; k++) {
-            vq *q = &s->qs[s->nq++];
-            q->m = &models->models[i];
-            q->v = &q->m->variants[k];
-            q->v->sched_q = q;
-        }
     if (uv_loop_init(&s->loop) != 0) {
-        free(s->qs);
-        free(s->inflight);
         free(s->workers);
         pthread_mutex_destroy(&s->inbox_mu);
         free(s);
@@ -967,18 +1227,25 @@ void sched_destroy(sched *s)
         while (s->done) {
             batch *b = s->done;
             s->done = b->next;
+            b->q->running--;
+            srv_variant_unref(b->q->v);
             batch_free(b);
         }
         int rc = uv_loop_close(&s->loop);
         if (rc != 0)
             log_msg(CFG_LOG_WARN, "uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
     }
-    for (int i = 0; i < s->nq; i++) {
-        free(s->qs[i].items);
-        s->qs[i].v->sched_q = NULL;
+    while (s->qs) {
+        vq *q = s->qs;
+        s->qs = q->next;
+        if (q->shadow)
+            q->v->shadow_q = NULL;
+        else
+            q->v->sched_q = NULL;
+        free(q->items);
+        srv_variant_unref(q->v);
+        free(q);
     }
-    free(s->qs);
-    free(s->inflight);
     free(s->workers);
     pthread_mutex_destroy(&s->inbox_mu);
     free(s);

@@ -47,6 +47,12 @@ struct sched_job {
     uint64_t deadline;  /* uv_hrtime() ns; 0: none */
     int fd;             /* client socket to watch for a disconnect; -1: none */
     void *owner;        /* the submitter's (the HTTP connection) */
+    bool shadowable;    /* a client request: may be also run on the reference (shadow) */
+    /* Set: not texts but a control request (admin, compare): the loop
+     * calls it instead of queueing the job, and whoever it hands the job
+     * to ends it with sched_job_end. */
+    void (*control)(sched *s, sched_job *j);
+    void *control_arg;
     /* Called on the loop thread once, when the job has ended either way. */
     void (*on_done)(sched_job *j);
     /* Called when the last reference goes: frees the job's memory. */
@@ -64,11 +70,13 @@ struct sched_job {
     int queued, running; /* texts waiting, texts in a running batch */
     bool ended, cancel;
     void *watch;         /* uv_poll_t on fd while queued or running */
+    void *q;             /* the queue its texts wait in */
     sched_job *next;     /* inbox link */
 };
 
 /* Creates the scheduler and its loop on the calling thread (which then runs
- * sched_run), and starts the engine workers. */
+ * sched_run), and starts the engine workers. Queues are made per build as
+ * requests for it arrive, and dropped once the build is retired and idle. */
 mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, mt_err *err);
 /* Runs the loop until a shutdown (SIGTERM/SIGINT or sched_stop) has drained.
  * Returns 0 when everything admitted was answered. */
@@ -97,11 +105,30 @@ void sched_release(sched *s, srv_model *m);
 void sched_job_ref(sched_job *j);
 void sched_job_unref(sched_job *j);
 
+/* Loop thread: ends a control job (or fails it with r and msg when r is
+ * not SCHED_OK), which resumes its connection. */
+void sched_job_end(sched *s, sched_job *j, sched_result r, const char *msg);
+/* Loop thread: queues a job of texts made by a control job (compare). */
+void sched_enqueue(sched *s, sched_job *j);
+
+/* The loop, for modules that add handles to it (server/reload.c), and a
+ * hook called (on the loop) when the loop begins to close, so that they
+ * close theirs. */
+struct uv_loop_s *sched_loop(sched *s);
+void sched_set_close_hook(sched *s, void (*on_close)(void *), void *arg);
+/* Loop thread: decide again now (dispatch due batches, free the queues of
+ * retired builds); after a swap. */
+void sched_kick(sched *s);
+/* Whether a shutdown has begun (the loop's view; loop thread). */
+bool sched_stopping(const sched *s);
+
 bool sched_draining(const sched *s);
 /* Requests admitted and not yet released (the inflight gauge). */
 long sched_inflight(const sched *s, const srv_model *m);
-/* Texts queued (not yet in a batch) for a variant. */
+/* Texts queued (not yet in a batch) for a build. */
 long sched_queue_depth(const sched *s, const srv_variant *v);
+/* Shadow texts queued for the reference, per model (the loop's count). */
+long sched_shadow_depth(const sched *s, const srv_model *m);
 
 const char *sched_result_name(sched_result r);
 

@@ -11,11 +11,13 @@ cd "$(dirname "$0")/.."
 DEBIAN_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
   libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libdnnl-dev
-  libb64-0d openssl prometheus wrk
+  libb64-0d openssl prometheus wrk chromium fonts-dejavu-core
 )
 # libb64-0d: perf_analyzer (from the tritonclient wheel) links it;
 # openssl: the TLS test makes a throwaway certificate; prometheus: promtool
-# checks /metrics; wrk: a second load generator for make bench-server.
+# checks /metrics; wrk: a second load generator for make bench-server;
+# chromium (+ a font): the A/B page test renders GET /ab headless and keeps
+# a screenshot (build/test-artifacts/ab-page.png).
 
 missing=()
 for p in "${DEBIAN_PKGS[@]}"; do

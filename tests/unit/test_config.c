@@ -122,6 +122,83 @@ START_TEST(config_listen_parses_v4_v6_and_port_only)
 }
 END_TEST
 
+START_TEST(config_example_configs_load)
+{
+    static const char *const files[] = {"config/ab-split.json", "config/shadow.json",
+                                         "config/cpu-only.json"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        cfg_config *c;
+        mt_err err;
+        ck_assert_msg(cfg_load(files[i], &c, &err) == MT_OK, "%s", err.msg);
+        cfg_free(c);
+    }
+}
+END_TEST
+
+#define VAR(n, p) "{\"name\":\"" n "\",\"precision\":\"" p "\"}"
+
+START_TEST(config_reference_names_a_variant_or_makes_one)
+{
+    const char *t = "{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "int8")
+                    "," VAR("b", "fp32") "],\"reference\":{\"variant\":\"b\",\"shadow_rate\":0.5}}]}";
+    cfg_config *c;
+    mt_err err;
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->models[0].reference, 1);
+    ck_assert(c->models[0].shadow_rate == 0.5);
+    cfg_free(c);
+    t = "{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "int8")
+        "],\"reference\":{\"precision\":\"fp32\"}}]}";
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->models[0].nvariants, 2);
+    ck_assert_int_eq(c->models[0].reference, 1);
+    ck_assert_str_eq(c->models[0].variants[1].name, "reference");
+    ck_assert(c->models[0].variants[1].traffic == 0 && c->models[0].variants[1].is_reference);
+    cfg_free(c);
+}
+END_TEST
+
+START_TEST(config_rejects_hot_switch_mistakes_naming_the_field)
+{
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "fp32")
+                 "],\"reference\":{\"variant\":\"zz\"}}]}",
+                 "models[0].reference.variant: no variant named \"zz\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "fp32")
+                 "],\"reference\":{\"variant\":\"a\",\"precision\":\"fp32\"}}]}",
+                 "models[0].reference: set either");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "fp32")
+                 "],\"reference\":{\"precision\":\"int4\"}}]}",
+                 "models[0].reference.precision: unknown precision");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":["
+                 "{\"name\":\"a\",\"precision\":\"int8\",\"drift_floor\":0.9}]}]}",
+                 "models[0].variants[0].drift_floor: needs models[].reference");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":["
+                 "{\"name\":\"a\",\"precision\":\"int8\",\"gate\":{\"min_cosine\":0.9}}]}]}",
+                 "models[0].variants[0].gate.probes: required field is missing");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[" VAR("a", "fp32")
+                 "],\"reference\":{\"variant\":\"a\",\"shadow_rate\":2}}]}",
+                 "models[0].reference.shadow_rate: 2 is out of range");
+    expect_error("{\"server\":{\"reload_debounce_ms\":-1},\"models\":[" MODEL_OK "]}",
+                 "server.reload_debounce_ms");
+}
+END_TEST
+
+START_TEST(config_same_build_ignores_live_settings)
+{
+    cfg_variant a = {.name = "a", .precision = MT_PREC_INT8, .calibration = "absmax",
+                     .traffic = 10};
+    cfg_variant b = a;
+    b.traffic = 90;
+    b.drift_floor = 0.5;
+    ck_assert(cfg_variant_same_build(&a, &b));
+    b.precision = MT_PREC_FP8;
+    ck_assert(!cfg_variant_same_build(&a, &b));
+    b = a;
+    strcpy(b.weights, "q.safetensors");
+    ck_assert(!cfg_variant_same_build(&a, &b));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -132,6 +209,10 @@ int main(void)
     tcase_add_test(tc, config_rejects_each_kind_of_mistake);
     tcase_add_test(tc, config_missing_file_names_the_path);
     tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
+    tcase_add_test(tc, config_example_configs_load);
+    tcase_add_test(tc, config_reference_names_a_variant_or_makes_one);
+    tcase_add_test(tc, config_rejects_hot_switch_mistakes_naming_the_field);
+    tcase_add_test(tc, config_same_build_ignores_live_settings);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
