@@ -6,9 +6,9 @@
 # 2. builds the ONNX graph of the model from model.safetensors (tools/export-onnx.py),
 #    checked against the committed sentence-transformers vectors
 # 3. runs the peer (bench/peer_ort.py), which also writes the exact token ids it used
-# 4. runs `mantissa bench` on those ids
-# 5. prints a markdown table with the ratio, and writes it (plus the raw JSON)
-#    to bench/results/cpu-fp32-<date>.md when SAVE=1
+# 4. runs `mantissa bench` on those ids for each precision of config/precisions.json
+# 5. prints a markdown table per precision with the ratios, and writes it (plus
+#    the raw JSON) to bench/results/cpu-precisions-<date>.md when SAVE=1
 #
 # Environment: BUILD (build/release), PYTHON (.venv/bin/python), SECONDS_PER_POINT (3).
 set -euo pipefail
@@ -25,20 +25,25 @@ if [ ! -s "$OUTDIR/minilm.onnx" ] || [ "$OUTDIR/minilm.onnx" -ot "$MODEL/model.s
   "$PY" tools/export-onnx.py "$OUTDIR/minilm.onnx" --model "$MODEL" >&2
 fi
 
-echo "bench: peer (ONNX Runtime, FP32) ..." >&2
-"$PY" bench/peer_ort.py "$OUTDIR/minilm.onnx" "$MODEL" --min-time "$SECS" \
+echo "bench: peer (ONNX Runtime, FP32 and dynamic INT8) ..." >&2
+"$PY" bench/peer_ort.py "$OUTDIR/minilm.onnx" "$MODEL" --int8 --min-time "$SECS" \
   --dump-ids "$OUTDIR/ids.json" > "$OUTDIR/peer.json"
-echo "bench: mantissa (FP32) ..." >&2
-"$BUILD/mantissa" bench --config config/mantissa.json --model minilm@fp32 \
-  --ids "$OUTDIR/ids.json" --batch 1,32 --seconds "$SECS" > "$OUTDIR/mantissa.json"
+# every precision variant of config/precisions.json, one after the other
+: > "$OUTDIR/mantissa.jsonl"
+for v in fp32 fp16 bf16 int8 fp8; do
+  echo "bench: mantissa ($v) ..." >&2
+  "$BUILD/mantissa" bench --config config/precisions.json --model "minilm@$v" \
+    --ids "$OUTDIR/ids.json" --batch 1,32 --seconds "$SECS" >> "$OUTDIR/mantissa.jsonl"
+done
 
-report=$("$PY" - "$OUTDIR/peer.json" "$OUTDIR/mantissa.json" "$SECS" <<'PY'
+report=$("$PY" - "$OUTDIR/peer.json" "$OUTDIR/mantissa.jsonl" "$SECS" <<'PY'
 import json, sys, platform, subprocess, datetime
 peer = json.load(open(sys.argv[1]))
-ours = json.load(open(sys.argv[2]))
-res = {r["batch"]: r["sentences_per_s"] for r in ours["results"]}
+runs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+ours = runs[0]
+res = {(r["precision"], x["batch"]): x["sentences_per_s"] for r in runs for x in r["results"]}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print("# CPU throughput, FP32: Mantissa vs ONNX Runtime\n")
+print("# CPU throughput per precision: Mantissa vs ONNX Runtime\n")
 print("- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
 print("- machine: %s, %d threads used by each side" % (cpu, ours["threads"]))
 print("- command: `make bench` (bench/cpu.sh)")
@@ -46,17 +51,24 @@ print("- inputs: 32 sequences of 128 token ids (%s); the same ids for both" % pe
 print("- peer: onnxruntime %s, graph from tools/export-onnx.py%s" % (peer.get("version", "?"),
       ", fused by onnxruntime.transformers.optimizer" if peer.get("fused", True) else ""))
 print("- timing: median run time after warm-up, >= %s s per point, both sides\n" % sys.argv[3])
-print("| batch | mantissa sentences/s | onnxruntime sentences/s | ratio |")
-print("| --- | --- | --- | --- |")
+print("| batch | precision | mantissa sentences/s | x mantissa fp32 | onnxruntime sentences/s (fp32 / dynamic int8) | mantissa / onnxruntime same precision |")
+print("| --- | --- | --- | --- | --- | --- |")
 for b, key in ((1, "batch1_sps"), (32, "batch32_sps")):
-    p = peer["fp32"][key]
-    print("| %d | %.1f | %.1f | %.2fx |" % (b, res[b], p, res[b] / p))
-print("\nraw: mantissa %s\n\nraw: peer %s" % (json.dumps(ours), json.dumps(peer)))
+    for prec in ("fp32", "fp16", "bf16", "int8", "fp8"):
+        if (prec, b) not in res:
+            continue
+        ours_s = res[(prec, b)]
+        peer_s = peer.get(prec, {}).get(key)
+        print("| %d | %s | %.1f | %.2fx | %s | %s |" % (
+            b, prec, ours_s, ours_s / res[("fp32", b)],
+            "%.1f" % peer_s if peer_s else "-",
+            "%.2fx" % (ours_s / peer_s) if peer_s else "-"))
+print("\nraw: mantissa %s\n\nraw: peer %s" % (json.dumps(runs), json.dumps(peer)))
 PY
 )
 echo "$report"
 if [ "${SAVE:-0}" = 1 ]; then
-  f="bench/results/cpu-fp32-$(date -u +%Y-%m-%d).md"
+  f="bench/results/cpu-precisions-$(date -u +%Y-%m-%d).md"
   echo "$report" > "$f"
   echo "bench: wrote $f" >&2
 fi

@@ -69,6 +69,11 @@ typedef struct mt_backend_ops {
                                const void *data, const float *scales, mt_weight **out,
                                mt_err *err);
     void (*weight_destroy)(mt_backend *be, mt_weight *w);
+    /* Optional (NULL where unsupported): activation smoothing (SmoothQuant)
+     * for an int8 weight quantized from W diag(s): every GEMM with w then
+     * quantizes its input times inv_s (k floats, host memory, copied). */
+    mt_status (*weight_set_input_scale)(mt_backend *be, mt_weight *w, const float *inv_s,
+                                        mt_err *err);
 
     /* ---- ops (all buffers backend memory) -------------------------- */
     /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */

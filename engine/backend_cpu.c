@@ -1,9 +1,13 @@
 /* backend_cpu.c: the CPU implementation of the backend table (backend.h).
  *
- * GEMMs go to oneDNN's sgemm (JIT kernels for AVX2/AVX-512/AMX, threaded
+ * FP32 GEMMs go to oneDNN's sgemm (JIT kernels for AVX2/AVX-512/AMX, threaded
  * with the same OpenMP pool as our own kernels, so the two never fight over
- * cores); the rest to the OpenMP kernels in kernels/cpu/ops.c. FP32 weights are copied out of the model
- * file into aligned host memory.
+ * cores); FP16, BF16, FP8 and INT8 weights to kernels/cpu/qgemm.c; the rest
+ * to the OpenMP kernels in kernels/cpu/ops.c. Weights are copied out of the
+ * model file into aligned host memory in the quant.h layout (INT8 also gets
+ * qgemm's oneDNN matmul object, which reads those codes in place, or keeps
+ * a reordered copy where its kernel needs one). TF32 is a GPU mode and is
+ * refused here.
  */
 #include "engine/backend.h"
 
@@ -14,6 +18,7 @@
 
 #include "engine/quant.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/qgemm.h"
 
 static const char *const prec_names[MT_PREC_COUNT] = {
     [MT_PREC_FP32] = "fp32", [MT_PREC_TF32] = "tf32", [MT_PREC_FP16] = "fp16",
@@ -44,7 +49,8 @@ static void cpu_destroy(mt_backend *be)
 
 static bool cpu_supports(const mt_backend *be, mt_precision p)
 {
-    return p == MT_PREC_FP32;
+    return p == MT_PREC_FP32 || p == MT_PREC_FP16 || p == MT_PREC_BF16 || p == MT_PREC_INT8 ||
+           p == MT_PREC_FP8;
 }
 
 /* 64-byte aligned so vector loads never split cache lines. */
@@ -65,6 +71,24 @@ static mt_status cpu_copy(mt_backend *be, void *dst, const void *src, size_t byt
     return MT_OK;
 }
 
+/* What the CPU backend keeps of a weight: the public part (data and scales
+ * in the quant.h layout), and for INT8 the qgemm object with the matmul
+ * primitives, which borrows data and scales. */
+typedef struct {
+    mt_weight pub;
+    kc_s8_weight *s8;
+} cpu_weight;
+
+/* A qgemm status as an mt_status with a message naming the shape. */
+static mt_status kc_fail(mt_err *err, int rc, const char *what, int m, int n, int k)
+{
+    if (rc == KC_ENOMEM)
+        return mt_fail(err, MT_ENOMEM, "out of memory in the %s GEMM (%dx%dx%d)", what, m, n, k);
+    if (rc == KC_EINVAL)
+        return mt_fail(err, MT_EINVAL, "bad arguments to the %s GEMM (%dx%dx%d)", what, m, n, k);
+    return mt_fail(err, MT_EINTERNAL, "oneDNN failed in the %s GEMM (%dx%dx%d)", what, m, n, k);
+}
+
 static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int k,
                                    const void *data, const float *scales, mt_weight **out,
                                    mt_err *err)
@@ -72,25 +96,49 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
     if (!cpu_supports(be, prec))
         return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the cpu backend",
                        mt_precision_name(prec));
-    mt_weight *wt = calloc(1, sizeof *wt);
+    if (n <= 0 || k <= 0 || !data || (mt_quant_has_scales(prec) && !scales))
+        return mt_fail(err, MT_EINVAL, "bad %s weight %dx%d%s", mt_precision_name(prec), n, k,
+                       mt_quant_has_scales(prec) && !scales ? " (no scales)" : "");
     size_t bytes = mt_quant_data_bytes(prec, n, k);
-    if (!wt || !(wt->data = cpu_alloc(be, bytes))) {
-        free(wt);
+    if (prec == MT_PREC_FP8 && kc_e4m3_has_nan(data, bytes))
+        return mt_fail(err, MT_EFORMAT, "fp8 weight %dx%d holds a NaN code", n, k);
+    cpu_weight *cw = calloc(1, sizeof *cw);
+    if (!cw)
+        return mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d weight", n, k);
+    mt_weight *wt = &cw->pub;
+    wt->prec = prec;
+    wt->n = n;
+    wt->k = k;
+    if (!(wt->data = cpu_alloc(be, bytes))) {
+        free(cw);
         return mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d weight", n, k);
     }
     memcpy(wt->data, data, bytes);
     if (mt_quant_has_scales(prec)) {
         if (!(wt->scales = malloc(sizeof(float) * (size_t)n))) {
             free(wt->data);
-            free(wt);
+            free(cw);
             return mt_fail(err, MT_ENOMEM, "out of memory for %d scales", n);
         }
         memcpy(wt->scales, scales, sizeof(float) * (size_t)n);
     }
-    wt->prec = prec;
-    wt->n = n;
-    wt->k = k;
     wt->bytes = mt_quant_total_bytes(prec, n, k);
+    if (prec == MT_PREC_INT8) {
+        /* in place: ->data keeps the quant.h layout that callers (and
+         * tests/unit/test_quant.c) read back, with no second copy; a
+         * blocked copy would be faster at small M (kernels/cpu/qgemm.h) */
+        int rc = kc_s8_weight_create(wt->data, wt->scales, n, k, false, &cw->s8);
+        if (rc != KC_OK) {
+            free(wt->data);
+            free(wt->scales);
+            free(cw);
+            return rc == KC_ENOMEM
+                       ? mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d int8 weight", n, k)
+                       : mt_fail(err, MT_EINTERNAL,
+                                 "oneDNN could not prepare a %dx%d int8 weight", n, k);
+        }
+        wt->bytes += kc_s8_weight_bytes(cw->s8);
+    }
     *out = wt;
     return MT_OK;
 }
@@ -99,9 +147,24 @@ static void cpu_weight_destroy(mt_backend *be, mt_weight *w)
 {
     if (!w)
         return;
+    cpu_weight *cw = (cpu_weight *)w;
+    kc_s8_weight_destroy(cw->s8); /* first: it borrows data and scales */
     free(w->data);
     free(w->scales);
-    free(w);
+    free(cw);
+}
+
+static mt_status cpu_weight_set_input_scale(mt_backend *be, mt_weight *w, const float *inv_s,
+                                            mt_err *err)
+{
+    cpu_weight *cw = (cpu_weight *)w;
+    if (w->prec != MT_PREC_INT8 || !cw->s8)
+        return mt_fail(err, MT_EUNSUPPORTED, "activation smoothing is for int8 weights only");
+    int rc = kc_s8_weight_set_smooth(cw->s8, inv_s);
+    if (rc != KC_OK)
+        return kc_fail(err, rc, "int8 smoothing", 0, w->n, w->k);
+    w->bytes += sizeof(float) * (size_t)w->k;
+    return MT_OK;
 }
 
 static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight *w,
@@ -109,14 +172,35 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
 {
     if (m <= 0)
         return MT_OK;
-    dnnl_status_t ds = dnnl_sgemm('N', 'T', m, w->n, w->k, 1.0f, x, w->k,
-                                  (const float *)w->data, w->k, 0.0f, y, w->n);
-    if (ds != dnnl_success)
-        return mt_fail(err, MT_EINTERNAL, "oneDNN sgemm failed (status %d) for %dx%dx%d", (int)ds,
-                       m, w->n, w->k);
-    if (bias || act != MT_ACT_NONE)
-        kc_bias_act(y, m, w->n, bias, act == MT_ACT_GELU);
-    return MT_OK;
+    const bool gelu = act == MT_ACT_GELU;
+    int rc;
+    switch (w->prec) {
+    case MT_PREC_FP32: {
+        dnnl_status_t ds = dnnl_sgemm('N', 'T', m, w->n, w->k, 1.0f, x, w->k,
+                                      (const float *)w->data, w->k, 0.0f, y, w->n);
+        if (ds != dnnl_success)
+            return mt_fail(err, MT_EINTERNAL, "oneDNN sgemm failed (status %d) for %dx%dx%d",
+                           (int)ds, m, w->n, w->k);
+        rc = kc_epilogue(y, m, w->n, NULL, NULL, bias, gelu);
+        break;
+    }
+    case MT_PREC_FP16:
+        rc = kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        break;
+    case MT_PREC_BF16:
+        rc = kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        break;
+    case MT_PREC_FP8:
+        rc = kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
+        break;
+    case MT_PREC_INT8:
+        rc = kc_gemm_s8(x, m, ((const cpu_weight *)w)->s8, bias, gelu, y);
+        break;
+    default:
+        return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the cpu backend",
+                       mt_precision_name(w->prec));
+    }
+    return rc == KC_OK ? MT_OK : kc_fail(err, rc, mt_precision_name(w->prec), m, w->n, w->k);
 }
 
 static mt_status cpu_embed(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
@@ -160,6 +244,7 @@ static const mt_backend_ops cpu_ops = {
     .download = cpu_copy,
     .weight_upload = cpu_weight_upload,
     .weight_destroy = cpu_weight_destroy,
+    .weight_set_input_scale = cpu_weight_set_input_scale,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
     .layernorm = cpu_layernorm,

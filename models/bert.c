@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/calib_text.h"
 #include "engine/jsonfile.h"
 #include "engine/quant.h"
 #include "engine/safetensors.h"
@@ -28,6 +29,8 @@ struct bert_model {
     mt_precision prec;
     mt_calib_opts calib;
     int prequant; /* weights come from a bert_save_quantized file */
+    float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
+    const float *smooth_stats; /* while loading int8: another model's act_max */
     tok_t *tok;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
     bert_layer *layer;
@@ -228,6 +231,45 @@ static void scale_name(const char *weight, char *out, size_t cap)
     snprintf(out, cap, "%s_scale", weight);
 }
 
+/* SmoothQuant's migration strength: s_j = max|x_j|^a / max|w_j|^(1-a). */
+#define SMOOTH_ALPHA 0.5
+#define GEMMS_PER_LAYER 4 /* qkv, attention output, intermediate, output */
+
+/* The smoothing factors of one GEMM input: activation outliers (a few
+ * hidden dimensions of BERT are 10-100x the others after LayerNorm) make
+ * per-token int8 scales coarse for every other dimension; dividing x by s
+ * per column and multiplying W's columns by s moves that range into the
+ * weights, which per-channel scales absorb better. */
+static void col_absmax(const float *w, int n, int k, float *colmax)
+{
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < k; j++) {
+            float a = fabsf(w[(size_t)r * k + j]);
+            colmax[j] = a > colmax[j] ? a : colmax[j];
+        }
+}
+
+/* s from the activation maxima and the weight's column maxima (in place). */
+static void smooth_finish(const float *act_max, float *s, int k)
+{
+    for (int j = 0; j < k; j++) {
+        double a = act_max[j] > 1e-5f ? act_max[j] : 1e-5, b = s[j] > 1e-5f ? s[j] : 1e-5;
+        s[j] = (float)(pow(a, SMOOTH_ALPHA) / pow(b, 1.0 - SMOOTH_ALPHA));
+    }
+}
+
+static void smooth_factors(const float *act_max, const float *w, int n, int k, float *s)
+{
+    memset(s, 0, sizeof(float) * (size_t)k);
+    col_absmax(w, n, k, s);
+    smooth_finish(act_max, s, k);
+}
+
+static void smooth_name(const char *weight, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s_input_smooth", weight);
+}
+
 /* Loads one GEMM weight made of nparts tensors stacked along the output
  * dimension (parts of rows[i] x k each; QKV is three parts), and places it
  * in the backend in the variant's precision. From an FP32 file it packs then
@@ -235,7 +277,8 @@ static void scale_name(const char *weight, char *out, size_t cap)
  * the same as quantizing each part); from a pre-quantized file it packs the
  * stored codes and scales as they are, with no re-quantization. */
 static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *names,
-                           const int *rows, int nparts, int k, mt_weight **out, mt_err *err)
+                           const int *rows, int nparts, int k, const float *act_max,
+                           mt_weight **out, mt_err *err)
 {
     const mt_precision p = mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec);
     const st_dtype want = m->prequant ? prec_dtype(p) : ST_F32;
@@ -245,6 +288,7 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
         n += rows[i];
     const void *src[4];
     const float *ssrc[4] = {0};
+    float *smooth = NULL;
     for (int i = 0; i < nparts; i++) {
         const st_tensor *t = st_find(f, names[i]);
         if (!t)
@@ -301,15 +345,63 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
         data = packed;
         scales = pscales;
     }
+    char smn[192];
+    smooth_name(names[0], smn, sizeof smn);
+    if (m->prequant && st_find(f, smn)) {
+        const float *fs;
+        if ((st = find_f32(f, smn, k, 0, &fs, err)) != MT_OK)
+            goto done;
+        if (!(smooth = malloc(sizeof(float) * (size_t)k))) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+            goto done;
+        }
+        memcpy(smooth, fs, sizeof(float) * (size_t)k);
+    } else if (!m->prequant && act_max && p == MT_PREC_INT8) {
+        smooth = malloc(sizeof(float) * (size_t)k);
+        float *scaled = malloc(sizeof(float) * (size_t)n * k);
+        if (!smooth || !scaled) {
+            free(scaled);
+            st = mt_fail(err, MT_ENOMEM, "out of memory smoothing '%s'", names[0]);
+            goto done;
+        }
+        smooth_factors(act_max, data, n, k, smooth);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < k; j++)
+                scaled[(size_t)r * k + j] = ((const float *)data)[(size_t)r * k + j] * smooth[j];
+        free(packed);
+        packed = scaled;
+        data = scaled;
+    }
+    if (smooth && !m->be->ops->weight_set_input_scale) {
+        st = mt_fail(err, MT_EUNSUPPORTED, "%s: '%s' uses activation smoothing, which the %s "
+                     "backend does not support", st_path(f), names[0], m->be->device);
+        goto done;
+    }
     if (m->prequant)
         st = m->be->ops->weight_upload(m->be, p, n, k, data, scales, out, err);
     else
         st = mt_weight_create(m->be, data, n, k, p, &m->calib, out, err);
+    if (st == MT_OK && smooth) {
+        float *inv = malloc(sizeof(float) * (size_t)k);
+        if (!inv) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+        } else {
+            for (int j = 0; j < k; j++)
+                inv[j] = 1.0f / smooth[j];
+            st = m->be->ops->weight_set_input_scale(m->be, *out, inv, err);
+            free(inv);
+        }
+        if (st != MT_OK) {
+            m->be->ops->weight_destroy(m->be, *out);
+            *out = NULL;
+        }
+    }
     if (st != MT_OK)
         mt_prefix(err, st, "tensor '%s': ", names[0]);
     else
         m->gemm_bytes += (*out)->bytes;
 done:
+    free(smooth);
     free(packed);
     free(pscales);
     return st;
@@ -332,7 +424,9 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     snprintf(n3, sizeof n3, "%s.%d.attention.self.value.weight", p, l);
     const char *qkv_names[3] = {n1, n2, n3};
     const int qkv_rows[3] = {h, h, h};
-    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, &L->qkv, err)))
+    const int maxk = in > h ? in : h;
+    const float *sm = m->smooth_stats ? m->smooth_stats + (size_t)l * GEMMS_PER_LAYER * maxk : NULL;
+    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, &L->qkv, err)))
         return st;
     snprintf(n1, sizeof n1, "%s.%d.attention.self.query.bias", p, l);
     snprintf(n2, sizeof n2, "%s.%d.attention.self.key.bias", p, l);
@@ -367,7 +461,8 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
         snprintf(n1, sizeof n1, "%s.%d.%s", p, l, g[i].w);
         snprintf(n2, sizeof n2, "%s.%d.%s", p, l, g[i].b);
         const char *names[1] = {n1};
-        if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, g[i].wt, err)) ||
+        if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
+                            g[i].wt, err)) ||
             (st = load_vec(m, f, n2, g[i].n, g[i].bias, err)))
             return st;
     }
@@ -386,6 +481,36 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
             return st;
     }
     return MT_OK;
+}
+
+/* Per-column activation maxima of every GEMM input of dir's FP32 model on
+ * the built-in calibration text (engine/calib_text.c): the statistics that
+ * INT8 activation smoothing needs. *out: layers x 4 x max(h, i) floats. */
+static mt_status calibrate(const char *dir, mt_backend *be, int max_seq_len, float **out,
+                           mt_err *err)
+{
+    bert_model *ref;
+    bert_load_opts o = {.precision = MT_PREC_FP32, .max_seq_len = max_seq_len};
+    mt_status st = bert_load(dir, be, &o, &ref, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "calibration model: ");
+    const bert_config *c = &ref->cfg;
+    const int maxk = c->intermediate > c->hidden ? c->intermediate : c->hidden;
+    ref->act_max = calloc((size_t)c->layers * GEMMS_PER_LAYER * maxk, sizeof(float));
+    float *vec = malloc(sizeof(float) * 16 * (size_t)c->hidden);
+    if (!ref->act_max || !vec)
+        st = mt_fail(err, MT_ENOMEM, "out of memory while calibrating");
+    for (int i = 0; st == MT_OK && i < mt_calib_sentences_n; i += 16) {
+        int nb = mt_calib_sentences_n - i < 16 ? mt_calib_sentences_n - i : 16;
+        st = bert_embed_texts(ref, mt_calib_sentences + i, NULL, nb, vec, NULL, err);
+    }
+    free(vec);
+    if (st == MT_OK) {
+        *out = ref->act_max;
+        ref->act_max = NULL;
+    }
+    bert_free(ref);
+    return st;
 }
 
 /* A pre-quantized file says in its metadata how it was made; refuse one
@@ -426,6 +551,7 @@ mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
     m->prec = opts ? opts->precision : MT_PREC_FP32;
     m->calib = opts ? opts->calib : (mt_calib_opts){MT_CALIB_ABSMAX, 100.0};
     st_file *f = NULL;
+    float *stats = NULL;
     char path[4096];
     mt_status st = read_configs(dir, &m->cfg, err);
     if (st != MT_OK)
@@ -473,19 +599,30 @@ mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
         (st = load_vec(m, f, "embeddings.LayerNorm.bias", h, &m->emb_ln_b, err)))
         goto fail;
 
+    if (!m->prequant && mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec) == MT_PREC_INT8 &&
+        be->ops->weight_set_input_scale) {
+        if ((st = calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
+            goto fail;
+        m->smooth_stats = stats;
+    }
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
     if (!m->layer) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int l = 0; l < m->cfg.layers; l++)
-        if ((st = load_layer(m, f, l, err)) != MT_OK)
-            goto fail;
+    for (int l = 0; l < m->cfg.layers && st == MT_OK; l++)
+        st = load_layer(m, f, l, err);
+    free(stats);
+    stats = NULL;
+    m->smooth_stats = NULL;
+    if (st != MT_OK)
+        goto fail;
     st_close(f);
     *out = m;
     return MT_OK;
 
 fail:
+    free(stats);
     st_close(f);
     bert_free(m);
     return st;
@@ -516,6 +653,7 @@ void bert_free(bert_model *m)
         if (v[i])
             be->ops->free(be, v[i]);
     tok_free(m->tok);
+    free(m->act_max);
     free(m);
 }
 
@@ -528,6 +666,27 @@ size_t bert_resident_bytes(const bert_model *m) { return m->gemm_bytes + m->othe
 /* ========================================================================
  * forward
  * ====================================================================== */
+
+/* Calibration: the largest |value| per column of one GEMM's input (t, k),
+ * kept in m->act_max. Only runs while calibrating. */
+static mt_status record(bert_model *m, int l, int g, const float *x, int t, int k, mt_err *err)
+{
+    if (!m->act_max)
+        return MT_OK;
+    const int maxk = m->cfg.intermediate > m->cfg.hidden ? m->cfg.intermediate : m->cfg.hidden;
+    float *host = malloc(sizeof(float) * (size_t)t * k);
+    if (!host)
+        return mt_fail(err, MT_ENOMEM, "out of memory while calibrating");
+    mt_status st = m->be->ops->download(m->be, host, x, sizeof(float) * (size_t)t * k, err);
+    float *mx = m->act_max + ((size_t)l * GEMMS_PER_LAYER + g) * maxk;
+    for (int i = 0; st == MT_OK && i < t; i++)
+        for (int j = 0; j < k; j++) {
+            float a = fabsf(host[(size_t)i * k + j]);
+            mx[j] = a > mx[j] ? a : mx[j];
+        }
+    free(host);
+    return st;
+}
 
 /* Embeddings, then the first nlayers layers; then either pooling into out
  * (nseq, h) or, when pool is false, the hidden states into out (t, h). */
@@ -578,13 +737,17 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
     for (int l = 0; l < nlayers; l++) {
         const bert_layer *L = &m->layer[l];
         /* self-attention, then residual + LayerNorm */
-        if ((st = op->gemm(be, x, t, L->qkv, L->b_qkv, MT_ACT_NONE, qkv, err)) ||
+        if ((st = record(m, l, 0, x, t, h, err)) ||
+            (st = op->gemm(be, x, t, L->qkv, L->b_qkv, MT_ACT_NONE, qkv, err)) ||
             (st = op->attention(be, qkv, d_off, nseq, c->heads, h / c->heads, ctx, err)) ||
+            (st = record(m, l, 1, ctx, t, h, err)) ||
             (st = op->gemm(be, ctx, t, L->attn_out, L->b_attn_out, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln1_g, L->ln1_b, t, h, c->eps, x, err)))
             goto done;
         /* MLP, then residual + LayerNorm */
-        if ((st = op->gemm(be, x, t, L->inter, L->b_inter, MT_ACT_GELU, mid, err)) ||
+        if ((st = record(m, l, 2, x, t, h, err)) ||
+            (st = op->gemm(be, x, t, L->inter, L->b_inter, MT_ACT_GELU, mid, err)) ||
+            (st = record(m, l, 3, mid, t, in, err)) ||
             (st = op->gemm(be, mid, t, L->out, L->b_out, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln2_g, L->ln2_b, t, h, c->eps, x, err)))
             goto done;
@@ -658,6 +821,32 @@ done:
  * saving a quantized model
  * ====================================================================== */
 
+/* Layer and GEMM slot (0 qkv, 1 attention output, 2 intermediate, 3
+ * output) of an encoder GEMM weight's name; false for other tensors. */
+static bool gemm_slot(const char *name, int *layer, int *g)
+{
+    static const struct {
+        const char *suffix;
+        int g;
+    } slots[] = {
+        {"attention.self.query.weight", 0}, {"attention.self.key.weight", 0},
+        {"attention.self.value.weight", 0}, {"attention.output.dense.weight", 1},
+        {"intermediate.dense.weight", 2},   {"output.dense.weight", 3},
+    };
+    int l, at = 0;
+    if (!strncmp(name, "bert.", 5))
+        name += 5;
+    if (sscanf(name, "encoder.layer.%d.%n", &l, &at) != 1 || at == 0 || l < 0)
+        return false;
+    for (size_t i = 0; i < sizeof slots / sizeof *slots; i++)
+        if (!strcmp(name + at, slots[i].suffix)) {
+            *layer = l;
+            *g = slots[i].g;
+            return true;
+        }
+    return false;
+}
+
 /* Whether a tensor of the HF BERT file is one of the encoder's GEMM weights
  * (the only tensors the op policy lets take a low precision). */
 static bool is_gemm_weight(const char *name)
@@ -702,11 +891,45 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
     if (st != MT_OK)
         return st;
     size_t n = st_count(f), no = 0;
-    out_tensor *o = calloc(2 * n, sizeof *o);
+    out_tensor *o = calloc(3 * n, sizeof *o);
     char (*names)[160] = calloc(n, sizeof *names);
-    if (!o || !names) {
+    char (*snames)[192] = calloc(n, sizeof *snames);
+    float *stats = NULL, *smooth = NULL; /* per (layer, gemm): act maxima, then factors */
+    bert_config cfg;
+    int maxk = 0;
+    if (!o || !names || !snames) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
         goto done;
+    }
+    /* INT8 is smoothed as bert_load smooths it on the CPU backend */
+    if (p == MT_PREC_INT8) {
+        mt_backend *cpu;
+        if ((st = read_configs(dir, &cfg, err)) != MT_OK ||
+            (st = mt_backend_cpu_create(0, &cpu, err)) != MT_OK)
+            goto done;
+        st = calibrate(dir, cpu, cfg.max_seq_len, &stats, err);
+        mt_backend_destroy(cpu);
+        if (st != MT_OK)
+            goto done;
+        maxk = cfg.intermediate > cfg.hidden ? cfg.intermediate : cfg.hidden;
+        if (!(smooth = calloc((size_t)cfg.layers * GEMMS_PER_LAYER * maxk, sizeof(float)))) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+            goto done;
+        }
+        /* weight column maxima per slot (QKV: the three together), then s */
+        for (size_t i = 0; i < n; i++) {
+            const st_tensor *t = st_get(f, i);
+            int l, g;
+            if (!gemm_slot(t->name, &l, &g) || l >= cfg.layers || t->dtype != ST_F32 || t->ndim != 2)
+                continue;
+            col_absmax(t->data, (int)t->shape[0], (int)t->shape[1],
+                       smooth + ((size_t)l * GEMMS_PER_LAYER + g) * maxk);
+        }
+        for (int l = 0; l < cfg.layers; l++)
+            for (int g = 0; g < GEMMS_PER_LAYER; g++) {
+                size_t off = ((size_t)l * GEMMS_PER_LAYER + g) * maxk;
+                smooth_finish(stats + off, smooth + off, g == 3 ? cfg.intermediate : cfg.hidden);
+            }
     }
     for (size_t i = 0; i < n && st == MT_OK; i++) {
         const st_tensor *t = st_get(f, i);
@@ -718,7 +941,24 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             st = mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is not a 2-D F32 weight", path, t->name);
             break;
         }
-        int rows = (int)t->shape[0], cols = (int)t->shape[1];
+        int rows = (int)t->shape[0], cols = (int)t->shape[1], l, g;
+        const float *wsrc = t->data;
+        float *scaled = NULL;
+        if (smooth && gemm_slot(t->name, &l, &g) && l < cfg.layers) {
+            const float *sv = smooth + ((size_t)l * GEMMS_PER_LAYER + g) * maxk;
+            if (!(scaled = malloc(sizeof(float) * (size_t)rows * cols))) {
+                st = mt_fail(err, MT_ENOMEM, "out of memory");
+                break;
+            }
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < cols; j++)
+                    scaled[(size_t)r * cols + j] = wsrc[(size_t)r * cols + j] * sv[j];
+            wsrc = scaled;
+            smooth_name(t->name, snames[i], sizeof snames[i]);
+            o[no].t = (st_tensor){.name = snames[i], .dtype = ST_F32, .ndim = 1, .shape = {cols},
+                                  .data = sv, .nbytes = sizeof(float) * (size_t)cols};
+            no++;
+        }
         void *q = malloc(mt_quant_data_bytes(p, rows, cols));
         float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)rows) : NULL;
         o[no].owned = q;
@@ -727,7 +967,9 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             st = mt_fail(err, MT_ENOMEM, "out of memory");
             break;
         }
-        if ((st = mt_quantize(t->data, rows, cols, p, calib, q, sc, err)) != MT_OK) {
+        st = mt_quantize(wsrc, rows, cols, p, calib, q, sc, err);
+        free(scaled);
+        if (st != MT_OK) {
             free(sc);
             mt_prefix(err, st, "%s: tensor '%s': ", path, t->name);
             break;
@@ -770,10 +1012,13 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
     }
 done:
     if (o)
-        for (size_t i = 0; i < 2 * n; i++)
+        for (size_t i = 0; i < 3 * n; i++)
             free(o[i].owned);
     free(o);
     free(names);
+    free(snames);
+    free(stats);
+    free(smooth);
     st_close(f);
     return st;
 }

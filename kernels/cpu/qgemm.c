@@ -1,0 +1,724 @@
+/* qgemm.c: the CPU GEMMs for FP16, BF16, FP8 (E4M3) and INT8 resident
+ * weights (qgemm.h), and the epilogue all of them share.
+ *
+ * 16-bit and FP8 weights: "decode a panel, sgemm it". The output is cut
+ * into tiles of (MB rows of x) x (a panel of P rows of W); OpenMP threads
+ * take tiles, decode the tile's panel of W into their own FP32 scratch
+ * (P x k floats, about 192 KiB, or 16 rows when k is large; freed after the
+ * call: no FP32 copy of a weight outlives a call or exceeds that bound),
+ * multiply it with a single-threaded oneDNN sgemm (oneDNN runs sequentially
+ * inside a parallel region), and apply the epilogue to the tile while it is
+ * still in cache. Activations stay FP32, so the only error is the weight's
+ * own rounding.
+ *
+ * INT8 (W8A8): rows of x are quantized per token into an int8 scratch and
+ * multiplied by oneDNN's int8 matmul primitive (s8 x s8, int32 accumulation,
+ * f32 dst), which on this CPU picks the AMX brgemm kernel; the epilogue then
+ * applies token scale, channel scale, bias and GELU. The primitive reads
+ * the codes in place or from a blocked copy made once at creation (the
+ * caller chooses; qgemm.h has the measurements). How M (the token count, different in nearly every call) meets the
+ * primitive was measured with oneDNN 2.6 on Sapphire Rapids:
+ *   - DNNL_RUNTIME_DIM_VAL for M: oneDNN falls back to "ref_int8", about
+ *     1000x slower (runtime output scales likewise lose the brgemm kernel,
+ *     which is why the channel scales are applied in our epilogue);
+ *   - a primitive per exact M costs 0.3-0.9 ms to create, more than the
+ *     GEMM of a sentence, and a server sees a new M in most batches, so an
+ *     LRU keyed by M would mostly miss;
+ *   - brgemm is fastest on blocks of few rows: one core, N=1536 K=384,
+ *     M <= 128: ~1050 GOP/s; M = 256: ~540; M = 4096 in one call: ~300
+ *     (its f32 output no longer stays in L2).
+ * So M is cut into chunks of at most KC_S8_CHUNK = 128 rows, and a chunk's
+ * row count is rounded up to a multiple of 16 (AMX works on 16-row tiles
+ * anyway): the padded rows of the int8 input are zero, the chunk's result
+ * goes to a per-thread scratch (which stays in L2), and the epilogue writes
+ * its real rows into y. A weight thus needs at most 8 primitives (16, 32, ..., 128
+ * rows), made on first use under a mutex and kept until the weight is
+ * destroyed: a bounded cache that never needs to evict, shared by every
+ * thread calling the weight. All of them read the same codes in the same
+ * layout (checked as each is made). The threads take whole chunks inside a
+ * single parallel region (oneDNN runs a primitive sequentially there), so a
+ * chunk is quantized, multiplied and finished in one core's cache and a call
+ * forks and joins once.
+ */
+#include "kernels/cpu/qgemm.h"
+
+#include <dnnl.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#define KC_QG_SIMD 1
+#endif
+
+#include "engine/numfmt.h"
+#include "kernels/cpu/ops.h"
+
+/* ------------------------------------------------------------------------
+ * epilogue
+ * ---------------------------------------------------------------------- */
+
+/* The epilogue on a block of rows, one thread: reads src (m, n; row stride
+ * lds), writes y (row stride ldy; may be src). Used on whole outputs by
+ * kc_epilogue, on tiles inside the panel GEMM's parallel region, and on
+ * INT8 chunks. */
+static void epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, int n,
+                     const float *cs, const float *rs, const float *bias, bool gelu)
+{
+    for (int r = 0; r < m; r++) {
+        const float *s = src + (size_t)r * lds;
+        float *o = y + (size_t)r * ldy;
+        const float t = rs ? rs[r] : 1.0f;
+        if (cs && bias)
+            for (int c = 0; c < n; c++)
+                o[c] = s[c] * cs[c] * t + bias[c];
+        else if (cs)
+            for (int c = 0; c < n; c++)
+                o[c] = s[c] * cs[c] * t;
+        else if (bias)
+            for (int c = 0; c < n; c++)
+                o[c] = s[c] * t + bias[c];
+        else if (rs || o != s)
+            for (int c = 0; c < n; c++)
+                o[c] = s[c] * t;
+        if (gelu)
+            kc_gelu(o, n);
+    }
+}
+
+/* Whole-output form of the epilogue, rows split over the OpenMP threads. */
+int kc_epilogue(float *y, int m, int n, const float *col_scale, const float *row_scale,
+                const float *bias, bool gelu)
+{
+    if (m < 0 || n < 0 || (!y && m > 0 && n > 0))
+        return KC_EINVAL;
+    if (m == 0 || n == 0 || (!col_scale && !row_scale && !bias && !gelu))
+        return KC_OK;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < m; r++)
+        epi_rows(y + (size_t)r * n, (size_t)n, y + (size_t)r * n, (size_t)n, 1, n, col_scale,
+                 row_scale ? row_scale + r : NULL, bias, gelu);
+    return KC_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * panel decoders: rows [r0, r0 + rows) of W (n, k) -> FP32 (rows, k)
+ * ---------------------------------------------------------------------- */
+
+typedef void (*panel_decode_fn)(const void *w, size_t first, size_t count, float *dst);
+
+/* IEEE half: F16C through engine/numfmt's array converter (exact). */
+static void dec_f16(const void *w, size_t first, size_t count, float *dst)
+{
+    nf_f16_to_f32_array((const uint16_t *)w + first, dst, count);
+}
+
+/* bfloat16: a 16-bit shift, also exact. */
+static void dec_bf16(const void *w, size_t first, size_t count, float *dst)
+{
+    nf_bf16_to_f32_array((const uint16_t *)w + first, dst, count);
+}
+
+/* E4M3 decoded to value / 256: the code's bits moved into an IEEE half
+ * (sign to bit 15, exponent and mantissa to bits 13..7) read as a half are
+ * exactly the E4M3 value times 2^-8, subnormals included, so one F16C
+ * conversion decodes 8 codes. The 256 goes into the sgemm's alpha (exact:
+ * a power of two). NaN codes would decode to 1.875 and are refused before
+ * any GEMM (kc_e4m3_has_nan). */
+static void dec_e4m3_div256(const void *w, size_t first, size_t count, float *dst)
+{
+    const uint8_t *src = (const uint8_t *)w + first;
+    size_t i = 0;
+#ifdef KC_QG_SIMD
+    const __m256i lowbits = _mm256_set1_epi16(0x7f), sign = _mm256_set1_epi16(0x80);
+    for (; i + 16 <= count; i += 16) {
+        __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + i)));
+        __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, lowbits), 7),
+                                    _mm256_slli_epi16(_mm256_and_si256(b, sign), 8));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+        _mm256_storeu_ps(dst + i + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
+    }
+#endif
+    for (; i < count; i++)
+        dst[i] = nf_e4m3_to_f32(src[i]) * (1.0f / 256.0f);
+}
+
+/* Upload-time guard: the F16C decoder above has no NaN, so NaN codes must
+ * never reach it. */
+bool kc_e4m3_has_nan(const uint8_t *w, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if ((w[i] & 0x7f) == 0x7f)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------------
+ * the panel GEMM
+ * ---------------------------------------------------------------------- */
+
+/* Tile sizes. A panel of P rows of W is decoded once per tile; MB rows of
+ * x share it. P keeps the FP32 panel near 192 KiB (it is reread by every
+ * row block of the sgemm, so it should sit in L2); MB bounds the tile of y
+ * the epilogue revisits. Small outputs get smaller panels so that both
+ * threads have tiles. */
+#define PANEL_BYTES (192 * 1024)
+#define PANEL_MIN 16
+#define PANEL_MAX 256
+#define TILE_M 256
+
+/* The panel height P for an (m, n, k) call: rows of W per decoded panel. */
+static int panel_rows(int n, int k, int m, int nthr)
+{
+    int p = PANEL_BYTES / (4 * (k > 0 ? k : 1));
+    p = p < PANEL_MIN ? PANEL_MIN : p > PANEL_MAX ? PANEL_MAX : p;
+    if (m <= TILE_M) {
+        /* one row block: split n so that each thread gets >= 2 panels */
+        int want = (n + 2 * nthr - 1) / (2 * nthr);
+        want = (want + 15) & ~15;
+        if (want < PANEL_MIN)
+            want = PANEL_MIN;
+        if (want < p)
+            p = want;
+    }
+    return p & ~15 ? p & ~15 : PANEL_MIN;
+}
+
+/* y (m, n) = alpha * x (m, k) . dec(W)^T, then the epilogue with col_scale,
+ * bias and gelu; W decoded by dec a panel at a time. */
+static int panel_gemm(const float *x, int m, const void *w, panel_decode_fn dec, int n, int k,
+                      float alpha, const float *col_scale, const float *bias, bool gelu,
+                      float *y)
+{
+    if (m < 0 || n < 0 || k < 0 || (m > 0 && n > 0 && (!y || !w || (k > 0 && !x))))
+        return KC_EINVAL;
+    if (m == 0 || n == 0)
+        return KC_OK;
+    if (k == 0) { /* an empty sum: y = epilogue(0) */
+        for (int r = 0; r < m; r++)
+            memset(y + (size_t)r * n, 0, sizeof(float) * (size_t)n);
+        return kc_epilogue(y, m, n, NULL, NULL, bias, gelu);
+    }
+    const int nthr = omp_get_max_threads();
+    const int P = panel_rows(n, k, m, nthr);
+    const int MB = m <= TILE_M ? m : TILE_M;
+    const int np = (n + P - 1) / P, nm = (m + MB - 1) / MB;
+    const long ntiles = (long)np * nm;
+    int failed = 0;
+
+#pragma omp parallel if (ntiles > 1)
+    {
+        float *panel = aligned_alloc(64, ((sizeof(float) * (size_t)P * k) + 63) & ~(size_t)63);
+        int have = -1; /* the panel now decoded in this thread's scratch */
+        /* row-block major: a thread's consecutive tiles share x's rows */
+#pragma omp for schedule(static)
+        for (long t = 0; t < ntiles; t++) {
+            const int mb = (int)(t / np), p = (int)(t % np);
+            const int r0 = p * P, rows = n - r0 < P ? n - r0 : P;
+            const int m0 = mb * MB, mm = m - m0 < MB ? m - m0 : MB;
+            if (!panel) {
+#pragma omp atomic write
+                failed = KC_ENOMEM;
+                continue;
+            }
+            if (p != have) {
+                dec(w, (size_t)r0 * k, (size_t)rows * k, panel);
+                have = p;
+            }
+            float *yt = y + (size_t)m0 * n + r0;
+            if (dnnl_sgemm('N', 'T', mm, rows, k, alpha, x + (size_t)m0 * k, k, panel, k, 0.0f,
+                           yt, n) != dnnl_success) {
+#pragma omp atomic write
+                failed = KC_EDNNL;
+                continue;
+            }
+            if (col_scale || bias || gelu)
+                epi_rows(yt, (size_t)n, yt, (size_t)n, mm, rows, col_scale ? col_scale + r0 : NULL,
+                         NULL, bias ? bias + r0 : NULL, gelu);
+        }
+        free(panel);
+    }
+    return failed;
+}
+
+/* FP16 weights: the panel GEMM with the F16C decoder. */
+int kc_gemm_f16(const float *x, int m, const uint16_t *w, int n, int k, const float *bias,
+                bool gelu, float *y)
+{
+    return panel_gemm(x, m, w, dec_f16, n, k, 1.0f, NULL, bias, gelu, y);
+}
+
+/* BF16 weights: the panel GEMM with the shift decoder. */
+int kc_gemm_bf16(const float *x, int m, const uint16_t *w, int n, int k, const float *bias,
+                 bool gelu, float *y)
+{
+    return panel_gemm(x, m, w, dec_bf16, n, k, 1.0f, NULL, bias, gelu, y);
+}
+
+/* FP8 weights: the panel GEMM with codes decoded to value / 256, alpha 256,
+ * and the channel scales as the epilogue's column scale. */
+int kc_gemm_fp8(const float *x, int m, const uint8_t *w, const float *scale, int n, int k,
+                const float *bias, bool gelu, float *y)
+{
+    if (!scale && n > 0)
+        return KC_EINVAL;
+    return panel_gemm(x, m, w, dec_e4m3_div256, n, k, 256.0f, scale, bias, gelu, y);
+}
+
+/* ------------------------------------------------------------------------
+ * INT8 W8A8
+ * ---------------------------------------------------------------------- */
+
+/* max |x[i]| over n floats; 4 vector accumulators so the compare chain
+ * does not serialise (the plain loop cannot be vectorised by the compiler
+ * without -ffast-math). A NaN may or may not propagate: such a row's
+ * result is garbage either way, but never a crash. */
+static float absmax(const float *x, int n)
+{
+    int i = 0;
+    float mx = 0.f;
+#ifdef KC_QG_SIMD
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm256_max_ps(m0, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i)));
+        m1 = _mm256_max_ps(m1, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 8)));
+        m2 = _mm256_max_ps(m2, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 16)));
+        m3 = _mm256_max_ps(m3, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 24)));
+    }
+    for (; i + 8 <= n; i += 8)
+        m0 = _mm256_max_ps(m0, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i)));
+    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    mx = _mm_cvtss_f32(h);
+#endif
+    for (; i < n; i++) {
+        float a = fabsf(x[i]);
+        mx = a > mx ? a : mx;
+    }
+    return mx;
+}
+
+/* Per-token quantization of m rows, one thread (kc_quantize_rows_s8 is the
+ * threaded form): the encoder is numfmt's, q = clamp(rne(x / s), +-127). */
+static void quant_rows(const float *x, int m, int k, int8_t *q, float *sx, const float *in_div,
+                       float *tmp)
+{
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * k;
+        if (in_div) { /* smoothing: the weight holds W diag(s), the activation x / s */
+            for (int j = 0; j < k; j++)
+                tmp[j] = xr[j] * in_div[j];
+            xr = tmp;
+        }
+        float s = absmax(xr, k) / 127.0f;
+        if (!(s > 0.f)) /* all zero (or too small to have a scale): codes 0, scale 1 */
+            s = 1.0f;
+        sx[r] = s;
+        nf_f32_to_i8_array(xr, q + (size_t)r * k, (size_t)k, s);
+    }
+}
+
+/* The threaded quantizer, for callers outside kc_gemm_s8 (and its tests). */
+int kc_quantize_rows_s8(const float *x, int m, int k, int8_t *q, float *sx)
+{
+    if (m < 0 || k < 0 || (m > 0 && (!sx || (k > 0 && (!x || !q)))))
+        return KC_EINVAL;
+#pragma omp parallel for schedule(static) if (m > 1)
+    for (int r = 0; r < m; r++)
+        quant_rows(x + (size_t)r * k, 1, k, q + (size_t)r * k, sx + r, NULL, NULL);
+    return KC_OK;
+}
+
+#define KC_S8_CHUNK 128
+static const int s8_buckets[] = {16, 32, 48, 64, 80, 96, 112, 128};
+#define S8_NBUCKET ((int)(sizeof s8_buckets / sizeof *s8_buckets))
+
+struct kc_s8_weight {
+    int n, k;
+    dnnl_engine_t eng;
+    dnnl_memory_desc_t wmd;  /* the layout the primitives read the codes in */
+    const int8_t *codes;     /* borrowed: (n, k) row-major */
+    const float *scale;      /* borrowed: n */
+    void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
+    float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
+    size_t wbytes;           /* its size */
+    char impl[64];
+    pthread_mutex_t mu; /* guards the three arrays below (each slot is written once) */
+    dnnl_primitive_t prim[S8_NBUCKET]; /* by bucket; NULL until first needed */
+    dnnl_memory_desc_t spmd[S8_NBUCKET]; /* each one's scratchpad */
+    size_t scratch[S8_NBUCKET];          /* and its size in bytes */
+};
+
+/* The bucket a chunk of rows runs as: the smallest bucket >= rows. */
+static int s8_bucket(int rows)
+{
+    int b = 0;
+    while (b < S8_NBUCKET - 1 && s8_buckets[b] < rows)
+        b++;
+    return b;
+}
+
+/* A matmul primitive descriptor for (rows, k) s8 x (k, n) s8 -> f32, the
+ * weights either in the given layout or (wmd NULL) in the one it prefers.
+ * Scratchpad is user-managed so that concurrent calls never share one. */
+static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memory_desc_t *wmd,
+                                dnnl_primitive_desc_t *pd)
+{
+    dnnl_memory_desc_t smd, wany, dmd;
+    dnnl_dims_t sd = {rows, w->k}, wd = {w->k, w->n}, dd = {rows, w->n};
+    dnnl_status_t st;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_matmul_desc_t md;
+    if ((st = dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_s8, dnnl_ab)) != dnnl_success ||
+        (st = dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any)) !=
+            dnnl_success ||
+        (st = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab)) != dnnl_success ||
+        (st = dnnl_matmul_desc_init(&md, &smd, wmd ? wmd : &wany, NULL, &dmd)) != dnnl_success ||
+        (st = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
+        (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
+            dnnl_success)
+        goto done;
+    st = dnnl_primitive_desc_create(pd, &md, attr, w->eng, NULL);
+done:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* Makes the primitive of bucket b from pd (which it takes over, and
+ * destroys), with its scratchpad's description. */
+static int s8_set_prim(kc_s8_weight *w, int b, dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    dnnl_primitive_t prim = NULL;
+    int rc = KC_EDNNL;
+    /* every bucket must read the one reordered copy of the weight */
+    if (wq && sp && dnnl_memory_desc_equal(wq, &w->wmd) &&
+        dnnl_primitive_create(&prim, pd) == dnnl_success) {
+        w->prim[b] = prim;
+        w->spmd[b] = *sp;
+        w->scratch[b] = dnnl_memory_desc_get_size(sp);
+        rc = KC_OK;
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* The primitive of bucket b, made on first use; concurrent callers wait on
+ * the weight's mutex while one of them makes it. */
+static int s8_get_prim(kc_s8_weight *w, int b, dnnl_primitive_t *prim)
+{
+    int rc = KC_OK;
+    pthread_mutex_lock(&w->mu);
+    if (!w->prim[b]) {
+        dnnl_primitive_desc_t pd;
+        if (s8_make_pd(w, s8_buckets[b], &w->wmd, &pd) != dnnl_success)
+            rc = KC_EDNNL;
+        else
+            rc = s8_set_prim(w, b, pd);
+    }
+    *prim = w->prim[b];
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Frees the primitives, the engine and the reordered codes (not the
+ * borrowed ones); also the cleanup of a half-made weight. */
+void kc_s8_weight_destroy(kc_s8_weight *w)
+{
+    if (!w)
+        return;
+    for (int b = 0; b < S8_NBUCKET; b++)
+        if (w->prim[b])
+            dnnl_primitive_destroy(w->prim[b]);
+    if (w->eng)
+        dnnl_engine_destroy(w->eng);
+    pthread_mutex_destroy(&w->mu);
+    free(w->wbuf);
+    free(w->in_div);
+    free(w);
+}
+
+/* Reorders W (n, k) row-major -- the (k, n) matrix the matmul multiplies,
+ * stored transposed ("ba") -- into w->wbuf in layout w->wmd. */
+static int s8_reorder_in(kc_s8_weight *w, const int8_t *codes)
+{
+    dnnl_memory_desc_t umd;
+    dnnl_dims_t wd = {w->k, w->n};
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_memory_t um = NULL, wm = NULL;
+    dnnl_stream_t s = NULL;
+    int rc = KC_EDNNL;
+    if (dnnl_memory_desc_init_by_tag(&umd, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+        dnnl_reorder_primitive_desc_create(&rpd, &umd, w->eng, &w->wmd, w->eng, NULL) !=
+            dnnl_success ||
+        dnnl_primitive_create(&r, rpd) != dnnl_success ||
+        dnnl_memory_create(&um, &umd, w->eng, (void *)codes) != dnnl_success ||
+        dnnl_memory_create(&wm, &w->wmd, w->eng, w->wbuf) != dnnl_success ||
+        dnnl_stream_create(&s, w->eng, dnnl_stream_default_flags) != dnnl_success)
+        goto done;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, um}, {DNNL_ARG_TO, wm}};
+    if (dnnl_primitive_execute(r, s, 2, args) == dnnl_success &&
+        dnnl_stream_wait(s) == dnnl_success)
+        rc = KC_OK;
+done:
+    if (s)
+        dnnl_stream_destroy(s);
+    if (um)
+        dnnl_memory_destroy(um);
+    if (wm)
+        dnnl_memory_destroy(wm);
+    if (r)
+        dnnl_primitive_destroy(r);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    return rc;
+}
+
+/* Upload: the engine, the full-chunk primitive, and the weight layout:
+ * the codes in place -- W (n, k) row-major is the (k, n) matrix the matmul
+ * multiplies, stored transposed ("ba") -- or reordered once into the
+ * blocked layout oneDNN prefers (see qgemm.h for when each is taken). */
+int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
+                        kc_s8_weight **out)
+{
+    if (!out)
+        return KC_EINVAL;
+    *out = NULL;
+    if (n <= 0 || k <= 0 || !codes || !scale)
+        return KC_EINVAL;
+    kc_s8_weight *w = calloc(1, sizeof *w);
+    if (!w)
+        return KC_ENOMEM;
+    w->n = n;
+    w->k = k;
+    w->codes = codes;
+    w->scale = scale;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w);
+        return KC_ENOMEM;
+    }
+    int rc = KC_EDNNL;
+    dnnl_primitive_desc_t pany = NULL, pplain = NULL;
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {k, n};
+    const char *impl = NULL;
+    char iany[sizeof w->impl];
+    if (dnnl_engine_create(&w->eng, dnnl_cpu, 0) != dnnl_success) {
+        w->eng = NULL;
+        goto fail;
+    }
+    if (dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+        s8_make_pd(w, KC_S8_CHUNK, NULL, &pany) != dnnl_success ||
+        dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        goto fail;
+    snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
+    if (!reorder && s8_make_pd(w, KC_S8_CHUNK, &plain, &pplain) == dnnl_success &&
+        dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl && !strcmp(impl, iany)) {
+        w->wmd = plain; /* in place */
+        snprintf(w->impl, sizeof w->impl, "%s", iany);
+        rc = s8_set_prim(w, S8_NBUCKET - 1, pplain);
+        pplain = NULL;
+        goto done;
+    }
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pany, dnnl_query_weights_md, 0);
+    if (!wq)
+        goto fail;
+    w->wmd = *wq;
+    snprintf(w->impl, sizeof w->impl, "%s", iany);
+    rc = s8_set_prim(w, S8_NBUCKET - 1, pany);
+    pany = NULL;
+    if (rc != KC_OK)
+        goto fail;
+    w->wbytes = dnnl_memory_desc_get_size(&w->wmd);
+    rc = KC_ENOMEM;
+    if (!(w->wbuf = aligned_alloc(64, (w->wbytes + 63) & ~(size_t)63)))
+        goto fail;
+    rc = s8_reorder_in(w, codes);
+done:
+    if (pany)
+        dnnl_primitive_desc_destroy(pany);
+    if (pplain)
+        dnnl_primitive_desc_destroy(pplain);
+    if (rc != KC_OK)
+        goto fail;
+    *out = w;
+    return KC_OK;
+fail:
+    if (pany)
+        dnnl_primitive_desc_destroy(pany);
+    if (pplain)
+        dnnl_primitive_desc_destroy(pplain);
+    kc_s8_weight_destroy(w);
+    return rc;
+}
+
+/* For the backend's honest ->bytes: what this object adds to the borrowed
+ * codes and scales (a reordered copy, when it made one). */
+int kc_s8_weight_set_smooth(kc_s8_weight *w, const float *in_div)
+{
+    if (!w || !in_div)
+        return KC_EINVAL;
+    float *d = malloc(sizeof(float) * (size_t)w->k);
+    if (!d)
+        return KC_ENOMEM;
+    memcpy(d, in_div, sizeof(float) * (size_t)w->k);
+    free(w->in_div);
+    w->in_div = d;
+    return KC_OK;
+}
+
+size_t kc_s8_weight_bytes(const kc_s8_weight *w)
+{
+    return w ? w->wbytes : 0;
+}
+
+/* Which kernel oneDNN chose, for logs and the benchmark. */
+const char *kc_s8_weight_impl(const kc_s8_weight *w)
+{
+    return w ? w->impl : "";
+}
+
+/* Runs bucket b's primitive on src (rows of int8 x) into dst (rows, n). */
+static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm, int rows,
+                   int8_t *src, float *dst, void *scratch)
+{
+    dnnl_memory_desc_t smd, dmd;
+    dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
+    dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
+    int rc = KC_EDNNL;
+    if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_s8, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab) != dnnl_success ||
+        dnnl_memory_create(&ms, &smd, w->eng, src) != dnnl_success ||
+        dnnl_memory_create(&mw, &w->wmd, w->eng, w->wbuf ? w->wbuf : (void *)w->codes) !=
+            dnnl_success ||
+        dnnl_memory_create(&md, &dmd, w->eng, dst) != dnnl_success ||
+        dnnl_memory_create(&msp, &w->spmd[b], w->eng, scratch) != dnnl_success)
+        goto done;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms},
+                               {DNNL_ARG_WEIGHTS, mw},
+                               {DNNL_ARG_DST, md},
+                               {DNNL_ARG_SCRATCHPAD, msp}};
+    if (dnnl_primitive_execute(prim, strm, 4, args) == dnnl_success &&
+        dnnl_stream_wait(strm) == dnnl_success)
+        rc = KC_OK;
+done:
+    if (ms)
+        dnnl_memory_destroy(ms);
+    if (mw)
+        dnnl_memory_destroy(mw);
+    if (md)
+        dnnl_memory_destroy(md);
+    if (msp)
+        dnnl_memory_destroy(msp);
+    return rc;
+}
+
+/* One chunk of at most KC_S8_CHUNK rows of x, on the calling thread:
+ * quantize into q (padded with zero rows up to the bucket's row count),
+ * matmul into the thread's scratch dtmp, then the epilogue from there into
+ * y. Inside a parallel region oneDNN runs the primitive on this thread
+ * alone. The matmul never writes y itself: its stores into y's cold lines
+ * cost more than the multiply (one core, M = 4096, N = 1536 K = 384:
+ * 15 ms straight into y, 7.7 ms into a scratch that stays in L2 with the
+ * epilogue doing the one pass over y that it makes anyway). */
+static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm,
+                    const float *x, int mm, int8_t *q, float *sx, float *dtmp, void *spad,
+                    const float *bias, bool gelu, float *y)
+{
+    const int n = w->n, k = w->k, rows = s8_buckets[b];
+    float *tmp = w->in_div ? malloc(sizeof(float) * (size_t)k) : NULL;
+    if (w->in_div && !tmp)
+        return KC_ENOMEM;
+    quant_rows(x, mm, k, q, sx, w->in_div, tmp);
+    free(tmp);
+    if (rows > mm)
+        memset(q + (size_t)mm * k, 0, (size_t)(rows - mm) * k);
+    int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
+    if (rc == KC_OK)
+        epi_rows(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, bias, gelu);
+    return rc;
+}
+
+/* M is cut into chunks of equal size (a multiple of 16, at most
+ * KC_S8_CHUNK), their count a multiple of the thread count so that every
+ * thread gets the same rows; each thread takes whole chunks in one parallel
+ * region, so a chunk is quantized, multiplied and finished in one core's
+ * cache, and the threads meet once per call (oneDNN's own threading would
+ * fork and join for each chunk, plus once each for quantizer and epilogue:
+ * on a loaded 2-core machine every such meeting can cost a time slice). */
+int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y)
+{
+    if (!w || m < 0 || (m > 0 && (!x || !y)))
+        return KC_EINVAL;
+    if (m == 0)
+        return KC_OK;
+    const int n = w->n, k = w->k, maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const int per_thr = (m + maxthr * KC_S8_CHUNK - 1) / (maxthr * KC_S8_CHUNK);
+    int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr); /* rows per chunk */
+    crows = (crows + 15) & ~15;
+    if (crows > KC_S8_CHUNK)
+        crows = KC_S8_CHUNK;
+    const int nchunk = (m + crows - 1) / crows, last = m - (nchunk - 1) * crows;
+    const int bfull = s8_bucket(crows), blast = s8_bucket(last);
+    dnnl_primitive_t pfull = NULL, plast = NULL;
+    int rc;
+    if ((nchunk > 1 && (rc = s8_get_prim(w, bfull, &pfull)) != KC_OK) ||
+        (rc = s8_get_prim(w, blast, &plast)) != KC_OK)
+        return rc;
+
+    /* per-thread scratch: a chunk's int8 rows and scales, its f32 output,
+     * the primitives' scratchpad */
+    const int nthr = nchunk < maxthr ? nchunk : maxthr;
+    size_t spneed = w->scratch[blast];
+    if (nchunk > 1 && w->scratch[bfull] > spneed)
+        spneed = w->scratch[bfull];
+    const int cap = nchunk > 1 ? crows : s8_buckets[blast];
+    const size_t qbytes = ((size_t)cap * k + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)cap + 63) & ~(size_t)63;
+    const size_t dbytes = (sizeof(float) * (size_t)cap * n + 63) & ~(size_t)63;
+    const size_t per = qbytes + sbytes + dbytes + ((spneed + 63) & ~(size_t)63);
+    char *buf = aligned_alloc(64, per * nthr);
+    if (!buf)
+        return KC_ENOMEM;
+    int failed = KC_OK;
+#pragma omp parallel num_threads(nthr) if (nthr > 1)
+    {
+        char *mine = buf + per * (size_t)omp_get_thread_num();
+        dnnl_stream_t strm = NULL;
+        if (dnnl_stream_create(&strm, w->eng, dnnl_stream_default_flags) != dnnl_success) {
+            strm = NULL;
+#pragma omp atomic write
+            failed = KC_EDNNL;
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < nchunk; c++) {
+            const int m0 = c * crows, mm = c == nchunk - 1 ? last : crows;
+            const int b = c == nchunk - 1 ? blast : bfull;
+            int r = strm ? s8_chunk(w, b, c == nchunk - 1 ? plast : pfull, strm,
+                                    x + (size_t)m0 * k, mm, (int8_t *)mine,
+                                    (float *)(mine + qbytes), (float *)(mine + qbytes + sbytes),
+                                    mine + qbytes + sbytes + dbytes, bias, gelu,
+                                    y + (size_t)m0 * n)
+                         : KC_EDNNL;
+            if (r != KC_OK) {
+#pragma omp atomic write
+                failed = r;
+            }
+        }
+        if (strm)
+            dnnl_stream_destroy(strm);
+    }
+    free(buf);
+    return failed;
+}

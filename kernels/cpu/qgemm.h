@@ -1,0 +1,90 @@
+/* qgemm.h: CPU GEMMs for the low-precision resident weights (DESIGN.md,
+ * "Precision"): y (m, n) = x (m, k) . deq(W)^T with x and y FP32 and W laid
+ * out as engine/quant.h describes ((n, k) row-major codes, per-output-channel
+ * scales for the 8-bit formats).
+ *
+ *   fp16, bf16  W is decoded a panel of rows at a time into a bounded FP32
+ *               scratch and multiplied with oneDNN's sgemm; activations stay
+ *               FP32. No FP32 copy of the whole weight ever exists.
+ *   fp8 (E4M3)  the same panels; the per-channel scale is applied in the
+ *               epilogue, never to the decoded weights.
+ *   int8        W8A8: activations are quantized per token (row) on the fly,
+ *               the int8 x int8 product accumulates in int32 through oneDNN's
+ *               matmul primitive (AMX / VNNI where the CPU has them), and the
+ *               epilogue applies the token and channel scales.
+ *
+ * Every GEMM ends with the same epilogue: y = y * col_scale[n] (optional)
+ * * row_scale[m] (optional) + bias[n] (optional), then GELU (optional, erf
+ * form as kernels/cpu/ops.h). Functions return 0, or a negative KC_E* value;
+ * they never print and never abort. tests/unit/test_qgemm.c checks them
+ * against double-precision twins.
+ */
+#ifndef MT_KERNELS_CPU_QGEMM_H
+#define MT_KERNELS_CPU_QGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KC_OK 0
+#define KC_EINVAL (-1)  /* bad argument (negative size, NULL buffer, NaN code) */
+#define KC_ENOMEM (-2)  /* scratch or weight memory could not be allocated */
+#define KC_EDNNL (-3)   /* oneDNN refused or failed */
+
+/* In place over y (m, n), rows in parallel: y = y * col_scale[c] * row_scale[r]
+ * + bias[c], then GELU when gelu. Each of the three vectors may be NULL. */
+int kc_epilogue(float *y, int m, int n, const float *col_scale, const float *row_scale,
+                const float *bias, bool gelu);
+
+/* y = x . deq(W)^T (+ bias, GELU) for FP16 / BF16 weights (uint16 bits, (n, k)). */
+int kc_gemm_f16(const float *x, int m, const uint16_t *w, int n, int k, const float *bias,
+                bool gelu, float *y);
+int kc_gemm_bf16(const float *x, int m, const uint16_t *w, int n, int k, const float *bias,
+                 bool gelu, float *y);
+
+/* The same for FP8 E4M3 codes (n, k) with one scale per output channel.
+ * Codes must not be NaN (0x7f / 0xff): kc_e4m3_has_nan tells. */
+int kc_gemm_fp8(const float *x, int m, const uint8_t *w, const float *scale, int n, int k,
+                const float *bias, bool gelu, float *y);
+bool kc_e4m3_has_nan(const uint8_t *w, size_t count);
+
+/* Per-token INT8 quantization of x (m, k): sx[r] = max|x[r]| / 127 (1 for an
+ * all-zero row), q = clamp(round_half_even(x / sx[r]), -127, 127).
+ * Rows in parallel. This is what kc_gemm_s8 does to its input. */
+int kc_quantize_rows_s8(const float *x, int m, int k, int8_t *q, float *sx);
+
+/* An INT8 weight (symmetric codes (n, k) + scale[n]) ready for oneDNN's
+ * int8 matmul: the primitives it has built, and the codes in the layout
+ * they read. One object may be used by several threads at once. The codes
+ * and scales are BORROWED: they must stay valid and unchanged until
+ * kc_s8_weight_destroy.
+ *
+ * reorder false: the primitives read the borrowed codes in place, unless
+ * oneDNN would run a lesser kernel on that layout than on its preferred
+ * one (then as true). reorder true: the codes are copied once into the
+ * blocked layout oneDNN prefers (when that differs), kept by the object.
+ * Measured with the AMX kernel (one core, CPU time): the blocked copy is
+ * as fast at N=1536 K=384, 5-15% faster at N=384 K=1536 and M = 128..4096,
+ * and ~1.8x faster at M <= 16, where the in-place kernel's per-call packing
+ * of the weight dominates; it costs a second copy of the codes. */
+typedef struct kc_s8_weight kc_s8_weight;
+
+int kc_s8_weight_create(const int8_t *w, const float *scale, int n, int k, bool reorder,
+                        kc_s8_weight **out);
+void kc_s8_weight_destroy(kc_s8_weight *w);
+/* Resident bytes the object adds to the borrowed codes and scales: a copy
+ * of the codes reordered into a blocked layout (with any compensation
+ * oneDNN keeps with them) when the kernel needs one, else 0. Primitives and
+ * per-call scratch are not counted. */
+size_t kc_s8_weight_bytes(const kc_s8_weight *w);
+/* Activation smoothing (SmoothQuant): the codes were made from W diag(s);
+ * each call then quantizes x diag(1/s) per token. in_div holds 1/s (k
+ * floats, copied). */
+int kc_s8_weight_set_smooth(kc_s8_weight *w, const float *in_div);
+/* The oneDNN implementation the weight's matmul runs ("brg:avx512_core_amx_int8"...). */
+const char *kc_s8_weight_impl(const kc_s8_weight *w);
+
+/* y = (q(x) . W^T) * sx[row] * scale[col] (+ bias, GELU), W8A8 as above. */
+int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y);
+
+#endif

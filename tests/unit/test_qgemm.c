@@ -1,0 +1,510 @@
+/* test_qgemm.c: the CPU GEMMs of every resident precision (kernels/cpu/qgemm.c,
+ * reached through the CPU backend's ->gemm) against double-precision twins
+ * written here. The twins multiply the weights as mt_dequantize gives them
+ * and, for INT8, the activations quantized per token exactly as the kernel
+ * must (so the only difference left is FP32 rounding: the kernels' integer
+ * accumulation must be exact). Outputs are poisoned with NaN before each
+ * call so that an element left unwritten fails. Also: thread safety of the
+ * INT8 primitive cache, the epilogue and the activation quantizer alone,
+ * the resident byte counts, and (printed, never asserted) throughput. */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/backend.h"
+#include "engine/numfmt.h"
+#include "engine/quant.h"
+#include "kernels/cpu/qgemm.h"
+
+static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8,
+                                     MT_PREC_INT8};
+#define NPRECS ((int)(sizeof precs / sizeof *precs))
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static unsigned long long rng = 0x9e3779b97f4a7c15ULL;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng >> 40) / 8388608.0 - 1.0);
+}
+static float *rand_vec(size_t n, float scale)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = frand() * scale;
+    return v;
+}
+static float *poisoned(size_t n)
+{
+    float *v = malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = NAN;
+    return v;
+}
+/* max |a-b| / max(max |b|, floor): the error relative to the output's scale
+ * (FP32 rounding is relative to the magnitudes summed, not to each result,
+ * which may cancel to near zero). NaN anywhere -> inf. */
+static double rel_err(const float *a, const double *b, size_t n, double floor_)
+{
+    double m = 0, scale = floor_;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e == e))
+            return INFINITY;
+        if (e > m)
+            m = e;
+        if (fabs(b[i]) > scale)
+            scale = fabs(b[i]);
+    }
+    return m / scale;
+}
+static double gelu_d(double v)
+{
+    return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+}
+
+/* A weight of precision p made from w (n, k) with absmax scales, and the
+ * FP32 values it stands for (mt_dequantize of the same codes). */
+static mt_weight *make_weight(mt_backend *be, const float *w, int n, int k, mt_precision p,
+                              float *deq)
+{
+    void *data = malloc(mt_quant_data_bytes(p, n, k));
+    float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * n) : NULL;
+    mt_err err;
+    ck_assert_msg(mt_quantize(w, n, k, p, NULL, data, sc, &err) == MT_OK, "%s", err.msg);
+    mt_dequantize(data, sc, n, k, p, deq);
+    mt_weight *wt = NULL;
+    ck_assert_msg(be->ops->weight_upload(be, p, n, k, data, sc, &wt, &err) == MT_OK, "%s",
+                  err.msg);
+    free(data);
+    free(sc);
+    return wt;
+}
+
+/* The activations the twin multiplies: x itself, or for INT8 x quantized
+ * per token with the scalar reference encoder and dequantized in double. */
+static double *twin_inputs(const float *x, int m, int k, mt_precision p)
+{
+    double *xd = malloc(sizeof(double) * ((size_t)m * k + 1));
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * k;
+        float mx = 0.f;
+        for (int c = 0; c < k; c++)
+            mx = fabsf(xr[c]) > mx ? fabsf(xr[c]) : mx;
+        float sx = mx / 127.0f;
+        if (!(sx > 0.f))
+            sx = 1.0f;
+        for (int c = 0; c < k; c++)
+            xd[(size_t)r * k + c] =
+                p == MT_PREC_INT8 ? (double)nf_f32_to_i8(xr[c], sx) * sx : (double)xr[c];
+    }
+    return xd;
+}
+
+/* acc (m, n) = xd (m, k) . deq (n, k)^T in double. */
+static double *twin_gemm(const double *xd, int m, const float *deq, int n, int k)
+{
+    double *acc = malloc(sizeof(double) * ((size_t)m * n + 1));
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            const double *a = xd + (size_t)i * k;
+            const float *b = deq + (size_t)j * k;
+            double s = 0;
+            for (int q = 0; q < k; q++)
+                s += a[q] * b[q];
+            acc[(size_t)i * n + j] = s;
+        }
+    return acc;
+}
+
+/* ---- every precision against its twin ------------------------------------ */
+
+START_TEST(each_precision_matches_its_double_twin_with_or_without_epilogue)
+{
+    const mt_precision p = precs[_i];
+    static const int shapes[][2] = {{13, 17}, {1, 1}, {384, 384}, {1536, 384}, {384, 1536},
+                                    {1152, 384}, {37, 129}};
+    static const int ms[] = {1, 2, 7, 33, 128, 300};
+    /* INT8's integer sums are exact: only the FP32 epilogue rounds */
+    const double tol = p == MT_PREC_INT8 ? 1e-6 : 1e-5;
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    ck_assert(be->ops->supports(be, p));
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int n = shapes[s][0], k = shapes[s][1];
+        float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
+        float *bias = rand_vec(n, 0.5f);
+        mt_weight *wt = make_weight(be, w, n, k, p, deq);
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+            const int m = ms[mi];
+            float *x = rand_vec((size_t)m * k, 2.0f);
+            if (m >= 3) /* an all-zero token: INT8 gives it scale 1 and codes 0 */
+                memset(x + k, 0, sizeof(float) * k);
+            double *xd = twin_inputs(x, m, k, p);
+            double *acc = twin_gemm(xd, m, deq, n, k);
+            double *ref = malloc(sizeof(double) * m * n);
+            for (int v = 0; v < 4; v++) { /* bias no/yes x GELU no/yes */
+                const bool with_bias = v & 1, gelu = v & 2;
+                for (size_t i = 0; i < (size_t)m * n; i++) {
+                    double a = acc[i] + (with_bias ? bias[i % n] : 0.0);
+                    ref[i] = gelu ? gelu_d(a) : a;
+                }
+                float *y = poisoned((size_t)m * n);
+                ck_assert_msg(be->ops->gemm(be, x, m, wt, with_bias ? bias : NULL,
+                                            gelu ? MT_ACT_GELU : MT_ACT_NONE, y, &err) == MT_OK,
+                              "%s", err.msg);
+                double e = rel_err(y, ref, (size_t)m * n, 1e-3);
+                ck_assert_msg(e <= tol, "%s m=%d n=%d k=%d bias=%d gelu=%d: relative error %g",
+                              mt_precision_name(p), m, n, k, with_bias, gelu, e);
+                free(y);
+            }
+            free(x), free(xd), free(acc), free(ref);
+        }
+        be->ops->weight_destroy(be, wt);
+        free(w), free(deq), free(bias);
+    }
+    mt_backend_destroy(be);
+}
+END_TEST
+
+/* ---- the pieces alone ---------------------------------------------------- */
+
+START_TEST(fp8_decoder_is_exact_for_every_code_but_nan)
+{
+    /* W (3, 254) holds every non-NaN E4M3 code in each row (rotated), x is
+     * the identity: y[i][j] = W[j][i] * scale[j] with one rounding, the
+     * same one mt_dequantize makes, so the two must agree bit for bit */
+    enum { K = 254, N = 3 };
+    uint8_t codes[N * K];
+    const float scales[N] = {1.0f, 0.5f, 3.1f};
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < K; i++) {
+            int c = (i + 37 * j) % K; /* 0..253 -> codes 0x00..0x7e, 0x80..0xfe */
+            codes[j * K + i] = (uint8_t)(c < 127 ? c : c + 1);
+        }
+    float *x = calloc((size_t)K * K, sizeof(float)), *deq = malloc(sizeof(float) * N * K);
+    float *y = poisoned((size_t)K * N);
+    for (int i = 0; i < K; i++)
+        x[(size_t)i * K + i] = 1.0f;
+    mt_dequantize(codes, scales, N, K, MT_PREC_FP8, deq);
+    mt_backend *be;
+    mt_err err;
+    mt_weight *wt;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    ck_assert_int_eq(be->ops->weight_upload(be, MT_PREC_FP8, N, K, codes, scales, &wt, &err),
+                     MT_OK);
+    ck_assert_int_eq(be->ops->gemm(be, x, K, wt, NULL, MT_ACT_NONE, y, &err), MT_OK);
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < N; j++)
+            ck_assert_msg(y[i * N + j] == deq[j * K + i] ||
+                              (y[i * N + j] == 0 && deq[j * K + i] == 0),
+                          "code 0x%02x scale %g: %g, want %g", codes[j * K + i], scales[j],
+                          y[i * N + j], deq[j * K + i]);
+    be->ops->weight_destroy(be, wt);
+    mt_backend_destroy(be);
+    free(x), free(deq), free(y);
+}
+END_TEST
+
+START_TEST(activation_quantizer_is_per_token_half_even_and_gives_zero_rows_scale_one)
+{
+    const int m = 5, k = 37;
+    float *x = rand_vec((size_t)m * k, 3.0f);
+    memset(x + 2 * k, 0, sizeof(float) * k);
+    /* row 3 has scale 127 / 127 = 1, and exact halves to round */
+    for (int c = 0; c < k; c++)
+        x[3 * k + c] = (float)((c % 7) - 3) * 0.25f;
+    x[3 * k] = 127.0f;
+    x[3 * k + 1] = -2.5f, x[3 * k + 2] = -1.5f, x[3 * k + 4] = 0.5f, x[3 * k + 5] = 1.5f;
+    int8_t q[5 * 37];
+    float sx[5];
+    ck_assert_int_eq(kc_quantize_rows_s8(x, m, k, q, sx), KC_OK);
+    for (int r = 0; r < m; r++) {
+        float mx = 0.f;
+        for (int c = 0; c < k; c++)
+            mx = fabsf(x[r * k + c]) > mx ? fabsf(x[r * k + c]) : mx;
+        float want = mx > 0.f ? mx / 127.0f : 1.0f;
+        ck_assert_msg(sx[r] == want, "row %d scale %g, want %g", r, sx[r], want);
+        for (int c = 0; c < k; c++) {
+            int8_t e = nf_f32_to_i8(x[r * k + c], want);
+            ck_assert_msg(q[r * k + c] == e, "row %d col %d: %d, want %d", r, c, q[r * k + c], e);
+            ck_assert(q[r * k + c] >= -127 && q[r * k + c] <= 127);
+        }
+    }
+    ck_assert(sx[2] == 1.0f && sx[3] == 1.0f);
+    ck_assert_int_eq(q[3 * k + 1], -2); /* -2.5 -> -2 (ties to even) */
+    ck_assert_int_eq(q[3 * k + 2], -2); /* -1.5 -> -2 */
+    ck_assert_int_eq(q[3 * k + 4], 0);  /* 0.5 -> 0 */
+    ck_assert_int_eq(q[3 * k + 5], 2);  /* 1.5 -> 2 */
+    free(x);
+}
+END_TEST
+
+START_TEST(epilogue_applies_column_and_row_scales_bias_and_gelu)
+{
+    const int m = 9, n = 23;
+    float *y = rand_vec((size_t)m * n, 2.0f), *cs = rand_vec(n, 1.0f), *rs = rand_vec(m, 1.0f);
+    float *b = rand_vec(n, 1.0f), *y0 = malloc(sizeof(float) * m * n);
+    memcpy(y0, y, sizeof(float) * m * n);
+    double ref[9 * 23];
+    for (int r = 0; r < m; r++)
+        for (int c = 0; c < n; c++)
+            ref[r * n + c] = gelu_d((double)y0[r * n + c] * cs[c] * rs[r] + b[c]);
+    ck_assert_int_eq(kc_epilogue(y, m, n, cs, rs, b, true), KC_OK);
+    ck_assert(rel_err(y, ref, (size_t)m * n, 1e-3) < 1e-6);
+    memcpy(y, y0, sizeof(float) * m * n);
+    ck_assert_int_eq(kc_epilogue(y, m, n, NULL, NULL, NULL, false), KC_OK);
+    ck_assert(memcmp(y, y0, sizeof(float) * m * n) == 0);
+    ck_assert_int_eq(kc_epilogue(y, -1, n, NULL, NULL, NULL, false), KC_EINVAL);
+    free(y), free(cs), free(rs), free(b), free(y0);
+}
+END_TEST
+
+START_TEST(resident_bytes_are_honest_and_bad_weights_are_refused)
+{
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    const int n = 1536, k = 384;
+    float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
+    for (int i = 0; i < NPRECS; i++) {
+        mt_weight *wt = make_weight(be, w, n, k, precs[i], deq);
+        size_t want = mt_quant_total_bytes(precs[i], n, k);
+        if (precs[i] == MT_PREC_INT8) /* plus a blocked copy, where oneDNN's kernel needs one */
+            ck_assert_msg(wt->bytes == want || (wt->bytes > want + (size_t)n * k &&
+                                                wt->bytes <= 2 * want + want / 4),
+                          "int8: %zu bytes", wt->bytes);
+        else
+            ck_assert_msg(wt->bytes == want, "%s: %zu bytes, want %zu",
+                          mt_precision_name(precs[i]), wt->bytes, want);
+        /* M = 0 writes nothing */
+        float y = 42.0f;
+        ck_assert_int_eq(be->ops->gemm(be, w, 0, wt, NULL, MT_ACT_NONE, &y, &err), MT_OK);
+        ck_assert(y == 42.0f);
+        be->ops->weight_destroy(be, wt);
+    }
+    /* an E4M3 NaN code (S.1111.111) has no value: refused at upload */
+    uint8_t codes[6] = {0x00, 0x38, 0x7f, 0x01, 0xb8, 0x10};
+    float sc[2] = {1.0f, 1.0f};
+    mt_weight *wt = NULL;
+    ck_assert_int_eq(be->ops->weight_upload(be, MT_PREC_FP8, 2, 3, codes, sc, &wt, &err),
+                     MT_EFORMAT);
+    ck_assert_ptr_null(wt);
+    codes[2] = 0xff;
+    ck_assert_int_eq(be->ops->weight_upload(be, MT_PREC_FP8, 2, 3, codes, sc, &wt, &err),
+                     MT_EFORMAT);
+    codes[2] = 0x7e; /* 448: fine */
+    ck_assert_int_eq(be->ops->weight_upload(be, MT_PREC_FP8, 2, 3, codes, sc, &wt, &err), MT_OK);
+    be->ops->weight_destroy(be, wt);
+    ck_assert(!be->ops->supports(be, MT_PREC_TF32));
+    kc_s8_weight *none = NULL;
+    ck_assert_int_eq(kc_s8_weight_create(NULL, sc, 2, 3, false, &none), KC_EINVAL);
+    ck_assert_ptr_null(none);
+    free(w), free(deq);
+    mt_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(int8_in_place_and_reordered_weights_give_identical_results)
+{
+    /* both layouts accumulate exactly in int32 and share the epilogue */
+    static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 17}};
+    static const int ms[] = {1, 16, 33, 128, 300};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int n = shapes[s][0], k = shapes[s][1];
+        float *w = rand_vec((size_t)n * k, 0.1f), *sc = malloc(sizeof(float) * n);
+        float *bias = rand_vec(n, 0.5f);
+        int8_t *codes = malloc((size_t)n * k);
+        mt_err err;
+        ck_assert_int_eq(mt_quantize(w, n, k, MT_PREC_INT8, NULL, codes, sc, &err), MT_OK);
+        kc_s8_weight *a, *b;
+        ck_assert_int_eq(kc_s8_weight_create(codes, sc, n, k, false, &a), KC_OK);
+        ck_assert_int_eq(kc_s8_weight_create(codes, sc, n, k, true, &b), KC_OK);
+        ck_assert_str_eq(kc_s8_weight_impl(a), kc_s8_weight_impl(b));
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+            const int m = ms[mi];
+            float *x = rand_vec((size_t)m * k, 2.0f);
+            float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
+            ck_assert_int_eq(kc_gemm_s8(x, m, a, bias, true, ya), KC_OK);
+            ck_assert_int_eq(kc_gemm_s8(x, m, b, bias, true, yb), KC_OK);
+            for (size_t i = 0; i < (size_t)m * n; i++)
+                ck_assert_msg(ya[i] == yb[i], "n=%d k=%d m=%d element %zu: %g vs %g", n, k, m, i,
+                              ya[i], yb[i]);
+            free(x), free(ya), free(yb);
+        }
+        kc_s8_weight_destroy(a);
+        kc_s8_weight_destroy(b);
+        free(w), free(sc), free(bias), free(codes);
+    }
+}
+END_TEST
+
+/* ---- thread safety ---------------------------------------------------------- */
+
+typedef struct {
+    mt_backend *be;
+    const mt_weight *wt;
+    const float *x, *bias;
+    int k, n;
+    const int *ms;
+    int nms;
+    double **refs;
+    double worst;
+    int failed;
+} conc_job;
+
+/* Calls one weight with several M (new primitive buckets among them) over
+ * and over, checking each result against its precomputed twin. */
+static void *conc_worker(void *arg)
+{
+    conc_job *j = arg;
+    for (int rep = 0; rep < 6; rep++)
+        for (int i = 0; i < j->nms; i++) {
+            int m = j->ms[(i + rep) % j->nms];
+            int ri = (i + rep) % j->nms;
+            float *y = poisoned((size_t)m * j->n);
+            mt_err err;
+            if (j->be->ops->gemm(j->be, j->x, m, j->wt, j->bias, MT_ACT_GELU, y, &err) != MT_OK)
+                j->failed = 1;
+            double e = rel_err(y, j->refs[ri], (size_t)m * j->n, 1e-3);
+            if (e > j->worst)
+                j->worst = e;
+            free(y);
+        }
+    return NULL;
+}
+
+START_TEST(concurrent_calls_on_one_weight_with_different_m_are_correct)
+{
+    const mt_precision p = _i == 0 ? MT_PREC_INT8 : MT_PREC_FP8;
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(2, &be, &err), MT_OK);
+    const int n = 384, k = 384;
+    static const int msa[] = {300, 7, 33, 130, 1}, msb[] = {17, 256, 65, 2, 513};
+    const int maxm = 513;
+    float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
+    float *x = rand_vec((size_t)maxm * k, 2.0f), *bias = rand_vec(n, 0.5f);
+    mt_weight *wt = make_weight(be, w, n, k, p, deq); /* fresh: no primitive made yet */
+    conc_job jobs[2] = {{be, wt, x, bias, k, n, msa, 5, NULL, 0, 0},
+                        {be, wt, x, bias, k, n, msb, 5, NULL, 0, 0}};
+    for (int t = 0; t < 2; t++) {
+        jobs[t].refs = malloc(sizeof(double *) * 5);
+        for (int i = 0; i < 5; i++) {
+            int m = jobs[t].ms[i];
+            double *xd = twin_inputs(x, m, k, p);
+            double *acc = twin_gemm(xd, m, deq, n, k);
+            for (size_t e = 0; e < (size_t)m * n; e++)
+                acc[e] = gelu_d(acc[e] + bias[e % n]);
+            jobs[t].refs[i] = acc;
+            free(xd);
+        }
+    }
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, conc_worker, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        ck_assert_msg(!jobs[t].failed, "thread %d: a call failed", t);
+        ck_assert_msg(jobs[t].worst <= 1e-5, "thread %d: relative error %g", t, jobs[t].worst);
+        for (int i = 0; i < 5; i++)
+            free(jobs[t].refs[i]);
+        free(jobs[t].refs);
+    }
+    be->ops->weight_destroy(be, wt);
+    free(w), free(deq), free(x), free(bias);
+    mt_backend_destroy(be);
+}
+END_TEST
+
+/* ---- throughput (printed only) ------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(print_gemm_throughput_of_each_precision)
+{
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    static const int shapes[][3] = {{4096, 1536, 384}, {128, 1536, 384}, {128, 384, 1536}};
+    printf("GEMM throughput, %d threads, y = x W^T + bias: GOP/s of the fastest call, of the\n"
+           "median call, and the fastest call's time\n",
+           be->threads);
+    printf("  %-6s", "prec");
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        char h[48];
+        snprintf(h, sizeof h, "M=%d N=%d K=%d", shapes[s][0], shapes[s][1], shapes[s][2]);
+        printf("  %-28s", h);
+    }
+    printf("\n");
+    for (int i = 0; i < NPRECS; i++) {
+        printf("  %-6s", mt_precision_name(precs[i]));
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
+            float *x = rand_vec((size_t)m * k, 2.0f), *bias = rand_vec(n, 0.5f);
+            float *y = malloc(sizeof(float) * m * n);
+            mt_weight *wt = make_weight(be, w, n, k, precs[i], deq);
+            ck_assert_int_eq(be->ops->gemm(be, x, m, wt, bias, MT_ACT_NONE, y, &err), MT_OK);
+            /* the fastest single call and the median: the machine may be
+             * shared, and the minimum is the least disturbed measurement */
+            const double flop = 2.0 * m * n * k;
+            const int reps = flop > 1e9 ? 9 : 99;
+            double t[99];
+            for (int r = 0; r < reps; r++) {
+                double t0 = now_s();
+                be->ops->gemm(be, x, m, wt, bias, MT_ACT_NONE, y, &err);
+                t[r] = now_s() - t0;
+            }
+            qsort(t, reps, sizeof *t, cmp_double);
+            const double best = t[0], med = t[reps / 2];
+            printf("  %7.1f %7.1f (%7.3f ms)", flop / best * 1e-9, flop / med * 1e-9, best * 1e3);
+            be->ops->weight_destroy(be, wt);
+            free(w), free(deq), free(x), free(bias), free(y);
+        }
+        printf("\n");
+    }
+    fflush(stdout);
+    mt_backend_destroy(be);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("qgemm");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, each_precision_matches_its_double_twin_with_or_without_epilogue,
+                        0, NPRECS);
+    tcase_add_test(tc, fp8_decoder_is_exact_for_every_code_but_nan);
+    tcase_add_test(tc, activation_quantizer_is_per_token_half_even_and_gives_zero_rows_scale_one);
+    tcase_add_test(tc, epilogue_applies_column_and_row_scales_bias_and_gelu);
+    tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
+    tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
+    tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 2);
+    tcase_add_test(tc, print_gemm_throughput_of_each_precision);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
