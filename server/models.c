@@ -3,6 +3,8 @@
  * the lifetime rules a hot-switch relies on). */
 #include "server/models.h"
 
+#include "engine/backend_cuda.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -280,11 +282,12 @@ done:
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
-    if (mc->device == CFG_DEVICE_CUDA)
+    mt_backend *be = mc->device == CFG_DEVICE_CPU ? s->cpu : s->gpu ? s->gpu : s->cpu;
+    if (mc->device == CFG_DEVICE_CUDA && !s->gpu)
         return mt_fail(err, MT_EUNSUPPORTED,
-                       "model %s, variant %s: device \"cuda\" asked for, but this build has no "
-                       "CUDA backend",
-                       mc->name, vc->name);
+                       "model %s, variant %s: device \"cuda\" asked for, but no CUDA device is "
+                       "usable here (%d found)",
+                       mc->name, vc->name, mt_cuda_device_count());
     srv_variant *v = calloc(1, sizeof *v);
     if (!v)
         return mt_fail(err, MT_ENOMEM, "out of memory");
@@ -297,7 +300,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
                         .weights = vc->weights};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
-    mt_status st = bert_load(mc->path, s->cpu, &o, &v->model, err);
+    mt_status st = bert_load(mc->path, be, &o, &v->model, err);
     if (st != MT_OK) {
         free(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
@@ -424,6 +427,23 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
     mt_status st = mt_backend_cpu_create(cfg->engine_threads, &s->cpu, err);
     if (st != MT_OK)
         goto fail;
+    /* device "auto" takes the GPU when there is one; "cuda" insists on it */
+    bool want_gpu = false;
+    for (int i = 0; i < cfg->nmodels; i++)
+        want_gpu |= cfg->models[i].device != CFG_DEVICE_CPU;
+    if (want_gpu && mt_cuda_device_count() > 0) {
+        char desc[256];
+        mt_err gerr;
+        if (mt_cuda_describe(0, desc, sizeof desc) != MT_OK)
+            snprintf(desc, sizeof desc, "CUDA device 0");
+        if (mt_backend_cuda_create(0, &s->gpu, &gerr) == MT_OK)
+            fprintf(stderr, "mantissa: device auto/cuda: using %s\n", desc);
+        else
+            fprintf(stderr, "mantissa: %s: cannot use it (%s); models with device \"auto\" run "
+                            "on the CPU\n", desc, gerr.msg);
+    } else if (want_gpu) {
+        fprintf(stderr, "mantissa: no CUDA device: models with device \"auto\" run on the CPU\n");
+    }
     for (int i = 0; i < cfg->nmodels; i++) {
         const cfg_model *cm = &cfg->models[i];
         srv_model *m = srv_model_add(s, cm, err);
@@ -487,6 +507,7 @@ void srv_models_free(srv_models *s)
     for (int i = 0; i < n; i++)
         model_free(s->models[i]);
     pthread_mutex_destroy(&s->reload.lock);
+    mt_backend_destroy(s->gpu);
     mt_backend_destroy(s->cpu);
     free(s);
 }

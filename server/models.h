@@ -128,6 +128,7 @@ typedef struct {
 
 typedef struct srv_models {
     mt_backend *cpu;
+    mt_backend *gpu; /* CUDA device 0 when a model may use it and one is present, else NULL */
     srv_model *models[CFG_MAX_MODELS * 4]; /* never shrinks (see above) */
     atomic_int nmodels;
     atomic_bool ready;

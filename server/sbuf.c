@@ -1,6 +1,8 @@
 /* sbuf.c: growable response buffer (see sbuf.h). */
 #include "server/sbuf.h"
 
+#include "server/json_check.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -94,6 +96,19 @@ void sb_json_str(sbuf *b, const char *s, size_t n)
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            /* keep valid UTF-8; anything else (echoed client bytes in an
+             * error message) becomes U+FFFD, so a response is always JSON */
+            size_t k = json_utf8_seq((const unsigned char *)s + i, n - i);
+            if (k) {
+                i += k - 1;
+                continue;
+            }
+            sb_putn(b, s + run, i - run);
+            run = i + 1;
+            sb_puts(b, "\xef\xbf\xbd");
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         sb_putn(b, s + run, i - run);
