@@ -49,7 +49,7 @@ VPY      := $(VENV)/bin/python
 MODEL_DIR := models/all-MiniLM-L6-v2
 CONFIG   ?= config/mantissa.json
 
-.PHONY: all build deps model run test unit integration eval bench clean distclean
+.PHONY: all build deps model run test test-deploy unit integration eval bench clean distclean
 all build: $(BIN) $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
@@ -181,7 +181,16 @@ run: deps model
 
 test: deps model
 	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory test-deploy
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/run.sh
+
+# Three replicas behind a real nginx on loopback, under load: SIGTERM and
+# restart each in turn, then edit the config to switch precision; zero
+# failed requests (tests/deploy/multi_replica.py, about a minute).
+test-deploy: deps model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(BIN)
+	BUILD=$(BUILD) $(VPY) tests/deploy/multi_replica.py nginx
 
 eval: deps model
 	$(MAKE) --no-print-directory $(BIN)

@@ -558,7 +558,8 @@ double srv_route_hash(const char *key, const char *name)
 /* Whether unpinned requests may go to sl (the model's lock held). */
 static bool in_rotation(const srv_slot *sl)
 {
-    return sl->present && sl->cur && sl->traffic > 0 && sl->state != SRV_VS_DEMOTED;
+    return (sl->present || sl->leaving) && sl->cur && sl->traffic > 0 &&
+           sl->state != SRV_VS_DEMOTED;
 }
 
 srv_acq srv_acquire(srv_model *m, const char *pin, const char *key, srv_variant **out,

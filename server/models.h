@@ -89,6 +89,8 @@ typedef struct srv_slot {
     char name[CFG_NAME_MAX];
     prom_variant metrics;     /* its own lock */
     bool present;             /* in the config (false: removed) */
+    bool leaving;             /* removed, but serving until another variant of the
+                               * model is in rotation (so a rename never 503s) */
     cfg_variant want;         /* what the config asks for */
     double traffic;           /* weight in the split */
     double drift_floor;

@@ -247,6 +247,7 @@ static int apply_model(reloader *r, srv_model *m, const cfg_model *nc, bool forc
             if (!sl->present || !was_loaded)
                 sl->gate = (srv_gate){0};
             sl->present = true;
+            sl->leaving = false;
             sl->traffic = vc->traffic;
             sl->drift_floor = vc->drift_floor;
             if (!rebuild) {
@@ -263,13 +264,26 @@ static int apply_model(reloader *r, srv_model *m, const cfg_model *nc, bool forc
             if (t)
                 tasks[nt++] = t;
         }
-    /* variants no longer in the config */
+    /* variants no longer in the config: when none that stays can serve
+     * unpinned traffic yet and builds are coming, the removed ones keep
+     * serving ("leaving") until a new build is in rotation */
+    bool others = false;
+    for (int i = 0; i < m->nslots; i++) {
+        const srv_slot *sl = m->slots[i];
+        if (sl->present && cfg_find_variant(nc, sl->name) && sl->cur && sl->traffic > 0 &&
+            sl->state != SRV_VS_DEMOTED)
+            others = true;
+    }
     for (int i = 0; i < m->nslots; i++) {
         srv_slot *sl = m->slots[i];
         if (!sl->present || cfg_find_variant(nc, sl->name) || nold == OLD_MAX)
             continue;
         sl->present = false;
         sl->want_gen++;
+        if (sl->cur && !others && nt > 0) {
+            sl->leaving = true;
+            continue;
+        }
         if (sl->cur)
             old[nold++] = sl->cur;
         sl->cur = NULL;
@@ -304,6 +318,7 @@ static void unload_model(reloader *r, srv_model *m, const char *why, bool admin)
     for (int i = 0; i < m->nslots && nold < OLD_MAX; i++) {
         srv_slot *sl = m->slots[i];
         sl->want_gen++;
+        sl->leaving = false;
         if (sl->cur)
             old[nold++] = sl->cur;
         sl->cur = NULL;
@@ -531,7 +546,24 @@ static void apply_result(reloader *r, task *t)
                  "noticed)",
                  m->name, sl->name, sl->cur->space, sl->cur->build_s, switch_s);
     }
+    /* a variant in rotation again: removed ones that stayed to serve can go */
+    srv_variant *gone[OLD_MAX];
+    int ngone = 0;
+    bool serving = false;
+    for (int i = 0; i < m->nslots; i++) {
+        const srv_slot *s2 = m->slots[i];
+        serving |= s2->present && s2->cur && s2->traffic > 0 && s2->state != SRV_VS_DEMOTED;
+    }
+    for (int i = 0; serving && i < m->nslots && ngone < OLD_MAX; i++)
+        if (m->slots[i]->leaving) {
+            m->slots[i]->leaving = false;
+            if (m->slots[i]->cur)
+                gone[ngone++] = m->slots[i]->cur;
+            m->slots[i]->cur = NULL;
+        }
     pthread_mutex_unlock(&m->lock);
+    for (int i = 0; i < ngone; i++)
+        retire(gone[i]);
     if (current) {
         prom_variant *pm = &sl->metrics;
         pthread_mutex_lock(&pm->lock);
