@@ -49,7 +49,7 @@ VPY      := $(VENV)/bin/python
 MODEL_DIR := models/all-MiniLM-L6-v2
 CONFIG   ?= config/mantissa.json
 
-.PHONY: all build deps model run test test-deploy unit integration eval bench clean distclean
+.PHONY: all build deps model run test test-deploy soak unit integration eval bench clean distclean
 all build: $(BIN) $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
@@ -183,6 +183,13 @@ test: deps model
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory test-deploy
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/run.sh
+
+# Mixed valid and invalid traffic for SOAK_SECONDS (600); RSS must stay flat.
+SOAK_SECONDS ?= 600
+soak: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	BUILD=$(BUILD) $(VPY) tests/deploy/soak.py --seconds $(SOAK_SECONDS) \
+	  --out bench/results/soak-$(shell date -u +%Y-%m-%d).md
 
 # Three replicas behind a real nginx on loopback, under load: SIGTERM and
 # restart each in turn, then edit the config to switch precision; zero
