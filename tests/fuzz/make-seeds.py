@@ -113,28 +113,28 @@ def safetensors(tensors, metadata=None, pad_to=8, raw_header=None):
 
 f32 = struct.pack("<4f", 1.0, -2.0, 0.5, 3.25)
 st_seeds = [
-    ("f32_2x2.safetensors", safetensors([("w", "F32", [2, 2], f32)])),
-    ("mixed.safetensors", safetensors([
+    ("f32_2x2.st-seed", safetensors([("w", "F32", [2, 2], f32)])),
+    ("mixed.st-seed", safetensors([
         ("bias", "F16", [3], struct.pack("<3e", 1.0, 0.5, -1.0)),
         ("q", "I8", [2, 3], bytes([1, 255, 3, 128, 127, 0])),
         ("scale", "F32", [2], struct.pack("<2f", 0.1, 0.2)),
         ("fp8", "F8_E4M3", [4], bytes([0x38, 0xb8, 0x7e, 0x00])),
         ("bf", "BF16", [2], bytes([0x80, 0x3f, 0x00, 0x40]))],
         metadata={"format": "pt", "mantissa.precision": "int8"})),
-    ("empty.safetensors", safetensors([])),
-    ("scalar_and_zero.safetensors", safetensors([
+    ("empty.st-seed", safetensors([])),
+    ("scalar_and_zero.st-seed", safetensors([
         ("s", "F64", [], struct.pack("<d", 2.5)), ("z", "F32", [0, 4], b""),
         ("u", "U64", [1], struct.pack("<Q", 7))])),
-    ("all_dtypes.safetensors", safetensors([
+    ("all_dtypes.st-seed", safetensors([
         ("b", "BOOL", [1], b"\x01"), ("u8", "U8", [1], b"\x02"), ("u16", "U16", [1], b"\x03\x00"),
         ("i16", "I16", [1], b"\xff\xff"), ("u32", "U32", [1], b"\x04\0\0\0"),
         ("i32", "I32", [1], b"\xfe\xff\xff\xff"), ("i64", "I64", [1], b"\x05" + b"\0" * 7),
         ("e5", "F8_E5M2", [1], b"\x3c")])),
-    ("overlap.safetensors", safetensors([], raw_header=json.dumps({
+    ("overlap.st-seed", safetensors([], raw_header=json.dumps({
         "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
         "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})) + b"\0" * 12),
-    ("short_header.safetensors", struct.pack("<Q", 1000) + b'{"a":'),
-    ("unicode_name.safetensors", safetensors([("enc\u00e9.w\u4e2d", "U8", [2], b"ab")])),
+    ("short_header.st-seed", struct.pack("<Q", 1000) + b'{"a":'),
+    ("unicode_name.st-seed", safetensors([("enc\u00e9.w\u4e2d", "U8", [2], b"ab")])),
 ]
 write_corpus("safetensors", st_seeds)
 write_dict("safetensors", [
@@ -159,10 +159,10 @@ texts = [
     ("fullwidth.txt", "ＡＢＣ１２３！ ｶﾀｶﾅ"),
     ("long.txt", " ".join(["the quick brown fox jumps over the lazy dog"] * 40)),
     ("wordpiece.txt", "unaffable tokenization preprocessing embeddings"),
-    ("invalid_overlong.bin", b"ok \xc0\x80 bad"),
-    ("invalid_surrogate.bin", b"\xed\xa0\x80"),
-    ("invalid_truncated.bin", b"abc \xe6\x88"),
-    ("invalid_above.bin", b"\xf4\x90\x80\x80"),
+    ("invalid_overlong.seed", b"ok \xc0\x80 bad"),
+    ("invalid_surrogate.seed", b"\xed\xa0\x80"),
+    ("invalid_truncated.seed", b"abc \xe6\x88"),
+    ("invalid_above.seed", b"\xf4\x90\x80\x80"),
     ("empty.txt", ""),
 ]
 write_corpus("tokenizer", texts)
