@@ -20,6 +20,7 @@
  * temporary file that is fsynced and renamed into place.
  */
 #include "engine/safetensors.h"
+#include "engine/utf8.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -162,43 +163,13 @@ static const char *st_shape_str(char *buf, size_t cap, int ndim, const int64_t *
  * UTF-8 and strict JSON syntax
  * ====================================================================== */
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t st_utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len;
-    uint32_t cp, min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, cp = c & 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3, cp = c & 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /* The writer refuses strings the reader (and the reference) would reject. */
 static bool st_utf8_valid(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t k = st_utf8_seq(p + i, n - i);
+        size_t k = mt_utf8_seq(p + i, n - i);
         if (!k)
             return false;
         i += k;
@@ -297,7 +268,7 @@ static int st_js_string(st_js *js)
         if (c < 0x20)
             return st_js_fail(js, "control character in a string");
         if (c != '\\') {
-            size_t k = st_utf8_seq(js->p + js->i, js->n - js->i);
+            size_t k = mt_utf8_seq(js->p + js->i, js->n - js->i);
             if (!k)
                 return st_js_fail(js, "invalid UTF-8 in a string");
             js->i += k;

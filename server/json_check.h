@@ -19,7 +19,4 @@ typedef struct {
  * parser's strings are C strings); -1 otherwise, filling e. */
 int json_check(const char *buf, size_t n, int max_depth, json_check_error *e);
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0. */
-size_t json_utf8_seq(const unsigned char *s, size_t n);
-
 #endif

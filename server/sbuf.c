@@ -1,7 +1,7 @@
 /* sbuf.c: growable response buffer (see sbuf.h). */
 #include "server/sbuf.h"
 
-#include "server/json_check.h"
+#include "engine/utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -99,7 +99,7 @@ void sb_json_str(sbuf *b, const char *s, size_t n)
         if (c >= 0x80) {
             /* keep valid UTF-8; anything else (echoed client bytes in an
              * error message) becomes U+FFFD, so a response is always JSON */
-            size_t k = json_utf8_seq((const unsigned char *)s + i, n - i);
+            size_t k = mt_utf8_seq((const unsigned char *)s + i, n - i);
             if (k) {
                 i += k - 1;
                 continue;
