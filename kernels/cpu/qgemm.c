@@ -633,15 +633,11 @@ done:
  * 15 ms straight into y, 7.7 ms into a scratch that stays in L2 with the
  * epilogue doing the one pass over y that it makes anyway). */
 static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm,
-                    const float *x, int mm, int8_t *q, float *sx, float *dtmp, void *spad,
-                    const float *bias, bool gelu, float *y)
+                    const float *x, int mm, int8_t *q, float *sx, float *dtmp, float *xtmp,
+                    void *spad, const float *bias, bool gelu, float *y)
 {
     const int n = w->n, k = w->k, rows = s8_buckets[b];
-    float *tmp = w->in_div ? malloc(sizeof(float) * (size_t)k) : NULL;
-    if (w->in_div && !tmp)
-        return KC_ENOMEM;
-    quant_rows(x, mm, k, q, sx, w->in_div, tmp);
-    free(tmp);
+    quant_rows(x, mm, k, q, sx, w->in_div, xtmp);
     if (rows > mm)
         memset(q + (size_t)mm * k, 0, (size_t)(rows - mm) * k);
     int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
@@ -687,7 +683,9 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     const size_t qbytes = ((size_t)cap * k + 63) & ~(size_t)63;
     const size_t sbytes = (sizeof(float) * (size_t)cap + 63) & ~(size_t)63;
     const size_t dbytes = (sizeof(float) * (size_t)cap * n + 63) & ~(size_t)63;
-    const size_t per = qbytes + sbytes + dbytes + ((spneed + 63) & ~(size_t)63);
+    /* one smoothed activation row, when the weight smooths its input */
+    const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
+    const size_t per = qbytes + sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
     char *buf = aligned_alloc(64, per * nthr);
     if (!buf)
         return KC_ENOMEM;
@@ -708,7 +706,8 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
             int r = strm ? s8_chunk(w, b, c == nchunk - 1 ? plast : pfull, strm,
                                     x + (size_t)m0 * k, mm, (int8_t *)mine,
                                     (float *)(mine + qbytes), (float *)(mine + qbytes + sbytes),
-                                    mine + qbytes + sbytes + dbytes, bias, gelu,
+                                    xbytes ? (float *)(mine + qbytes + sbytes + dbytes) : NULL,
+                                    mine + qbytes + sbytes + dbytes + xbytes, bias, gelu,
                                     y + (size_t)m0 * n)
                          : KC_EDNNL;
             if (r != KC_OK) {
