@@ -8,46 +8,10 @@
 #include <string.h>
 
 #include "engine/backend.h"
+#include "tests/unit/testutil.h"
 #include "engine/quant.h"
 #include "kernels/cpu/ops.h"
 
-static unsigned long long rng = 0x1234abcdULL;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng >> 40) / 8388608.0 - 1.0);
-}
-static float *rand_vec(size_t n, float scale)
-{
-    float *v = malloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = frand() * scale;
-    return v;
-}
-static float *poisoned(size_t n)
-{
-    float *v = malloc(n * sizeof *v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = NAN;
-    return v;
-}
-/* max |a-b| / max(max |b|, floor) over n: the error relative to the
- * output's scale (FP32 rounding is relative to the magnitudes summed, not
- * to each result, which may cancel to near zero). NaN anywhere -> inf. */
-static double rel_err(const float *a, const double *b, size_t n, double floor_)
-{
-    double m = 0, scale = floor_;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e == e))
-            return INFINITY;
-        if (e > m)
-            m = e;
-        if (fabs(b[i]) > scale)
-            scale = fabs(b[i]);
-    }
-    return m / scale;
-}
 
 /* ---- plain twins --------------------------------------------------------- */
 

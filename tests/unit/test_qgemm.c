@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "tests/unit/testutil.h"
 #include "engine/numfmt.h"
 #include "engine/quant.h"
 #include "kernels/cpu/qgemm.h"
@@ -26,43 +27,6 @@ static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, M
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static unsigned long long rng = 0x9e3779b97f4a7c15ULL;
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng >> 40) / 8388608.0 - 1.0);
-}
-static float *rand_vec(size_t n, float scale)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = frand() * scale;
-    return v;
-}
-static float *poisoned(size_t n)
-{
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    for (size_t i = 0; i < n; i++)
-        v[i] = NAN;
-    return v;
-}
-/* max |a-b| / max(max |b|, floor): the error relative to the output's scale
- * (FP32 rounding is relative to the magnitudes summed, not to each result,
- * which may cancel to near zero). NaN anywhere -> inf. */
-static double rel_err(const float *a, const double *b, size_t n, double floor_)
-{
-    double m = 0, scale = floor_;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (!(e == e))
-            return INFINITY;
-        if (e > m)
-            m = e;
-        if (fabs(b[i]) > scale)
-            scale = fabs(b[i]);
-    }
-    return m / scale;
-}
 static double gelu_d(double v)
 {
     return 0.5 * v * (1 + erf(v / sqrt(2.0)));
