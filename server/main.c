@@ -11,6 +11,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,24 @@ static void serve_quiesce(void *arg)
     http_quiesce(arg);
 }
 
+/* Asynchronous signals are handled by the scheduler's loop thread only.
+ * Every other thread (engine workers, the reload loader, the OpenMP teams
+ * they start, MHD's threads) inherits a mask that blocks them, because a
+ * handler must never run on a thread inside a GEMM: oneDNN's JIT GEMM
+ * kernels (2.x, up to 3.11) point rsp into a heap buffer while they run,
+ * and a signal frame pushed there corrupts the heap (oneDNN issue 4845,
+ * fixed upstream in PR 4855). Faults (SEGV, BUS, FPE, ILL, TRAP, ABRT,
+ * SYS) stay deliverable: they are raised by the faulting thread itself. */
+static void block_async_signals(sigset_t *old)
+{
+    sigset_t all;
+    sigfillset(&all);
+    static const int sync_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS};
+    for (size_t i = 0; i < sizeof sync_sigs / sizeof sync_sigs[0]; i++)
+        sigdelset(&all, sync_sigs[i]);
+    pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
 /* Serves until SIGTERM/SIGINT has drained: the scheduler's loop runs on
  * this thread (it owns the signals), MHD's threads serve HTTP. */
 static int cmd_serve(const opts *o)
@@ -180,6 +199,11 @@ static int cmd_serve(const opts *o)
     cfg_config *cfg;
     mt_err err;
     signal(SIGPIPE, SIG_IGN);
+    /* Blocked from here, before the first thread exists, so every thread
+     * inherits the mask; this thread unblocks them when its loop starts (a
+     * SIGTERM during the load waits until then and drains as usual). */
+    sigset_t old_mask;
+    block_async_signals(&old_mask);
     srv_models *s = load_all(o->config, &cfg);
     if (!s)
         return 1;
@@ -232,6 +256,7 @@ static int cmd_serve(const opts *o)
             cfg->listen_host, http_port(h));
     fflush(stderr);
 
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     int rc = sched_run(sc);
     http_stop(h);
     reload_destroy(rl);

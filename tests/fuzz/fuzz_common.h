@@ -108,6 +108,9 @@ typedef struct {
     int depth, max_depth;
     int long_number; /* a number of more than 63 characters was seen */
     int utf8;        /* check that strings are UTF-8 */
+    int odd_escape;  /* a \\u0000 or an unpaired surrogate escape was seen: valid
+                        JSON grammar, but no UTF-8 string holds it, so the
+                        server may refuse it (server/json_check.c does) */
 } fuzz_json;
 
 static inline void fuzz_json_ws(fuzz_json *p)
@@ -138,10 +141,32 @@ static inline int fuzz_json_string(fuzz_json *p)
             if (c == 'u') {
                 if (p->n - p->i < 5)
                     return 0;
-                for (int k = 1; k <= 4; k++)
-                    if (!fuzz_json_hex(p->s[p->i + k]))
+                unsigned u = 0;
+                for (int k = 1; k <= 4; k++) {
+                    unsigned char h = p->s[p->i + k];
+                    if (!fuzz_json_hex(h))
                         return 0;
+                    u = u * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                }
                 p->i += 4;
+                if (u == 0 || (u >= 0xDC00 && u <= 0xDFFF)) {
+                    p->odd_escape = 1;
+                } else if (u >= 0xD800 && u <= 0xDBFF) {
+                    /* a high surrogate must be followed by \\uDC00..\\uDFFF */
+                    const unsigned char *q = p->s + p->i + 1;
+                    unsigned lo = 0;
+                    int paired = p->n - (p->i + 1) >= 6 && q[0] == '\\' && q[1] == 'u';
+                    for (int k = 2; paired && k < 6; k++) {
+                        if (!fuzz_json_hex(q[k]))
+                            paired = 0;
+                        else
+                            lo = lo * 16 + (unsigned)(q[k] <= '9' ? q[k] - '0' : (q[k] | 0x20) - 'a' + 10);
+                    }
+                    if (paired && lo >= 0xDC00 && lo <= 0xDFFF)
+                        p->i += 6;
+                    else
+                        p->odd_escape = 1;
+                }
             } else if (!strchr("\"\\/bfnrt", c) || c == 0) {
                 return 0;
             }
@@ -276,16 +301,17 @@ static inline int fuzz_lenient(void)
 
 /* Is s[0..n) exactly one JSON text? 1 yes, 0 no, -1 nested deeper than
  * max_depth (undecided). Strings must be UTF-8 unless fuzz_lenient().
- * *long_number (may be NULL) tells whether it holds a number longer than
- * cJSON 1.7.15 reads (63 characters). */
-static inline int fuzz_json_strict(const char *s, size_t n, int max_depth, int *long_number)
+ * *refusable (may be NULL) tells whether it holds something a server may
+ * still refuse: a number longer than cJSON 1.7.15 reads (63 characters), a
+ * \\u0000 escape or an unpaired surrogate escape. */
+static inline int fuzz_json_strict(const char *s, size_t n, int max_depth, int *refusable)
 {
-    fuzz_json p = {(const unsigned char *)s, n, 0, 0, max_depth, 0, !fuzz_lenient()};
+    fuzz_json p = {(const unsigned char *)s, n, 0, 0, max_depth, 0, !fuzz_lenient(), 0};
     int r = fuzz_json_value(&p);
     if (r == 1 && p.i != n)
         r = 0;
-    if (long_number)
-        *long_number = p.long_number;
+    if (refusable)
+        *refusable = p.long_number || p.odd_escape;
     return r;
 }
 

@@ -74,8 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     http_resp resp = {.status = 200};
     cJSON *j = api_parse_body(&ctx, &req, openai, &resp);
 
-    int long_number = 0;
-    const int strict = fuzz_json_strict(body, len, 4 * MAX_DEPTH, &long_number);
+    int refusable = 0;
+    const int strict = fuzz_json_strict(body, len, 4 * MAX_DEPTH, &refusable);
     if (j) {
         FUZZ_CHECK(content_types[ct].json, "accepted Content-Type \"%s\"", content_types[ct].type);
         FUZZ_CHECK(resp.status == 200 && resp.body.len == 0, "accepted, but answered %d",
@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             FUZZ_CHECK(resp.status == 400, "rejected with %d", resp.status);
             /* A strict, shallow enough object without duplicate keys must pass. */
-            if (strict == 1 && !long_number && len > 0) {
+            if (strict == 1 && !refusable && len > 0) {
                 cJSON *t = cJSON_ParseWithLength(body, len);
                 int ok_shape = t && cJSON_IsObject(t) && fuzz_cjson_depth(t) <= MAX_DEPTH &&
                                !fuzz_cjson_dup_keys(t);

@@ -119,6 +119,7 @@ static void check_ok(const cJSON *req, const char *model, const http_resp *r, si
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    fuzz_alarm_on_own_stack();
     if (size < 1)
         return 0;
     const char *model = data[0] & 1 ? "strict" : "minilm";

@@ -103,6 +103,7 @@ static void check_ok(const cJSON *req, const http_resp *r)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    fuzz_alarm_on_own_stack();
     char *body = malloc(size + 1);
     FUZZ_CHECK(body, "out of memory");
     memcpy(body, data, size);

@@ -11,8 +11,10 @@
 #ifndef MT_TESTS_FUZZ_SERVER_H
 #define MT_TESTS_FUZZ_SERVER_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "server/api.h"
 #include "server/config.h"
@@ -48,6 +50,42 @@ static void fuzz_server_init(const char *who)
     }
     fuzz_ctx.cfg = cfg;
     fuzz_ctx.models = models;
+}
+
+/* libFuzzer's -timeout arms SIGALRM, which lands on this thread while it
+ * runs the forward. oneDNN's JIT GEMM kernels point rsp into a heap buffer
+ * while they run (oneDNN issue 4845), so a handler run on the interrupted
+ * stack writes into the heap (ASan reports it in clock_gettime under
+ * AlarmCallback). The server blocks such signals in its GEMM threads
+ * (server/main.c); here the alarm must stay deliverable, so its handler is
+ * moved onto an alternate signal stack. Call from LLVMFuzzerTestOneInput:
+ * libFuzzer installs its handlers after LLVMFuzzerInitialize. */
+static void fuzz_alarm_on_own_stack(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_DISABLE)) {
+        const size_t size = 1 << 16;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            perror("fuzz: mmap for the signal stack");
+            abort();
+        }
+        ss = (stack_t){.ss_sp = p, .ss_size = size, .ss_flags = 0};
+        if (sigaltstack(&ss, NULL) != 0) {
+            perror("fuzz: sigaltstack");
+            abort();
+        }
+    }
+    struct sigaction sa;
+    if (sigaction(SIGALRM, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+        sa.sa_handler != SIG_IGN) {
+        sa.sa_flags |= SA_ONSTACK;
+        sigaction(SIGALRM, &sa, NULL);
+    }
 }
 
 /* The value of a response header the handler set, or NULL. */

@@ -252,6 +252,32 @@ def test_sigterm_finishes_every_request_in_flight_then_exits_0(start):
     assert "shutdown" in log
 
 
+def test_only_the_loop_thread_takes_the_handled_signals(start):
+    """SIGHUP/SIGINT/SIGTERM reach the scheduler's loop thread only: every
+    other thread (engine worker and its OpenMP team, reload loader, HTTP
+    threads) blocks them, so no handler ever runs inside a oneDNN JIT GEMM,
+    which points rsp into the heap while it runs (server/main.c)."""
+    srv = start(config())
+    resp, data = srv.request("POST", "/v1/embeddings", embed_body(["start the engine's team"]))
+    assert resp.status == 200, data
+    pid = srv.proc.pid
+    tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % pid))
+    assert pid in tids and len(tids) >= 3, tids
+
+    def blocked(tid):
+        with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+            mask = int(next(l for l in f if l.startswith("SigBlk:")).split()[1], 16)
+        return {s for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM) if mask >> (s - 1) & 1}
+
+    assert blocked(pid) == set(), "the loop thread blocks %s" % blocked(pid)
+    everything = {signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
+    open_threads = [t for t in tids if t != pid and blocked(t) != everything]
+    assert not open_threads, "threads %s take signals" % open_threads
+    # and the loop thread still acts on them
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(timeout=60) == 0
+
+
 def test_draining_server_is_unready_and_answers_new_requests_503(start):
     srv = start(config({"max_queue_delay_us": 3000000}, shutdown_grace_ms=60000))
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)  # opened before SIGTERM
