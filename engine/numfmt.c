@@ -204,10 +204,40 @@ float nf_e5m2_to_f32(uint8_t b)
     return nf_f16_to_f32((uint16_t)(b << 8));
 }
 
-/* FP32 -> symmetric INT8 code. Rounds half to even with floorf rather than
- * rintf so that the result does not depend on the FPU rounding mode (the
- * AVX2 path names its rounding mode in the instruction). v - floorf(v) is
- * exact for |v| <= 127. */
+/* Round half to even of v for |v| <= 256 (the INT8 encoders clamp first),
+ * with floorf rather than rintf so that the result does not depend on the
+ * FPU rounding mode (the AVX2 paths name theirs in the instruction);
+ * v - floorf(v) is exact there. */
+static inline float nf__rne_small(float v)
+{
+    float r = floorf(v);
+    float d = v - r;
+    if (d > 0.5f || (d == 0.5f && ((int32_t)r & 1)))
+        r += 1.0f;
+    return r;
+}
+
+/* FP32 -> asymmetric UINT8 activation code (numfmt.h). */
+uint8_t nf_f32_to_u8_asym(float x, float scale, int zp)
+{
+    float v = x / scale;
+
+    if (v != v)
+        return (uint8_t)zp;
+    /* clamp before rounding, to the range that can reach a code at all */
+    if (v > 256.0f)
+        v = 256.0f;
+    if (v < -256.0f)
+        v = -256.0f;
+    float q = nf__rne_small(v) + (float)zp;
+    if (q > 255.0f)
+        q = 255.0f;
+    if (q < 0.0f)
+        q = 0.0f;
+    return (uint8_t)(int32_t)q;
+}
+
+/* FP32 -> symmetric INT8 code. */
 int8_t nf_f32_to_i8(float x, float scale)
 {
     float v = x / scale;
@@ -218,11 +248,7 @@ int8_t nf_f32_to_i8(float x, float scale)
         v = 127.0f;
     if (v < -127.0f)
         v = -127.0f;
-    float r = floorf(v);
-    float d = v - r;
-    if (d > 0.5f || (d == 0.5f && ((int32_t)r & 1)))
-        r += 1.0f;
-    return (int8_t)(int32_t)r;
+    return (int8_t)(int32_t)nf__rne_small(v);
 }
 
 /* INT8 code -> FP32 value. */
@@ -461,6 +487,27 @@ void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale)
         dst[i] = nf_i8_to_f32(src[i], scale);
 }
 
+/* UINT8 asymmetric quantisation, as nf_f32_to_u8_asym. */
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp)
+{
+    const __m256 vscale = _mm256_set1_ps(scale);
+    const __m256 vzp = _mm256_set1_ps((float)zp);
+    const __m256 lo = _mm256_set1_ps(-256.0f), hi = _mm256_set1_ps(256.0f);
+    const __m256 qlo = _mm256_setzero_ps(), qhi = _mm256_set1_ps(255.0f);
+    size_t i = 0;
+
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_div_ps(_mm256_loadu_ps(src + i), vscale);
+        v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v); /* NaN -> 0 -> zp */
+        v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+        v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vzp), qlo), qhi);
+        nf__store_low_bytes(dst + i, _mm256_cvtps_epi32(v));
+    }
+    for (; i < n; i++)
+        dst[i] = nf_f32_to_u8_asym(src[i], scale, zp);
+}
+
 #else /* portable: the same array API on any target, as loops over the
        * scalar converters (inlined and branch-light, so the compiler may
        * vectorise them where it can) */
@@ -535,6 +582,12 @@ void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = nf_i8_to_f32(src[i], scale);
+}
+
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = nf_f32_to_u8_asym(src[i], scale, zp);
 }
 
 #endif /* NF_X86_SIMD */

@@ -34,6 +34,12 @@
  *         found in a file still decodes (to -128 * scale). NaN encodes to 0
  *         (INT8 has no NaN; a NaN weight is a bug upstream, and 0 is the code
  *         that does least harm).
+ *   UINT8 asymmetric (activations only, never stored): x = (q - zp) * scale,
+ *         q in [0, 255], zp an integer in [0, 255]; q = clamp(rne(x / scale)
+ *         + zp, 0, 255), NaN -> zp (the code of 0). Used per token for the
+ *         W8A8 GEMM's activations, whose range is often lopsided (GELU
+ *         outputs lie in [-0.17, max]): a symmetric grid would spend half
+ *         its codes on values that never occur.
  */
 #ifndef MT_NUMFMT_H
 #define MT_NUMFMT_H
@@ -65,6 +71,8 @@ float    nf_e5m2_to_f32(uint8_t b);
 int8_t   nf_f32_to_i8(float x, float scale);
 float    nf_i8_to_f32(int8_t q, float scale);
 
+uint8_t  nf_f32_to_u8_asym(float x, float scale, int zp);
+
 /* ---- array conversions (same results, faster) -------------------------- */
 /* src and dst must not overlap; any alignment is fine; n may be 0. */
 
@@ -79,6 +87,7 @@ void nf_f32_to_e5m2_sat_array(const float *src, uint8_t *dst, size_t n);
 void nf_e5m2_to_f32_array(const uint8_t *src, float *dst, size_t n);
 void nf_f32_to_i8_array(const float *src, int8_t *dst, size_t n, float scale);
 void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale);
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp);
 
 /* "avx2+f16c" or "portable": which array path this build compiled. */
 const char *nf_simd_path(void);

@@ -11,10 +11,15 @@
  * still in cache. Activations stay FP32, so the only error is the weight's
  * own rounding.
  *
- * INT8 (W8A8): rows of x are quantized per token into an int8 scratch and
- * multiplied by oneDNN's int8 matmul primitive (s8 x s8, int32 accumulation,
- * f32 dst), which on this CPU picks the AMX brgemm kernel; the epilogue then
- * applies token scale, channel scale, bias and GELU. The primitive reads
+ * INT8 (W8A8): rows of x are quantized per token into a uint8 scratch with
+ * a scale and a zero point (asymmetric: the grid spans [min, max] of the row
+ * and 0, so a GELU output in [-0.17, max] gets all 256 codes rather than
+ * the 128 a symmetric grid would leave it) and multiplied by oneDNN's int8
+ * matmul primitive (u8 x s8 -> s32), which on this CPU picks the AMX brgemm
+ * kernel; the epilogue then removes the zero point in int32 (acc - zp[row]
+ * * colsum[col], colsum the sum of the column's codes, made once per
+ * weight), so the integer part stays exact, and applies token scale,
+ * channel scale, bias and GELU. The primitive reads
  * the codes in place or from a blocked copy made once at creation (the
  * caller chooses; qgemm.h has the measurements). How M (the token count, different in nearly every call) meets the
  * primitive was measured with oneDNN 2.6 on Sapphire Rapids:
@@ -29,7 +34,7 @@
  *     (its f32 output no longer stays in L2).
  * So M is cut into chunks of at most KC_S8_CHUNK = 128 rows, and a chunk's
  * row count is rounded up to a multiple of 16 (AMX works on 16-row tiles
- * anyway): the padded rows of the int8 input are zero, the chunk's result
+ * anyway): the padded rows of the uint8 input are zero, the chunk's result
  * goes to a per-thread scratch (which stays in L2), and the epilogue writes
  * its real rows into y. A weight thus needs at most 8 primitives (16, 32, ..., 128
  * rows), made on first use under a mutex and kept until the weight is
@@ -85,6 +90,29 @@ static void epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, 
         else if (rs || o != s)
             for (int c = 0; c < n; c++)
                 o[c] = s[c] * t;
+        if (gelu)
+            kc_gelu(o, n);
+    }
+}
+
+/* The INT8 form, one thread: acc holds the exact int32 sums of (u8 code) x
+ * (s8 code); removing the zero point in int32 (|zp * colsum| <= 255 * 127 *
+ * k fits for k < 66000) leaves the exact sum of (q - zp) x code, which is
+ * then scaled as above. */
+static void epi_rows_s32(const int32_t *acc, size_t lda, float *y, size_t ldy, int m, int n,
+                         const float *cs, const float *sx, const int32_t *zp,
+                         const int32_t *colsum, const float *bias, bool gelu)
+{
+    for (int r = 0; r < m; r++) {
+        const int32_t *a = acc + (size_t)r * lda, z = zp[r];
+        float *o = y + (size_t)r * ldy;
+        const float t = sx[r];
+        if (bias)
+            for (int c = 0; c < n; c++)
+                o[c] = (float)(a[c] - z * colsum[c]) * cs[c] * t + bias[c];
+        else
+            for (int c = 0; c < n; c++)
+                o[c] = (float)(a[c] - z * colsum[c]) * cs[c] * t;
         if (gelu)
             kc_gelu(o, n);
     }
@@ -273,42 +301,56 @@ int kc_gemm_fp8(const float *x, int m, const uint8_t *w, const float *scale, int
  * INT8 W8A8
  * ---------------------------------------------------------------------- */
 
-/* max |x[i]| over n floats; 4 vector accumulators so the compare chain
- * does not serialise (the plain loop cannot be vectorised by the compiler
- * without -ffast-math). A NaN may or may not propagate: such a row's
- * result is garbage either way, but never a crash. */
-static float absmax(const float *x, int n)
+/* min and max of x[0..n) and 0 (so the grid always holds 0: a constant
+ * row, an all-zero row and the GEMM's zero padding stay exact); 4 vector
+ * accumulators each so the compare chains do not serialise (the plain loop
+ * cannot be vectorised by the compiler without -ffast-math). A NaN may or
+ * may not propagate: such a row's result is garbage either way, but never
+ * a crash. */
+static void minmax0(const float *x, int n, float *lo_out, float *hi_out)
 {
     int i = 0;
-    float mx = 0.f;
+    float lo = 0.f, hi = 0.f;
 #ifdef KC_QG_SIMD
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0;
+    __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0;
     for (; i + 32 <= n; i += 32) {
-        m0 = _mm256_max_ps(m0, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i)));
-        m1 = _mm256_max_ps(m1, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 8)));
-        m2 = _mm256_max_ps(m2, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 16)));
-        m3 = _mm256_max_ps(m3, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i + 24)));
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+        l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+        l1 = _mm256_min_ps(l1, b), h1 = _mm256_max_ps(h1, b);
+        l2 = _mm256_min_ps(l2, c), h2 = _mm256_max_ps(h2, c);
+        l3 = _mm256_min_ps(l3, d), h3 = _mm256_max_ps(h3, d);
     }
-    for (; i + 8 <= n; i += 8)
-        m0 = _mm256_max_ps(m0, _mm256_and_ps(absmask, _mm256_loadu_ps(x + i)));
-    m0 = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m0), _mm256_extractf128_ps(m0, 1));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_loadu_ps(x + i);
+        l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+    }
+    l0 = _mm256_min_ps(_mm256_min_ps(l0, l1), _mm256_min_ps(l2, l3));
+    h0 = _mm256_max_ps(_mm256_max_ps(h0, h1), _mm256_max_ps(h2, h3));
+    __m128 l = _mm_min_ps(_mm256_castps256_ps128(l0), _mm256_extractf128_ps(l0, 1));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(h0), _mm256_extractf128_ps(h0, 1));
+    l = _mm_min_ps(l, _mm_movehl_ps(l, l));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    l = _mm_min_ss(l, _mm_shuffle_ps(l, l, 1));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    mx = _mm_cvtss_f32(h);
+    lo = _mm_cvtss_f32(l);
+    hi = _mm_cvtss_f32(h);
 #endif
     for (; i < n; i++) {
-        float a = fabsf(x[i]);
-        mx = a > mx ? a : mx;
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
     }
-    return mx;
+    *lo_out = lo;
+    *hi_out = hi;
 }
 
-/* Per-token quantization of m rows, one thread (kc_quantize_rows_s8 is the
- * threaded form): the encoder is numfmt's, q = clamp(rne(x / s), +-127). */
-static void quant_rows(const float *x, int m, int k, int8_t *q, float *sx, const float *in_div,
-                       float *tmp)
+/* Per-token asymmetric quantization of m rows, one thread (kc_quantize_rows_u8
+ * is the threaded form): the row's grid runs from min(x, 0) to max(x, 0) in
+ * 255 steps, sx = (hi - lo) / 255 (1 for an all-zero row), zp = rne(-lo / sx)
+ * (the code of 0), codes as numfmt's nf_f32_to_u8_asym. */
+static void quant_rows(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp,
+                       const float *in_div, float *tmp)
 {
     for (int r = 0; r < m; r++) {
         const float *xr = x + (size_t)r * k;
@@ -317,22 +359,30 @@ static void quant_rows(const float *x, int m, int k, int8_t *q, float *sx, const
                 tmp[j] = xr[j] * in_div[j];
             xr = tmp;
         }
-        float s = absmax(xr, k) / 127.0f;
-        if (!(s > 0.f)) /* all zero (or too small to have a scale): codes 0, scale 1 */
+        float lo, hi;
+        minmax0(xr, k, &lo, &hi);
+        float s = (hi - lo) / 255.0f;
+        if (!(s > 0.f) || !isfinite(s)) /* all zero, or no usable range: codes = zp */
             s = 1.0f;
+        float z = rintf(-lo / s);
+        if (!(z >= 0.f)) /* NaN too (a NaN in the row) */
+            z = 0.f;
+        else if (z > 255.f)
+            z = 255.f;
         sx[r] = s;
-        nf_f32_to_i8_array(xr, q + (size_t)r * k, (size_t)k, s);
+        zp[r] = (int32_t)z;
+        nf_f32_to_u8_asym_array(xr, q + (size_t)r * k, (size_t)k, s, (int)z);
     }
 }
 
 /* The threaded quantizer, for callers outside kc_gemm_s8 (and its tests). */
-int kc_quantize_rows_s8(const float *x, int m, int k, int8_t *q, float *sx)
+int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp)
 {
-    if (m < 0 || k < 0 || (m > 0 && (!sx || (k > 0 && (!x || !q)))))
+    if (m < 0 || k < 0 || (m > 0 && (!sx || !zp || (k > 0 && (!x || !q)))))
         return KC_EINVAL;
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int r = 0; r < m; r++)
-        quant_rows(x + (size_t)r * k, 1, k, q + (size_t)r * k, sx + r, NULL, NULL);
+        quant_rows(x + (size_t)r * k, 1, k, q + (size_t)r * k, sx + r, zp + r, NULL, NULL);
     return KC_OK;
 }
 
@@ -348,6 +398,7 @@ struct kc_s8_weight {
     const float *scale;      /* borrowed: n */
     void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
     float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
+    int32_t *colsum;         /* n: sum of each output channel's codes */
     size_t wbytes;           /* its size */
     char impl[64];
     pthread_mutex_t mu; /* guards the three arrays below (each slot is written once) */
@@ -365,7 +416,7 @@ static int s8_bucket(int rows)
     return b;
 }
 
-/* A matmul primitive descriptor for (rows, k) s8 x (k, n) s8 -> f32, the
+/* A matmul primitive descriptor for (rows, k) u8 x (k, n) s8 -> s32, the
  * weights either in the given layout or (wmd NULL) in the one it prefers.
  * Scratchpad is user-managed so that concurrent calls never share one. */
 static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memory_desc_t *wmd,
@@ -376,10 +427,10 @@ static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memo
     dnnl_status_t st;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_matmul_desc_t md;
-    if ((st = dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_s8, dnnl_ab)) != dnnl_success ||
+    if ((st = dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab)) != dnnl_success ||
         (st = dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any)) !=
             dnnl_success ||
-        (st = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab)) != dnnl_success ||
+        (st = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab)) != dnnl_success ||
         (st = dnnl_matmul_desc_init(&md, &smd, wmd ? wmd : &wany, NULL, &dmd)) != dnnl_success ||
         (st = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
         (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
@@ -444,6 +495,7 @@ void kc_s8_weight_destroy(kc_s8_weight *w)
     pthread_mutex_destroy(&w->mu);
     free(w->wbuf);
     free(w->in_div);
+    free(w->colsum);
     free(w);
 }
 
@@ -503,7 +555,18 @@ int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, b
     w->k = k;
     w->codes = codes;
     w->scale = scale;
+    if (!(w->colsum = malloc(sizeof(int32_t) * (size_t)n))) {
+        free(w);
+        return KC_ENOMEM;
+    }
+    for (int j = 0; j < n; j++) {
+        int32_t sum = 0;
+        for (int i = 0; i < k; i++)
+            sum += codes[(size_t)j * k + i];
+        w->colsum[j] = sum;
+    }
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w->colsum);
         free(w);
         return KC_ENOMEM;
     }
@@ -591,14 +654,14 @@ const char *kc_s8_weight_impl(const kc_s8_weight *w)
 
 /* Runs bucket b's primitive on src (rows of int8 x) into dst (rows, n). */
 static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm, int rows,
-                   int8_t *src, float *dst, void *scratch)
+                   uint8_t *src, int32_t *dst, void *scratch)
 {
     dnnl_memory_desc_t smd, dmd;
     dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
     dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
     int rc = KC_EDNNL;
-    if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_s8, dnnl_ab) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_f32, dnnl_ab) != dnnl_success ||
+    if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab) != dnnl_success ||
         dnnl_memory_create(&ms, &smd, w->eng, src) != dnnl_success ||
         dnnl_memory_create(&mw, &w->wmd, w->eng, w->wbuf ? w->wbuf : (void *)w->codes) !=
             dnnl_success ||
@@ -625,7 +688,8 @@ done:
 }
 
 /* One chunk of at most KC_S8_CHUNK rows of x, on the calling thread:
- * quantize into q (padded with zero rows up to the bucket's row count),
+ * quantize into q (padded with zero codes up to the bucket's row count;
+ * those rows' results are never read),
  * matmul into the thread's scratch dtmp, then the epilogue from there into
  * y. Inside a parallel region oneDNN runs the primitive on this thread
  * alone. The matmul never writes y itself: its stores into y's cold lines
@@ -633,16 +697,17 @@ done:
  * 15 ms straight into y, 7.7 ms into a scratch that stays in L2 with the
  * epilogue doing the one pass over y that it makes anyway). */
 static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm,
-                    const float *x, int mm, int8_t *q, float *sx, float *dtmp, float *xtmp,
-                    void *spad, const float *bias, bool gelu, float *y)
+                    const float *x, int mm, uint8_t *q, float *sx, int32_t *zp, int32_t *dtmp,
+                    float *xtmp, void *spad, const float *bias, bool gelu, float *y)
 {
     const int n = w->n, k = w->k, rows = s8_buckets[b];
-    quant_rows(x, mm, k, q, sx, w->in_div, xtmp);
+    quant_rows(x, mm, k, q, sx, zp, w->in_div, xtmp);
     if (rows > mm)
         memset(q + (size_t)mm * k, 0, (size_t)(rows - mm) * k);
     int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
     if (rc == KC_OK)
-        epi_rows(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, bias, gelu);
+        epi_rows_s32(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, zp, w->colsum, bias,
+                     gelu);
     return rc;
 }
 
@@ -673,8 +738,8 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
         (rc = s8_get_prim(w, blast, &plast)) != KC_OK)
         return rc;
 
-    /* per-thread scratch: a chunk's int8 rows and scales, its f32 output,
-     * the primitives' scratchpad */
+    /* per-thread scratch: a chunk's uint8 rows, scales and zero points, its
+     * f32 output, the primitives' scratchpad */
     const int nthr = nchunk < maxthr ? nchunk : maxthr;
     size_t spneed = w->scratch[blast];
     if (nchunk > 1 && w->scratch[bfull] > spneed)
@@ -685,7 +750,7 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     const size_t dbytes = (sizeof(float) * (size_t)cap * n + 63) & ~(size_t)63;
     /* one smoothed activation row, when the weight smooths its input */
     const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
-    const size_t per = qbytes + sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
+    const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
     char *buf = aligned_alloc(64, per * nthr);
     if (!buf)
         return KC_ENOMEM;
@@ -703,12 +768,12 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
         for (int c = 0; c < nchunk; c++) {
             const int m0 = c * crows, mm = c == nchunk - 1 ? last : crows;
             const int b = c == nchunk - 1 ? blast : bfull;
+            char *p_sx = mine + qbytes, *p_zp = p_sx + sbytes, *p_d = p_zp + sbytes;
+            char *p_x = p_d + dbytes, *p_sp = p_x + xbytes;
             int r = strm ? s8_chunk(w, b, c == nchunk - 1 ? plast : pfull, strm,
-                                    x + (size_t)m0 * k, mm, (int8_t *)mine,
-                                    (float *)(mine + qbytes), (float *)(mine + qbytes + sbytes),
-                                    xbytes ? (float *)(mine + qbytes + sbytes + dbytes) : NULL,
-                                    mine + qbytes + sbytes + dbytes + xbytes, bias, gelu,
-                                    y + (size_t)m0 * n)
+                                    x + (size_t)m0 * k, mm, (uint8_t *)mine, (float *)p_sx,
+                                    (int32_t *)p_zp, (int32_t *)p_d, xbytes ? (float *)p_x : NULL,
+                                    p_sp, bias, gelu, y + (size_t)m0 * n)
                          : KC_EDNNL;
             if (r != KC_OK) {
 #pragma omp atomic write

@@ -48,10 +48,12 @@ int kc_gemm_fp8(const float *x, int m, const uint8_t *w, const float *scale, int
                 const float *bias, bool gelu, float *y);
 bool kc_e4m3_has_nan(const uint8_t *w, size_t count);
 
-/* Per-token INT8 quantization of x (m, k): sx[r] = max|x[r]| / 127 (1 for an
- * all-zero row), q = clamp(round_half_even(x / sx[r]), -127, 127).
- * Rows in parallel. This is what kc_gemm_s8 does to its input. */
-int kc_quantize_rows_s8(const float *x, int m, int k, int8_t *q, float *sx);
+/* Per-token asymmetric UINT8 quantization of x (m, k): lo = min(x[r], 0),
+ * hi = max(x[r], 0), sx[r] = (hi - lo) / 255 (1 for an all-zero row),
+ * zp[r] = round(-lo / sx[r]) in [0, 255], q = clamp(round_half_even(x /
+ * sx[r]) + zp[r], 0, 255), so x ~ (q - zp) * sx. Rows in parallel. This is
+ * what kc_gemm_s8 does to its input. */
+int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp);
 
 /* An INT8 weight (symmetric codes (n, k) + scale[n]) ready for oneDNN's
  * int8 matmul: the primitives it has built, and the codes in the layout
@@ -84,7 +86,8 @@ int kc_s8_weight_set_smooth(kc_s8_weight *w, const float *in_div);
 /* The oneDNN implementation the weight's matmul runs ("brg:avx512_core_amx_int8"...). */
 const char *kc_s8_weight_impl(const kc_s8_weight *w);
 
-/* y = (q(x) . W^T) * sx[row] * scale[col] (+ bias, GELU), W8A8 as above. */
+/* y = ((q(x) - zp[row]) . W^T) * sx[row] * scale[col] (+ bias, GELU), W8A8
+ * with q(x) as kc_quantize_rows_u8. */
 int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y);
 
 #endif

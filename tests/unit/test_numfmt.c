@@ -586,6 +586,50 @@ START_TEST(i8_matches_rintf_and_is_symmetric_on_random_inputs)
 }
 END_TEST
 
+START_TEST(u8_asym_rounds_half_to_even_clamps_and_maps_nan_to_the_zero_point)
+{
+    ck_assert_int_eq(nf_f32_to_u8_asym(0.0f, 1, 10), 10);
+    ck_assert_int_eq(nf_f32_to_u8_asym(2.5f, 1, 10), 12);   /* 2.5 -> 2 */
+    ck_assert_int_eq(nf_f32_to_u8_asym(3.5f, 1, 10), 14);   /* 3.5 -> 4 */
+    ck_assert_int_eq(nf_f32_to_u8_asym(-2.5f, 1, 10), 8);   /* -2.5 -> -2 */
+    ck_assert_int_eq(nf_f32_to_u8_asym(-10.0f, 1, 10), 0);
+    ck_assert_int_eq(nf_f32_to_u8_asym(-10.5f, 1, 10), 0);  /* -10 (even) + 10 */
+    ck_assert_int_eq(nf_f32_to_u8_asym(-11.0f, 1, 10), 0);
+    ck_assert_int_eq(nf_f32_to_u8_asym(245.0f, 1, 10), 255);
+    ck_assert_int_eq(nf_f32_to_u8_asym(246.0f, 1, 10), 255);
+    ck_assert_int_eq(nf_f32_to_u8_asym(1e30f, 1, 10), 255);
+    ck_assert_int_eq(nf_f32_to_u8_asym(INFINITY, 1, 10), 255);
+    ck_assert_int_eq(nf_f32_to_u8_asym(-INFINITY, 1, 10), 0);
+    ck_assert_int_eq(nf_f32_to_u8_asym(NAN, 1, 10), 10);
+    ck_assert_int_eq(nf_f32_to_u8_asym(-NAN, 0.5f, 200), 200);
+    ck_assert_int_eq(nf_f32_to_u8_asym(1.0f, 1e-30f, 0), 255);
+    ck_assert_int_eq(nf_f32_to_u8_asym(-1.0f, 1e-30f, 255), 0);
+    ck_assert_int_eq(nf_f32_to_u8_asym(0.75f, 0.25f, 0), 3);
+}
+END_TEST
+
+/* Against an independent formula (libm rintf in double-checked range). */
+START_TEST(u8_asym_matches_rintf_on_random_inputs)
+{
+    rng r = { 0x51ed270b27d4f1a3ULL };
+    tally t = { 0 };
+    for (int i = 0; i < 200000; i++) {
+        float scale = 0.001f + (float)(rng_u32(&r) % 10000) / 1000.0f;
+        int zp = (int)(rng_u32(&r) % 256);
+        float x = ((float)(int32_t)rng_u32(&r) / 2147483648.0f) * 300.0f * scale;
+        if (i % 4 == 0)   /* exact halves */
+            x = ((float)((int32_t)(rng_u32(&r) % 600) - 300) + 0.5f) * scale;
+        float q = rintf(x / scale) + (float)zp;
+        int want = q < 0 ? 0 : q > 255 ? 255 : (int)q;
+        int got = nf_f32_to_u8_asym(x, scale, zp);
+        if (got != want)
+            tally_bad(&t, "u8(%a / %a + %d) = %d, want %d", (double)x, (double)scale, zp, got,
+                      want);
+    }
+    ck_assert_tally(t);
+}
+END_TEST
+
 /* ======================================================================== */
 /* array converters against the scalar ones                                 */
 /* ======================================================================== */
@@ -617,6 +661,18 @@ static uint32_t se_i8(float x, float k) { return (uint8_t)nf_f32_to_i8(x, k); }
 static void ad_i8(const void *s, float *d, size_t n, float k) { nf_i8_to_f32_array(s, d, n, k); }
 static float sd_i8(uint32_t c, float k) { return nf_i8_to_f32((int8_t)(uint8_t)c, k); }
 
+/* UINT8 asymmetric with a fixed zero point; the decoder is the definition
+ * (numfmt has none: these codes live only inside the W8A8 GEMM). */
+#define U8_ZP 77
+static void ae_u8(const float *s, void *d, size_t n, float k) { nf_f32_to_u8_asym_array(s, d, n, k, U8_ZP); }
+static uint32_t se_u8(float x, float k) { return nf_f32_to_u8_asym(x, k, U8_ZP); }
+static float sd_u8(uint32_t c, float k) { return ((float)(int)c - U8_ZP) * k; }
+static void ad_u8(const void *s, float *d, size_t n, float k)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = sd_u8(((const uint8_t *)s)[i], k);
+}
+
 static const conv CONVS[] = {
     { "f16", 2, ae_f16, se_f16, ad_f16, sd_f16 },
     { "bf16", 2, ae_bf16, se_bf16, ad_bf16, sd_bf16 },
@@ -624,8 +680,15 @@ static const conv CONVS[] = {
     { "e5m2", 1, ae_e5m2, se_e5m2, ad_e5m2, sd_e5m2 },
     { "e5m2_sat", 1, ae_e5m2s, se_e5m2s, ad_e5m2s, sd_e5m2s },
     { "i8", 1, ae_i8, se_i8, ad_i8, sd_i8 },
+    { "u8_asym", 1, ae_u8, se_u8, ad_u8, sd_u8 },
 };
 #define NCONV (sizeof CONVS / sizeof CONVS[0])
+
+/* The integer formats take a scale; the float ones ignore it. */
+static int scaled(const conv *cv)
+{
+    return cv->sc_enc == se_i8 || cv->sc_enc == se_u8;
+}
 
 static uint32_t load_code(const unsigned char *p, unsigned esize)
 {
@@ -651,10 +714,10 @@ START_TEST(array_encoders_match_scalar_for_lengths_0_to_67)
             for (int rep = 0; rep < 8; rep++) {
                 for (size_t i = 0; i < n + 1; i++)
                     src[i] = rng_input(&r);
-                if (cv->esize == 1 && cv->sc_enc == se_i8)   /* i8: plausible values too */
+                if (scaled(cv))   /* integer codes: plausible values too */
                     for (size_t i = 0; i < n + 1; i += 2)
                         src[i] = (float)(int32_t)rng_u32(&r) / (float)(1 << 23);
-                float scale = cv->sc_enc == se_i8 ? 0.5f + (float)rep : 1.0f;
+                float scale = scaled(cv) ? 0.5f + (float)rep : 1.0f;
                 memset(buf, 0xa5, sizeof buf);
                 cv->arr_enc(src + 1, buf + 16, n, scale);
                 for (size_t i = 0; i < n; i++) {
@@ -691,7 +754,7 @@ START_TEST(array_decoders_match_scalar_for_lengths_0_to_67)
             for (int rep = 0; rep < 8; rep++) {
                 for (size_t i = 0; i < sizeof src; i++)
                     src[i] = (unsigned char)rng_u32(&r);
-                float scale = cv->sc_enc == se_i8 ? 0.25f * (float)(rep + 1) : 1.0f;
+                float scale = scaled(cv) ? 0.25f * (float)(rep + 1) : 1.0f;
                 for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
                     buf[i] = float_of(0xdeadbeefu);
                 cv->arr_dec(src + cv->esize, buf + 4, n, scale);
@@ -759,7 +822,7 @@ START_TEST(array_encoders_match_scalar_on_random_inputs)
 
     for (size_t c = 0; c < NCONV; c++) {
         const conv *cv = &CONVS[c];
-        float scale = cv->sc_enc == se_i8 ? 1e-3f : 1.0f;
+        float scale = scaled(cv) ? 1e-3f : 1.0f;
         cv->arr_enc(src, dst, N, scale);
         for (size_t i = 0; i < N; i++) {
             uint32_t got = load_code(dst + i * cv->esize, cv->esize);
@@ -967,6 +1030,8 @@ static Suite *numfmt_suite(void)
     tcase_add_test(edge, i8_rounds_half_to_even);
     tcase_add_test(edge, i8_clamps_at_plus_minus_127);
     tcase_add_test(edge, i8_matches_rintf_and_is_symmetric_on_random_inputs);
+    tcase_add_test(edge, u8_asym_rounds_half_to_even_clamps_and_maps_nan_to_the_zero_point);
+    tcase_add_test(edge, u8_asym_matches_rintf_on_random_inputs);
     suite_add_tcase(s, edge);
 
     TCase *arr = tcase_create("arrays");

@@ -50,6 +50,23 @@ static mt_weight *make_weight(mt_backend *be, const float *w, int n, int k, mt_p
     return wt;
 }
 
+/* A row's asymmetric UINT8 grid as qgemm.h defines it: [min(x, 0),
+ * max(x, 0)] in 255 steps, zero point the code of 0. */
+static void u8_grid(const float *xr, int k, float *sx, int *zp)
+{
+    float lo = 0.f, hi = 0.f;
+    for (int c = 0; c < k; c++) {
+        lo = xr[c] < lo ? xr[c] : lo;
+        hi = xr[c] > hi ? xr[c] : hi;
+    }
+    float s = (hi - lo) / 255.0f;
+    if (!(s > 0.f))
+        s = 1.0f;
+    float z = rintf(-lo / s); /* in float, as the definition says */
+    *sx = s;
+    *zp = z < 0 ? 0 : z > 255 ? 255 : (int)z;
+}
+
 /* The activations the twin multiplies: x itself, or for INT8 x quantized
  * per token with the scalar reference encoder and dequantized in double. */
 static double *twin_inputs(const float *x, int m, int k, mt_precision p)
@@ -57,15 +74,13 @@ static double *twin_inputs(const float *x, int m, int k, mt_precision p)
     double *xd = malloc(sizeof(double) * ((size_t)m * k + 1));
     for (int r = 0; r < m; r++) {
         const float *xr = x + (size_t)r * k;
-        float mx = 0.f;
-        for (int c = 0; c < k; c++)
-            mx = fabsf(xr[c]) > mx ? fabsf(xr[c]) : mx;
-        float sx = mx / 127.0f;
-        if (!(sx > 0.f))
-            sx = 1.0f;
+        float sx;
+        int zp;
+        u8_grid(xr, k, &sx, &zp);
         for (int c = 0; c < k; c++)
             xd[(size_t)r * k + c] =
-                p == MT_PREC_INT8 ? (double)nf_f32_to_i8(xr[c], sx) * sx : (double)xr[c];
+                p == MT_PREC_INT8 ? ((double)nf_f32_to_u8_asym(xr[c], sx, zp) - zp) * sx
+                                  : (double)xr[c];
     }
     return xd;
 }
@@ -108,7 +123,7 @@ START_TEST(each_precision_matches_its_double_twin_with_or_without_epilogue)
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
             const int m = ms[mi];
             float *x = rand_vec((size_t)m * k, 2.0f);
-            if (m >= 3) /* an all-zero token: INT8 gives it scale 1 and codes 0 */
+            if (m >= 3) /* an all-zero token: INT8 gives it scale 1 and zero point 0 */
                 memset(x + k, 0, sizeof(float) * k);
             double *xd = twin_inputs(x, m, k, p);
             double *acc = twin_gemm(xd, m, deq, n, k);
@@ -176,36 +191,54 @@ START_TEST(fp8_decoder_is_exact_for_every_code_but_nan)
 }
 END_TEST
 
-START_TEST(activation_quantizer_is_per_token_half_even_and_gives_zero_rows_scale_one)
+START_TEST(activation_quantizer_is_per_token_asymmetric_half_even_and_keeps_zero_exact)
 {
-    const int m = 5, k = 37;
+    const int m = 7, k = 37;
     float *x = rand_vec((size_t)m * k, 3.0f);
-    memset(x + 2 * k, 0, sizeof(float) * k);
-    /* row 3 has scale 127 / 127 = 1, and exact halves to round */
+    memset(x + 2 * k, 0, sizeof(float) * k); /* row 2: all zero */
+    /* row 3: range [0, 255] (scale 1, zero point 0), with exact halves */
     for (int c = 0; c < k; c++)
-        x[3 * k + c] = (float)((c % 7) - 3) * 0.25f;
-    x[3 * k] = 127.0f;
-    x[3 * k + 1] = -2.5f, x[3 * k + 2] = -1.5f, x[3 * k + 4] = 0.5f, x[3 * k + 5] = 1.5f;
-    int8_t q[5 * 37];
-    float sx[5];
-    ck_assert_int_eq(kc_quantize_rows_s8(x, m, k, q, sx), KC_OK);
+        x[3 * k + c] = (float)(c % 7) * 0.25f;
+    x[3 * k] = 255.0f;
+    x[3 * k + 1] = 2.5f, x[3 * k + 2] = 1.5f, x[3 * k + 4] = 0.5f;
+    /* row 4: a GELU-like row, [-0.17, 4]: the grid must start at -0.17 */
+    for (int c = 0; c < k; c++)
+        x[4 * k + c] = -0.17f + 4.17f * (float)c / (float)(k - 1);
+    /* row 5: all positive; row 6: all negative (0 is still on the grid) */
+    for (int c = 0; c < k; c++)
+        x[5 * k + c] = 1.0f + fabsf(x[5 * k + c]), x[6 * k + c] = -1.0f - fabsf(x[6 * k + c]);
+    uint8_t q[7 * 37];
+    float sx[7];
+    int32_t zp[7];
+    ck_assert_int_eq(kc_quantize_rows_u8(x, m, k, q, sx, zp), KC_OK);
     for (int r = 0; r < m; r++) {
-        float mx = 0.f;
-        for (int c = 0; c < k; c++)
-            mx = fabsf(x[r * k + c]) > mx ? fabsf(x[r * k + c]) : mx;
-        float want = mx > 0.f ? mx / 127.0f : 1.0f;
-        ck_assert_msg(sx[r] == want, "row %d scale %g, want %g", r, sx[r], want);
+        float want_s;
+        int want_z;
+        u8_grid(x + r * k, k, &want_s, &want_z);
+        ck_assert_msg(sx[r] == want_s && zp[r] == want_z, "row %d: scale %g zp %d, want %g %d",
+                      r, sx[r], zp[r], want_s, want_z);
+        double worst = 0;
         for (int c = 0; c < k; c++) {
-            int8_t e = nf_f32_to_i8(x[r * k + c], want);
+            uint8_t e = nf_f32_to_u8_asym(x[r * k + c], want_s, want_z);
             ck_assert_msg(q[r * k + c] == e, "row %d col %d: %d, want %d", r, c, q[r * k + c], e);
-            ck_assert(q[r * k + c] >= -127 && q[r * k + c] <= 127);
+            double d = fabs(((double)q[r * k + c] - zp[r]) * sx[r] - x[r * k + c]);
+            worst = d > worst ? d : worst;
         }
+        /* every value is within half a step of its code's value */
+        ck_assert_msg(worst <= 0.5 * sx[r] * (1 + 1e-5), "row %d: error %g, step %g", r, worst,
+                      sx[r]);
     }
-    ck_assert(sx[2] == 1.0f && sx[3] == 1.0f);
-    ck_assert_int_eq(q[3 * k + 1], -2); /* -2.5 -> -2 (ties to even) */
-    ck_assert_int_eq(q[3 * k + 2], -2); /* -1.5 -> -2 */
-    ck_assert_int_eq(q[3 * k + 4], 0);  /* 0.5 -> 0 */
-    ck_assert_int_eq(q[3 * k + 5], 2);  /* 1.5 -> 2 */
+    ck_assert(sx[2] == 1.0f && zp[2] == 0 && q[2 * k] == 0);
+    ck_assert(sx[3] == 1.0f && zp[3] == 0);
+    ck_assert_int_eq(q[3 * k + 1], 2); /* 2.5 -> 2 (ties to even) */
+    ck_assert_int_eq(q[3 * k + 2], 2); /* 1.5 -> 2 */
+    ck_assert_int_eq(q[3 * k + 4], 0); /* 0.5 -> 0 */
+    ck_assert_int_eq(q[3 * k], 255);
+    /* the GELU-like row gets a step of (4 + 0.17) / 255, not 2 * 4 / 254 */
+    ck_assert(fabsf(sx[4] - 4.17f / 255.0f) < 1e-6f);
+    ck_assert(q[4 * k] == 0 && q[4 * k + k - 1] == 255);
+    ck_assert(zp[5] == 0 && q[5 * k] > 0);
+    ck_assert(zp[6] == 255);
     free(x);
 }
 END_TEST
@@ -459,7 +492,7 @@ int main(void)
     tcase_add_loop_test(tc, each_precision_matches_its_double_twin_with_or_without_epilogue,
                         0, NPRECS);
     tcase_add_test(tc, fp8_decoder_is_exact_for_every_code_but_nan);
-    tcase_add_test(tc, activation_quantizer_is_per_token_half_even_and_gives_zero_rows_scale_one);
+    tcase_add_test(tc, activation_quantizer_is_per_token_asymmetric_half_even_and_keeps_zero_exact);
     tcase_add_test(tc, epilogue_applies_column_and_row_scales_bias_and_gelu);
     tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
