@@ -267,7 +267,9 @@ fuzz: model
 test-lb-configs: deps model
 	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
-	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/deploy/check_configs.sh
+	$(MAKE) --no-print-directory CFG=cpu CUDA=0 build/cpu/mantissa
+	BUILD=$(BUILD) CPU_IMAGE_BIN=build/cpu/mantissa PYTHON=$(abspath $(VPY)) \
+	  tests/deploy/check_configs.sh
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
 # ==== end of the fuzzing and deployment block ===============================

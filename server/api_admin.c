@@ -261,6 +261,55 @@ static void admin_respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
 }
 
 /* Starts an admin request of kind on model (may be NULL). */
+/* What an admin request may carry. The config file is the only source of a
+ * model's settings, so nothing in a body may name a file or a config:
+ * reload takes an empty object; load and unload take Triton's
+ * {"parameters": {"unload_dependents": bool}} (what tritonclient sends),
+ * nothing else. False (with the 400 written) when the body is refused. */
+static bool admin_body_ok(const http_ctx *ctx, const http_req *req, reload_kind kind,
+                          http_resp *r)
+{
+    cJSON *j = api_parse_body(ctx, req, false, r);
+    if (!j)
+        return false;
+    bool ok = true;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, j)
+    {
+        if (kind == RELOAD_FILE || strcmp(e->string, "parameters") != 0) {
+            api_error(r, false, 400, NULL,
+                      kind == RELOAD_FILE
+                          ? "unknown field \"%s\": reload takes no arguments (it reads the "
+                            "config file the server was started with)"
+                          : "unknown field \"%s\" (expected \"parameters\")",
+                      e->string);
+            ok = false;
+            break;
+        }
+        if (!cJSON_IsObject(e)) {
+            api_error(r, false, 400, NULL, "\"parameters\" must be an object");
+            ok = false;
+            break;
+        }
+        const cJSON *q;
+        cJSON_ArrayForEach(q, e)
+        {
+            if (!strcmp(q->string, "unload_dependents") && cJSON_IsBool(q))
+                continue;
+            api_error(r, false, 400, NULL,
+                      "parameter \"%s\" is not supported: a model's settings and files come "
+                      "from the config file only (edit it, then load)",
+                      q->string);
+            ok = false;
+            break;
+        }
+        if (!ok)
+            break;
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
 static void admin_start(const http_ctx *ctx, const http_req *req, reload_kind kind,
                         const char *model, http_resp *r)
 {
@@ -268,12 +317,8 @@ static void admin_start(const http_ctx *ctx, const http_req *req, reload_kind ki
         api_error(r, false, 503, NULL, "the hot-switch is not running in this process");
         return;
     }
-    if (req->body_len) { /* Triton's clients send {"parameters": {...}}: accepted, unused */
-        cJSON *j = api_parse_body(ctx, req, false, r);
-        if (!j)
-            return;
-        cJSON_Delete(j);
-    }
+    if (req->body_len && !admin_body_ok(ctx, req, kind, r))
+        return;
     admin_call *c = calloc(1, sizeof *c);
     if (!c) {
         api_error(r, false, 500, NULL, "out of memory");

@@ -212,9 +212,10 @@ void api_kserve_infer(const http_ctx *ctx, const http_req *req, const char *cons
     double timeout_us = 0;
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(params, "timeout");
     if (to) {
-        if (!cJSON_IsNumber(to) || to->valuedouble < 0) {
+        if (!cJSON_IsNumber(to) || !(to->valuedouble >= 0) || !isfinite(to->valuedouble)) {
             api_error(r, false, 400, "timeout",
-                      "parameter \"timeout\" must be a non-negative number of microseconds");
+                      "parameter \"timeout\" must be a finite non-negative number of "
+                      "microseconds");
             goto done;
         }
         timeout_us = to->valuedouble;

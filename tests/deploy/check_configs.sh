@@ -61,7 +61,14 @@ step "tools present" need || { echo "check_configs: $pass passed, $fail failed";
 
 step "hadolint deploy/Dockerfile" "$VENV_BIN/hadolint" deploy/Dockerfile
 
+# The image staged here is the cpu target's: its binary is built with CUDA=0
+# as deploy/Dockerfile's build-cpu stage builds it (CPU_IMAGE_BIN; make
+# test-lb-configs makes build/cpu/mantissa). A CUDA build links the toolkit's
+# libcublasLt, which the gpu target's devel image installs from NVIDIA's
+# packages and this host has only as a tarball, owned by no package.
+IMAGE_BIN=${CPU_IMAGE_BIN:-$BIN}
 stage() {
+  local BIN=$IMAGE_BIN
   deploy/stage-image.sh "$BIN" "$tmp/stage" || return 1
   local s=$tmp/stage pkgs ok=0
   for f in opt/mantissa/bin/mantissa etc/mantissa/mantissa.json opt/mantissa/runtime-packages.txt; do

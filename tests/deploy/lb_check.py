@@ -8,7 +8,9 @@ on loopback, and checks what its header promises:
     request when a second replica is killed mid-test (retry on a
     connection failure);
   - the A/B listener pins by X-Mantissa-Variant (int8 / fp32), is sticky
-    per X-Mantissa-Route-Key, and splits unpinned traffic about 90/10.
+    per X-Mantissa-Route-Key, and splits unpinned traffic about 90/10;
+  - neither listener lets the admin API through (403), spelled plainly or
+    percent-encoded, and the replicas keep their models.
 
 The two "deployments" are one replica each, whose single variant is named
 int8 or fp32 (X-Mantissa-Variant in each answer says which one served). The
@@ -87,7 +89,20 @@ def main():
         c.check("split: unpinned traffic is about 90/10 (int8 in [160, 195] of 200)",
                 160 <= got["int8"] <= 195 and got["int8"] + got["fp32"] == 200, str(dict(got)))
 
-        # 5. a replica dies under the pool: no failed request
+        # 5. the admin API stays on the replicas' own ports
+        admin = [("GET", "/v2/admin/config"), ("POST", "/v2/admin/reload"),
+                 ("POST", "/v2/repository/models/minilm/unload"),
+                 ("POST", "/v2/%72epository/models/minilm/unload"),
+                 ("POST", "/v2/repository/index"), ("POST", "/v2/models/minilm/compare")]
+        got = {}
+        for port in (lb_pool, lb_split):
+            for method, path in admin:
+                got[(port, method, path)] = d.request(port, method, path, {})[0]
+        c.check("admin API: 403 through both listeners", set(got.values()) == {403}, str(got))
+        st = collections.Counter(d.embed(lb_pool)[0] for _ in range(10))
+        c.check("pool: still serving after the admin attempts", st == {200: 10}, str(dict(st)))
+
+        # 6. a replica dies under the pool: no failed request
         r_fp32.kill()
         r_fp32.wait(timeout=10)
         time.sleep(0.2)

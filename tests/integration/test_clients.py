@@ -79,6 +79,27 @@ def test_tritonclient_error_is_raised_with_the_server_message(server):
     assert "txt" in str(e.value)
 
 
+def test_tritonclient_unload_load_and_a_refused_config_override(tmp_path):
+    """The repository calls as tritonclient makes them: unload (it sends
+    unload_dependents), load, and load with a config override, which the
+    server refuses (settings come from the config file only)."""
+    h = pytest.importorskip("tritonclient.http")
+    utils = pytest.importorskip("tritonclient.utils")
+    srv = Server(default_config(), tmp_path)
+    try:
+        c = h.InferenceServerClient("127.0.0.1:%d" % srv.port)
+        c.unload_model("minilm")
+        assert not c.is_model_ready("minilm")
+        c.load_model("minilm")
+        assert c.is_model_ready("minilm")
+        with pytest.raises(utils.InferenceServerException) as e:
+            c.load_model("minilm", config=json.dumps({"max_batch_size": 8}))
+        assert "config" in str(e.value)
+        assert c.is_model_ready("minilm")
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
+
+
 def perf_analyzer_cmd():
     """perf_analyzer from the tritonclient wheel in the venv, with the CUDA
     runtime library it links (from the nvidia-cuda-runtime-cu12 wheel)."""

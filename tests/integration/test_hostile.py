@@ -1,0 +1,212 @@
+"""The hostile-input catalogue: each request a client we do not control may
+send, with the status and error the README documents for it, against the
+real binary over real HTTP. After every case the server must still answer
+its readiness probe, and after the whole catalogue an embedding must still
+be right.
+
+One server runs the catalogue with limits raised far enough (8 MiB bodies)
+that the parsers, not the body cap, meet the big inputs; the slow-client
+cases run against a server with a 2 s connection timeout. No test asserts a
+timing: waits have generous bounds and only check that something happened.
+"""
+import json
+import math
+import os
+import socket
+import time
+
+import pytest
+
+from conftest import MODEL, Server, default_config
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+BODY_CAP = 8 << 20
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    cfg = default_config(max_body_bytes=BODY_CAP, max_inputs=64, max_input_bytes=2 << 20)
+    s = Server(cfg, tmp_path_factory.mktemp("hostile"))
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def openai(body):
+    return ("POST", "/v1/embeddings", body)
+
+
+def kserve(body, model="minilm"):
+    return ("POST", "/v2/models/%s/infer" % model, body)
+
+
+TEXT = {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}
+
+# (name, (method, path, body), status, words that the error message must hold)
+CASES = [
+    ("body over max_body_bytes",
+     openai(json.dumps({"model": "minilm", "input": "a" * (BODY_CAP + 10)})), 413,
+     ["max_body_bytes"]),
+    ("deeply nested JSON (OpenAI)", openai('{"model":"minilm","input":' + "[" * 5000 + "]" * 5000
+                                           + "}"), 400, ["nesting"]),
+    ("deeply nested JSON (KServe)", kserve('{"inputs":[{"x":' + "{\"a\":" * 200 + "1"
+                                           + "}" * 200 + "}]}"), 400, ["nesting"]),
+    ("a shape of 1e6 elements", kserve({"inputs": [dict(TEXT, shape=[1] * 1000000)]}), 400,
+     ["shape"]),
+    ("a shape with a huge element count",
+     kserve({"inputs": [dict(TEXT, shape=[4294967296, 4294967296])]}), 400, ["shape"]),
+    ("input of the wrong type: number", openai({"model": "minilm", "input": 5}), 400, ["input"]),
+    ("input of the wrong type: token ids", openai({"model": "minilm", "input": [101, 102]}), 400,
+     ["input"]),
+    ("model of the wrong type", openai({"model": 7, "input": "x"}), 400, ["model"]),
+    ("encoding_format not float or base64",
+     openai({"model": "minilm", "input": "x", "encoding_format": "hex"}), 400,
+     ["encoding_format"]),
+    ("KServe datatype not BYTES", kserve({"inputs": [dict(TEXT, datatype="FP32", data=[1.0])]}),
+     400, ["datatype"]),
+    ("KServe data not strings", kserve({"inputs": [dict(TEXT, data=[1])]}), 400, []),
+    ("shape/data mismatch", kserve({"inputs": [dict(TEXT, shape=[3], data=["a", "b"])]}), 400,
+     ["shape"]),
+    ("NaN literal (not JSON)", kserve('{"inputs":[{"name":"text","datatype":"FP32","shape":[1],'
+                                      '"data":[NaN]}]}'), 400, ["JSON"]),
+    ("Infinity literal (not JSON)", openai('{"model":"minilm","input":"x","dimensions":Infinity}'),
+     400, ["JSON"]),
+    ("a number that overflows to inf", openai('{"model":"minilm","input":"x","dimensions":1e999}'),
+     400, ["dimensions"]),
+    ("an overflowing KServe timeout",
+     kserve('{"inputs":[{"name":"text","datatype":"BYTES","shape":[1],"data":["x"]}],'
+            '"parameters":{"timeout":1e999}}'), 400, ["timeout"]),
+    ("invalid UTF-8 in a text", openai(b'{"model":"minilm","input":"bad \xc3\x28 here"}'), 400,
+     ["UTF-8"]),
+    ("invalid UTF-8 in a key", kserve(b'{"inputs":[], "\xff\xfe":1}'), 400, ["UTF-8"]),
+    ("a NUL escape in a text", openai('{"model":"minilm","input":"a\\u0000b"}'), 400,
+     ["\\u0000"]),
+    ("a single 3 MiB string over max_input_bytes",
+     openai({"model": "minilm", "input": "word " * (600 << 10)}), 413, ["max_input_bytes"]),
+    ("10,000 inputs in one request", openai({"model": "minilm", "input": ["x"] * 10000}), 413,
+     ["max_inputs"]),
+    ("10,000 KServe elements in one request",
+     kserve({"inputs": [dict(TEXT, shape=[10000], data=["x"] * 10000)]}), 413, ["max_inputs"]),
+    ("empty input list (OpenAI)", openai({"model": "minilm", "input": []}), 400, ["input"]),
+    ("empty input list (KServe)", kserve({"inputs": [dict(TEXT, shape=[0], data=[])]}), 400, []),
+    ("unknown model", openai({"model": "nope", "input": "x"}), 404, ["nope"]),
+    ("model name with path characters",
+     openai({"model": "../../etc/passwd", "input": "x"}), 404, []),
+    ("model name with a NUL escape", openai({"model": "minilm\u0000x", "input": "x"}), 400,
+     ["\\u0000"]),
+    ("KServe model name with path characters",
+     kserve({"inputs": [TEXT]}, model="..%2F..%2Fetc%2Fpasswd"), 404, []),
+    ("duplicated key (OpenAI)", openai('{"model":"minilm","input":"a","input":"b"}'), 400,
+     ["duplicate"]),
+    ("duplicated key (KServe)",
+     kserve('{"inputs":[{"name":"text","name":"text","datatype":"BYTES","shape":[1],'
+            '"data":["x"]}]}'), 400, ["duplicate"]),
+    ("trailing bytes after the JSON value", openai('{"model":"minilm","input":"x"} {}'), 400,
+     ["JSON"]),
+    ("traversal in a repository load",
+     ("POST", "/v2/repository/models/..%2F..%2Fetc%2Fpasswd/load", "{}"), 404, []),
+    ("dot segments in a repository unload",
+     ("POST", "/v2/repository/models/../../models/minilm/unload", "{}"), 404, []),
+    ("traversal in compare", ("POST", "/v2/models/..%2Fminilm/compare", {"input": "x"}), 404, []),
+    ("dot segments in the admin path", ("GET", "/v2/admin/../admin/config", None), 404, []),
+    ("admin reload with a body naming another file",
+     ("POST", "/v2/admin/reload", {"path": "/etc/passwd"}), 400, ["path"]),
+    ("a repository load that overrides the config",
+     ("POST", "/v2/repository/models/minilm/load",
+      {"parameters": {"config": '{"backend": "python"}'}}), 400, ["config"]),
+    ("a repository load that uploads a file",
+     ("POST", "/v2/repository/models/minilm/load",
+      {"parameters": {"file:1/model.safetensors": "AAAA"}}), 400, ["file:1/model.safetensors"]),
+]
+
+
+def error_text(data):
+    if isinstance(data, dict):
+        e = data.get("error")
+        if isinstance(e, dict):
+            return e.get("message", "")
+        if isinstance(e, str):
+            return e
+    return ""
+
+
+@pytest.mark.parametrize("name,req,status,words", CASES, ids=[c[0] for c in CASES])
+def test_hostile_input_gets_its_documented_4xx_and_the_server_keeps_serving(srv, name, req,
+                                                                             status, words):
+    method, path, body = req
+    resp, data = srv.request(method, path, body)
+    assert resp.status == status, (name, resp.status, data)
+    msg = error_text(data)
+    assert msg, (name, data)  # a JSON body naming the problem
+    for w in words:
+        assert w in msg, (name, w, msg)
+    r, _ = srv.request("GET", "/v2/health/ready")
+    assert r.status == 200, name
+
+
+def test_a_1_mib_single_string_under_the_limits_is_truncated_and_served(srv):
+    text = "lorem ipsum dolor " * ((1 << 20) // 18)
+    resp, data = srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": text})
+    assert resp.status == 200, data
+    assert data["usage"]["prompt_tokens"] == 256
+    v = data["data"][0]["embedding"]
+    assert len(v) == 384 and abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-3
+
+
+def test_after_the_catalogue_embeddings_are_still_right(srv):
+    a = srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": "A man plays a guitar."})
+    b = srv.request("POST", "/v1/embeddings",
+                    {"model": "minilm", "input": ["x", "A man plays a guitar."]})
+    assert a[0].status == 200 and b[0].status == 200
+    va, vb = a[1]["data"][0]["embedding"], b[1]["data"][1]["embedding"]
+    assert sum(x * y for x, y in zip(va, vb)) > 0.999999
+
+
+# ---- slow clients ---------------------------------------------------------------
+
+@pytest.fixture
+def slow_srv(tmp_path):
+    s = Server(default_config(connection_timeout_s=2), tmp_path)
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def closed_by_server(sock, timeout=60):
+    """True once the server has closed sock (EOF or reset), within timeout."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_slowloris_headers_and_slow_bodies_are_cut_off_and_others_are_served(slow_srv):
+    socks = []
+    # a client that never finishes its headers, one byte at a time at first
+    s1 = socket.create_connection(("127.0.0.1", slow_srv.port))
+    for ch in b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n":
+        s1.send(bytes([ch]))
+    socks.append(s1)
+    # a client that sends its headers and only part of the promised body
+    s2 = socket.create_connection(("127.0.0.1", slow_srv.port))
+    s2.send(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{\"model\":\"minilm\",")
+    socks.append(s2)
+    # twenty idle connections that say nothing at all
+    for _ in range(20):
+        socks.append(socket.create_connection(("127.0.0.1", slow_srv.port)))
+    # meanwhile everyone else is served
+    resp, data = slow_srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": "hi"})
+    assert resp.status == 200, data
+    # and every slow connection is closed by the server's connection timeout
+    for i, s in enumerate(socks):
+        assert closed_by_server(s), "connection %d still open" % i
+        s.close()
+    r, _ = slow_srv.request("GET", "/v2/health/ready")
+    assert r.status == 200
