@@ -274,6 +274,15 @@ test-lb-configs: deps model
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
 # ==== end of the fuzzing and deployment block ===============================
 
+# ---- memcheck: a short server run under valgrind ----------------------------
+# Good and bad requests, a hot-added and removed variant, SIGTERM; fails on
+# any memcheck error or leaked block (tests/memcheck.py, tests/valgrind.supp).
+.PHONY: test-valgrind
+test-valgrind: deps model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(BIN)
+	$(VPY) tests/memcheck.py --bin $(abspath $(BIN))
+
 # ---- the serving core under load ------------------------------------------
 # Batching on vs off at concurrency 1, 8, 64 (wrk; perf_analyzer cross-check),
 # written to bench/results/server-<date>.md.

@@ -49,13 +49,13 @@ fi
 echo "install-deps: ok"
 
 # ==== deployment checks and fuzzing (owner: tests/deploy, tests/fuzz) =======
-# Only with --test-tools (make test-lb-configs and make fuzz pass it): the
+# Only with --test-tools (make test-lb-configs, fuzz and test-valgrind pass it): the
 # Debian packages nginx and haproxy (run for real by tests/deploy), clang and
-# its sanitizer/libFuzzer runtime (make fuzz), and the pinned Python checkers
-# of tests/deploy/requirements.txt (hadolint, kubernetes-validate, yamllint)
-# in .venv. The rest of this script has already run by then.
+# its sanitizer/libFuzzer runtime (make fuzz), valgrind (make test-valgrind),
+# and the pinned Python checkers of tests/deploy/requirements.txt (hadolint,
+# kubernetes-validate, yamllint) in .venv. The rest of this script has already run by then.
 if [ "${1:-}" = "--test-tools" ]; then
-  TEST_PKGS=(nginx haproxy clang libclang-rt-14-dev binutils curl)
+  TEST_PKGS=(nginx haproxy clang libclang-rt-14-dev binutils curl valgrind)
   tmissing=()
   for p in "${TEST_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || tmissing+=("$p")
