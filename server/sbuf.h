@@ -25,8 +25,12 @@ void sb_putc(sbuf *b, char c);
 void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A JSON string literal (quotes included), escaping as RFC 8259 asks. */
 void sb_json_str(sbuf *b, const char *s, size_t n);
-/* A float32 as the shortest decimal that reads back to the same float. */
+/* A float32 as printf's "%.9g" writes it (reads back to the same float);
+ * "null" for NaN and infinities. */
 void sb_float(sbuf *b, float f);
+/* The same text into out (at least 32 bytes) for a finite f; returns its
+ * length. */
+int sb_format_float(char *out, float f);
 /* "[f0,f1,...]" */
 void sb_float_array(sbuf *b, const float *v, size_t n);
 /* Standard base64 (RFC 4648) with padding. */
