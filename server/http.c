@@ -136,7 +136,12 @@ void http_set_header(http_resp *r, const char *name, const char *fmt, ...)
 
 const char *http_header(const http_req *req, const char *name)
 {
-    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+    if (req->conn)
+        return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+    for (const char *const *h = req->headers; h && h[0] && h[1]; h += 2)
+        if (!strcasecmp(h[0], name))
+            return h[1];
+    return NULL;
 }
 
 /* Per connection request state (MHD's con_cls). */

@@ -28,6 +28,9 @@ typedef struct {
     const char *content_type;
     struct MHD_Connection *conn;
     uint64_t t_start;       /* uv_hrtime() when the headers were in */
+    /* Without a connection (fuzzers, tests): the request headers as
+     * name, value, name, value, ..., NULL; http_header reads them. */
+    const char *const *headers;
 } http_req;
 
 #define HTTP_MAX_HEADERS 10

@@ -5,8 +5,14 @@
  *
  * Input: byte 0 picks the path parameters (bit 0: model "minilm", which
  * truncates, or "strict", which answers 422; bit 1: no version or "1";
- * bit 2: version "2", which does not exist); the rest is the body, a
- * NUL-terminated copy with Content-Type application/json.
+ * bit 2: version "2", which does not exist) and the request form (bit 3:
+ * the binary tensor extension); the rest is the body, a NUL-terminated copy
+ * with Content-Type application/json. In the binary form bytes 1-2 give the
+ * JSON header's length L (little-endian, modulo the body length + 1) and
+ * bits 4-5 of byte 0 how Inference-Header-Content-Length states it: "L",
+ * "L" with trailing junk, a number past 2^64, or empty; the body (from
+ * byte 3) is then L bytes of JSON and the BYTES elements after it (u32
+ * little-endian length + bytes each), Content-Type application/octet-stream.
  *
  * It checks the README's contract on every answer:
  *   - the status is one listed for client input (200, 400, 404, 413, 415,
@@ -21,9 +27,8 @@
  *     whose rows are finite and of unit norm, as JSON data or as
  *     binary_data_size bytes of float32 after the JSON header.
  *
- * The request side of the binary extension (Inference-Header-Content-Length
- * on the request) needs a request header, which a handler reads from the
- * HTTP connection this harness does not have: not fuzzed here yet.
+ * The request's headers reach the handler through http_req.headers (the
+ * form http_header reads when there is no connection).
  */
 #include <math.h>
 #include <stdint.h>
@@ -125,14 +130,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *model = data[0] & 1 ? "strict" : "minilm";
     const char *version = data[0] & 4 ? "2" : data[0] & 2 ? "1" : NULL;
     const char *const params[3] = {model, version, NULL};
-    const size_t len = size - 1;
+    const int binary = data[0] >> 3 & 1;
+    size_t skip = 1, req_json_len = 0;
+    char ihcl_req[48] = "";
+    if (binary) {
+        if (size < 3)
+            return 0;
+        skip = 3;
+        req_json_len = (size_t)(data[1] | data[2] << 8) % (size - 3 + 1);
+        switch (data[0] >> 4 & 3) {
+        case 0:
+            snprintf(ihcl_req, sizeof ihcl_req, "%zu", req_json_len);
+            break;
+        case 1:
+            snprintf(ihcl_req, sizeof ihcl_req, "%zu x", req_json_len);
+            break;
+        case 2:
+            snprintf(ihcl_req, sizeof ihcl_req, "18446744073709551617");
+            break;
+        default:
+            break; /* empty */
+        }
+    }
+    const size_t len = size - skip;
     char *body = malloc(len + 1);
     FUZZ_CHECK(body, "out of memory");
-    memcpy(body, data + 1, len);
+    memcpy(body, data + skip, len);
     body[len] = 0;
+    const char *const hdrs[] = {"Inference-Header-Content-Length", ihcl_req, NULL};
 
     http_req req = {.method = "POST", .path = "/v2/models/m/infer", .body = body,
-                    .body_len = len, .content_type = "application/json", .conn = NULL};
+                    .body_len = len,
+                    .content_type = binary ? "application/octet-stream" : "application/json",
+                    .conn = NULL, .headers = binary ? hdrs : NULL};
     http_resp resp = {.status = 200};
     api_kserve_infer(&fuzz_ctx, &req, params, &resp);
 
@@ -155,8 +185,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                resp.body.data ? resp.body.data : "");
     if (version && !strcmp(version, "2"))
         FUZZ_CHECK(st == 404 || st == 400, "version \"2\" answered %d", st);
+    if (binary && (data[0] >> 4 & 3) != 0)
+        FUZZ_CHECK(st == 400, "Inference-Header-Content-Length \"%s\" answered %d", ihcl_req,
+                   st);
     if (st == 200) {
-        cJSON *rq = cJSON_ParseWithLength(body, len);
+        cJSON *rq = cJSON_ParseWithLength(body, binary ? req_json_len : len);
         FUZZ_CHECK(rq, "200 for a body cJSON cannot parse");
         check_ok(rq, model, &resp, json_len);
         cJSON_Delete(rq);

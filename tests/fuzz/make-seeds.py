@@ -219,7 +219,31 @@ kserve_bodies = [
                                  "outputs": [{"name": "embedding",
                                               "parameters": {"binary_data": True}}]})),
 ]
-write_corpus("kserve", [(n, bytes([sel]) + b.encode()) for n, sel, b in kserve_bodies])
+
+
+def kserve_binary(sel, texts, form=0, outputs_binary=True):
+    """A binary-extension request as fuzz_kserve.c reads it: byte 0 (bit 3 set,
+    bits 4-5 the Inference-Header-Content-Length form), the JSON header's
+    length (2 bytes, little-endian), the header, then the BYTES elements."""
+    elems = b"".join(struct.pack("<I", len(t)) + t for t in texts)
+    hdr = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)],
+                       "parameters": {"binary_data_size": len(elems)}}]}
+    if outputs_binary:
+        hdr["outputs"] = [{"name": "embedding", "parameters": {"binary_data": True}}]
+    h = j(hdr).encode()
+    return bytes([sel | 8 | form << 4]) + struct.pack("<H", len(h)) + h + elems
+
+
+kserve_binary_seeds = [
+    ("binary_input.bin", kserve_binary(0, [b"A man is playing a guitar.", "Caf\u00e9".encode()])),
+    ("binary_input_json_out.bin", kserve_binary(2, [b"a", b"", b"b"], outputs_binary=False)),
+    ("binary_input_strict.bin", kserve_binary(1, [b"word " * 40])),
+    ("binary_input_bad_utf8.bin", kserve_binary(0, [b"bad \xc3\x28"])),
+    ("binary_ihcl_junk.bin", kserve_binary(0, [b"x"], form=1)),
+    ("binary_ihcl_overflow.bin", kserve_binary(0, [b"x"], form=2)),
+]
+write_corpus("kserve", [(n, bytes([sel]) + b.encode()) for n, sel, b in kserve_bodies] +
+             kserve_binary_seeds)
 
 # json_body: byte 0 = bit 7 OpenAI, low 3 bits the Content-Type (fuzz_json_body.c)
 json_body = [(n, bytes([0x81]) + (b if isinstance(b, bytes) else b.encode()))
