@@ -260,7 +260,6 @@ static void admin_respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
     }
 }
 
-/* Starts an admin request of kind on model (may be NULL). */
 /* What an admin request may carry. The config file is the only source of a
  * model's settings, so nothing in a body may name a file or a config:
  * reload takes an empty object; load and unload take Triton's
@@ -310,6 +309,7 @@ static bool admin_body_ok(const http_ctx *ctx, const http_req *req, reload_kind 
     return ok;
 }
 
+/* Starts an admin request of kind on model (may be NULL). */
 static void admin_start(const http_ctx *ctx, const http_req *req, reload_kind kind,
                         const char *model, http_resp *r)
 {

@@ -97,7 +97,7 @@ static void epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, 
 
 /* The INT8 form, one thread: acc holds the exact int32 sums of (u8 code) x
  * (s8 code); removing the zero point in int32 (|zp * colsum| <= 255 * 127 *
- * k fits for k < 66000) leaves the exact sum of (q - zp) x code, which is
+ * k fits: k <= KC_S8_MAX_K) leaves the exact sum of (q - zp) x code, which is
  * then scaled as above. */
 static void epi_rows_s32(const int32_t *acc, size_t lda, float *y, size_t ldy, int m, int n,
                          const float *cs, const float *sx, const int32_t *zp,
@@ -387,6 +387,7 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
 }
 
 #define KC_S8_CHUNK 128
+#define KC_S8_MAX_K 66000
 static const int s8_buckets[] = {16, 32, 48, 64, 80, 96, 112, 128};
 #define S8_NBUCKET ((int)(sizeof s8_buckets / sizeof *s8_buckets))
 
@@ -546,7 +547,8 @@ int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, b
     if (!out)
         return KC_EINVAL;
     *out = NULL;
-    if (n <= 0 || k <= 0 || !codes || !scale)
+    /* k bounded so that 255 * 127 * k, the largest int32 sum, fits */
+    if (n <= 0 || k <= 0 || k > KC_S8_MAX_K || !codes || !scale)
         return KC_EINVAL;
     kc_s8_weight *w = calloc(1, sizeof *w);
     if (!w)
@@ -652,7 +654,7 @@ const char *kc_s8_weight_impl(const kc_s8_weight *w)
     return w ? w->impl : "";
 }
 
-/* Runs bucket b's primitive on src (rows of int8 x) into dst (rows, n). */
+/* Runs bucket b's primitive on src (rows of uint8 x) into dst (rows, n, int32). */
 static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm, int rows,
                    uint8_t *src, int32_t *dst, void *scratch)
 {

@@ -71,6 +71,8 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
  * of the weight dominates; it costs a second copy of the codes. */
 typedef struct kc_s8_weight kc_s8_weight;
 
+/* k must be at most 66000 (the int32 sums must not overflow): KC_EINVAL. */
+
 int kc_s8_weight_create(const int8_t *w, const float *scale, int n, int k, bool reorder,
                         kc_s8_weight **out);
 void kc_s8_weight_destroy(kc_s8_weight *w);
