@@ -235,12 +235,12 @@ def kserve_binary(sel, texts, form=0, outputs_binary=True):
 
 
 kserve_binary_seeds = [
-    ("binary_input.bin", kserve_binary(0, [b"A man is playing a guitar.", "Caf\u00e9".encode()])),
-    ("binary_input_json_out.bin", kserve_binary(2, [b"a", b"", b"b"], outputs_binary=False)),
-    ("binary_input_strict.bin", kserve_binary(1, [b"word " * 40])),
-    ("binary_input_bad_utf8.bin", kserve_binary(0, [b"bad \xc3\x28"])),
-    ("binary_ihcl_junk.bin", kserve_binary(0, [b"x"], form=1)),
-    ("binary_ihcl_overflow.bin", kserve_binary(0, [b"x"], form=2)),
+    ("binary_input.seed", kserve_binary(0, [b"A man is playing a guitar.", "Caf\u00e9".encode()])),
+    ("binary_input_json_out.seed", kserve_binary(2, [b"a", b"", b"b"], outputs_binary=False)),
+    ("binary_input_strict.seed", kserve_binary(1, [b"word " * 40])),
+    ("binary_input_bad_utf8.seed", kserve_binary(0, [b"bad \xc3\x28"])),
+    ("binary_ihcl_junk.seed", kserve_binary(0, [b"x"], form=1)),
+    ("binary_ihcl_overflow.seed", kserve_binary(0, [b"x"], form=2)),
 ]
 write_corpus("kserve", [(n, bytes([sel]) + b.encode()) for n, sel, b in kserve_bodies] +
              kserve_binary_seeds)
