@@ -125,6 +125,19 @@ static inline int fuzz_json_hex(unsigned char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* The value of the 4 hex digits at h into *u; 0 when they are not 4 hex
+ * digits. */
+static inline int fuzz_json_hex4(const unsigned char *h, unsigned *u)
+{
+    *u = 0;
+    for (int k = 0; k < 4; k++) {
+        if (!fuzz_json_hex(h[k]))
+            return 0;
+        *u = *u * 16 + (unsigned)(h[k] <= '9' ? h[k] - '0' : (h[k] | 0x20) - 'a' + 10);
+    }
+    return 1;
+}
+
 static inline int fuzz_json_string(fuzz_json *p)
 {
     if (p->i >= p->n || p->s[p->i] != '"')
@@ -139,29 +152,17 @@ static inline int fuzz_json_string(fuzz_json *p)
                 return 0;
             c = p->s[p->i];
             if (c == 'u') {
-                if (p->n - p->i < 5)
+                unsigned u, lo;
+                if (p->n - p->i < 5 || !fuzz_json_hex4(p->s + p->i + 1, &u))
                     return 0;
-                unsigned u = 0;
-                for (int k = 1; k <= 4; k++) {
-                    unsigned char h = p->s[p->i + k];
-                    if (!fuzz_json_hex(h))
-                        return 0;
-                    u = u * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
-                }
                 p->i += 4;
                 if (u == 0 || (u >= 0xDC00 && u <= 0xDFFF)) {
                     p->odd_escape = 1;
                 } else if (u >= 0xD800 && u <= 0xDBFF) {
                     /* a high surrogate must be followed by \\uDC00..\\uDFFF */
                     const unsigned char *q = p->s + p->i + 1;
-                    unsigned lo = 0;
-                    int paired = p->n - (p->i + 1) >= 6 && q[0] == '\\' && q[1] == 'u';
-                    for (int k = 2; paired && k < 6; k++) {
-                        if (!fuzz_json_hex(q[k]))
-                            paired = 0;
-                        else
-                            lo = lo * 16 + (unsigned)(q[k] <= '9' ? q[k] - '0' : (q[k] | 0x20) - 'a' + 10);
-                    }
+                    int paired = p->n - (p->i + 1) >= 6 && q[0] == '\\' && q[1] == 'u' &&
+                                 fuzz_json_hex4(q + 2, &lo);
                     if (paired && lo >= 0xDC00 && lo <= 0xDFFF)
                         p->i += 6;
                     else

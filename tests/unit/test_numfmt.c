@@ -12,6 +12,7 @@
  * ck_assert records a mark point per call, which is slow in a hot loop.
  */
 #include "engine/numfmt.h"
+#include "tests/unit/testutil.h"
 
 #include <check.h>
 #include <float.h>
@@ -28,20 +29,6 @@
 /* ======================================================================== */
 
 /* Bit views of floats, for exact comparisons. */
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 /* The four float formats the fixtures cover, with what the tests need to
  * know about each, so one test body serves all four. */
 typedef struct {
