@@ -271,42 +271,37 @@ static bool admin_body_ok(const http_ctx *ctx, const http_req *req, reload_kind 
     cJSON *j = api_parse_body(ctx, req, false, r);
     if (!j)
         return false;
-    bool ok = true;
-    const cJSON *e;
+    const cJSON *e, *q;
     cJSON_ArrayForEach(e, j)
     {
-        if (kind == RELOAD_FILE || strcmp(e->string, "parameters") != 0) {
+        if (kind == RELOAD_FILE) {
             api_error(r, false, 400, NULL,
-                      kind == RELOAD_FILE
-                          ? "unknown field \"%s\": reload takes no arguments (it reads the "
-                            "config file the server was started with)"
-                          : "unknown field \"%s\" (expected \"parameters\")",
+                      "unknown field \"%s\": reload takes no arguments (it reads the config "
+                      "file the server was started with)",
                       e->string);
-            ok = false;
-            break;
+            goto refused;
         }
-        if (!cJSON_IsObject(e)) {
-            api_error(r, false, 400, NULL, "\"parameters\" must be an object");
-            ok = false;
-            break;
+        if (strcmp(e->string, "parameters") != 0 || !cJSON_IsObject(e)) {
+            api_error(r, false, 400, NULL,
+                      "unknown field \"%s\" (expected \"parameters\", an object)", e->string);
+            goto refused;
         }
-        const cJSON *q;
         cJSON_ArrayForEach(q, e)
         {
-            if (!strcmp(q->string, "unload_dependents") && cJSON_IsBool(q))
-                continue;
-            api_error(r, false, 400, NULL,
-                      "parameter \"%s\" is not supported: a model's settings and files come "
-                      "from the config file only (edit it, then load)",
-                      q->string);
-            ok = false;
-            break;
+            if (strcmp(q->string, "unload_dependents") != 0 || !cJSON_IsBool(q)) {
+                api_error(r, false, 400, NULL,
+                          "parameter \"%s\" is not supported: a model's settings and files "
+                          "come from the config file only (edit it, then load)",
+                          q->string);
+                goto refused;
+            }
         }
-        if (!ok)
-            break;
     }
     cJSON_Delete(j);
-    return ok;
+    return true;
+refused:
+    cJSON_Delete(j);
+    return false;
 }
 
 /* Starts an admin request of kind on model (may be NULL). */
