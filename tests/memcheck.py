@@ -12,13 +12,11 @@ lost). tests/valgrind.supp lists what is not counted, and why.
 Prints valgrind's summary; the whole log is kept with --keep (or on failure).
 """
 import argparse
-import http.client
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -27,25 +25,17 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.join(ROOT, "tests", "deploy"))
+from deploylib import free_port  # noqa: E402
+from deploylib import request as http_request  # noqa: E402
 
 
 def request(port, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    h = {"Content-Type": "application/json"}
-    h.update(headers or {})
-    if body is not None and not isinstance(body, (bytes, str)):
-        body = json.dumps(body)
-    conn.request(method, path, body=body, headers=h)
-    r = conn.getresponse()
-    data = r.read()
-    conn.close()
-    return r.status, data
+    """(status, body bytes); valgrind makes a forward take seconds."""
+    st, _, data = http_request(port, method, path, body, headers, timeout=300)
+    if st is None:
+        raise OSError(data.decode(errors="replace"))
+    return st, data
 
 
 def wait_until(cond, what, timeout):
