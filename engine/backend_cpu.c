@@ -42,6 +42,17 @@ int mt_precision_parse(const char *s, mt_precision *out)
 
 /* ------------------------------------------------------------------------ */
 
+/* The OpenMP team size is a per-thread setting (omp_set_num_threads sets
+ * the calling thread's ICV only): a forward on an engine worker or a
+ * reload thread would otherwise run with the process default, all cores,
+ * whatever server.engine_threads says. Every op that runs OpenMP or oneDNN
+ * code sets it for its calling thread first (a TLS read when it is set). */
+static void bind_threads(const mt_backend *be)
+{
+    if (omp_get_max_threads() != be->threads)
+        omp_set_num_threads(be->threads);
+}
+
 static void cpu_destroy(mt_backend *be)
 {
     free(be);
@@ -93,6 +104,7 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
                                    const void *data, const float *scales, mt_weight **out,
                                    mt_err *err)
 {
+    bind_threads(be);
     if (!cpu_supports(be, prec))
         return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the cpu backend",
                        mt_precision_name(prec));
@@ -170,6 +182,7 @@ static mt_status cpu_weight_set_input_scale(mt_backend *be, mt_weight *w, const 
 static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight *w,
                           const float *bias, mt_act act, float *y, mt_err *err)
 {
+    bind_threads(be);
     if (m <= 0)
         return MT_OK;
     const bool gelu = act == MT_ACT_GELU;
@@ -207,6 +220,7 @@ static mt_status cpu_embed(mt_backend *be, const int32_t *ids, const int32_t *of
                            const float *word, const float *pos, const float *type0, int h,
                            float *out, mt_err *err)
 {
+    bind_threads(be);
     kc_embed(ids, offsets, nseq, word, pos, type0, h, out);
     return MT_OK;
 }
@@ -215,6 +229,7 @@ static mt_status cpu_layernorm(mt_backend *be, const float *x, const float *res,
                                const float *gamma, const float *beta, int t, int h, float eps,
                                float *out, mt_err *err)
 {
+    bind_threads(be);
     kc_layernorm(x, res, gamma, beta, t, h, eps, out);
     return MT_OK;
 }
@@ -222,6 +237,7 @@ static mt_status cpu_layernorm(mt_backend *be, const float *x, const float *res,
 static mt_status cpu_attention(mt_backend *be, const float *qkv, const int32_t *offsets,
                                int nseq, int heads, int head_dim, float *out, mt_err *err)
 {
+    bind_threads(be);
     if (kc_attention(qkv, offsets, nseq, heads, head_dim, out) != 0)
         return mt_fail(err, MT_ENOMEM, "out of memory for attention scratch");
     return MT_OK;
@@ -230,6 +246,7 @@ static mt_status cpu_attention(mt_backend *be, const float *qkv, const int32_t *
 static mt_status cpu_mean_pool(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
                                int h, bool normalize, float *out, mt_err *err)
 {
+    bind_threads(be);
     kc_mean_pool(x, offsets, nseq, h, normalize, out);
     return MT_OK;
 }

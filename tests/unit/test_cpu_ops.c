@@ -4,6 +4,8 @@
  * unwritten fails the comparison. */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +189,52 @@ START_TEST(cpu_backend_refuses_precisions_it_cannot_run)
 }
 END_TEST
 
+/* server.engine_threads: a forward runs on an engine worker thread, not on
+ * the thread that made the backend, and OpenMP's team size is per thread.
+ * The backend must apply its own count on whichever thread calls it. */
+typedef struct {
+    mt_backend *be;
+    int team_after; /* omp_get_max_threads() on the thread after a GEMM */
+    int team_before;
+    mt_status st;
+} thread_probe;
+
+static void *gemm_on_fresh_thread(void *arg)
+{
+    thread_probe *p = arg;
+    enum { M = 3, N = 5, K = 7 };
+    float *x = rand_vec(M * K, 1), *w = rand_vec(N * K, 1), *y = poisoned(M * N);
+    mt_weight *wt = NULL;
+    mt_err err;
+    p->team_before = omp_get_max_threads();
+    p->st = mt_weight_create(p->be, w, N, K, MT_PREC_FP32, NULL, &wt, &err);
+    if (p->st == MT_OK)
+        p->st = p->be->ops->gemm(p->be, x, M, wt, NULL, MT_ACT_NONE, y, &err);
+    p->team_after = omp_get_max_threads();
+    if (wt)
+        p->be->ops->weight_destroy(p->be, wt);
+    free(x), free(w), free(y);
+    return NULL;
+}
+
+START_TEST(cpu_backend_applies_its_thread_count_on_the_calling_thread)
+{
+    /* a count other than a fresh thread's default (all processors) */
+    const int procs = omp_get_num_procs(), want = procs > 1 ? 1 : 2;
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(want, &be, &err), MT_OK);
+    thread_probe p = {.be = be};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, gemm_on_fresh_thread, &p), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(p.st, MT_OK);
+    ck_assert_int_ne(p.team_before, want); /* else this test proves nothing */
+    ck_assert_int_eq(p.team_after, want);
+    mt_backend_destroy(be);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpu_ops");
@@ -198,6 +246,7 @@ int main(void)
     tcase_add_test(tc, mean_pool_normalises_each_sequence_over_its_own_tokens);
     tcase_add_test(tc, cpu_backend_gemm_with_bias_and_gelu_matches_reference_on_odd_shapes);
     tcase_add_test(tc, cpu_backend_refuses_precisions_it_cannot_run);
+    tcase_add_test(tc, cpu_backend_applies_its_thread_count_on_the_calling_thread);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
