@@ -494,24 +494,32 @@ static int cmd_bench(const opts *o)
     return rc;
 }
 
-/* OpenMP threads that spin-wait between parallel regions steal the cores
- * that the HTTP threads, the other OpenMP thread and other processes on a
- * shared node need; on a 2-core machine under load that doubled the time of
- * a short request. libgomp reads OMP_WAIT_POLICY when it loads, before
- * main(), so when the user has not chosen one we set "passive" and start
- * again. An explicit OMP_WAIT_POLICY is always respected. */
-static void prefer_passive_openmp(char **argv)
+/* How OpenMP threads wait between parallel regions. A forward is a few
+ * hundred short regions; on a VM an idle vCPU takes tens of microseconds
+ * to wake, so threads that sleep at once (OMP_WAIT_POLICY=passive) made a
+ * 10-token forward 6.0 ms instead of 2.4 ms on the 2-core dev VM. libgomp's
+ * default spins 300,000 times (milliseconds) after each region, which
+ * takes the cores from the HTTP threads and from anything else on the
+ * node: with one busy process beside the server it made that forward
+ * 5.9 ms, with 146 ms p99 spikes. A short spin (GOMP_SPINCOUNT=300, a
+ * few microseconds) bridges the gaps inside a forward and then sleeps:
+ * 2.4 ms alone, 4.7 ms beside a busy process (passive: 4.8 ms), and the
+ * best batched throughput of the three (bench/results/server-*.md).
+ * libgomp reads these when it loads, before main(), so when the user has
+ * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT we set the spin count
+ * and start again. */
+static void prefer_short_openmp_spin(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("MANTISSA_NO_REEXEC"))
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("MANTISSA_NO_REEXEC"))
         return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("GOMP_SPINCOUNT", "300", 1);
     setenv("MANTISSA_NO_REEXEC", "1", 1);
     execv("/proc/self/exe", argv); /* returns only on failure: carry on as we are */
 }
 
 int main(int argc, char **argv)
 {
-    prefer_passive_openmp(argv);
+    prefer_short_openmp_spin(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

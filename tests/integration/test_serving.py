@@ -278,6 +278,30 @@ def test_only_the_loop_thread_takes_the_handled_signals(start):
     assert srv.proc.wait(timeout=60) == 0
 
 
+def test_openmp_spins_briefly_unless_the_user_chose_a_wait_policy(tmp_path):
+    """The server re-executes itself with GOMP_SPINCOUNT=300 (server/main.c)
+    when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, and leaves a
+    user's choice alone."""
+    def environ_of(extra):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MANTISSA_NO_REEXEC")}
+        env.update(extra)
+        srv = Server(config(), tmp_path, env=env)
+        try:
+            resp, data = srv.request("POST", "/v1/embeddings", embed_body(["spin"]))
+            assert resp.status == 200, data
+            with open("/proc/%d/environ" % srv.proc.pid, "rb") as f:
+                got = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        finally:
+            assert srv.stop() == 0
+        return {k.decode(): v.decode() for k, v in got.items()
+                if k in (b"OMP_WAIT_POLICY", b"GOMP_SPINCOUNT")}
+
+    assert environ_of({}) == {"GOMP_SPINCOUNT": "300"}
+    assert environ_of({"GOMP_SPINCOUNT": "5000"}) == {"GOMP_SPINCOUNT": "5000"}
+    assert environ_of({"OMP_WAIT_POLICY": "passive"}) == {"OMP_WAIT_POLICY": "passive"}
+
+
 def test_draining_server_is_unready_and_answers_new_requests_503(start):
     srv = start(config({"max_queue_delay_us": 3000000}, shutdown_grace_ms=60000))
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)  # opened before SIGTERM
