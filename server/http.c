@@ -5,8 +5,8 @@
  * those threads, in parallel. Work for the engine is not done there: a
  * handler hands a job to the scheduler (server/sched.c, the libuv loop
  * thread) and the connection is suspended (MHD_ALLOW_SUSPEND_RESUME); when
- * the job ends, the loop resumes the connection and an MHD thread builds
- * the answer.
+ * the job ends, the loop (or the engine worker that ran the job whole in
+ * one batch) resumes the connection and an MHD thread builds the answer.
  *
  * Why MHD's own threads rather than driving MHD from the libuv loop
  * (MHD_USE_EPOLL without a thread, its epoll fd watched by a uv_poll_t):
@@ -228,7 +228,9 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
  * request handling
  * ====================================================================== */
 
-/* The loop thread: the job of a suspended connection has ended. */
+/* The job of a suspended connection has ended: on the loop thread, or on
+ * the engine worker that ran it whole (MHD allows resuming from any
+ * thread). */
 static void job_done(sched_job *j)
 {
     MHD_resume_connection(j->owner);
@@ -243,6 +245,7 @@ static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_st
     rs->deferred = resp->deferred;
     j->owner = conn;
     j->on_done = job_done;
+    j->on_done_any_thread = true;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;

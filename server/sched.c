@@ -12,7 +12,9 @@
  * Threads and what they touch:
  *   - HTTP threads: sched_admit/sched_release (atomics), and
  *     sched_submit (the inbox, under inbox_mu, then uv_async_send).
- *   - workers: their own slot (w->mu/w->cv) and the done list (inbox_mu).
+ *   - workers: their own slot (w->mu/w->cv), the done list (inbox_mu),
+ *     and the results of the jobs their batch holds whole, which they end
+ *     (end_whole_jobs) before handing the batch back.
  *   - the loop thread: everything else. uv_async_send coalesces, so the
  *     async callback drains both lists whole.
  * Every uv_async_send happens under inbox_mu after checking s->closing, so
@@ -73,6 +75,9 @@ typedef struct batch {
     int32_t *ids, *off;
     float *out;
     unsigned char *bad; /* per text: a non-finite output */
+    /* per text: the first of a job whose texts are all in this batch and
+     * whose on_done may run on the worker (it ends the job there) */
+    unsigned char *whole;
     long tokens;
     uint64_t t_start, t_end;
     mt_status st;
@@ -309,6 +314,34 @@ long sched_shadow_depth(const sched *s, const srv_model *m)
  * workers
  * ====================================================================== */
 
+/* On the worker, once a batch's rows are in: ends each job that the batch
+ * holds whole (marked by dispatch, which also stopped watching its socket)
+ * and whose rows are all finite, by calling its on_done here, so that its
+ * connection is resumed without waiting for the loop thread to wake. The
+ * loop touches none of such a job's results meanwhile: it is in no queue,
+ * has no watch, and its batch is not back; batch_done then only gives the
+ * scheduler's reference back (after a shadow run, if drawn). */
+static void end_whole_jobs(batch *b)
+{
+    const uint64_t ns = b->t_end - b->t_start, now = uv_hrtime();
+    for (int i = 0; i < b->n; i++) {
+        if (!b->whole[i])
+            continue;
+        sched_job *j = b->items[i].job;
+        bool finite = true;
+        for (int k = i; k < b->n && finite; k++)
+            finite = b->items[k].job != j || !b->bad[k];
+        if (!finite)
+            continue;
+        j->compute_ns += ns;
+        j->batches++;
+        j->t_done = now;
+        j->ended = true;
+        j->ended_on_worker = true;
+        j->on_done(j);
+    }
+}
+
 /* One engine worker: runs the batches the loop assigns, one at a time,
  * and hands each back with its rows already copied into the jobs. One per
  * backend by default: a CPU forward already uses every core (and a CUDA
@@ -345,6 +378,8 @@ static void *worker_main(void *arg)
             if (!b->bad[i])
                 memcpy(j->out + (size_t)b->items[i].idx * h, row, sizeof(float) * (size_t)h);
         }
+        if (b->st == MT_OK)
+            end_whole_jobs(b);
 
         pthread_mutex_lock(&w->mu);
         w->b = NULL;
@@ -368,6 +403,7 @@ static void batch_free(batch *b)
     free(b->off);
     free(b->out);
     free(b->bad);
+    free(b->whole);
     free(b);
 }
 
@@ -549,6 +585,33 @@ static int choose(const vq *q, unsigned char *take, long *tokens)
     return n;
 }
 
+/* Marks in b the jobs it holds whole (nothing of them queued or in
+ * another batch) whose on_done may run on the worker, and stops watching
+ * their sockets: the worker will end them (end_whole_jobs), and a hang-up
+ * now could not stop the batch anyway; MHD sees it when it answers. */
+static void mark_whole_jobs(batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        sched_job *j = b->items[i].job;
+        if (!j->on_done_any_thread || j->queued || j->result != SCHED_OK)
+            continue;
+        int here = 0;
+        bool first = true;
+        for (int k = 0; k < b->n; k++)
+            if (b->items[k].job == j) {
+                first &= k >= i;
+                here++;
+            }
+        if (!first || here != j->running)
+            continue;
+        b->whole[i] = 1;
+        if (j->watch) {
+            uv_close((uv_handle_t *)j->watch, watch_closed);
+            j->watch = NULL;
+        }
+    }
+}
+
 /* Takes the next batch off q and gives it to the idle worker w. On an
  * allocation failure the chosen texts' jobs fail (500) instead. */
 static void dispatch(sched *s, vq *q, worker *w)
@@ -564,8 +627,9 @@ static void dispatch(sched *s, vq *q, worker *w)
         b->off = malloc(sizeof *b->off * (size_t)(n + 1));
         b->out = malloc(sizeof *b->out * (size_t)n * (size_t)h);
         b->bad = calloc((size_t)n, 1);
+        b->whole = calloc((size_t)n, 1);
     }
-    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->bad) {
+    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->bad || !b->whole) {
         sched_job *victim = q->items[0].job;
         free(take);
         batch_free(b);
@@ -600,6 +664,7 @@ static void dispatch(sched *s, vq *q, worker *w)
     q->n = k;
     set_depth(s, q);
     free(take);
+    mark_whole_jobs(b);
     q->running++;
     srv_variant_ref(q->v); /* the batch's own, until batch_done */
     w->busy = true;
@@ -607,6 +672,15 @@ static void dispatch(sched *s, vq *q, worker *w)
     w->b = b;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* The loop's part of a job that its worker ended (end_whole_jobs): the
+ * shadow draw and the scheduler's reference. */
+static void finish_worker_ended(sched *s, sched_job *j)
+{
+    if (j->shadowable && j->result == SCHED_OK)
+        shadow_maybe(s, j);
+    sched_job_unref(j);
 }
 
 /* A batch came back: account it, and end the jobs it finished. */
@@ -628,11 +702,16 @@ static void batch_done(sched *s, batch *b)
                 first_in_batch = false;
                 break;
             }
-        if (first_in_batch) {
+        if (first_in_batch && !j->ended_on_worker) {
             j->compute_ns += ns;
             j->batches++;
         }
         j->running--;
+        if (j->ended_on_worker) {
+            if (!j->running)
+                finish_worker_ended(s, j);
+            continue;
+        }
         if (b->st != MT_OK)
             fail_job(s, j, SCHED_FAILED, b->err);
         else if (b->bad[i]) {

@@ -53,8 +53,12 @@ struct sched_job {
      * to ends it with sched_job_end. */
     void (*control)(sched *s, sched_job *j);
     void *control_arg;
-    /* Called on the loop thread once, when the job has ended either way. */
+    /* Called once, when the job has ended either way: on the loop thread,
+     * or, when on_done_any_thread is set and the job's texts all ran in one
+     * batch that succeeded, on the engine worker that ran it, as soon as
+     * its rows are in (one thread hand-off fewer before the answer). */
     void (*on_done)(sched_job *j);
+    bool on_done_any_thread;
     /* Called when the last reference goes: frees the job's memory. */
     void (*on_free)(sched_job *j);
 
@@ -69,7 +73,8 @@ struct sched_job {
     atomic_int refs;
     int queued, running; /* texts waiting, texts in a running batch */
     bool ended, cancel;
-    void *watch;         /* uv_poll_t on fd while queued or running */
+    bool ended_on_worker; /* ended by the worker; the loop still owes its shadow and ref */
+    void *watch;         /* uv_poll_t on fd while queued (and running, unless whole in one batch) */
     void *q;             /* the queue its texts wait in */
     sched_job *next;     /* inbox link */
 };
