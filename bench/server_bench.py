@@ -9,7 +9,10 @@ sentence per request, rotating over 256 sentences) with wrk at
 concurrency 1, 8 and 64 (closed loop: one connection per client), and
 reads requests/s, p50 and p99 from wrk and the batch sizes and compute
 time from the server's /metrics. A perf_analyzer run at concurrency 64
-(batching on) cross-checks wrk with NVIDIA's own tool. The HTTP + JSON
+(batching on) cross-checks wrk with NVIDIA's own tool, and perf_analyzer
+also drives every setting open loop (Poisson arrivals at two rates),
+where latency is not tied to throughput as it is with closed-loop
+clients. The HTTP + JSON
 overhead at batch 1 is the client-side mean latency at concurrency 1
 (batching off) less the server's mean forward time, over that forward
 time; it is measured for the short STS-B sentences and again for one
@@ -45,6 +48,8 @@ SETTINGS = [
     ("batching on, fixed 0 ms", {"max_batch_size": 64, "max_queue_delay_us": 0}),
     ("batching on, auto (target 250 ms)", {"max_batch_size": 64, "max_queue_delay_us": "auto",
                                            "latency_target_ms": 250}),
+    ("batching on, auto (target 20 ms)", {"max_batch_size": 64, "max_queue_delay_us": "auto",
+                                          "latency_target_ms": 20}),
 ]
 
 
@@ -184,7 +189,9 @@ def run_wrk(url, script, conc, seconds):
     return d
 
 
-def run_perf_analyzer(port, texts, tmp, conc, seconds):
+def run_perf_analyzer(port, texts, tmp, load, seconds):
+    """perf_analyzer against the server; load: its arguments that set the
+    load (a concurrency, or a request rate)."""
     exe = os.path.join(os.path.dirname(sys.executable), "perf_analyzer")
     if not os.path.exists(exe):
         return None
@@ -199,7 +206,7 @@ def run_perf_analyzer(port, texts, tmp, conc, seconds):
         json.dump({"data": [{"text": {"content": [t], "shape": [1]}} for t in texts]}, f)
     out = os.path.join(tmp, "pa.csv")
     cmd = [exe, "-m", "minilm", "-u", "127.0.0.1:%d" % port, "-i", "http", "--input-data", data,
-           "--concurrency-range", str(conc), "--measurement-interval", str(seconds * 1000),
+           "--measurement-interval", str(seconds * 1000)] + load + [
            "--max-trials", "3", "--stability-percentage", "999", "-f", out,
            "--percentile", "99"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds * 10 + 120, env=env)
@@ -207,8 +214,16 @@ def run_perf_analyzer(port, texts, tmp, conc, seconds):
         return {"error": (r.stdout + r.stderr)[-500:]}
     with open(out) as f:
         row = next(csv.DictReader(f))
+    late = re.search(r"([0-9.]+)% of the requests were delayed", r.stdout)
     return {"rps": float(row["Inferences/Second"]), "p50_us": float(row["p50 latency"]),
-            "p99_us": float(row["p99 latency"])}
+            "p99_us": float(row["p99 latency"]), "delayed_pct": float(late.group(1)) if late else 0}
+
+
+def open_loop(rate):
+    """perf_analyzer's open-loop load: Poisson arrivals at rate requests/s,
+    from up to 32 client threads."""
+    return ["--request-rate-range", "%.0f:%.0f:1" % (rate, rate), "--request-distribution",
+            "poisson", "--max-threads", "32"]
 
 
 def main():
@@ -223,7 +238,7 @@ def main():
     texts = sentences()
     tmp = tempfile.mkdtemp(prefix="mt-bench-")
     script = wrk_script(tmp, texts)
-    rows, pa, overhead = [], None, []
+    rows, pa, overhead, opens, rates = [], None, [], [], []
     tok_seen = [0.0, 0.0]  # tokens, texts
     for name, batching in SETTINGS:
         srv = Server(args.bin, batching, tmp)
@@ -264,7 +279,20 @@ def main():
                 print("batching off, %d-token text: client %.3f ms, forward %.3f ms" % (
                     ntok, w["mean_us"] / 1e3, 1e3 * cs / nb), file=sys.stderr)
             if name == "batching on, fixed 2 ms":
-                pa = run_perf_analyzer(srv.port, texts, tmp, 64, args.seconds)
+                pa = run_perf_analyzer(srv.port, texts, tmp, ["--concurrency-range", "64"],
+                                       args.seconds)
+            # open loop: a rate batching off serves, and one above what it can
+            if name == "batching off":
+                off64 = next(r for r in rows if r["setting"] == name and r["conc"] == 64)
+                rates = [0.5 * off64["rps"], 1.25 * off64["rps"]]
+            for rate in rates:
+                o = run_perf_analyzer(srv.port, texts, tmp, open_loop(rate), args.seconds)
+                if o and "rps" in o:
+                    o.update(setting=name, rate=rate)
+                    opens.append(o)
+                    print("%-36s %.0f/s offered: %8.1f req/s  p50 %7.1f ms  p99 %7.1f ms" % (
+                        name, rate, o["rps"], o["p50_us"] / 1e3, o["p99_us"] / 1e3),
+                        file=sys.stderr)
         finally:
             rc = srv.stop()
             if rc != 0:
@@ -324,6 +352,25 @@ def main():
                      "forward pass %.3f ms): %.0f us, **%.1f%%** of model time (target < 5%%)" % (
                          o["what"], o["client_mean_ms"], o["compute_ms"], o["overhead_us"],
                          o["overhead_pct"]))
+    if opens:
+        lines += [
+            "",
+            "## Open loop: Poisson arrivals (perf_analyzer --request-rate-range, up to 32 client "
+            "threads)",
+            "",
+            "Rates: half of what batching off serves at concurrency 64 in this run, and 1.25x "
+            "it. The client's threads share the server's 2 cores; \"delayed\" is perf_analyzer's "
+            "count of requests it sent late because its threads were all waiting.",
+            "",
+            "| setting | offered/s | served/s | p50 ms | p99 ms | p99 / batch-1 latency | "
+            "delayed |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for o in opens:
+            lines.append("| %s | %.0f | %.1f | %.1f | %.1f | %.1fx | %.1f%% |" % (
+                o["setting"], o["rate"], o["rps"], o["p50_us"] / 1e3, o["p99_us"] / 1e3,
+                o["p99_us"] / base1["p50_us"], o["delayed_pct"]))
+        lines += ["", "## Cross-check", ""]
     if pa and "rps" in pa:
         lines.append("- perf_analyzer (tritonclient 2.41.0) cross-check, concurrency 64, batching "
                      "on (fixed 2 ms): %.1f infer/s, p50 %.1f ms, p99 %.1f ms" % (
