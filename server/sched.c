@@ -163,24 +163,31 @@ static void watch_closed(uv_handle_t *h)
     free(h);
 }
 
+/* The loop's last part in an ended job (ended here, or on its worker by
+ * end_whole_jobs): the shadow draw, then the scheduler's reference. */
+static void release_job(sched *s, sched_job *j)
+{
+    if (j->shadowable && j->result == SCHED_OK)
+        shadow_maybe(s, j);
+    sched_job_unref(j);
+}
+
 /* The end of a job on the loop: stop watching its socket (before the
  * connection is resumed, so the descriptor is ours no longer), tell the
- * submitter, drop the scheduler's reference. */
+ * submitter, release it. */
 static void end_job(sched *s, sched_job *j)
 {
     if (j->ended)
         return;
     j->ended = true;
     j->t_done = uv_hrtime();
-    if (j->shadowable && j->result == SCHED_OK)
-        shadow_maybe(s, j);
     if (j->watch) {
         uv_close((uv_handle_t *)j->watch, watch_closed);
         j->watch = NULL;
     }
     if (j->on_done)
         j->on_done(j);
-    sched_job_unref(j);
+    release_job(s, j);
 }
 
 /* Publishes q's length (after a change of q->n): the build's gauge, or
@@ -337,7 +344,6 @@ static void end_whole_jobs(batch *b)
         j->batches++;
         j->t_done = now;
         j->ended = true;
-        j->ended_on_worker = true;
         j->on_done(j);
     }
 }
@@ -674,15 +680,6 @@ static void dispatch(sched *s, vq *q, worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* The loop's part of a job that its worker ended (end_whole_jobs): the
- * shadow draw and the scheduler's reference. */
-static void finish_worker_ended(sched *s, sched_job *j)
-{
-    if (j->shadowable && j->result == SCHED_OK)
-        shadow_maybe(s, j);
-    sched_job_unref(j);
-}
-
 /* A batch came back: account it, and end the jobs it finished. */
 static void batch_done(sched *s, batch *b)
 {
@@ -702,14 +699,17 @@ static void batch_done(sched *s, batch *b)
                 first_in_batch = false;
                 break;
             }
-        if (first_in_batch && !j->ended_on_worker) {
+        /* a job with texts in a running batch ends only when they come
+         * back, unless the worker ended it (end_whole_jobs) */
+        const bool worker_ended = j->ended;
+        if (first_in_batch && !worker_ended) {
             j->compute_ns += ns;
             j->batches++;
         }
         j->running--;
-        if (j->ended_on_worker) {
+        if (worker_ended) {
             if (!j->running)
-                finish_worker_ended(s, j);
+                release_job(s, j);
             continue;
         }
         if (b->st != MT_OK)

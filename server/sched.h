@@ -73,7 +73,6 @@ struct sched_job {
     atomic_int refs;
     int queued, running; /* texts waiting, texts in a running batch */
     bool ended, cancel;
-    bool ended_on_worker; /* ended by the worker; the loop still owes its shadow and ref */
     void *watch;         /* uv_poll_t on fd while queued (and running, unless whole in one batch) */
     void *q;             /* the queue its texts wait in */
     sched_job *next;     /* inbox link */
