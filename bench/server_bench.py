@@ -170,8 +170,27 @@ def wrk_script(tmp, texts, name="infer.lua"):
     return path
 
 
-def ovh(w, compute_ms):
-    client = w["mean_us"] / 1e3
+def measure(srv, script, conc, seconds):
+    """A wrk run between two reads of /metrics: wrk's figures plus the
+    batches, texts, tokens and forward time the server counted meanwhile."""
+    before = srv.metrics()
+    w = run_wrk(srv.url, script, conc, seconds)
+    after = srv.metrics()
+
+    def delta(name):
+        return after[name + M] - before[name + M]
+    nb = delta("mantissa_batch_size_count")
+    w.update(batches=nb, texts=delta("mantissa_texts_total"),
+             tokens=delta("mantissa_tokens_total"))
+    w["mean_batch"] = w["texts"] / nb if nb else 0
+    w["compute_ms_per_batch"] = 1e3 * delta("mantissa_compute_duration_seconds_sum") / nb if nb else 0
+    return w
+
+
+def ovh(w):
+    """Batch-1 overhead of a measure() run: client mean latency less the
+    server's mean forward time."""
+    client, compute_ms = w["mean_us"] / 1e3, w["compute_ms_per_batch"]
     return {"client_mean_ms": client, "compute_ms": compute_ms,
             "overhead_us": 1e3 * (client - compute_ms),
             "overhead_pct": 100 * (client - compute_ms) / compute_ms}
@@ -245,39 +264,25 @@ def main():
         try:
             run_wrk(srv.url, script, 8, 2)  # warm-up
             for conc in (1, 8, 64):
-                before = srv.metrics()
-                w = run_wrk(srv.url, script, conc, args.seconds)
-                after = srv.metrics()
-                nb = after["mantissa_batch_size_count" + M] - before["mantissa_batch_size_count" + M]
-                nt = after["mantissa_texts_total" + M] - before["mantissa_texts_total" + M]
-                tok_seen[0] += after["mantissa_tokens_total" + M] - before["mantissa_tokens_total" + M]
-                tok_seen[1] += nt
-                cs = (after["mantissa_compute_duration_seconds_sum" + M]
-                      - before["mantissa_compute_duration_seconds_sum" + M])
-                w.update(conc=conc, setting=name, mean_batch=nt / nb if nb else 0,
-                         compute_ms_per_batch=1e3 * cs / nb if nb else 0)
+                w = measure(srv, script, conc, args.seconds)
+                tok_seen[0] += w["tokens"]
+                tok_seen[1] += w["texts"]
+                w.update(conc=conc, setting=name)
                 rows.append(w)
                 print("%-36s c=%-3d %8.1f req/s  p50 %7.1f ms  p99 %7.1f ms  batch %.1f  "
                       "non-2xx %d  errors %d" % (name, conc, w["rps"], w["p50_us"] / 1e3,
                                                   w["p99_us"] / 1e3, w["mean_batch"], w["non2xx"],
                                                   w["errors"]), file=sys.stderr)
                 if name == "batching off" and conc == 1:
-                    overhead.append(dict(ovh(w, w["compute_ms_per_batch"]),
-                                         what="one STS-B sentence (%.1f tokens on average)" % (
-                                             nt and (after["mantissa_tokens_total" + M] -
-                                                     before["mantissa_tokens_total" + M]) / nt)))
+                    overhead.append(dict(ovh(w), what="one STS-B sentence (%.1f tokens on "
+                                         "average)" % (w["tokens"] / max(w["texts"], 1))))
             if name == "batching off":
                 text, ntok = long_text(srv.url, " ".join(texts).split())
                 long_script = wrk_script(tmp, [text], "long.lua")
-                before = srv.metrics()
-                w = run_wrk(srv.url, long_script, 1, args.seconds)
-                after = srv.metrics()
-                nb = after["mantissa_batch_size_count" + M] - before["mantissa_batch_size_count" + M]
-                cs = (after["mantissa_compute_duration_seconds_sum" + M]
-                      - before["mantissa_compute_duration_seconds_sum" + M])
-                overhead.append(dict(ovh(w, 1e3 * cs / nb), what="one %d-token text" % ntok))
+                w = measure(srv, long_script, 1, args.seconds)
+                overhead.append(dict(ovh(w), what="one %d-token text" % ntok))
                 print("batching off, %d-token text: client %.3f ms, forward %.3f ms" % (
-                    ntok, w["mean_us"] / 1e3, 1e3 * cs / nb), file=sys.stderr)
+                    ntok, w["mean_us"] / 1e3, w["compute_ms_per_batch"]), file=sys.stderr)
             if name == "batching on, fixed 2 ms":
                 pa = run_perf_analyzer(srv.port, texts, tmp, ["--concurrency-range", "64"],
                                        args.seconds)
