@@ -292,6 +292,22 @@ bench-server: deps model
 	$(VPY) bench/server_bench.py --bin $(abspath $(BIN)) \
 	  --out bench/results/server-$(shell date -u +%Y-%m-%d).md
 
+# How the engine's OpenMP threads wait (server/main.c): the default short
+# spin against passive, shorter and longer spins and libgomp's own default,
+# alone and beside a busy process; bench/results/openmp-wait-<date>.md and
+# openmp-wait-busy-<date>.md (about 10 minutes).
+OPENMP_VARIANTS = --variant passive:$(BIN):OMP_WAIT_POLICY=passive \
+  --variant spin100:$(BIN):GOMP_SPINCOUNT=100 --variant spin300-default:$(BIN) \
+  --variant spin1000:$(BIN):GOMP_SPINCOUNT=1000 \
+  --variant libgomp-default:$(BIN):MANTISSA_NO_REEXEC=1
+.PHONY: bench-openmp
+bench-openmp: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	$(VPY) bench/serve_probe.py $(OPENMP_VARIANTS) \
+	  --out bench/results/openmp-wait-$(shell date -u +%Y-%m-%d).md
+	$(VPY) bench/serve_probe.py $(OPENMP_VARIANTS) --busy \
+	  --out bench/results/openmp-wait-busy-$(shell date -u +%Y-%m-%d).md
+
 # ---- the precision hot-switch ------------------------------------------------
 # Time from a config write to the new precision serving, per precision, with a
 # restart as the peer; written to bench/results/switch-<date>.md.

@@ -495,16 +495,15 @@ static int cmd_bench(const opts *o)
 }
 
 /* How OpenMP threads wait between parallel regions. A forward is a few
- * hundred short regions; on a VM an idle vCPU takes tens of microseconds
- * to wake, so threads that sleep at once (OMP_WAIT_POLICY=passive) made a
- * 10-token forward 6.0 ms instead of 2.4 ms on the 2-core dev VM. libgomp's
- * default spins 300,000 times (milliseconds) after each region, which
- * takes the cores from the HTTP threads and from anything else on the
- * node: with one busy process beside the server it made that forward
- * 5.9 ms, with 146 ms p99 spikes. A short spin (GOMP_SPINCOUNT=300, a
- * few microseconds) bridges the gaps inside a forward and then sleeps:
- * 2.4 ms alone, 4.7 ms beside a busy process (passive: 4.8 ms), and the
- * best batched throughput of the three (bench/results/server-*.md).
+ * hundred short regions, and on a VM an idle vCPU takes tens of
+ * microseconds to wake: with threads that sleep at once
+ * (OMP_WAIT_POLICY=passive) a 10-token forward took 7.2 ms on the 2-core
+ * dev VM, with a short spin (GOMP_SPINCOUNT=300, a few microseconds) 3.8 ms.
+ * Longer spins are faster alone (1000: 2.7 ms; libgomp's default 300,000:
+ * 2.6 ms) but take the cores from the HTTP threads and from anything else
+ * on the node: beside one busy process the forward took 5.2 ms passive,
+ * 6.0 ms with 300, 7.6 ms with 1000, and libgomp's default added 10 ms to
+ * every request. bench/results/openmp-wait-*.md (make bench-openmp).
  * libgomp reads these when it loads, before main(), so when the user has
  * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT we set the spin count
  * and start again. */
