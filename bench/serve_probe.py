@@ -14,9 +14,7 @@ With --busy, a busy-looping process runs beside the server for the whole
 run (a shared node). Writes a markdown report to stdout and --out.
 """
 import argparse
-import datetime
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -103,16 +101,10 @@ def main():
         if hog:
             hog.kill()
             hog.wait()
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        m = re.search(r"model name\s*:\s*(.*)", f.read())
-        cpu = m.group(1) if m else cpu
     lines = [
         "# Server probe: %s" % ", ".join(name for name, *_ in variants),
         "",
-        "- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-        "- machine: %s, %d cores (server and load generator share them), %s" % (
-            cpu, os.cpu_count(), platform.platform()),
+    ] + sb.header_lines() + [
         "- load average at start %s, at end %s" % (
             ", ".join("%.2f" % x for x in load_start),
             ", ".join("%.2f" % x for x in os.getloadavg())),
@@ -138,11 +130,7 @@ def main():
         lines.append("| %s | %.3f | %.0f | %.1f |" % (
             name, sum(r["forward_ms"] for r in rs) / len(rs),
             sum(r["overhead_us"] for r in rs) / len(rs), sum(r["rps64"] for r in rs) / len(rs)))
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    sb.write_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,28 @@ NOTES = """
 """
 
 
+def header_lines():
+    """A report's date and machine lines."""
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
+    return ["- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+            "- machine: %s, %d cores (server and load generator share them), %s" % (
+                cpu, os.cpu_count(), platform.platform())]
+
+
+def write_report(lines, out):
+    """Prints the markdown report and writes it to out (when given)."""
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if out:
+        with open(out, "w") as f:
+            f.write(report)
+
+
 def long_text(url, words, want=128):
     """A text that the server's own tokenizer makes exactly `want` tokens
     ([CLS] and [SEP] included), from the STS-B words: the longest prefix of
@@ -308,18 +330,10 @@ def main():
         return next(r for r in rows if r["setting"] == setting and r["conc"] == conc)
     off64, on64 = get("batching off", 64), get("batching on, fixed 2 ms", 64)
     base1 = get("batching off", 1)
-    cpu = "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
-    except (OSError, AttributeError):
-        pass
     lines = [
         "# Serving core under load: batching on vs off (make bench-server)",
         "",
-        "- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-        "- machine: %s, %d cores (server and load generator share them), %s" % (
-            cpu, os.cpu_count(), platform.platform()),
+    ] + header_lines() + [
         "- load average (1, 5, 15 min) at start %s, at end %s: other work on the machine "
         "competes for the same 2 cores" % (", ".join("%.2f" % x for x in load_start),
                                             ", ".join("%.2f" % x for x in os.getloadavg())),
@@ -396,11 +410,7 @@ def main():
             on64["rps"] / base1["rps"]),
     ]
     lines.append(NOTES.lstrip("\n"))
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":
