@@ -16,6 +16,7 @@
 #include "engine/jsonfile.h"
 #include "engine/quant.h"
 #include "engine/safetensors.h"
+#include "engine/tokenizer.h"
 
 typedef struct {
     mt_weight *qkv, *attn_out, *inter, *out; /* (3h,h) (h,h) (i,h) (h,i) */
@@ -24,6 +25,7 @@ typedef struct {
 } bert_layer;
 
 struct bert_model {
+    mt_model base; /* first: a bert_model is an mt_model */
     bert_config cfg;
     mt_backend *be;
     mt_precision prec;
@@ -36,6 +38,10 @@ struct bert_model {
     bert_layer *layer;
     size_t gemm_bytes, other_bytes;
 };
+
+static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
+                      bert_model **out, mt_err *err);
+static void bert_free(mt_model *base);
 
 /* ========================================================================
  * configuration files
@@ -490,8 +496,8 @@ static mt_status calibrate(const char *dir, mt_backend *be, int max_seq_len, flo
                            mt_err *err)
 {
     bert_model *ref;
-    bert_load_opts o = {.precision = MT_PREC_FP32, .max_seq_len = max_seq_len};
-    mt_status st = bert_load(dir, be, &o, &ref, err);
+    mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = max_seq_len};
+    mt_status st = load(dir, be, &o, &ref, err);
     if (st != MT_OK)
         return mt_prefix(err, st, "calibration model: ");
     const bert_config *c = &ref->cfg;
@@ -502,14 +508,14 @@ static mt_status calibrate(const char *dir, mt_backend *be, int max_seq_len, flo
         st = mt_fail(err, MT_ENOMEM, "out of memory while calibrating");
     for (int i = 0; st == MT_OK && i < mt_calib_sentences_n; i += 16) {
         int nb = mt_calib_sentences_n - i < 16 ? mt_calib_sentences_n - i : 16;
-        st = bert_embed_texts(ref, mt_calib_sentences + i, NULL, nb, vec, NULL, err);
+        st = mt_model_embed_texts(&ref->base, mt_calib_sentences + i, NULL, nb, vec, NULL, err);
     }
     free(vec);
     if (st == MT_OK) {
         *out = ref->act_max;
         ref->act_max = NULL;
     }
-    bert_free(ref);
+    bert_free(&ref->base);
     return st;
 }
 
@@ -541,8 +547,10 @@ static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_cal
     return MT_OK;
 }
 
-mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
-                    bert_model **out, mt_err *err)
+static const mt_model_ops bert_ops;
+
+static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
+                      bert_model **out, mt_err *err)
 {
     bert_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -618,18 +626,39 @@ mt_status bert_load(const char *dir, mt_backend *be, const bert_load_opts *opts,
     if (st != MT_OK)
         goto fail;
     st_close(f);
+    m->base.ops = &bert_ops;
+    m->base.info = (mt_model_info){.arch = "bert",
+                                   .hidden = m->cfg.hidden,
+                                   .max_seq_len = m->cfg.max_seq_len,
+                                   .vocab = m->cfg.vocab,
+                                   .precision = m->prec,
+                                   .pooling = MT_POOL_MEAN,
+                                   .normalize = m->cfg.normalize,
+                                   .gemm_bytes = m->gemm_bytes,
+                                   .resident_bytes = m->gemm_bytes + m->other_bytes};
     *out = m;
     return MT_OK;
 
 fail:
     free(stats);
     st_close(f);
-    bert_free(m);
+    bert_free(&m->base);
     return st;
 }
 
-void bert_free(bert_model *m)
+mt_status bert_load_model(const char *dir, mt_backend *be, const mt_model_opts *opts,
+                          mt_model **out, mt_err *err)
 {
+    bert_model *m;
+    mt_status st = load(dir, be, opts, &m, err);
+    if (st == MT_OK)
+        *out = &m->base;
+    return st;
+}
+
+static void bert_free(mt_model *base)
+{
+    bert_model *m = (bert_model *)base;
     if (!m)
         return;
     mt_backend *be = m->be;
@@ -657,11 +686,13 @@ void bert_free(bert_model *m)
     free(m);
 }
 
-const bert_config *bert_get_config(const bert_model *m) { return &m->cfg; }
-const tok_t *bert_tokenizer(const bert_model *m) { return m->tok; }
-mt_precision bert_precision(const bert_model *m) { return m->prec; }
-size_t bert_gemm_weight_bytes(const bert_model *m) { return m->gemm_bytes; }
-size_t bert_resident_bytes(const bert_model *m) { return m->gemm_bytes + m->other_bytes; }
+const bert_config *bert_get_config(const mt_model *m) { return &((const bert_model *)m)->cfg; }
+
+static mt_status bert_tokenize(const mt_model *base, const char *text, size_t len, int32_t *ids,
+                               int max_len, int *n, int *full_len, mt_err *err)
+{
+    return tok_encode(((const bert_model *)base)->tok, text, len, ids, max_len, n, full_len, err);
+}
 
 /* ========================================================================
  * forward
@@ -768,54 +799,27 @@ done:
     return st;
 }
 
-mt_status bert_forward(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                       float *out, mt_err *err)
+static mt_status bert_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                              float *out, mt_err *err)
 {
-    return run(m, ids, offsets, nseq, m->cfg.layers, true, out, err);
+    bert_model *b = (bert_model *)m;
+    return run(b, ids, offsets, nseq, b->cfg.layers, true, out, err);
 }
 
-mt_status bert_hidden_states(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                              int nlayers, float *out, mt_err *err)
 {
-    if (nlayers < 0 || nlayers > m->cfg.layers)
-        return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, m->cfg.layers);
-    return run(m, ids, offsets, nseq, nlayers, false, out, err);
+    bert_model *b = (bert_model *)m;
+    if (nlayers < 0 || nlayers > b->cfg.layers)
+        return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, b->cfg.layers);
+    return run(b, ids, offsets, nseq, nlayers, false, out, err);
 }
 
-mt_status bert_embed_texts(bert_model *m, const char *const *texts, const size_t *lens, int n,
-                           float *out, long *n_tokens, mt_err *err)
-{
-    const int maxlen = m->cfg.max_seq_len;
-    if (n <= 0)
-        return MT_OK;
-    if ((size_t)n > (size_t)INT_MAX / (size_t)maxlen)
-        return mt_fail(err, MT_ELIMIT, "too many inputs (%d)", n);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * maxlen);
-    int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    mt_status st = MT_OK;
-    if (!ids || !off) {
-        st = mt_fail(err, MT_ENOMEM, "out of memory tokenizing %d inputs", n);
-        goto done;
-    }
-    off[0] = 0;
-    for (int i = 0; i < n; i++) {
-        int got = 0;
-        st = tok_encode(m->tok, texts[i], lens ? lens[i] : strlen(texts[i]), ids + off[i], maxlen,
-                        &got, NULL, err);
-        if (st != MT_OK) {
-            mt_prefix(err, st, "input[%d]: ", i);
-            goto done;
-        }
-        off[i + 1] = off[i] + got;
-    }
-    if (n_tokens)
-        *n_tokens = off[n];
-    st = bert_forward(m, ids, off, n, out, err);
-done:
-    free(ids);
-    free(off);
-    return st;
-}
+static const mt_model_ops bert_ops = {
+    .free = bert_free,
+    .tokenize = bert_tokenize,
+    .forward = bert_forward,
+};
 
 /* ========================================================================
  * saving a quantized model
@@ -901,7 +905,7 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
         st = mt_fail(err, MT_ENOMEM, "out of memory");
         goto done;
     }
-    /* INT8 is smoothed as bert_load smooths it on the CPU backend */
+    /* INT8 is smoothed as load() smooths it on the CPU backend */
     if (p == MT_PREC_INT8) {
         mt_backend *cpu;
         if ((st = read_configs(dir, &cfg, err)) != MT_OK ||

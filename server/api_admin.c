@@ -500,8 +500,8 @@ static bool cmp_tokenize(cmp_sub *sub, const char *const *texts, int n, int64_t 
     for (int i = 0; i < n; i++) {
         mt_err err;
         int got = 0, full = 0;
-        mt_status ts = tok_encode(bert_tokenizer(v->model), texts[i], strlen(texts[i]),
-                                  j->ids + j->off[i], maxlen, &got, &full, &err);
+        mt_status ts = mt_model_tokenize(v->model, texts[i], strlen(texts[i]),
+                                         j->ids + j->off[i], maxlen, &got, &full, &err);
         if (ts != MT_OK) {
             api_error(r, false, ts == MT_EUTF8 ? 400 : 500, "input", "input[%d]: %s", i, err.msg);
             return false;

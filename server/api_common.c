@@ -328,11 +328,11 @@ api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *
         api_error(resp, openai, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
-    const tok_t *tok = bert_tokenizer(v->model);
     off[0] = 0;
     for (int i = 0; i < n; i++) {
         int got = 0, full = 0;
-        mt_status ts = tok_encode(tok, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
+        mt_status ts =
+            mt_model_tokenize(v->model, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
         if (ts == MT_EUTF8) {
             api_error(resp, openai, 400, "input", "input[%d]: %s", i, err.msg);
             goto fail;

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "engine/metrics.h"
-#include "models/bert.h"
+#include "engine/model.h"
 #include "server/cmds.h"
 #include "server/config.h"
 
@@ -128,7 +128,7 @@ int cmd_quantize(int argc, char **argv)
     if (m) {
         mt_calib_opts c = calib_of(v);
         double t0 = now_s();
-        if (bert_save_quantized(m->path, v->precision, &c, o.out, &err) != MT_OK) {
+        if (mt_model_save_quantized(m->path, v->precision, &c, o.out, &err) != MT_OK) {
             fprintf(stderr, "mantissa: %s\n", err.msg);
         } else {
             fprintf(stderr, "mantissa: wrote %s (%s, %s) in %.2f s\n", o.out,
@@ -205,41 +205,41 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
                        const sentence_set *ss, int batch, variant_result *r)
 {
     mt_err err;
-    bert_model *m;
-    bert_load_opts lo = {.precision = v->precision, .calib = calib_of(v),
+    mt_model *m;
+    mt_model_opts lo = {.precision = v->precision, .calib = calib_of(v),
                          .max_seq_len = cm->max_seq_len, .weights = v->weights};
     snprintf(r->name, sizeof r->name, "%s", v->name);
     r->prec = v->precision;
     snprintf(r->calib, sizeof r->calib, "%s",
              mt_quant_has_scales(v->precision) ? mt_calib_name(lo.calib.method) : "-");
     double t0 = now_s();
-    if (bert_load(cm->path, be, &lo, &m, &err) != MT_OK) {
+    if (mt_model_load(cm->path, be, &lo, &m, &err) != MT_OK) {
         fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
         return -1;
     }
     r->load_s = now_s() - t0;
-    r->gemm_bytes = bert_gemm_weight_bytes(m);
-    int h = r->h = bert_get_config(m)->hidden;
+    r->gemm_bytes = m->info.gemm_bytes;
+    int h = r->h = m->info.hidden;
     r->emb = malloc(sizeof(float) * (size_t)ss->n * h);
     if (!r->emb) {
-        bert_free(m);
+        mt_model_free(m);
         return -1;
     }
     /* one warm-up batch, then the timed pass over every sentence */
-    bert_embed_texts(m, (const char *const *)ss->s, ss->len, batch < ss->n ? batch : ss->n,
+    mt_model_embed_texts(m, (const char *const *)ss->s, ss->len, batch < ss->n ? batch : ss->n,
                      r->emb, NULL, &err);
     t0 = now_s();
     for (int i = 0; i < ss->n; i += batch) {
         int nb = ss->n - i < batch ? ss->n - i : batch;
-        if (bert_embed_texts(m, (const char *const *)ss->s + i, ss->len + i, nb,
+        if (mt_model_embed_texts(m, (const char *const *)ss->s + i, ss->len + i, nb,
                              r->emb + (size_t)i * h, NULL, &err) != MT_OK) {
             fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
-            bert_free(m);
+            mt_model_free(m);
             return -1;
         }
     }
     r->sps = ss->n / (now_s() - t0);
-    bert_free(m);
+    mt_model_free(m);
     return 0;
 }
 

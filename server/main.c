@@ -132,8 +132,8 @@ static srv_models *load_all(const char *path, cfg_config **cfg)
                     "mantissa: loaded %s@%s (%s, %s backend, %d threads): %.1f MiB resident, "
                     "%.1f MiB GEMM weights, space %s\n",
                     m->name, v->cfg.name, mt_precision_name(v->cfg.precision), s->cpu->device,
-                    s->cpu->threads, bert_resident_bytes(v->model) / 1048576.0,
-                    bert_gemm_weight_bytes(v->model) / 1048576.0, v->space);
+                    s->cpu->threads, v->model->info.resident_bytes / 1048576.0,
+                    v->model->info.gemm_bytes / 1048576.0, v->space);
         }
     }
     fprintf(stderr, "mantissa: models ready in %.2f s\n", now_s() - t0);
@@ -301,7 +301,7 @@ static int cmd_embed(const opts *o)
             len = strlen(text);
         }
         mt_err err;
-        if (bert_embed_texts(v->model, &text, &len, 1, vec, NULL, &err) != MT_OK) {
+        if (mt_model_embed_texts(v->model, &text, &len, 1, vec, NULL, &err) != MT_OK) {
             fprintf(stderr, "mantissa: stdin line %d: %s\n", lineno, err.msg);
             cJSON_Delete(j);
             rc = 1;
@@ -354,8 +354,8 @@ static int cmd_eval(const opts *o)
                 l1[k] = strlen(sts.s1[i + k]);
                 l2[k] = strlen(sts.s2[i + k]);
             }
-            if (bert_embed_texts(v->model, (const char *const *)sts.s1 + i, l1, nb, e1, NULL, &err) ||
-                bert_embed_texts(v->model, (const char *const *)sts.s2 + i, l2, nb, e2, NULL, &err)) {
+            if (mt_model_embed_texts(v->model, (const char *const *)sts.s1 + i, l1, nb, e1, NULL, &err) ||
+                mt_model_embed_texts(v->model, (const char *const *)sts.s2 + i, l2, nb, e2, NULL, &err)) {
                 fprintf(stderr, "mantissa: %s\n", err.msg);
                 rc = 1;
             }
@@ -463,7 +463,7 @@ static int cmd_bench(const opts *o)
             for (int k = 0; k <= b; k++)
                 boff[k] = off[start + k] - off[start];
             double t0 = now_s();
-            if (bert_forward(v->model, ids + off[start], boff, b, out, &err) != MT_OK) {
+            if (mt_model_forward(v->model, ids + off[start], boff, b, out, &err) != MT_OK) {
                 fprintf(stderr, "mantissa bench: %s\n", err.msg);
                 rc = 1;
             }

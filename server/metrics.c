@@ -337,7 +337,7 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
             sb_puts(b, "mantissa_resident_weight_bytes");
             labels(b, x);
             sb_printf(b, ",precision=\"%s\"} %zu\n", mt_precision_name(x->cur->cfg.precision),
-                      bert_resident_bytes(x->cur->model));
+                      x->cur->model->info.resident_bytes);
         }
     });
     head(b, "mantissa_inflight_requests", "gauge",
@@ -501,7 +501,7 @@ static void variant_json(sbuf *b, const row *x, const char *refname)
         sb_json_str(b, x->cur->space, strlen(x->cur->space));
         sb_printf(b, ",\"weights_checksum\":\"%s\",\"build_s\":", x->cur->checksum);
         num(b, x->cur->build_s);
-        sb_printf(b, ",\"resident_bytes\":%zu}", bert_resident_bytes(x->cur->model));
+        sb_printf(b, ",\"resident_bytes\":%zu}", x->cur->model->info.resident_bytes);
     } else {
         sb_puts(b, ",\"serving\":null");
     }

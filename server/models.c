@@ -145,7 +145,7 @@ void srv_variant_ref(srv_variant *v)
 static void build_free(srv_variant *v)
 {
     atomic_fetch_sub(v->alive, 1);
-    bert_free(v->model);
+    mt_model_free(v->model);
     pthread_mutex_destroy(&v->lock);
     prom_drift_destroy(&v->drift);
     free(v);
@@ -234,10 +234,10 @@ mt_status srv_run_gate(srv_variant *v, srv_variant *ref, mt_err *err)
         const char *p = probes[i];
         /* interleaved, so that both see the same machine load */
         double t0 = mono_s();
-        st = bert_embed_texts(v->model, &p, &l, 1, a, NULL, err);
+        st = mt_model_embed_texts(v->model, &p, &l, 1, a, NULL, err);
         double t1 = mono_s();
         if (st == MT_OK)
-            st = bert_embed_texts(ref->model, &p, &l, 1, b, NULL, err);
+            st = mt_model_embed_texts(ref->model, &p, &l, 1, b, NULL, err);
         double t2 = mono_s();
         if (st != MT_OK) {
             mt_prefix(err, st, "gate: probe %d: ", i + 1);
@@ -294,20 +294,20 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     atomic_init(&v->refs, 1);
     v->m = m;
     v->cfg = *vc;
-    bert_load_opts o = {.precision = vc->precision,
+    mt_model_opts o = {.precision = vc->precision,
                         .calib = {MT_CALIB_ABSMAX, vc->percentile},
                         .max_seq_len = mc->max_seq_len,
                         .weights = vc->weights};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
-    mt_status st = bert_load(mc->path, be, &o, &v->model, err);
+    mt_status st = mt_model_load(mc->path, be, &o, &v->model, err);
     if (st != MT_OK) {
         free(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }
     v->build_s = mono_s() - t0;
-    v->hidden = bert_get_config(v->model)->hidden;
-    v->max_seq_len = bert_get_config(v->model)->max_seq_len;
+    v->hidden = v->model->info.hidden;
+    v->max_seq_len = v->model->info.max_seq_len;
     pthread_mutex_init(&v->lock, NULL);
     prom_drift_init(&v->drift);
     v->alive = &s->builds_alive;
@@ -687,7 +687,7 @@ mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets
                       float *out, mt_err *err)
 {
     pthread_mutex_lock(&v->lock);
-    mt_status st = bert_forward(v->model, ids, offsets, nseq, out, err);
+    mt_status st = mt_model_forward(v->model, ids, offsets, nseq, out, err);
     pthread_mutex_unlock(&v->lock);
     return st;
 }

@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
-#include "models/bert.h"
+#include "engine/model.h"
 #include "server/config.h"
 #include "server/metrics.h"
 
@@ -70,7 +70,7 @@ typedef struct srv_variant {
     struct srv_model *m;
     struct srv_slot *slot;
     cfg_variant cfg;          /* the settings it was built with */
-    bert_model *model;
+    mt_model *model;
     int hidden, max_seq_len;
     pthread_mutex_t lock;     /* srv_forward: one forward at a time */
     char checksum[17];        /* 64-bit FNV-1a of the weights file, hex */
@@ -194,7 +194,7 @@ char *srv_split_pin(char *model_name);
 /* The 64-bit rendezvous hash of (key, name) as a number in (0, 1). */
 double srv_route_hash(const char *key, const char *name);
 
-/* Embeds nseq tokenized sequences (packed ids, see bert_forward) with v,
+/* Embeds nseq tokenized sequences (packed ids, see mt_model_forward) with v,
  * one forward at a time per build (v's lock). */
 mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets, int nseq,
                       float *out, mt_err *err);

@@ -369,7 +369,7 @@ static void *worker_main(void *arg)
         mt_err err;
         const int h = b->q->v->hidden;
         b->t_start = uv_hrtime();
-        b->st = bert_forward(b->q->v->model, b->ids, b->off, b->n, b->out, &err);
+        b->st = mt_model_forward(b->q->v->model, b->ids, b->off, b->n, b->out, &err);
         b->t_end = uv_hrtime();
         if (b->st != MT_OK)
             snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);

@@ -5,7 +5,7 @@
  *
  *   HTTP thread: sched_admit -> (suspend connection) -> sched_submit
  *   loop thread: per-variant queues -> batch (size, tokens, delay) -> worker
- *   worker:      bert_forward on the batch -> rows into each job's output
+ *   worker:      mt_model_forward on the batch -> rows into each job's output
  *   loop thread: job done -> job->on_done (resumes the connection)
  *
  * A job's texts are queued one item per text, so a request may be split

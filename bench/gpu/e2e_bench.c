@@ -9,7 +9,7 @@
  *   e2e_bench --model DIR --ids FILE [--batch 1,32,256] [--precisions LIST]
  *             [--seconds S] [--json FILE]
  *       for each precision: load, warm up, then per batch size run
- *       bert_forward (ids -> pooled, normalised vectors on the host) until
+ *       mt_model_forward (ids -> pooled, normalised vectors on the host) until
  *       S seconds have passed (at least 5 runs); report the median run as
  *       sentences/s, and NVML's total-energy counter difference over the
  *       timed runs as joules per 1,000 sentences.
@@ -27,7 +27,7 @@
 
 #include "engine/backend_cuda.h"
 #include "engine/jsonfile.h"
-#include "models/bert.h"
+#include "engine/model.h"
 
 /* ------------------------------------------------------------------------
  * NVML through dlopen
@@ -176,15 +176,15 @@ int main(int argc, char **argv)
             return 2;
         }
         mt_backend *be = NULL;
-        bert_model *m = NULL;
-        bert_load_opts lo = {.precision = prec};
+        mt_model *m = NULL;
+        mt_model_opts lo = {.precision = prec};
         const double t0 = now_s();
-        if (mt_backend_cuda_create(0, &be, &err) != MT_OK || bert_load(model, be, &lo, &m, &err) != MT_OK) {
+        if (mt_backend_cuda_create(0, &be, &err) != MT_OK || mt_model_load(model, be, &lo, &m, &err) != MT_OK) {
             fprintf(stderr, "e2e_bench: %s: %s\n", pn, err.msg);
             return 1;
         }
         const double load_s = now_s() - t0;
-        const int h = bert_get_config(m)->hidden;
+        const int h = m->info.hidden;
         char blist[128];
         snprintf(blist, sizeof blist, "%s", batches);
         for (char *save2, *bs = strtok_r(blist, ",", &save2); bs; bs = strtok_r(NULL, ",", &save2)) {
@@ -205,14 +205,14 @@ int main(int argc, char **argv)
             int runs = 0, cap = 1024;
             double *t = malloc(sizeof(double) * cap);
             for (int w = 0; w < 3; w++) /* warm-up: plans, pool, autotuned paths */
-                if (bert_forward(m, bid[w % nb], off, b, out, &err) != MT_OK) {
+                if (mt_model_forward(m, bid[w % nb], off, b, out, &err) != MT_OK) {
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }
             const double e0 = nvml_mj(), start = now_s();
             while ((now_s() - start < seconds || runs < 5) && runs < 100000) {
                 const double a = now_s();
-                if (bert_forward(m, bid[runs % nb], off, b, out, &err) != MT_OK) {
+                if (mt_model_forward(m, bid[runs % nb], off, b, out, &err) != MT_OK) {
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
             first = 0;
             free(off), free(out), free(bid), free(t);
         }
-        bert_free(m);
+        mt_model_free(m);
         mt_backend_destroy(be);
     }
     fprintf(jf, "\n]}\n");

@@ -3,7 +3,7 @@
 # GPU, weights and token ids, in the same run (bench/gpu.sh): the encoder as
 # Hugging Face transformers runs it in half precision with SDPA attention,
 # then sentence-transformers' mean pooling and L2 normalisation, ids in and
-# vectors on the host out (as Mantissa's bert_forward). Timing: median
+# vectors on the host out (as Mantissa's mt_model_forward). Timing: median
 # wall-clock run after warm-up, >= --seconds per batch size, with a CUDA
 # synchronisation ending each run. Energy: NVML's total-energy counter over
 # the timed runs (nvidia-ml-py), or null with the reason.

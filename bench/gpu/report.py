@@ -118,7 +118,7 @@ def main():
     if e:
         pres = {r["batch"]: r for r in (peer or {}).get("results", [])}
         print("## End to end (bench/gpu/e2e_bench, 128 tokens per sentence)\n")
-        print("- Mantissa: ids in, pooled and normalised vectors on the host out (`bert_forward`), "
+        print("- Mantissa: ids in, pooled and normalised vectors on the host out (`mt_model_forward`), "
               "median run; energy from NVML's total-energy counter over the timed runs (%s)" % e.get("energy"))
         if peer:
             print("- peer: PyTorch %s, transformers FP16 with SDPA attention, the same ids and weights, "

@@ -20,7 +20,7 @@
 #include "engine/backend_cuda.h"
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
-#include "models/bert.h"
+#include "engine/model.h"
 #include "tests/gpu/gpu_test.h"
 
 #define REF_SENTENCES "tests/fixtures/reference/sentences.jsonl"
@@ -53,14 +53,14 @@ static int load_sentences(char ***out)
 }
 
 /* Embeds all n sentences in batches of 32 (ragged, as a server batch). */
-static mt_status embed_all(bert_model *m, char **sent, int n, float *out, int h, mt_err *err)
+static mt_status embed_all(mt_model *m, char **sent, int n, float *out, int h, mt_err *err)
 {
     size_t lens[32];
     for (int i = 0; i < n; i += 32) {
         const int b = n - i < 32 ? n - i : 32;
         for (int k = 0; k < b; k++)
             lens[k] = strlen(sent[i + k]);
-        mt_status st = bert_embed_texts(m, (const char *const *)sent + i, lens, b,
+        mt_status st = mt_model_embed_texts(m, (const char *const *)sent + i, lens, b,
                                         out + (size_t)i * h, NULL, err);
         if (st != MT_OK)
             return st;
@@ -71,17 +71,17 @@ static mt_status embed_all(bert_model *m, char **sent, int n, float *out, int h,
 static mt_status cpu_reference(char **sent, int n, float **out, int *h, mt_err *err)
 {
     mt_backend *be = NULL;
-    bert_model *m = NULL;
-    bert_load_opts o = {.precision = MT_PREC_FP32};
+    mt_model *m = NULL;
+    mt_model_opts o = {.precision = MT_PREC_FP32};
     mt_status st = mt_backend_cpu_create(0, &be, err);
     if (st == MT_OK)
-        st = bert_load(model_dir, be, &o, &m, err);
+        st = mt_model_load(model_dir, be, &o, &m, err);
     if (st == MT_OK) {
-        *h = bert_get_config(m)->hidden;
+        *h = m->info.hidden;
         *out = malloc(sizeof(float) * (size_t)n * *h);
         st = embed_all(m, sent, n, *out, *h, err);
     }
-    bert_free(m);
+    mt_model_free(m);
     mt_backend_destroy(be);
     return st;
 }
@@ -99,9 +99,9 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     mt_cuda_opts_default(&o);
     o.gemm = v->path;
     mt_backend *be = NULL;
-    bert_model *m = NULL;
+    mt_model *m = NULL;
     mt_err err = {{0}};
-    bert_load_opts lo = {.precision = v->prec};
+    mt_model_opts lo = {.precision = v->prec};
     float *out = malloc(sizeof(float) * (size_t)n * h);
     for (size_t i = 0; i < (size_t)n * h; i++)
         out[i] = NAN;
@@ -109,7 +109,7 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     clock_gettime(CLOCK_MONOTONIC, &t0);
     mt_status st = mt_backend_cuda_create_opts(0, &o, &be, &err);
     if (st == MT_OK)
-        st = bert_load(model_dir, be, &lo, &m, &err);
+        st = mt_model_load(model_dir, be, &lo, &m, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (st == MT_OK)
         st = embed_all(m, sent, n, out, h, &err);
@@ -145,10 +145,10 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
                 texts[i] = sent[idx[i] % n];
                 lens[i] = strlen(texts[i]);
             }
-            if (h <= 1024 && bert_embed_texts(m, texts, lens, 5, batch, NULL, &err) == MT_OK) {
+            if (h <= 1024 && mt_model_embed_texts(m, texts, lens, 5, batch, NULL, &err) == MT_OK) {
                 double worst = 1;
                 for (int i = 0; i < 5; i++) {
-                    if (bert_embed_texts(m, texts + i, lens + i, 1, one, NULL, &err) != MT_OK)
+                    if (mt_model_embed_texts(m, texts + i, lens + i, 1, one, NULL, &err) != MT_OK)
                         break;
                     const double cs = mt_cosine(one, batch + (size_t)i * h, h);
                     worst = cs < worst ? cs : worst;
@@ -158,7 +158,7 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         }
     }
     free(out);
-    bert_free(m);
+    mt_model_free(m);
     mt_backend_destroy(be);
 }
 

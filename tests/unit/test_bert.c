@@ -13,25 +13,26 @@
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "engine/safetensors.h"
+#include "engine/model.h"
 #include "models/bert.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 #define REF_DIR "tests/fixtures/reference"
 
 static mt_backend *be;
-static bert_model *model;
+static mt_model *model;
 
 static void setup(void)
 {
     mt_err err;
     ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-    bert_load_opts o = {.precision = MT_PREC_FP32};
-    ck_assert_msg(bert_load(MODEL_DIR, be, &o, &model, &err) == MT_OK, "%s", err.msg);
+    mt_model_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &model, &err) == MT_OK, "%s", err.msg);
 }
 
 static void teardown(void)
 {
-    bert_free(model);
+    mt_model_free(model);
     mt_backend_destroy(be);
 }
 
@@ -67,7 +68,7 @@ START_TEST(bert_reads_minilm_architecture)
     ck_assert_int_eq(c->max_seq_len, 256);
     ck_assert(c->normalize);
     /* 6 layers x (3*384*384 + 384*384 + 2*384*1536) FP32 GEMM weights */
-    ck_assert_uint_eq(bert_gemm_weight_bytes(model), (size_t)6 * (4 * 384 * 384 + 2 * 384 * 1536) * 4);
+    ck_assert_uint_eq(model->info.gemm_bytes, (size_t)6 * (4 * 384 * 384 + 2 * 384 * 1536) * 4);
 }
 END_TEST
 
@@ -135,7 +136,7 @@ START_TEST(bert_matches_sentence_transformers_on_every_reference_sentence)
         int b = n - i < 32 ? n - i : 32;
         for (int k = 0; k < b; k++)
             lens[k] = strlen(sent[i + k]);
-        ck_assert_msg(bert_embed_texts(model, (const char *const *)sent + i, lens, b, out, NULL, &err) == MT_OK,
+        ck_assert_msg(mt_model_embed_texts(model, (const char *const *)sent + i, lens, b, out, NULL, &err) == MT_OK,
                       "%s", err.msg);
         for (int k = 0; k < b; k++) {
             double c = mt_cosine(out + k * 384, ref + (size_t)(i + k) * 384, 384);
@@ -166,9 +167,9 @@ START_TEST(bert_batch_of_ragged_lengths_equals_one_at_a_time)
         lens[i] = strlen(texts[i]);
     float batch[5 * 384], one[384];
     mt_err err;
-    ck_assert_int_eq(bert_embed_texts(model, texts, lens, n, batch, NULL, &err), MT_OK);
+    ck_assert_int_eq(mt_model_embed_texts(model, texts, lens, n, batch, NULL, &err), MT_OK);
     for (int i = 0; i < n; i++) {
-        ck_assert_int_eq(bert_embed_texts(model, texts + i, lens + i, 1, one, NULL, &err), MT_OK);
+        ck_assert_int_eq(mt_model_embed_texts(model, texts + i, lens + i, 1, one, NULL, &err), MT_OK);
         double c = mt_cosine(one, batch + i * 384, 384), d = mt_max_abs_diff(one, batch + i * 384, 384);
         ck_assert_msg(c > 0.9999999 && d < 1e-6, "text %d: cosine %.9f max diff %g", i, c, d);
     }
@@ -180,12 +181,12 @@ START_TEST(bert_forward_rejects_bad_ids_and_lengths)
     float out[2 * 384];
     mt_err err;
     int32_t ids[3] = {101, 40000, 102}, off[2] = {0, 3};
-    ck_assert_int_eq(bert_forward(model, ids, off, 1, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, ids, off, 1, out, &err), MT_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "40000"));
     int32_t empty[3] = {0, 0, 1};
-    ck_assert_int_eq(bert_forward(model, ids, empty, 2, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, ids, empty, 2, out, &err), MT_EINVAL);
     int32_t *big = calloc(300, sizeof(int32_t)), boff[2] = {0, 300};
-    ck_assert_int_eq(bert_forward(model, big, boff, 1, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, big, boff, 1, out, &err), MT_EINVAL);
     free(big);
 }
 END_TEST
@@ -236,10 +237,10 @@ static void put_nan(float *w, size_t n) { w[n / 2] = NAN; }
 
 static void expect_load_error(const char *dir, const char *want)
 {
-    bert_model *m = NULL;
+    mt_model *m = NULL;
     mt_err err = {{0}};
-    bert_load_opts o = {.precision = MT_PREC_FP32};
-    ck_assert_int_ne(bert_load(dir, be, &o, &m, &err), MT_OK);
+    mt_model_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_int_ne(mt_model_load(dir, be, &o, &m, &err), MT_OK);
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
 }
@@ -255,6 +256,14 @@ START_TEST(bert_load_errors_name_the_file_and_tensor)
     snprintf(cmd, sizeof cmd, "truncate -s 1000 %s/model.safetensors", d);
     ck_assert_int_eq(system(cmd), 0);
     expect_load_error(d, "model.safetensors");
+    /* the registry picks the architecture by config.json's model_type */
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"bert\"/\"model_type\": \"gpt2\"/' "
+             "%s/config.json", d);
+    ck_assert_int_eq(system(cmd), 0);
+    expect_load_error(d, "config.json: model_type \"gpt2\" is not supported (\"bert\")");
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"gpt2\",//' %s/config.json", d);
+    ck_assert_int_eq(system(cmd), 0);
+    expect_load_error(d, "config.json: field 'model_type' missing or not a string");
     snprintf(cmd, sizeof cmd, "rm -rf %s", d);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -262,10 +271,10 @@ END_TEST
 
 START_TEST(bert_refuses_precisions_the_backend_lacks)
 {
-    bert_model *m = NULL;
+    mt_model *m = NULL;
     mt_err err;
-    bert_load_opts o = {.precision = MT_PREC_TF32};
-    ck_assert_int_eq(bert_load(MODEL_DIR, be, &o, &m, &err), MT_EUNSUPPORTED);
+    mt_model_opts o = {.precision = MT_PREC_TF32};
+    ck_assert_int_eq(mt_model_load(MODEL_DIR, be, &o, &m, &err), MT_EUNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(err.msg, "tf32"));
 }
 END_TEST
@@ -288,34 +297,34 @@ START_TEST(bert_quantized_file_reloads_to_the_same_vectors_without_requantizing)
             continue;
         mt_err err;
         mt_calib_opts c = {p == MT_PREC_INT8 ? MT_CALIB_MSE : MT_CALIB_ABSMAX, 100.0};
-        ck_assert_msg(bert_save_quantized(MODEL_DIR, p, &c, path, &err) == MT_OK, "%s", err.msg);
-        bert_model *direct, *reloaded;
-        bert_load_opts o = {.precision = p, .calib = c};
-        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &direct, &err) == MT_OK, "%s", err.msg);
+        ck_assert_msg(mt_model_save_quantized(MODEL_DIR, p, &c, path, &err) == MT_OK, "%s", err.msg);
+        mt_model *direct, *reloaded;
+        mt_model_opts o = {.precision = p, .calib = c};
+        ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &direct, &err) == MT_OK, "%s", err.msg);
         o.weights = path;
-        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &reloaded, &err) == MT_OK, "%s", err.msg);
-        ck_assert_uint_eq(bert_gemm_weight_bytes(direct), bert_gemm_weight_bytes(reloaded));
+        ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &reloaded, &err) == MT_OK, "%s", err.msg);
+        ck_assert_uint_eq(direct->info.gemm_bytes, reloaded->info.gemm_bytes);
         float a[2 * 384], b[2 * 384];
-        ck_assert_int_eq(bert_embed_texts(direct, texts, lens, 2, a, NULL, &err), MT_OK);
-        ck_assert_int_eq(bert_embed_texts(reloaded, texts, lens, 2, b, NULL, &err), MT_OK);
+        ck_assert_int_eq(mt_model_embed_texts(direct, texts, lens, 2, a, NULL, &err), MT_OK);
+        ck_assert_int_eq(mt_model_embed_texts(reloaded, texts, lens, 2, b, NULL, &err), MT_OK);
         ck_assert_msg(memcmp(a, b, sizeof a) == 0, "%s: reloaded vectors differ", mt_precision_name(p));
-        bert_free(direct);
-        bert_free(reloaded);
+        mt_model_free(direct);
+        mt_model_free(reloaded);
 
         /* the file says what it is: a variant asking for anything else is refused */
-        bert_model *m = NULL;
+        mt_model *m = NULL;
         for (size_t j = 0; j < sizeof all_precs / sizeof *all_precs; j++) {
             if (all_precs[j] == p || !be->ops->supports(be, all_precs[j]))
                 continue;
             o.precision = all_precs[j];
-            ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+            ck_assert_int_ne(mt_model_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
             ck_assert_ptr_null(m);
             ck_assert_msg(strstr(err.msg, "quantized as") && strstr(err.msg, path), "%s", err.msg);
         }
         if (mt_quant_has_scales(p)) {
             o.precision = p;
             o.calib.method = MT_CALIB_PERCENTILE;
-            ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+            ck_assert_int_ne(mt_model_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
             ck_assert_msg(strstr(err.msg, "calibrated with"), "%s", err.msg);
         }
         tested++;
@@ -327,10 +336,10 @@ END_TEST
 
 START_TEST(bert_plain_model_file_is_not_taken_as_a_quantized_one)
 {
-    bert_model *m = NULL;
+    mt_model *m = NULL;
     mt_err err;
-    bert_load_opts o = {.precision = MT_PREC_FP32, .weights = MODEL_DIR "/model.safetensors"};
-    ck_assert_int_ne(bert_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
+    mt_model_opts o = {.precision = MT_PREC_FP32, .weights = MODEL_DIR "/model.safetensors"};
+    ck_assert_int_ne(mt_model_load(MODEL_DIR, be, &o, &m, &err), MT_OK);
     ck_assert_msg(strstr(err.msg, "not a mantissa quantized file"), "%s", err.msg);
 }
 END_TEST
@@ -346,20 +355,20 @@ START_TEST(bert_every_precision_batch_equals_one_at_a_time)
         mt_precision p = all_precs[i];
         if (!be->ops->supports(be, p))
             continue;
-        bert_model *m;
+        mt_model *m;
         mt_err err;
-        bert_load_opts o = {.precision = p};
-        ck_assert_msg(bert_load(MODEL_DIR, be, &o, &m, &err) == MT_OK, "%s", err.msg);
+        mt_model_opts o = {.precision = p};
+        ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &m, &err) == MT_OK, "%s", err.msg);
         float batch[5 * 384], one[384];
-        ck_assert_int_eq(bert_embed_texts(m, texts, lens, 5, batch, NULL, &err), MT_OK);
+        ck_assert_int_eq(mt_model_embed_texts(m, texts, lens, 5, batch, NULL, &err), MT_OK);
         for (int t = 0; t < 5; t++) {
-            ck_assert_int_eq(bert_embed_texts(m, texts + t, lens + t, 1, one, NULL, &err), MT_OK);
+            ck_assert_int_eq(mt_model_embed_texts(m, texts + t, lens + t, 1, one, NULL, &err), MT_OK);
             double c = mt_cosine(one, batch + t * 384, 384);
             /* int8 quantizes activations per token, so rows do not depend on
              * the batch either: the same bound holds for every precision */
             ck_assert_msg(c > 0.999999, "%s text %d: cosine %.9f", mt_precision_name(p), t, c);
         }
-        bert_free(m);
+        mt_model_free(m);
     }
 }
 END_TEST

@@ -1,0 +1,118 @@
+/* model.h: the model interface: all that the server and the command-line
+ * tools know of a model, whatever its architecture.
+ *
+ * A model is a table of operations (like the backend table in
+ * engine/backend.h) and a few facts about it. Each architecture in models/
+ * (bert.c first) fills the table; models/registry.c picks the architecture
+ * of a folder from its config.json "model_type" and loads it. Nothing above
+ * engine/ names an architecture: a new one is added in models/ alone.
+ *
+ * Texts become vectors in two steps, so that a scheduler can batch the
+ * second: tokenize (per text, any thread) then forward (a batch of packed
+ * token ids -> one pooled, possibly normalised vector per text). Pooling is
+ * part of forward; info.pooling says which one the model does.
+ */
+#ifndef MT_ENGINE_MODEL_H
+#define MT_ENGINE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/backend.h"
+#include "engine/quant.h"
+#include "engine/status.h"
+
+typedef struct mt_model mt_model;
+
+typedef enum { MT_POOL_MEAN, MT_POOL_CLS } mt_pooling;
+
+/* How to load a model. */
+typedef struct {
+    mt_precision precision;
+    mt_calib_opts calib; /* how int8/fp8 scales are chosen */
+    int max_seq_len;     /* 0: the model's own; else a lower cap */
+    const char *weights; /* NULL/"": the folder's FP32 model.safetensors, quantized at
+                          * load; else a file from mt_model_save_quantized, as is */
+} mt_model_opts;
+
+/* What a loaded model is: set by its loader, constant afterwards. */
+typedef struct {
+    const char *arch;       /* "bert", ... */
+    int hidden;             /* size of one output vector */
+    int max_seq_len;        /* tokens per text, special tokens included */
+    int vocab;
+    mt_precision precision; /* of the GEMM weights */
+    mt_pooling pooling;
+    bool normalize;         /* output vectors have unit L2 norm */
+    size_t gemm_bytes;      /* resident GEMM weights, scales included */
+    size_t resident_bytes;  /* everything the model keeps in its backend */
+} mt_model_info;
+
+typedef struct mt_model_ops {
+    void (*free)(mt_model *m);
+    /* len bytes of UTF-8 -> token ids with the model's special tokens
+     * (capacity max_len >= 2, keeping the first max_len - 2 pieces when
+     * longer). *n gets the count, full_len (may be NULL) the count without
+     * truncation. Invalid UTF-8 is MT_EUTF8. Thread-safe. */
+    mt_status (*tokenize)(const mt_model *m, const char *text, size_t len, int32_t *ids,
+                          int max_len, int *n, int *full_len, mt_err *err);
+    /* Embeds nseq packed sequences: ids[offsets[s] .. offsets[s+1]) are
+     * sequence s (from tokenize; lengths 1..max_seq_len); out gets
+     * (nseq, hidden) host floats. Thread-safe on a shared model: every call
+     * has its own activations. */
+    mt_status (*forward)(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                         float *out, mt_err *err);
+} mt_model_ops;
+
+struct mt_model {
+    const mt_model_ops *ops;
+    mt_model_info info;
+};
+
+/* ---- by folder (models/registry.c) ---------------------------------- */
+
+/* Loads the model in dir onto be, with the architecture its config.json
+ * names. Errors name the file and field or tensor at fault. */
+mt_status mt_model_load(const char *dir, mt_backend *be, const mt_model_opts *o, mt_model **out,
+                        mt_err *err);
+/* Writes dir's model as a safetensors file whose GEMM weights are already
+ * in precision p, with the scales and metadata that mt_model_load (with
+ * o->weights = out_path) checks and loads without re-quantizing. */
+mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
+                                  const char *out_path, mt_err *err);
+
+/* ---- any model (engine/model.c) --------------------------------------- */
+
+static inline void mt_model_free(mt_model *m)
+{
+    if (m)
+        m->ops->free(m);
+}
+
+static inline const mt_model_info *mt_model_get_info(const mt_model *m)
+{
+    return &m->info;
+}
+
+static inline mt_status mt_model_tokenize(const mt_model *m, const char *text, size_t len,
+                                          int32_t *ids, int max_len, int *n, int *full_len,
+                                          mt_err *err)
+{
+    return m->ops->tokenize(m, text, len, ids, max_len, n, full_len, err);
+}
+
+static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                         int nseq, float *out, mt_err *err)
+{
+    return m->ops->forward(m, ids, offsets, nseq, out, err);
+}
+
+/* The whole path from text to vector: tokenizes n texts (truncating at
+ * max_seq_len; lens may be NULL for NUL-terminated texts) and embeds them
+ * in one forward. n_tokens (may be NULL) gets the total token count.
+ * Errors name the input index. */
+mt_status mt_model_embed_texts(mt_model *m, const char *const *texts, const size_t *lens, int n,
+                               float *out, long *n_tokens, mt_err *err);
+
+#endif
