@@ -17,21 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/precision.h"
 #include "engine/status.h"
-
-typedef enum {
-    MT_PREC_FP32,
-    MT_PREC_TF32, /* FP32 weights, TF32 tensor-core GEMMs: GPU only */
-    MT_PREC_FP16,
-    MT_PREC_BF16,
-    MT_PREC_INT8,
-    MT_PREC_FP8, /* E4M3 (OCP FN) */
-    MT_PREC_COUNT
-} mt_precision;
-
-const char *mt_precision_name(mt_precision p);
-/* 0 when s names a precision ("fp32", "tf32", "fp16", "bf16", "int8", "fp8"). */
-int mt_precision_parse(const char *s, mt_precision *out);
 
 typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
 

@@ -20,26 +20,6 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qgemm.h"
 
-static const char *const prec_names[MT_PREC_COUNT] = {
-    [MT_PREC_FP32] = "fp32", [MT_PREC_TF32] = "tf32", [MT_PREC_FP16] = "fp16",
-    [MT_PREC_BF16] = "bf16", [MT_PREC_INT8] = "int8", [MT_PREC_FP8] = "fp8",
-};
-
-const char *mt_precision_name(mt_precision p)
-{
-    return (unsigned)p < MT_PREC_COUNT ? prec_names[p] : "?";
-}
-
-int mt_precision_parse(const char *s, mt_precision *out)
-{
-    for (int p = 0; p < MT_PREC_COUNT; p++)
-        if (s && strcmp(s, prec_names[p]) == 0) {
-            *out = (mt_precision)p;
-            return 0;
-        }
-    return -1;
-}
-
 /* ------------------------------------------------------------------------ */
 
 /* The OpenMP team size is a per-thread setting (omp_set_num_threads sets
@@ -60,8 +40,7 @@ static void cpu_destroy(mt_backend *be)
 
 static bool cpu_supports(const mt_backend *be, mt_precision p)
 {
-    return p == MT_PREC_FP32 || p == MT_PREC_FP16 || p == MT_PREC_BF16 || p == MT_PREC_INT8 ||
-           p == MT_PREC_FP8;
+    return (unsigned)p < MT_PREC_COUNT && !mt_prec(p)->gpu_only;
 }
 
 /* 64-byte aligned so vector loads never split cache lines. */

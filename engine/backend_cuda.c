@@ -866,13 +866,10 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
         return mt_fail(err, MT_EINVAL, "weight upload while a CUDA graph is being recorded");
     if (n < 1 || k < 1 || !data)
         return mt_fail(err, MT_EINVAL, "bad weight shape %dx%d", n, k);
-    const size_t es = prec == MT_PREC_FP32 || prec == MT_PREC_TF32       ? 4
-                      : prec == MT_PREC_FP16 || prec == MT_PREC_BF16     ? 2
-                      : prec == MT_PREC_INT8 || prec == MT_PREC_FP8      ? 1
-                                                                         : 0;
-    if (!es)
+    if ((unsigned)prec >= MT_PREC_COUNT)
         return mt_fail(err, MT_EINVAL, "unknown weight precision %d", (int)prec);
-    const int has_scales = mt_quant_has_scales(prec);
+    const size_t es = mt_prec(prec)->bytes;
+    const int has_scales = mt_prec(prec)->has_scales;
     if (has_scales && !scales)
         return mt_fail(err, MT_EINVAL, "%s weight %dx%d without scales", mt_precision_name(prec),
                        n, k);

@@ -63,18 +63,12 @@ int mt_calib_parse(const char *s, mt_calib *out)
 
 int mt_quant_has_scales(mt_precision p)
 {
-    return p == MT_PREC_INT8 || p == MT_PREC_FP8;
+    return (unsigned)p < MT_PREC_COUNT && mt_prec(p)->has_scales;
 }
 
 size_t mt_quant_data_bytes(mt_precision p, int n, int k)
 {
-    size_t e = (size_t)n * (size_t)k;
-    switch (p) {
-    case MT_PREC_FP32: case MT_PREC_TF32: return e * 4;
-    case MT_PREC_FP16: case MT_PREC_BF16: return e * 2;
-    case MT_PREC_INT8: case MT_PREC_FP8: return e;
-    default: return 0;
-    }
+    return (unsigned)p < MT_PREC_COUNT ? (size_t)n * (size_t)k * mt_prec(p)->bytes : 0;
 }
 
 size_t mt_quant_total_bytes(mt_precision p, int n, int k)
@@ -135,21 +129,6 @@ static float clip_to_scale(float clip, mt_precision p)
     return s;
 }
 
-/* Bit views of a float and back, for the branch-free loops below. */
-static inline uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* min / max of two non-negative, non-NaN floats, compared as integers
  * (their bit patterns order as their values do). fminf / fmaxf carry
  * NaN rules that keep GCC from vectorising them, and a float ?: is a
@@ -157,14 +136,14 @@ static inline float bits_f32(uint32_t u)
  * integer forms become vpminud / vpmaxud. */
 static inline float min_nonneg(float a, float b)
 {
-    uint32_t x = f32_bits(a), y = f32_bits(b);
-    return bits_f32(x < y ? x : y);
+    uint32_t x = nf_bits(a), y = nf_bits(b);
+    return nf_float(x < y ? x : y);
 }
 
 static inline float max_nonneg(float a, float b)
 {
-    uint32_t x = f32_bits(a), y = f32_bits(b);
-    return bits_f32(x > y ? x : y);
+    uint32_t x = nf_bits(a), y = nf_bits(b);
+    return nf_float(x > y ? x : y);
 }
 
 /* max |w| of a channel, as the largest |w| bit pattern (weights are known
@@ -174,10 +153,10 @@ static float absmax(const float *w, int k)
     uint32_t m = 0;
 #pragma omp simd reduction(max : m)
     for (int i = 0; i < k; i++) {
-        uint32_t u = f32_bits(w[i]) & 0x7fffffffu;
+        uint32_t u = nf_bits(w[i]) & 0x7fffffffu;
         m = m > u ? m : u;
     }
-    return bits_f32(m);
+    return nf_float(m);
 }
 
 /* The FP8 encoding of one channel: divide by the scale (as nf_encode does
@@ -280,13 +259,13 @@ static double percentile_abs(const float *w, int k, double pct, float *tmp)
     double a = tmp[lo];
     if (lo + 1 > k - 1 || !(t > 0.0))
         return a;
-    uint32_t bmin = f32_bits(tmp[lo + 1]);
+    uint32_t bmin = nf_bits(tmp[lo + 1]);
 #pragma omp simd reduction(min : bmin)
     for (ptrdiff_t i = lo + 2; i < k; i++) {
-        uint32_t u = f32_bits(tmp[i]);
+        uint32_t u = nf_bits(tmp[i]);
         bmin = bmin < u ? bmin : u;
     }
-    double b = bits_f32(bmin), d = b - a;
+    double b = nf_float(bmin), d = b - a;
     return t >= 0.5 ? b - d * (1.0 - t) : a + d * t;
 }
 
@@ -327,7 +306,7 @@ static double channel_sq_error(const float *w, int k, mt_precision p, float s, c
  * denormals: x with its mantissa bits cleared. */
 static inline float pow2_floor(float x)
 {
-    return bits_f32(f32_bits(x) & 0x7f800000u);
+    return nf_float(nf_bits(x) & 0x7f800000u);
 }
 
 /* Elements between two looks at the running error of a trial. */
@@ -513,23 +492,12 @@ mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_cal
                 return mt_fail(err, MT_EFORMAT, "non-finite weight in output channel %d (column %d)",
                                r, i);
     size_t e = (size_t)n * k;
-    switch (p) {
-    case MT_PREC_FP32:
-    case MT_PREC_TF32:
-        if (e)
-            memcpy(data, w, e * sizeof(float));
-        return MT_OK;
-    case MT_PREC_FP16:
-        nf_f32_to_f16_array(w, data, e);
-        return MT_OK;
-    case MT_PREC_BF16:
-        nf_f32_to_bf16_array(w, data, e);
-        return MT_OK;
-    case MT_PREC_INT8:
-    case MT_PREC_FP8:
-        break;
-    default:
+    if ((unsigned)p >= MT_PREC_COUNT)
         return mt_fail(err, MT_EINVAL, "unknown precision %d", (int)p);
+    if (!mt_prec(p)->has_scales) { /* a plain conversion */
+        if (e)
+            nf_traits_table[mt_prec(p)->format].from_f32(w, data, e, 1.0f);
+        return MT_OK;
     }
     if (!scales)
         return mt_fail(err, MT_EINVAL, "%s weights need a scale array", mt_precision_name(p));
@@ -565,34 +533,17 @@ mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_cal
 
 void mt_dequantize(const void *data, const float *scales, int n, int k, mt_precision p, float *out)
 {
-    size_t e = (size_t)n * k;
-    switch (p) {
-    case MT_PREC_FP32:
-    case MT_PREC_TF32:
-        memcpy(out, data, e * sizeof(float));
-        break;
-    case MT_PREC_FP16:
-        nf_f16_to_f32_array(data, out, e);
-        break;
-    case MT_PREC_BF16:
-        nf_bf16_to_f32_array(data, out, e);
-        break;
-    case MT_PREC_INT8:
-        for (int r = 0; r < n; r++)
-            nf_i8_to_f32_array((const int8_t *)data + (size_t)r * k, out + (size_t)r * k,
-                               (size_t)k, scales[r]);
-        break;
-    case MT_PREC_FP8:
-        for (int r = 0; r < n; r++) {
-            nf_e4m3_to_f32_array((const uint8_t *)data + (size_t)r * k, out + (size_t)r * k,
-                                 (size_t)k);
-            for (int i = 0; i < k; i++)
-                out[(size_t)r * k + i] *= scales[r];
-        }
-        break;
-    default:
-        break;
+    if ((unsigned)p >= MT_PREC_COUNT || n <= 0 || k <= 0)
+        return;
+    const mt_precision_traits *pt = mt_prec(p);
+    const nf_traits *nt = &nf_traits_table[pt->format];
+    if (!pt->has_scales) {
+        nt->to_f32(data, out, (size_t)n * k, 1.0f);
+        return;
     }
+    for (int r = 0; r < n; r++)
+        nt->to_f32((const unsigned char *)data + (size_t)r * k * pt->bytes, out + (size_t)r * k,
+                   (size_t)k, scales[r]);
 }
 
 mt_status mt_weight_create(mt_backend *be, const float *w, int n, int k, mt_precision p,

@@ -203,33 +203,6 @@ static mt_status check_finite(const st_file *f, const char *name, const float *w
     return MT_OK;
 }
 
-/* The dtype a pre-quantized file stores GEMM weights of precision p in. */
-static st_dtype prec_dtype(mt_precision p)
-{
-    switch (p) {
-    case MT_PREC_FP16: return ST_F16;
-    case MT_PREC_BF16: return ST_BF16;
-    case MT_PREC_INT8: return ST_I8;
-    case MT_PREC_FP8: return ST_F8_E4M3;
-    default: return ST_F32;
-    }
-}
-
-/* Whether n stored codes of precision p are all finite numbers. */
-static bool finite_codes(const void *data, size_t n, mt_precision p)
-{
-    const uint16_t *h = data;
-    const uint8_t *b = data;
-    for (size_t i = 0; i < n; i++)
-        switch (p) {
-        case MT_PREC_FP16: if ((h[i] & 0x7c00) == 0x7c00) return false; break;
-        case MT_PREC_BF16: if ((h[i] & 0x7f80) == 0x7f80) return false; break;
-        case MT_PREC_FP8: if ((b[i] & 0x7f) == 0x7f) return false; break;
-        default: return true;
-        }
-    return true;
-}
-
 /* "x.weight" -> "x.weight_scale": where a pre-quantized file keeps the
  * per-channel scales of a weight. */
 static void scale_name(const char *weight, char *out, size_t cap)
@@ -287,7 +260,7 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
                            mt_weight **out, mt_err *err)
 {
     const mt_precision p = mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec);
-    const st_dtype want = m->prequant ? prec_dtype(p) : ST_F32;
+    const st_dtype want = m->prequant ? mt_prec(p)->file_dtype : ST_F32;
     const size_t esz = st_dtype_size(want);
     int n = 0;
     for (int i = 0; i < nparts; i++)
@@ -309,11 +282,11 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
             mt_status st = check_finite(f, names[i], t->data, (size_t)rows[i] * k, err);
             if (st != MT_OK)
                 return st;
-        } else if (!finite_codes(t->data, (size_t)rows[i] * k, p)) {
+        } else if (!nf_all_finite(mt_prec(p)->format, t->data, (size_t)rows[i] * k)) {
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' holds a NaN or Inf code",
                            st_path(f), names[i]);
         }
-        if (m->prequant && mt_quant_has_scales(p)) {
+        if (m->prequant && mt_prec(p)->has_scales) {
             char sn[160];
             scale_name(names[i], sn, sizeof sn);
             const float *sc;
@@ -336,8 +309,8 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
     mt_status st = MT_OK;
     if (nparts > 1) {
         packed = malloc(esz * (size_t)n * k);
-        pscales = m->prequant && mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)n) : NULL;
-        if (!packed || (m->prequant && mt_quant_has_scales(p) && !pscales)) {
+        pscales = m->prequant && mt_prec(p)->has_scales ? malloc(sizeof(float) * (size_t)n) : NULL;
+        if (!packed || (m->prequant && mt_prec(p)->has_scales && !pscales)) {
             st = mt_fail(err, MT_ENOMEM, "out of memory packing '%s'", names[0]);
             goto done;
         }
@@ -535,10 +508,10 @@ static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_cal
     if (strcmp(prec, mt_precision_name(p)) != 0)
         return mt_fail(err, MT_EINVAL, "%s: quantized as %s, but the variant asks for %s",
                        st_path(f), prec, mt_precision_name(p));
-    if (mt_quant_has_scales(p) && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
+    if (mt_prec(p)->has_scales && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
         return mt_fail(err, MT_EINVAL, "%s: calibrated with %s, but the variant asks for %s",
                        st_path(f), cal ? cal : "(none)", mt_calib_name(c->method));
-    if (mt_quant_has_scales(p) && c->method == MT_CALIB_PERCENTILE) {
+    if (mt_prec(p)->has_scales && c->method == MT_CALIB_PERCENTILE) {
         const char *pc = st_meta(f, "mantissa.percentile");
         if (!pc || fabs(atof(pc) - c->percentile) > 1e-9)
             return mt_fail(err, MT_EINVAL, "%s: calibrated at percentile %s, but the variant asks "
@@ -964,9 +937,9 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             no++;
         }
         void *q = malloc(mt_quant_data_bytes(p, rows, cols));
-        float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)rows) : NULL;
+        float *sc = mt_prec(p)->has_scales ? malloc(sizeof(float) * (size_t)rows) : NULL;
         o[no].owned = q;
-        if (!q || (mt_quant_has_scales(p) && !sc)) {
+        if (!q || (mt_prec(p)->has_scales && !sc)) {
             free(sc);
             st = mt_fail(err, MT_ENOMEM, "out of memory");
             break;
@@ -979,7 +952,7 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             break;
         }
         o[no].t = *t;
-        o[no].t.dtype = prec_dtype(p);
+        o[no].t.dtype = mt_prec(p)->file_dtype;
         o[no].t.data = q;
         o[no].t.nbytes = mt_quant_data_bytes(p, rows, cols);
         no++;
@@ -1001,7 +974,7 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
         const char *meta[] = {"mantissa.format", "1",
                               "mantissa.precision", mt_precision_name(p),
                               "mantissa.calibration",
-                              mt_quant_has_scales(p) ? mt_calib_name(calib ? calib->method : MT_CALIB_ABSMAX) : "none",
+                              mt_prec(p)->has_scales ? mt_calib_name(calib ? calib->method : MT_CALIB_ABSMAX) : "none",
                               "mantissa.percentile", pct,
                               "mantissa.source", path,
                               NULL};

@@ -45,7 +45,7 @@ static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
     sb_printf(b, ",\"space\":{\"model\":");
     sb_json_str(b, c->m->name, strlen(c->m->name));
     sb_printf(b, ",\"precision\":\"%s\",\"calibration\":", mt_precision_name(v->cfg.precision));
-    bool q8 = v->cfg.precision == MT_PREC_INT8 || v->cfg.precision == MT_PREC_FP8;
+    bool q8 = mt_prec(v->cfg.precision)->has_scales;
     if (q8)
         sb_json_str(b, v->cfg.calibration, strlen(v->cfg.calibration));
     else

@@ -163,7 +163,7 @@ void srv_variant_unref(srv_variant *v)
 static void space_id(srv_variant *v, const char *model)
 {
     char calib[32] = "none";
-    if (v->cfg.precision == MT_PREC_INT8 || v->cfg.precision == MT_PREC_FP8) {
+    if (mt_prec(v->cfg.precision)->has_scales) {
         if (!strcmp(v->cfg.calibration, "percentile"))
             snprintf(calib, sizeof calib, "percentile%g", v->cfg.percentile);
         else

@@ -60,7 +60,7 @@
 #define KC_QG_SIMD 1
 #endif
 
-#include "engine/numfmt.h"
+#include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
 
 /* ------------------------------------------------------------------------
@@ -139,7 +139,7 @@ int kc_epilogue(float *y, int m, int n, const float *col_scale, const float *row
 
 typedef void (*panel_decode_fn)(const void *w, size_t first, size_t count, float *dst);
 
-/* IEEE half: F16C through engine/numfmt's array converter (exact). */
+/* IEEE half: F16C through numfmt's array converter (exact). */
 static void dec_f16(const void *w, size_t first, size_t count, float *dst)
 {
     nf_f16_to_f32_array((const uint16_t *)w + first, dst, count);

@@ -1,4 +1,4 @@
-/* test_numfmt.c: checks engine/numfmt.c, the FP32 <-> FP16 / BF16 / FP8 /
+/* test_numfmt.c: checks kernels/cpu/numfmt.c, the FP32 <-> FP16 / BF16 / FP8 /
  * INT8 conversions, against the ml_dtypes fixtures in tests/fixtures/numfmt
  * (written by tools/make-numfmt-fixtures.py), against hand-worked cases
  * (saturation, INT8 rounding), and its array converters against its scalar
@@ -93,7 +93,7 @@ static bool same_f32(float got, float want)
 {
     if (isnan(want))
         return isnan(got) && signbit(got) == signbit(want);
-    return bits_of(got) == bits_of(want);
+    return nf_bits(got) == nf_bits(want);
 }
 
 /* Deterministic generator (xorshift64*), so a failure reproduces. */
@@ -121,12 +121,12 @@ static float rng_input(rng *r)
     int32_t nudge = (int32_t)(rng_u32(r) % 5) - 2;
 
     switch (k) {
-    case 0: return float_of(rng_u32(r));
-    case 1: return float_of(bits_of(nf_f16_to_f32((uint16_t)rng_u32(r))) + (uint32_t)nudge);
-    case 2: return float_of(bits_of(nf_e4m3_to_f32((uint8_t)rng_u32(r))) + (uint32_t)nudge);
-    case 3: return float_of(bits_of(nf_e5m2_to_f32((uint8_t)rng_u32(r))) + (uint32_t)nudge);
-    case 4: return float_of(((rng_u32(r) & 0xffff0000u) | 0x8000u) + (uint32_t)nudge);
-    default: return float_of(specials[rng_u32(r) % (sizeof specials / sizeof specials[0])]);
+    case 0: return nf_float(rng_u32(r));
+    case 1: return nf_float(nf_bits(nf_f16_to_f32((uint16_t)rng_u32(r))) + (uint32_t)nudge);
+    case 2: return nf_float(nf_bits(nf_e4m3_to_f32((uint8_t)rng_u32(r))) + (uint32_t)nudge);
+    case 3: return nf_float(nf_bits(nf_e5m2_to_f32((uint8_t)rng_u32(r))) + (uint32_t)nudge);
+    case 4: return nf_float(((rng_u32(r) & 0xffff0000u) | 0x8000u) + (uint32_t)nudge);
+    default: return nf_float(specials[rng_u32(r) % (sizeof specials / sizeof specials[0])]);
     }
 }
 
@@ -229,11 +229,11 @@ static void check_decode_fixture(const ffmt *ff)
 
     tally t = { 0 };
     for (uint32_t i = 0; i < fx.count; i++) {
-        float want = float_of(fixture_out(&fx, fixture_in(&fx, i)));
+        float want = nf_float(fixture_out(&fx, fixture_in(&fx, i)));
         float got = ff->dec(i);
         if (!same_f32(got, want))
-            tally_bad(&t, "%s 0x%x -> 0x%08x, want 0x%08x", ff->name, i, bits_of(got),
-                      bits_of(want));
+            tally_bad(&t, "%s 0x%x -> 0x%08x, want 0x%08x", ff->name, i, nf_bits(got),
+                      nf_bits(want));
     }
     free(fx.data);
     ck_assert_tally(t);
@@ -269,8 +269,8 @@ static void check_round_trip(const ffmt *ff)
     ck_assert_int_gt(tried, 0);
     ck_assert_uint_eq(ff->enc(0.0f), 0);
     ck_assert_uint_eq(ff->enc(-0.0f), ff->sign);
-    ck_assert_uint_eq(bits_of(ff->dec(0)), 0);
-    ck_assert_uint_eq(bits_of(ff->dec(ff->sign)), 0x80000000u);
+    ck_assert_uint_eq(nf_bits(ff->dec(0)), 0);
+    ck_assert_uint_eq(nf_bits(ff->dec(ff->sign)), 0x80000000u);
     ck_assert_tally(t);
 }
 
@@ -329,7 +329,7 @@ static void check_encode_fixture(const ffmt *ff, uint32_t min_count)
     ck_assert_ptr_nonnull(xs);
     ck_assert_ptr_nonnull(want);
     for (uint32_t i = 0; i < fx.count; i++) {
-        xs[2 * i] = float_of(fixture_in(&fx, i));
+        xs[2 * i] = nf_float(fixture_in(&fx, i));
         want[2 * i] = fixture_out(&fx, i);
         xs[2 * i + 1] = -xs[2 * i];
         want[2 * i + 1] = want[2 * i] ^ ff->sign;
@@ -341,7 +341,7 @@ static void check_encode_fixture(const ffmt *ff, uint32_t min_count)
         uint32_t got = ff->enc(xs[i]);
         if (!same_code(ff, got, want[i]))
             tally_bad(&t, "%s(%a = 0x%08x) = 0x%x, want 0x%x", ff->name, (double)xs[i],
-                      bits_of(xs[i]), got, want[i]);
+                      nf_bits(xs[i]), got, want[i]);
         if (ff->fmt == NF_E5M2) {
             uint32_t w = (want[i] & 0x7fu) == 0x7cu ? (want[i] & 0x80u) | 0x7bu : want[i];
             uint32_t s = nf_f32_to_e5m2_sat(xs[i]);
@@ -431,8 +431,8 @@ START_TEST(e4m3_nan_encodes_to_s1111111)
     static const uint32_t nans[] = { 0x7fc00000u, 0x7f800001u, 0x7fffffffu, 0x7fa00000u,
                                      0x7fc00001u };
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-        ck_assert_uint_eq(nf_f32_to_e4m3(float_of(nans[i])), 0x7f);
-        ck_assert_uint_eq(nf_f32_to_e4m3(float_of(nans[i] | 0x80000000u)), 0xff);
+        ck_assert_uint_eq(nf_f32_to_e4m3(nf_float(nans[i])), 0x7f);
+        ck_assert_uint_eq(nf_f32_to_e4m3(nf_float(nans[i] | 0x80000000u)), 0xff);
     }
     ck_assert(isnan(nf_e4m3_to_f32(0x7f)) && !signbit(nf_e4m3_to_f32(0x7f)));
     ck_assert(isnan(nf_e4m3_to_f32(0xff)) && signbit(nf_e4m3_to_f32(0xff)));
@@ -477,7 +477,7 @@ START_TEST(f16_overflow_and_subnormal_ties_round_to_even)
     ck_assert_uint_eq(nf_f32_to_f16(0x1.ff8p-15f), 0x03ff); /* largest subnormal */
     ck_assert_uint_eq(nf_f32_to_f16(0x1.ffbffep-15f), 0x03ff);
     ck_assert_uint_eq(nf_f32_to_f16(0x1.ffcp-15f), 0x0400); /* tie -> min normal */
-    ck_assert_uint_eq(nf_f32_to_f16(float_of(1)), 0x0000); /* FP32 subnormal */
+    ck_assert_uint_eq(nf_f32_to_f16(nf_float(1)), 0x0000); /* FP32 subnormal */
 }
 END_TEST
 
@@ -490,7 +490,7 @@ START_TEST(nan_stays_quiet_nan_and_never_rounds_into_inf)
                                      0x7fc00000u, 0x7fbfffffu };
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
         for (uint32_t s = 0; s <= 1; s++) {
-            float x = float_of(nans[i] | s << 31);
+            float x = nf_float(nans[i] | s << 31);
             uint16_t h = nf_f32_to_f16(x), b = nf_f32_to_bf16(x);
             ck_assert_msg(nan_f16(h) && (h & 0x0200u) && (h >> 15) == s, "f16 0x%x", h);
             ck_assert_msg(nan_bf16(b) && (b & 0x0040u) && (b >> 15) == s, "bf16 0x%x", b);
@@ -498,10 +498,10 @@ START_TEST(nan_stays_quiet_nan_and_never_rounds_into_inf)
             ck_assert_msg(nan_e5m2(e) && (e & 0x02u) && (uint32_t)(e >> 7) == s, "e5m2 0x%x", e);
         }
     }
-    ck_assert_uint_eq(nf_f32_to_bf16(float_of(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> inf */
-    ck_assert_uint_eq(nf_f32_to_bf16(float_of(0x7f7f7fffu)), 0x7f7f);
-    ck_assert_uint_eq(nf_f32_to_bf16(float_of(0x00008000u)), 0x0000); /* subnormal tie */
-    ck_assert_uint_eq(nf_f32_to_bf16(float_of(0x00018000u)), 0x0002);
+    ck_assert_uint_eq(nf_f32_to_bf16(nf_float(0x7f7fffffu)), 0x7f80); /* FLT_MAX -> inf */
+    ck_assert_uint_eq(nf_f32_to_bf16(nf_float(0x7f7f7fffu)), 0x7f7f);
+    ck_assert_uint_eq(nf_f32_to_bf16(nf_float(0x00008000u)), 0x0000); /* subnormal tie */
+    ck_assert_uint_eq(nf_f32_to_bf16(nf_float(0x00018000u)), 0x0002);
     ck_assert(isnan(nf_f16_to_f32(0x7c01)) && isnan(nf_bf16_to_f32(0xff81)));
 }
 END_TEST
@@ -712,7 +712,7 @@ START_TEST(array_encoders_match_scalar_for_lengths_0_to_67)
                     uint32_t want = cv->sc_enc(src[1 + i], scale);
                     if (got != want)
                         tally_bad(&t, "%s n=%zu [%zu] %a(0x%08x): array 0x%x, scalar 0x%x",
-                                  cv->name, n, i, (double)src[1 + i], bits_of(src[1 + i]),
+                                  cv->name, n, i, (double)src[1 + i], nf_bits(src[1 + i]),
                                   got, want);
                 }
                 for (size_t i = 0; i < sizeof buf; i++)
@@ -743,17 +743,17 @@ START_TEST(array_decoders_match_scalar_for_lengths_0_to_67)
                     src[i] = (unsigned char)rng_u32(&r);
                 float scale = scaled(cv) ? 0.25f * (float)(rep + 1) : 1.0f;
                 for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
-                    buf[i] = float_of(0xdeadbeefu);
+                    buf[i] = nf_float(0xdeadbeefu);
                 cv->arr_dec(src + cv->esize, buf + 4, n, scale);
                 for (size_t i = 0; i < n; i++) {
                     uint32_t code = load_code(src + cv->esize * (1 + i), cv->esize);
                     float want = cv->sc_dec(code, scale);
-                    if (bits_of(buf[4 + i]) != bits_of(want))
+                    if (nf_bits(buf[4 + i]) != nf_bits(want))
                         tally_bad(&t, "%s n=%zu code 0x%x: array 0x%08x, scalar 0x%08x",
-                                  cv->name, n, code, bits_of(buf[4 + i]), bits_of(want));
+                                  cv->name, n, code, nf_bits(buf[4 + i]), nf_bits(want));
                 }
                 for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++)
-                    if ((i < 4 || i >= 4 + n) && bits_of(buf[i]) != 0xdeadbeefu)
+                    if ((i < 4 || i >= 4 + n) && nf_bits(buf[i]) != 0xdeadbeefu)
                         tally_bad(&t, "%s n=%zu wrote outside dst", cv->name, n);
             }
         }
@@ -783,9 +783,9 @@ START_TEST(array_decoders_match_scalar_on_every_pattern)
         cv->arr_dec(codes, out, n, 1.0f);
         for (size_t i = 0; i < n; i++) {
             float want = cv->sc_dec((uint32_t)i, 1.0f);
-            if (bits_of(out[i]) != bits_of(want))
+            if (nf_bits(out[i]) != nf_bits(want))
                 tally_bad(&t, "%s 0x%zx: array 0x%08x, scalar 0x%08x", cv->name, i,
-                          bits_of(out[i]), bits_of(want));
+                          nf_bits(out[i]), nf_bits(want));
         }
     }
     free(codes);
@@ -816,7 +816,7 @@ START_TEST(array_encoders_match_scalar_on_random_inputs)
             uint32_t want = cv->sc_enc(src[i], scale);
             if (got != want)
                 tally_bad(&t, "%s %a(0x%08x): array 0x%x, scalar 0x%x", cv->name,
-                          (double)src[i], bits_of(src[i]), got, want);
+                          (double)src[i], nf_bits(src[i]), got, want);
         }
     }
     free(src);
@@ -834,7 +834,7 @@ static uint32_t scalar_enc(nf_format f, float x, float scale)
 {
     float v = scale == 1.0f ? x : x / scale;   /* scale 1: no division at all */
     switch (f) {
-    case NF_F32:  return bits_of(v);
+    case NF_F32:  return nf_bits(v);
     case NF_F16:  return nf_f32_to_f16(v);
     case NF_BF16: return nf_f32_to_bf16(v);
     case NF_E4M3: return nf_f32_to_e4m3(v);
@@ -847,7 +847,7 @@ static uint32_t scalar_enc(nf_format f, float x, float scale)
 static float scalar_dec(nf_format f, uint32_t c, float scale)
 {
     switch (f) {
-    case NF_F32:  return float_of(c) * scale;
+    case NF_F32:  return nf_float(c) * scale;
     case NF_F16:  return nf_f16_to_f32((uint16_t)c) * scale;
     case NF_BF16: return nf_bf16_to_f32((uint16_t)c) * scale;
     case NF_E4M3: return nf_e4m3_to_f32((uint8_t)c) * scale;
@@ -892,7 +892,7 @@ START_TEST(traits_table_matches_the_formats)
             else if (v > max)
                 max = v;
         }
-        ck_assert_msg(bits_of(max) == bits_of(tr->max_finite), "%s max %a vs %a", tr->name,
+        ck_assert_msg(nf_bits(max) == nf_bits(tr->max_finite), "%s max %a vs %a", tr->name,
                       (double)max, (double)tr->max_finite);
         ck_assert_int_eq(inf, tr->has_inf);
         ck_assert_int_eq(nan, tr->has_nan);
@@ -932,7 +932,7 @@ START_TEST(traits_converters_match_scalar_with_and_without_scale)
                 /* FP32 NaN payloads: compilers may fold the reference's
                  * "scale == 1 ? x : x / scale" into a division that quiets
                  * a signalling NaN; exactness is checked below instead. */
-                bool both_nan = f == NF_F32 && isnan(float_of(got)) && isnan(float_of(want));
+                bool both_nan = f == NF_F32 && isnan(nf_float(got)) && isnan(nf_float(want));
                 if (got != want && !both_nan)
                     tally_bad(&t, "%s enc(%a, %g) 0x%x want 0x%x", tr->name, (double)src[i],
                               (double)scale, got, want);
@@ -940,9 +940,9 @@ START_TEST(traits_converters_match_scalar_with_and_without_scale)
             tr->to_f32(codes, out, N, scale);
             for (size_t i = 0; i < N; i++) {
                 float want = scalar_dec((nf_format)f, load_code(codes + i * esize, esize), scale);
-                if (bits_of(out[i]) != bits_of(want) && !(isnan(out[i]) && isnan(want)))
+                if (nf_bits(out[i]) != nf_bits(want) && !(isnan(out[i]) && isnan(want)))
                     tally_bad(&t, "%s dec(scale %g) [%zu] 0x%08x want 0x%08x", tr->name,
-                              (double)scale, i, bits_of(out[i]), bits_of(want));
+                              (double)scale, i, nf_bits(out[i]), nf_bits(want));
             }
         }
         /* scale 1 is bit-exact for FP32, NaN payloads included */

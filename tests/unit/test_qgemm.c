@@ -17,7 +17,7 @@
 
 #include "engine/backend.h"
 #include "tests/unit/testutil.h"
-#include "engine/numfmt.h"
+#include "kernels/cpu/numfmt.h"
 #include "engine/quant.h"
 #include "kernels/cpu/qgemm.h"
 

@@ -183,6 +183,27 @@ START_TEST(quant_sizes_per_precision)
 }
 END_TEST
 
+/* The precision traits table agrees with itself and with the number
+ * formats and file dtypes it names; names round-trip through parse. */
+START_TEST(precision_traits_are_consistent)
+{
+    for (mt_precision p = 0; p < MT_PREC_COUNT; p++) {
+        const mt_precision_traits *t = mt_prec(p);
+        mt_precision back;
+        ck_assert_int_eq(mt_precision_parse(t->name, &back), 0);
+        ck_assert_int_eq(back, p);
+        ck_assert_str_eq(mt_precision_name(p), t->name);
+        ck_assert_uint_eq(st_dtype_size(t->file_dtype), t->bytes);
+        ck_assert_uint_eq(nf_traits_table[t->format].bits, 8 * t->bytes);
+        ck_assert_int_eq(t->gpu_only, p == MT_PREC_TF32);
+    }
+    mt_precision out;
+    ck_assert_int_ne(mt_precision_parse("int4", &out), 0);
+    ck_assert_int_ne(mt_precision_parse(NULL, &out), 0);
+    ck_assert_str_eq(mt_precision_name(MT_PREC_COUNT), "?");
+}
+END_TEST
+
 /* ======================================================================== */
 /* round trips                                                              */
 /* ======================================================================== */
@@ -820,6 +841,7 @@ static Suite *quant_suite(void)
     TCase *tc = tcase_create("quant");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, quant_sizes_per_precision);
+    tcase_add_test(tc, precision_traits_are_consistent);
     tcase_add_test(tc, quant_round_trip_error_bounded_per_format);
     tcase_add_test(tc, quant_all_zero_channel_gets_zero_codes_and_finite_scale);
     tcase_add_test(tc, quant_denormal_channel_has_positive_finite_scale);

@@ -38,9 +38,9 @@ static void check_one(tally_t *t, float f)
     int len = sb_format_float(got, f);
     snprintf(want, sizeof want, "%.9g", (double)f);
     t->n++;
-    if (strcmp(got, want) != 0 || len != (int)strlen(got) || bits_of(strtof(got, NULL)) != bits_of(f)) {
+    if (strcmp(got, want) != 0 || len != (int)strlen(got) || nf_bits(strtof(got, NULL)) != nf_bits(f)) {
         if (t->bad++ < 8)
-            fprintf(stderr, "float 0x%08x: got \"%s\" (len %d), %%.9g gives \"%s\"\n", bits_of(f),
+            fprintf(stderr, "float 0x%08x: got \"%s\" (len %d), %%.9g gives \"%s\"\n", nf_bits(f),
                     got, len, want);
     }
 }
@@ -50,7 +50,7 @@ START_TEST(matches_printf_g9_on_random_bit_patterns)
     tally_t t = {0, 0};
     uint64_t s = 0x243f6a8885a308d3ULL;
     for (int i = 0; i < 3000000; i++)
-        check_one(&t, float_of((uint32_t)(next_u64(&s) >> 32)));
+        check_one(&t, nf_float((uint32_t)(next_u64(&s) >> 32)));
     ck_assert_msg(t.bad == 0, "%ld of %ld differ", t.bad, t.n);
 }
 END_TEST
@@ -61,8 +61,8 @@ START_TEST(matches_printf_g9_across_the_binades_embeddings_use)
      * unit-norm embeddings live), every 127th code, both signs */
     tally_t t = {0, 0};
     for (uint32_t u = 100u << 23; u < 131u << 23; u += 127) {
-        check_one(&t, float_of(u));
-        check_one(&t, float_of(u | 0x80000000u));
+        check_one(&t, nf_float(u));
+        check_one(&t, nf_float(u | 0x80000000u));
     }
     ck_assert_msg(t.bad == 0, "%ld of %ld differ", t.bad, t.n);
 }
@@ -73,14 +73,14 @@ START_TEST(matches_printf_g9_at_decade_edges_carries_and_path_limits)
     tally_t t = {0, 0};
     for (int e = -45; e <= 38; e++) {
         float p = (float)pow(10.0, e);
-        uint32_t u = bits_of(p);
+        uint32_t u = nf_bits(p);
         for (int d = -40; d <= 40; d++)
             if ((int64_t)u + d > 0)
-                check_one(&t, float_of((uint32_t)((int64_t)u + d)));
+                check_one(&t, nf_float((uint32_t)((int64_t)u + d)));
         /* 9.99999999x * 10^e rounds up into the next decade */
         float c = (float)(9.9999999949 * pow(10.0, e));
         for (int d = -3; d <= 3; d++)
-            check_one(&t, float_of(bits_of(c) + (uint32_t)d));
+            check_one(&t, nf_float(nf_bits(c) + (uint32_t)d));
     }
     static const float edge[] = {0.0f,     -0.0f,    1.0f,      -1.0f,   0.5f,     1e-20f,
                                  -1e-20f,  1e20f,    9.99e19f,  1e-21f,  3.4028235e38f,
@@ -89,9 +89,9 @@ START_TEST(matches_printf_g9_at_decade_edges_carries_and_path_limits)
                                  0.00001f, 1e-5f,    9.9999997e-5f};
     for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
         for (int d = -2; d <= 2; d++)
-            check_one(&t, float_of(bits_of(edge[i]) + (uint32_t)d));
+            check_one(&t, nf_float(nf_bits(edge[i]) + (uint32_t)d));
     for (uint32_t u = 1; u < 5000; u++) /* the smallest subnormals */
-        check_one(&t, float_of(u));
+        check_one(&t, nf_float(u));
     ck_assert_msg(t.bad == 0, "%ld of %ld differ", t.bad, t.n);
 }
 END_TEST

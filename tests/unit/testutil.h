@@ -1,7 +1,7 @@
 /* testutil.h: helpers the numeric unit tests share: a seeded PRNG, random
- * and NaN-poisoned buffers, the error measure of a kernel against its
- * double-precision twin, and a float's bits. Header-only (static): each
- * test is one program. */
+ * and NaN-poisoned buffers, and the error measure of a kernel against its
+ * double-precision twin (a float's bits: nf_bits / nf_float, from
+ * kernels/cpu/numfmt.h). Header-only (static): each test is one program. */
 #ifndef MT_TESTS_TESTUTIL_H
 #define MT_TESTS_TESTUTIL_H
 
@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/cpu/numfmt.h"
 
 static unsigned long long tu_rng = 0x9e3779b97f4a7c15ULL;
 
@@ -52,21 +54,6 @@ static inline double rel_err(const float *a, const double *b, size_t n, double f
             scale = fabs(b[i]);
     }
     return m / scale;
-}
-
-/* A float's bit pattern, and back. */
-static inline uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float float_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
 }
 
 #endif

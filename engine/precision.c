@@ -1,0 +1,33 @@
+/* precision.c: the precision traits table (precision.h). */
+#include "engine/precision.h"
+
+#include <string.h>
+
+static const mt_precision_traits traits[MT_PREC_COUNT] = {
+    [MT_PREC_FP32] = {"fp32", 4, false, false, ST_F32, NF_F32},
+    [MT_PREC_TF32] = {"tf32", 4, false, true, ST_F32, NF_F32},
+    [MT_PREC_FP16] = {"fp16", 2, false, false, ST_F16, NF_F16},
+    [MT_PREC_BF16] = {"bf16", 2, false, false, ST_BF16, NF_BF16},
+    [MT_PREC_INT8] = {"int8", 1, true, false, ST_I8, NF_I8},
+    [MT_PREC_FP8] = {"fp8", 1, true, false, ST_F8_E4M3, NF_E4M3},
+};
+
+const mt_precision_traits *mt_prec(mt_precision p)
+{
+    return &traits[p];
+}
+
+const char *mt_precision_name(mt_precision p)
+{
+    return (unsigned)p < MT_PREC_COUNT ? traits[p].name : "?";
+}
+
+int mt_precision_parse(const char *s, mt_precision *out)
+{
+    for (int p = 0; p < MT_PREC_COUNT; p++)
+        if (s && strcmp(s, traits[p].name) == 0) {
+            *out = (mt_precision)p;
+            return 0;
+        }
+    return -1;
+}
