@@ -33,12 +33,15 @@ LDFLAGS  += $(OPT) -fopenmp
 LDLIBS   += $(PKG_LIBS) -ldnnl -lmvec -lm -lpthread
 
 # Library sources: everything under engine/, models/, kernels/cpu/ and
-# server/ except the entry point.
+# server/ (base, net, api, core) except the entry point; the command line
+# (server/main.c and cmd/) links against it.
 LIB_SRC  := $(wildcard engine/*.c) $(wildcard models/*.c) $(wildcard kernels/cpu/*.c) \
-            $(filter-out server/main.c,$(wildcard server/*.c))
+            $(wildcard server/*/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmantissa.a
 BIN      := $(BUILD)/mantissa
+CMD_SRC  := server/main.c $(wildcard cmd/*.c)
+CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -153,7 +156,7 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(BUILD)/server/main.o $(LIB)
+$(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
@@ -213,7 +216,7 @@ clean:
 distclean: clean
 	rm -rf $(VENV) models/*/
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/server/main.d $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
 
 # ==== fuzzing and deployment checks (owner: tests/fuzz, tests/deploy) =======
 # Appended block; the targets above do not depend on it.

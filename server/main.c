@@ -21,15 +21,15 @@
 
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
-#include "server/api.h"
-#include "server/auth.h"
-#include "server/cmds.h"
-#include "server/config.h"
-#include "server/http.h"
-#include "server/log.h"
-#include "server/models.h"
-#include "server/reload.h"
-#include "server/sched.h"
+#include "server/api/api.h"
+#include "server/net/auth.h"
+#include "cmd/cmds.h"
+#include "server/core/config.h"
+#include "server/net/http.h"
+#include "server/base/log.h"
+#include "server/core/models.h"
+#include "server/core/reload.h"
+#include "server/core/sched.h"
 
 static void usage(FILE *f)
 {

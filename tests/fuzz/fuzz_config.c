@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/config.h"
+#include "server/core/config.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define LABEL "fuzz.json"

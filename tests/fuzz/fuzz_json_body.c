@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/api.h"
+#include "server/api/api.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define MAX_DEPTH 64 /* api_common.c's MAX_JSON_DEPTH, the README's limit */

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "server/api.h"
-#include "server/config.h"
-#include "server/models.h"
+#include "server/api/api.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
 
 #define FUZZ_MAX_INPUTS 4
 #define FUZZ_MAX_SEQ 16

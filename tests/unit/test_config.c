@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/config.h"
+#include "server/core/config.h"
 
 #define MODEL_OK "{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/json_check.h"
+#include "server/net/json_check.h"
 
 static int ok(const char *s)
 {

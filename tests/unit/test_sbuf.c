@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sbuf.h"
+#include "server/base/sbuf.h"
 #include "tests/unit/testutil.h"
 
 /* splitmix64: a seeded stream, the same on every run */

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/api.h"
+#include "server/api/api.h"
 
 /* Checks the "shape" of an input and returns its element count, or -1
  * after answering 400. */

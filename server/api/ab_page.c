@@ -4,7 +4,7 @@
  * p50/p99 latency and drift from the reference, as SVG charts.
  * ?key=API_KEY sends it as a bearer token when server.api_keys_file is set.
  * ?interval=MS sets the polling period (default 2000). */
-#include "server/api.h"
+#include "server/api/api.h"
 
 const char api_ab_html[] =
 "<!doctype html>\n"

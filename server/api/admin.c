@@ -13,8 +13,8 @@
 #include <uv.h>
 
 #include "engine/metrics.h"
-#include "server/api.h"
-#include "server/reload.h"
+#include "server/api/api.h"
+#include "server/core/reload.h"
 
 /* ========================================================================
  * the repository index and the config view

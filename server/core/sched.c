@@ -20,7 +20,7 @@
  * Every uv_async_send happens under inbox_mu after checking s->closing, so
  * no thread sends on a handle the loop has begun to close.
  */
-#include "server/sched.h"
+#include "server/core/sched.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +30,7 @@
 #include <uv.h>
 
 #include "engine/metrics.h"
-#include "server/log.h"
+#include "server/base/log.h"
 
 /* ========================================================================
  * types

@@ -1,7 +1,7 @@
 /* models.c: the models a server holds, builds of their variants, and the
  * routing of a request to a build (see models.h for the object model and
  * the lifetime rules a hot-switch relies on). */
-#include "server/models.h"
+#include "server/core/models.h"
 
 #include "engine/backend_cuda.h"
 
@@ -15,7 +15,7 @@
 
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
-#include "server/log.h"
+#include "server/base/log.h"
 
 const char *srv_vstate_name(srv_vstate s)
 {

@@ -1,8 +1,8 @@
 /* api_common.c: what the OpenAI and KServe handlers share (errors, body
  * parsing, model/variant resolution, the text -> vector path) and the
  * health and metadata endpoints. */
-#include "server/api.h"
-#include "server/json_check.h"
+#include "server/api/api.h"
+#include "server/net/json_check.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "server/metrics.h"
+#include "server/core/stats.h"
 
 /* ========================================================================
  * errors

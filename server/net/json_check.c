@@ -1,7 +1,7 @@
 /* json_check.c: strict JSON syntax check for request bodies (json_check.h).
  * A recursive-descent walk over the bytes that builds nothing; recursion is
  * bounded by max_depth. */
-#include "server/json_check.h"
+#include "server/net/json_check.h"
 
 #include "engine/utf8.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/api.h"
+#include "server/api/api.h"
 
 /* The answer once the job has run: the vectors as float arrays or base64. */
 static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)

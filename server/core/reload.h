@@ -22,9 +22,9 @@
 #ifndef MT_SERVER_RELOAD_H
 #define MT_SERVER_RELOAD_H
 
-#include "server/config.h"
-#include "server/models.h"
-#include "server/sched.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
+#include "server/core/sched.h"
 
 typedef struct reloader reloader;
 

@@ -37,8 +37,8 @@
 
 #include "engine/backend.h"
 #include "engine/model.h"
-#include "server/config.h"
-#include "server/metrics.h"
+#include "server/core/config.h"
+#include "server/core/stats.h"
 
 typedef enum {
     SRV_VS_LOADING,     /* the build the config asks for is being made */

@@ -7,7 +7,7 @@
 #include <cJSON.h>
 #include <stdbool.h>
 
-#include "server/http.h"
+#include "server/net/http.h"
 
 #define MANTISSA_VERSION "0.1.0"
 

@@ -5,7 +5,7 @@
  * every object gets the same checks: known keys only, no duplicates, types
  * and bounds, with the field's full path in the message.
  */
-#include "server/config.h"
+#include "server/core/config.h"
 
 #include <cJSON.h>
 #include <ctype.h>

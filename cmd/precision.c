@@ -18,8 +18,8 @@
 
 #include "engine/metrics.h"
 #include "engine/model.h"
-#include "server/cmds.h"
-#include "server/config.h"
+#include "cmd/cmds.h"
+#include "server/core/config.h"
 
 static double now_s(void)
 {

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "server/config.h"
+#include "server/core/config.h"
 
 /* Sets the level below which nothing is written (CFG_LOG_*). */
 void log_set_level(int level);

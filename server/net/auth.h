@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "engine/status.h"
-#include "server/http.h"
+#include "server/net/http.h"
 
 mt_status auth_load(const char *path, auth_keys **out, mt_err *err);
 void auth_free(auth_keys *a);

@@ -13,10 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/config.h"
-#include "server/models.h"
-#include "server/sbuf.h"
-#include "server/sched.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
+#include "server/base/sbuf.h"
+#include "server/core/sched.h"
 
 struct MHD_Connection;
 

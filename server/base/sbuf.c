@@ -1,5 +1,5 @@
 /* sbuf.c: growable response buffer (see sbuf.h). */
-#include "server/sbuf.h"
+#include "server/base/sbuf.h"
 
 #include "engine/utf8.h"
 

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "server/sbuf.h"
+#include "server/base/sbuf.h"
 
 #define PROM_DUR_BUCKETS 16
 #define PROM_BATCH_BUCKETS 11

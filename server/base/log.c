@@ -1,7 +1,7 @@
 /* log.c: JSON-lines logging to stderr (see log.h). Each line is built in
  * one buffer and written with one write(2), so lines from different
  * threads never interleave. */
-#include "server/log.h"
+#include "server/base/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/sbuf.h"
+#include "server/base/sbuf.h"
 
 static atomic_int min_level = CFG_LOG_INFO;
 

@@ -21,8 +21,8 @@
 #include <stdint.h>
 
 #include "engine/status.h"
-#include "server/config.h"
-#include "server/models.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
 
 typedef struct sched sched;
 typedef struct sched_job sched_job;

@@ -28,7 +28,7 @@
  * Bodies are read in pieces and the size cap is enforced while reading (and
  * up front from Content-Length), so an oversized body never sits in memory.
  */
-#include "server/http.h"
+#include "server/net/http.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -44,9 +44,9 @@
 #include <uv.h>
 
 #include "engine/jsonfile.h"
-#include "server/api.h"
-#include "server/auth.h"
-#include "server/log.h"
+#include "server/api/api.h"
+#include "server/net/auth.h"
+#include "server/base/log.h"
 
 struct http_server {
     struct MHD_Daemon *d;

@@ -6,7 +6,7 @@
  * (both under r->mu) and wakes the loop with uv_async_send. Slots are
  * changed only on the loop, under their model's lock.
  */
-#include "server/reload.h"
+#include "server/core/reload.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include <uv.h>
 
 #include "engine/jsonfile.h"
-#include "server/log.h"
+#include "server/base/log.h"
 
 /* ========================================================================
  * types

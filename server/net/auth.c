@@ -1,6 +1,6 @@
 /* auth.c: API keys from a file, checked in constant time per key (see
  * auth.h). */
-#include "server/auth.h"
+#include "server/net/auth.h"
 
 #include <stdlib.h>
 #include <string.h>

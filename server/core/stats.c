@@ -2,7 +2,7 @@
  * text (GET /metrics) and as Triton statistics with each variant's figures
  * (GET /v2/models/{m}/stats); and the drift figures of shadow runs.
  * See metrics.h. */
-#include "server/metrics.h"
+#include "server/core/stats.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "server/api.h"
-#include "server/models.h"
-#include "server/sched.h"
+#include "server/api/api.h"
+#include "server/core/models.h"
+#include "server/core/sched.h"
 
 static const double dur_le[PROM_DUR_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                 0.05,   0.1,   0.25,   0.5,   1,    2.5,
