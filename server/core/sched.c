@@ -384,6 +384,10 @@ static void *worker_main(void *arg)
             if (!b->bad[i])
                 memcpy(j->out + (size_t)b->items[i].idx * h, row, sizeof(float) * (size_t)h);
         }
+        /* counted before any job of the batch is answered, so that a client
+         * that reads the statistics after its answer finds its batch */
+        if (b->st == MT_OK && !b->q->shadow)
+            prom_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
         if (b->st == MT_OK)
             end_whole_jobs(b);
 
@@ -686,11 +690,8 @@ static void batch_done(sched *s, batch *b)
     vq *q = b->q;
     b->w->busy = false;
     uint64_t ns = b->t_end - b->t_start;
-    if (b->st == MT_OK) {
+    if (b->st == MT_OK)
         fit_add(q, b->tokens, ns);
-        if (!q->shadow)
-            prom_observe_batch(&q->v->slot->metrics, b->n, b->tokens, ns);
-    }
     for (int i = 0; i < b->n; i++) {
         sched_job *j = b->items[i].job;
         bool first_in_batch = true;
