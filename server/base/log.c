@@ -13,9 +13,17 @@
 
 #include "server/base/sbuf.h"
 
-static atomic_int min_level = CFG_LOG_INFO;
+static atomic_int min_level = LOG_INFO;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+
+int log_level_parse(const char *s)
+{
+    for (int i = LOG_DEBUG; i <= LOG_OFF; i++)
+        if (s && !strcmp(s, level_names[i]))
+            return i;
+    return -1;
+}
 
 void log_set_level(int level)
 {
@@ -24,7 +32,7 @@ void log_set_level(int level)
 
 int log_enabled(int level)
 {
-    return level >= atomic_load(&min_level) && level < CFG_LOG_OFF;
+    return level >= atomic_load(&min_level) && level < LOG_OFF;
 }
 
 /* Starts a line with the wall-clock time (RFC 3339, UTC, ms) and level. */

@@ -7,9 +7,13 @@
 
 #include <stdint.h>
 
-#include "server/core/config.h"
 
-/* Sets the level below which nothing is written (CFG_LOG_*). */
+typedef enum { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF } log_level;
+
+/* The level named s ("debug", "info", "warn", "error", "off"); -1 if none. */
+int log_level_parse(const char *s);
+
+/* Sets the level below which nothing is written (LOG_*). */
 void log_set_level(int level);
 int log_enabled(int level);
 

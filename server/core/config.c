@@ -16,23 +16,32 @@
 #include <string.h>
 
 #include "engine/jsonfile.h"
+#include "server/base/log.h"
 
 /* ========================================================================
  * field tables
  * ====================================================================== */
 
-typedef enum { F_INT, F_SIZE, F_NUM, F_BOOL, F_STR, F_NAME, F_ANY } field_kind;
+typedef enum { F_INT, F_SIZE, F_NUM, F_BOOL, F_STR, F_NAME, F_ENUM, F_ANY } field_kind;
 
+/* One key of a JSON object: its kind, bounds, default and where it goes.
+ * F_STR with choices must be one of them (stored as the string); F_ENUM
+ * must be one of them and stores its index as an int. */
 typedef struct {
     const char *key;
     field_kind kind;
-    double lo, hi;   /* bounds for numbers, max length for strings */
-    size_t offset;   /* into the struct being filled; (size_t)-1: handled by caller */
+    double lo, hi;               /* bounds for numbers, max length + 1 for strings */
+    size_t offset;               /* into the struct being filled; CALLER: the caller reads it */
     bool required;
+    double def;                  /* default of a number, boolean or enum index */
+    const char *sdef;            /* default of a string */
+    const char *const *choices;  /* NULL-terminated */
+    const char *what;            /* what the choices are ("device"), for messages */
 } field;
 
 #define OFF(type, member) offsetof(type, member)
 #define CALLER ((size_t)-1)
+#define N(a) (sizeof(a) / sizeof *(a))
 
 typedef struct {
     const char *file;
@@ -82,29 +91,118 @@ static const char *kind_name(field_kind k)
     case F_INT: case F_SIZE: return "an integer";
     case F_NUM: return "a number";
     case F_BOOL: return "true or false";
-    case F_STR: case F_NAME: return "a string";
+    case F_STR: case F_NAME: case F_ENUM: return "a string";
     case F_ANY: return "a value";
     }
     return "?";
 }
 
-/* Checks obj against the table and stores each present field into base.
- * Fields with offset CALLER are only checked for presence; the caller reads
- * them itself. */
+/* The index of s in choices, or -1. */
+static int choice_index(const char *const *choices, const char *s)
+{
+    for (int i = 0; choices[i]; i++)
+        if (!strcmp(choices[i], s))
+            return i;
+    return -1;
+}
+
+/* "unknown device "tpu" (expected auto, cpu or cuda)" */
+static mt_status bad_choice(ctx *c, const char *fp, const field *f, const char *got)
+{
+    char list[256] = "";
+    for (int i = 0; f->choices[i]; i++)
+        pjoin(list + strlen(list), sizeof list - strlen(list), "%s%s",
+              !i ? "" : f->choices[i + 1] ? ", " : " or ", f->choices[i]);
+    return fail(c, fp, "unknown %s \"%s\" (expected %s)", f->what, got, list);
+}
+
+/* Writes each field's default into base. */
+static void defaults(const field *fs, size_t nf, void *base)
+{
+    for (size_t i = 0; i < nf; i++) {
+        const field *f = &fs[i];
+        char *dst = (char *)base + f->offset;
+        if (f->offset == CALLER)
+            continue;
+        switch (f->kind) {
+        case F_INT: case F_ENUM: *(int *)dst = (int)f->def; break;
+        case F_SIZE: *(size_t *)dst = (size_t)f->def; break;
+        case F_NUM: *(double *)dst = f->def; break;
+        case F_BOOL: *(bool *)dst = f->def != 0; break;
+        case F_STR: case F_NAME: snprintf(dst, (size_t)f->hi, "%s", f->sdef ? f->sdef : ""); break;
+        case F_ANY: break;
+        }
+    }
+}
+
+/* Stores one present value v of field f (path fp) into dst. */
+static mt_status store(ctx *c, const field *f, const cJSON *v, const char *fp, char *dst)
+{
+    switch (f->kind) {
+    case F_INT:
+    case F_SIZE:
+    case F_NUM: {
+        if (!cJSON_IsNumber(v))
+            return fail(c, fp, "must be %s", kind_name(f->kind));
+        double d = v->valuedouble;
+        if (f->kind != F_NUM && d != floor(d))
+            return fail(c, fp, "must be an integer, got %g", d);
+        if (!(d >= f->lo && d <= f->hi))
+            return fail(c, fp, "%g is out of range [%g, %g]", d, f->lo, f->hi);
+        if (f->kind == F_INT)
+            *(int *)dst = (int)d;
+        else if (f->kind == F_SIZE)
+            *(size_t *)dst = (size_t)d;
+        else
+            *(double *)dst = d;
+        return MT_OK;
+    }
+    case F_BOOL:
+        if (!cJSON_IsBool(v))
+            return fail(c, fp, "must be true or false");
+        *(bool *)dst = cJSON_IsTrue(v);
+        return MT_OK;
+    case F_STR:
+    case F_NAME:
+    case F_ENUM:
+        if (!cJSON_IsString(v))
+            return fail(c, fp, "must be a string");
+        if (f->kind != F_ENUM && strlen(v->valuestring) >= (size_t)f->hi)
+            return fail(c, fp, "longer than %d characters", (int)f->hi - 1);
+        if (f->kind == F_NAME && !valid_name(v->valuestring))
+            return fail(c, fp, "\"%s\" is not a valid name (letters, digits, '-', '_', '.')",
+                        v->valuestring);
+        if (f->choices && choice_index(f->choices, v->valuestring) < 0)
+            return bad_choice(c, fp, f, v->valuestring);
+        if (f->kind == F_ENUM)
+            *(int *)dst = choice_index(f->choices, v->valuestring);
+        else
+            strcpy(dst, v->valuestring);
+        return MT_OK;
+    case F_ANY:
+        return MT_OK;
+    }
+    return MT_OK;
+}
+
+/* Writes the defaults into base, checks obj against the table (an object;
+ * known keys only, no duplicates, required ones present) and stores each
+ * present field. Fields with offset CALLER are only checked for presence;
+ * the caller reads them itself. */
 static mt_status apply(ctx *c, const cJSON *obj, const char *path, const field *fs, size_t nf,
                        void *base)
 {
     char fp[512];
+    defaults(fs, nf, base);
     if (!cJSON_IsObject(obj))
         return fail(c, path, "must be an object");
     for (const cJSON *it = obj->child; it; it = it->next) {
         for (const cJSON *jt = obj->child; jt != it; jt = jt->next)
             if (strcmp(jt->string, it->string) == 0)
                 return fail(c, path, "duplicate key \"%s\"", it->string);
-        size_t i;
-        for (i = 0; i < nf; i++)
-            if (strcmp(fs[i].key, it->string) == 0)
-                break;
+        size_t i = 0;
+        while (i < nf && strcmp(fs[i].key, it->string) != 0)
+            i++;
         if (i == nf)
             return fail(c, path, "unknown field \"%s\"", it->string);
     }
@@ -112,150 +210,125 @@ static mt_status apply(ctx *c, const cJSON *obj, const char *path, const field *
         const field *f = &fs[i];
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, f->key);
         pjoin(fp, sizeof fp, "%s%s%s", path, *path ? "." : "", f->key);
-        if (!v) {
-            if (f->required)
-                return fail(c, fp, "required field is missing");
-            continue;
-        }
-        if (f->offset == CALLER)
-            continue;
-        char *dst = (char *)base + f->offset;
-        switch (f->kind) {
-        case F_INT:
-        case F_SIZE:
-        case F_NUM: {
-            if (!cJSON_IsNumber(v))
-                return fail(c, fp, "must be %s", kind_name(f->kind));
-            double d = v->valuedouble;
-            if (f->kind != F_NUM && d != floor(d))
-                return fail(c, fp, "must be an integer, got %g", d);
-            if (!(d >= f->lo && d <= f->hi))
-                return fail(c, fp, "%g is out of range [%g, %g]", d, f->lo, f->hi);
-            if (f->kind == F_INT)
-                *(int *)dst = (int)d;
-            else if (f->kind == F_SIZE)
-                *(size_t *)dst = (size_t)d;
-            else
-                *(double *)dst = d;
-            break;
-        }
-        case F_BOOL:
-            if (!cJSON_IsBool(v))
-                return fail(c, fp, "must be true or false");
-            *(bool *)dst = cJSON_IsTrue(v);
-            break;
-        case F_STR:
-        case F_NAME:
-            if (!cJSON_IsString(v))
-                return fail(c, fp, "must be a string");
-            if (strlen(v->valuestring) >= (size_t)f->hi)
-                return fail(c, fp, "longer than %d characters", (int)f->hi - 1);
-            if (f->kind == F_NAME && !valid_name(v->valuestring))
-                return fail(c, fp, "\"%s\" is not a valid name (letters, digits, '-', '_', '.')",
-                            v->valuestring);
-            strcpy(dst, v->valuestring);
-            break;
-        case F_ANY:
-            break;
-        }
+        if (!v && f->required)
+            return fail(c, fp, "required field is missing");
+        mt_status st = v && f->offset != CALLER ? store(c, f, v, fp, (char *)base + f->offset)
+                                                : MT_OK;
+        if (st != MT_OK)
+            return st;
     }
     return MT_OK;
 }
 
 /* ========================================================================
- * schema
+ * schema: every key, its bounds and its default
  * ====================================================================== */
 
+/* field constructors: key, bounds, member, default */
+#define INT(s, k, lo, hi, m, d) {k, F_INT, lo, hi, OFF(s, m), false, d, NULL, NULL, NULL}
+#define NUM(s, k, lo, hi, m, d) {k, F_NUM, lo, hi, OFF(s, m), false, d, NULL, NULL, NULL}
+#define BOOL(s, k, m, d) {k, F_BOOL, 0, 0, OFF(s, m), false, d, NULL, NULL, NULL}
+#define STR(s, k, m, d) {k, F_STR, 0, sizeof(((s *)0)->m), OFF(s, m), false, 0, d, NULL, NULL}
+#define ENUM(s, k, m, d, ch, what) {k, F_ENUM, 0, 0, OFF(s, m), false, d, NULL, ch, what}
+#define LATER(k, kind, req) {k, kind, 0, 4096, CALLER, req, 0, NULL, NULL, NULL}
+
+static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", NULL};
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const calibrations[] = {"absmax", "percentile", "mse", NULL};
+
 static const field server_fields[] = {
-    {"listen", F_STR, 0, 300, CALLER, false},
-    {"http_threads", F_INT, 1, 256, OFF(cfg_config, http_threads), false},
-    {"max_body_bytes", F_SIZE, 1024, 1 << 30, OFF(cfg_config, max_body_bytes), false},
-    {"max_inputs", F_INT, 1, 1 << 20, OFF(cfg_config, max_inputs), false},
-    {"engine_threads", F_INT, 0, 1024, OFF(cfg_config, engine_threads), false},
-    {"request_timeout_ms", F_INT, 1, 3600 * 1000, OFF(cfg_config, request_timeout_ms), false},
-    {"engine_workers", F_INT, 1, 64, OFF(cfg_config, engine_workers), false},
-    {"max_json_depth", F_INT, 2, 1000, OFF(cfg_config, max_json_depth), false},
-    {"max_input_bytes", F_INT, 16, 1 << 30, OFF(cfg_config, max_input_bytes), false},
-    {"shutdown_grace_ms", F_INT, 0, 3600 * 1000, OFF(cfg_config, shutdown_grace_ms), false},
-    {"drain_delay_ms", F_INT, 0, 3600 * 1000, OFF(cfg_config, drain_delay_ms), false},
-    {"connection_limit", F_INT, 1, 1 << 20, OFF(cfg_config, connection_limit), false},
-    {"connection_timeout_s", F_INT, 1, 86400, OFF(cfg_config, connection_timeout_s), false},
-    {"log_level", F_STR, 0, 16, CALLER, false},
-    {"api_keys_file", F_STR, 0, 1024, OFF(cfg_config, api_keys_file), false},
-    {"tls_cert", F_STR, 0, 1024, OFF(cfg_config, tls_cert), false},
-    {"tls_key", F_STR, 0, 1024, OFF(cfg_config, tls_key), false},
-    {"watch", F_BOOL, 0, 0, OFF(cfg_config, watch), false},
-    {"reload_debounce_ms", F_INT, 0, 60000, OFF(cfg_config, reload_debounce_ms), false},
+    LATER("listen", F_STR, false), /* "host:port": cfg_parse_listen */
+    INT(cfg_config, "http_threads", 1, 256, http_threads, 4),
+    {"max_body_bytes", F_SIZE, 1024, 1 << 30, OFF(cfg_config, max_body_bytes), false, 4 << 20,
+     NULL, NULL, NULL},
+    INT(cfg_config, "max_inputs", 1, 1 << 20, max_inputs, 2048),
+    INT(cfg_config, "engine_threads", 0, 1024, engine_threads, 0),
+    INT(cfg_config, "request_timeout_ms", 1, 3600 * 1000, request_timeout_ms, 60000),
+    INT(cfg_config, "engine_workers", 1, 64, engine_workers, 1),
+    INT(cfg_config, "max_json_depth", 2, 1000, max_json_depth, 64),
+    INT(cfg_config, "max_input_bytes", 16, 1 << 30, max_input_bytes, 65536),
+    INT(cfg_config, "shutdown_grace_ms", 0, 3600 * 1000, shutdown_grace_ms, 30000),
+    INT(cfg_config, "drain_delay_ms", 0, 3600 * 1000, drain_delay_ms, 0),
+    INT(cfg_config, "connection_limit", 1, 1 << 20, connection_limit, 1000),
+    INT(cfg_config, "connection_timeout_s", 1, 86400, connection_timeout_s, 30),
+    ENUM(cfg_config, "log_level", log_level, LOG_INFO, log_levels, "level"),
+    STR(cfg_config, "api_keys_file", api_keys_file, ""),
+    STR(cfg_config, "tls_cert", tls_cert, ""),
+    STR(cfg_config, "tls_key", tls_key, ""),
+    BOOL(cfg_config, "watch", watch, true),
+    INT(cfg_config, "reload_debounce_ms", 0, 60000, reload_debounce_ms, 200),
 };
 
 static const field model_fields[] = {
-    {"name", F_NAME, 0, CFG_NAME_MAX, OFF(cfg_model, name), true},
-    {"path", F_STR, 0, 4096, CALLER, true},
-    {"device", F_STR, 0, 16, CALLER, false},
-    {"max_seq_len", F_INT, 2, 1 << 16, OFF(cfg_model, max_seq_len), false},
-    {"truncate", F_BOOL, 0, 0, OFF(cfg_model, truncate), false},
-    {"batching", F_ANY, 0, 0, CALLER, false},
-    {"variants", F_ANY, 0, 0, CALLER, true},
-    {"reference", F_ANY, 0, 0, CALLER, false},
-};
-
-static const field reference_fields[] = {
-    {"variant", F_NAME, 0, CFG_NAME_MAX, CALLER, false},
-    {"precision", F_STR, 0, 16, CALLER, false},
-    {"calibration", F_STR, 0, 16, CALLER, false},
-    {"percentile", F_NUM, 50, 100, CALLER, false},
-    {"weights", F_STR, 0, 1024, CALLER, false},
-    {"shadow_rate", F_NUM, 0, 1, OFF(cfg_model, shadow_rate), false},
-    {"shadow_queue", F_INT, 1, 1 << 20, OFF(cfg_model, shadow_queue), false},
-    {"drift_window", F_INT, 1, 1 << 20, OFF(cfg_model, drift_window), false},
-};
-
-static const field gate_fields[] = {
-    {"probes", F_STR, 0, 1024, OFF(cfg_variant, gate_probes), true},
-    {"min_cosine", F_NUM, -1, 1, OFF(cfg_variant, gate_min_cosine), true},
-    {"max_p99_ratio", F_NUM, 0, 1e6, OFF(cfg_variant, gate_max_p99_ratio), false},
+    {"name", F_NAME, 0, CFG_NAME_MAX, OFF(cfg_model, name), true, 0, "", NULL, NULL},
+    LATER("path", F_STR, true), /* a non-empty string, kept as a pointer */
+    ENUM(cfg_model, "device", device, CFG_DEVICE_AUTO, devices, "device"),
+    INT(cfg_model, "max_seq_len", 2, 1 << 16, max_seq_len, 0),
+    BOOL(cfg_model, "truncate", truncate, true),
+    LATER("batching", F_ANY, false),
+    LATER("variants", F_ANY, true),
+    LATER("reference", F_ANY, false),
 };
 
 static const field batching_fields[] = {
-    {"max_batch_size", F_INT, 1, 1 << 16, OFF(cfg_model, max_batch_size), false},
-    {"max_batch_tokens", F_INT, 1, 1 << 24, OFF(cfg_model, max_batch_tokens), false},
-    {"max_queue_delay_us", F_ANY, 0, 0, CALLER, false},
-    {"latency_target_ms", F_INT, 1, 3600 * 1000, OFF(cfg_model, latency_target_ms), false},
-    {"max_queue", F_INT, 1, 1 << 20, OFF(cfg_model, max_queue), false},
+    INT(cfg_model, "max_batch_size", 1, 1 << 16, max_batch_size, 32),
+    INT(cfg_model, "max_batch_tokens", 1, 1 << 24, max_batch_tokens, 16384),
+    LATER("max_queue_delay_us", F_ANY, false), /* microseconds, or "auto" */
+    INT(cfg_model, "latency_target_ms", 1, 3600 * 1000, latency_target_ms, 100),
+    INT(cfg_model, "max_queue", 1, 1 << 20, max_queue, 1024),
+};
+
+static const field reference_fields[] = {
+    LATER("variant", F_NAME, false),
+    LATER("precision", F_STR, false),
+    LATER("calibration", F_STR, false),
+    LATER("percentile", F_NUM, false),
+    LATER("weights", F_STR, false),
+    NUM(cfg_model, "shadow_rate", 0, 1, shadow_rate, 0),
+    INT(cfg_model, "shadow_queue", 1, 1 << 20, shadow_queue, 256),
+    INT(cfg_model, "drift_window", 1, 1 << 20, drift_window, 200),
 };
 
 static const field variant_fields[] = {
-    {"name", F_NAME, 0, CFG_NAME_MAX, OFF(cfg_variant, name), true},
-    {"precision", F_STR, 0, 16, CALLER, true},
-    {"calibration", F_STR, 0, 16, OFF(cfg_variant, calibration), false},
-    {"percentile", F_NUM, 50, 100, OFF(cfg_variant, percentile), false},
-    {"traffic", F_NUM, 0, 1e9, OFF(cfg_variant, traffic), false},
-    {"weights", F_STR, 0, 1024, OFF(cfg_variant, weights), false},
-    {"gate", F_ANY, 0, 0, CALLER, false},
-    {"drift_floor", F_NUM, 0, 1, OFF(cfg_variant, drift_floor), false},
+    {"name", F_NAME, 0, CFG_NAME_MAX, OFF(cfg_variant, name), true, 0, "", NULL, NULL},
+    LATER("precision", F_STR, true), /* mt_precision_parse */
+    {"calibration", F_STR, 0, sizeof(((cfg_variant *)0)->calibration),
+     OFF(cfg_variant, calibration), false, 0, "absmax", calibrations, "calibration"},
+    NUM(cfg_variant, "percentile", 50, 100, percentile, 99.99),
+    NUM(cfg_variant, "traffic", 0, 1e9, traffic, 100),
+    STR(cfg_variant, "weights", weights, ""),
+    LATER("gate", F_ANY, false),
+    NUM(cfg_variant, "drift_floor", 0, 1, drift_floor, 0),
 };
 
-#define N(a) (sizeof(a) / sizeof *(a))
+static const field gate_fields[] = {
+    {"probes", F_STR, 0, sizeof(((cfg_variant *)0)->gate_probes), OFF(cfg_variant, gate_probes),
+     true, 0, "", NULL, NULL},
+    {"min_cosine", F_NUM, -1, 1, OFF(cfg_variant, gate_min_cosine), true, 0, NULL, NULL, NULL},
+    NUM(cfg_variant, "max_p99_ratio", 0, 1e6, gate_max_p99_ratio, 0),
+};
+
+static const field top_fields[] = {
+    LATER("server", F_ANY, false),
+    LATER("models", F_ANY, true),
+};
+
+/* ========================================================================
+ * the objects
+ * ====================================================================== */
 
 static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_variant *v)
 {
-    strcpy(v->calibration, "absmax");
-    v->percentile = 99.99;
-    v->traffic = 100;
     mt_status st = apply(c, jv, path, variant_fields, N(variant_fields), v);
     if (st != MT_OK)
         return st;
     char fp[512];
     const char *prec = cJSON_GetObjectItemCaseSensitive(jv, "precision")->valuestring;
     pjoin(fp, sizeof fp, "%s.precision", path);
-    if (mt_precision_parse(prec, &v->precision) != 0)
+    if (!prec || mt_precision_parse(prec, &v->precision) != 0)
         return fail(c, fp, "unknown precision \"%s\" (expected fp32, tf32, fp16, bf16, int8 or fp8)",
-                    prec);
+                    prec ? prec : "?");
     pjoin(fp, sizeof fp, "%s.calibration", path);
-    if (strcmp(v->calibration, "absmax") && strcmp(v->calibration, "percentile") &&
-        strcmp(v->calibration, "mse"))
-        return fail(c, fp, "unknown calibration \"%s\" (expected absmax, percentile or mse)",
-                    v->calibration);
     if (cJSON_GetObjectItemCaseSensitive(jv, "percentile") && strcmp(v->calibration, "percentile"))
         return fail(c, fp, "\"percentile\" is set but calibration is \"%s\"", v->calibration);
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(jv, "gate");
@@ -271,44 +344,18 @@ static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_va
     return MT_OK;
 }
 
-/* models[].reference: names a listed variant ("variant"), or describes one
- * ("precision" and its calibration/weights), which is added to the model's
- * variants as "reference" with traffic 0. */
-static mt_status parse_reference(ctx *c, const cJSON *jr, const char *path, cfg_model *m)
+/* The variant a reference object describes ("precision" and its
+ * calibration/weights), added to m's variants as "reference", traffic 0. */
+static mt_status add_reference_variant(ctx *c, const cJSON *jr, const char *path, cfg_model *m)
 {
     char fp[512];
-    m->shadow_rate = 0;
-    m->shadow_queue = 256;
-    m->drift_window = 200;
-    mt_status st = apply(c, jr, path, reference_fields, N(reference_fields), m);
-    if (st != MT_OK)
-        return st;
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(jr, "variant");
-    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(jr, "precision");
-    if (!!name == !!prec)
-        return fail(c, path, "set either \"variant\" (a listed variant) or \"precision\" "
-                             "(a variant made for the comparison), not %s",
-                    name ? "both" : "neither");
-    if (name && !cJSON_IsString(name)) {
-        pjoin(fp, sizeof fp, "%s.variant", path);
-        return fail(c, fp, "must be a string");
-    }
-    if (name) {
-        for (int k = 0; k < m->nvariants; k++)
-            if (!strcmp(m->variants[k].name, name->valuestring)) {
-                m->reference = k;
-                return MT_OK;
-            }
-        pjoin(fp, sizeof fp, "%s.variant", path);
-        return fail(c, fp, "no variant named \"%s\" in this model", name->valuestring);
-    }
     for (int k = 0; k < m->nvariants; k++)
         if (!strcmp(m->variants[k].name, "reference")) {
             pjoin(fp, sizeof fp, "%s.precision", path);
             return fail(c, fp, "a variant is already named \"reference\"; name it with "
                                "\"variant\" instead");
         }
-    /* the made variant: parsed with the variant schema from these fields */
+    /* parsed with the variant schema from these fields */
     cJSON *jv = cJSON_CreateObject();
     if (!jv)
         return mt_fail(c->err, MT_ENOMEM, "out of memory");
@@ -327,7 +374,7 @@ static mt_status parse_reference(ctx *c, const cJSON *jr, const char *path, cfg_
     }
     m->variants = nv;
     memset(&nv[m->nvariants], 0, sizeof *nv);
-    st = parse_variant(c, jv, path, &nv[m->nvariants]);
+    mt_status st = parse_variant(c, jv, path, &nv[m->nvariants]);
     cJSON_Delete(jv);
     if (st != MT_OK)
         return st;
@@ -336,64 +383,65 @@ static mt_status parse_reference(ctx *c, const cJSON *jr, const char *path, cfg_
     return MT_OK;
 }
 
-static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, const cfg_config *cfg,
-                             cfg_model *m)
+/* models[].reference: names a listed variant ("variant"), or describes one
+ * ("precision" and its calibration/weights), which is added to the model's
+ * variants as "reference" with traffic 0. */
+static mt_status parse_reference(ctx *c, const cJSON *jr, const char *path, cfg_model *m)
 {
-    m->truncate = true;
-    m->max_batch_size = 32;
-    m->max_batch_tokens = 16384;
-    m->max_queue_delay_us = 2000;
-    m->max_queue = 1024;
-    m->latency_target_ms = 100;
-    mt_status st = apply(c, jm, path, model_fields, N(model_fields), m);
+    char fp[512];
+    mt_status st = apply(c, jr, path, reference_fields, N(reference_fields), m);
     if (st != MT_OK)
         return st;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(jr, "variant");
+    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(jr, "precision");
+    if (!!name == !!prec)
+        return fail(c, path, "set either \"variant\" (a listed variant) or \"precision\" "
+                             "(a variant made for the comparison), not %s",
+                    name ? "both" : "neither");
+    if (!name)
+        return add_reference_variant(c, jr, path, m);
+    pjoin(fp, sizeof fp, "%s.variant", path);
+    if (!cJSON_IsString(name))
+        return fail(c, fp, "must be a string");
+    for (int k = 0; k < m->nvariants; k++)
+        if (!strcmp(m->variants[k].name, name->valuestring)) {
+            m->reference = k;
+            return MT_OK;
+        }
+    return fail(c, fp, "no variant named \"%s\" in this model", name->valuestring);
+}
+
+/* models[].batching (its defaults are written even when it is absent). */
+static mt_status parse_batching(ctx *c, const cJSON *b, const char *path, cfg_model *m)
+{
     char fp[512];
+    mt_status st = apply(c, b ? b : &(cJSON){.type = cJSON_Object}, path, batching_fields,
+                         N(batching_fields), m);
+    m->max_queue_delay_us = 2000;
+    m->delay_auto = false;
+    const cJSON *dl = cJSON_GetObjectItemCaseSensitive(b, "max_queue_delay_us");
+    pjoin(fp, sizeof fp, "%s.max_queue_delay_us", path);
+    if (st != MT_OK || !dl)
+        return st;
+    if (cJSON_IsString(dl) && !strcmp(dl->valuestring, "auto"))
+        m->delay_auto = true;
+    else if (!cJSON_IsNumber(dl) || dl->valuedouble != floor(dl->valuedouble) ||
+             dl->valuedouble < 0 || dl->valuedouble > 10e6)
+        return fail(c, fp, "must be an integer in [0, 10000000] or \"auto\"");
+    else
+        m->max_queue_delay_us = (int)dl->valuedouble;
+    return MT_OK;
+}
 
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(jm, "path");
-    pjoin(fp, sizeof fp, "%s.path", path);
-    if (!cJSON_IsString(p) || !*p->valuestring)
-        return fail(c, fp, "must be a non-empty string");
-    if (!(m->path = strdup(p->valuestring)))
-        return mt_fail(c->err, MT_ENOMEM, "out of memory");
-
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(jm, "device");
-    pjoin(fp, sizeof fp, "%s.device", path);
-    m->device = CFG_DEVICE_AUTO;
-    if (d) {
-        if (!cJSON_IsString(d))
-            return fail(c, fp, "must be a string");
-        if (!strcmp(d->valuestring, "cpu"))
-            m->device = CFG_DEVICE_CPU;
-        else if (!strcmp(d->valuestring, "cuda"))
-            m->device = CFG_DEVICE_CUDA;
-        else if (strcmp(d->valuestring, "auto"))
-            return fail(c, fp, "unknown device \"%s\" (expected auto, cpu or cuda)", d->valuestring);
-    }
-
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(jm, "batching");
-    if (b) {
-        pjoin(fp, sizeof fp, "%s.batching", path);
-        if ((st = apply(c, b, fp, batching_fields, N(batching_fields), m)) != MT_OK)
-            return st;
-        const cJSON *dl = cJSON_GetObjectItemCaseSensitive(b, "max_queue_delay_us");
-        pjoin(fp, sizeof fp, "%s.batching.max_queue_delay_us", path);
-        if (cJSON_IsString(dl) && !strcmp(dl->valuestring, "auto"))
-            m->delay_auto = true;
-        else if (dl && (!cJSON_IsNumber(dl) || dl->valuedouble != floor(dl->valuedouble) ||
-                        dl->valuedouble < 0 || dl->valuedouble > 10e6))
-            return fail(c, fp, "must be an integer in [0, 10000000] or \"auto\"");
-        else if (dl)
-            m->max_queue_delay_us = (int)dl->valuedouble;
-    }
-
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(jm, "variants");
-    pjoin(fp, sizeof fp, "%s.variants", path);
+/* models[].variants: at least one, names unique, some traffic. */
+static mt_status parse_variants(ctx *c, const cJSON *vs, const char *path, cfg_model *m)
+{
+    char fp[512];
     int nv = cJSON_GetArraySize(vs);
     if (!cJSON_IsArray(vs) || nv < 1)
-        return fail(c, fp, "must be a non-empty array");
+        return fail(c, path, "must be a non-empty array");
     if (nv > 64)
-        return fail(c, fp, "at most 64 variants");
+        return fail(c, path, "at most 64 variants");
     if (!(m->variants = calloc((size_t)nv, sizeof *m->variants)))
         return mt_fail(c->err, MT_ENOMEM, "out of memory");
     m->nvariants = nv;
@@ -402,40 +450,67 @@ static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, const cf
     const cJSON *jv;
     cJSON_ArrayForEach(jv, vs)
     {
-        pjoin(fp, sizeof fp, "%s.variants[%d]", path, i);
-        if ((st = parse_variant(c, jv, fp, &m->variants[i])) != MT_OK)
+        pjoin(fp, sizeof fp, "%s[%d]", path, i);
+        mt_status st = parse_variant(c, jv, fp, &m->variants[i]);
+        if (st != MT_OK)
             return st;
         for (int k = 0; k < i; k++)
             if (!strcmp(m->variants[k].name, m->variants[i].name))
                 return fail(c, fp, "duplicate variant name \"%s\"", m->variants[i].name);
-        total += m->variants[i].traffic;
-        i++;
+        total += m->variants[i++].traffic;
     }
-    if (total <= 0) {
-        pjoin(fp, sizeof fp, "%s.variants", path);
-        return fail(c, fp, "the traffic weights add up to 0: no variant would get requests");
-    }
-    m->reference = -1;
-    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(jm, "reference");
-    if (jr) {
-        pjoin(fp, sizeof fp, "%s.reference", path);
-        if ((st = parse_reference(c, jr, fp, m)) != MT_OK)
-            return st;
-    }
+    if (total <= 0)
+        return fail(c, path, "the traffic weights add up to 0: no variant would get requests");
+    return MT_OK;
+}
+
+/* Gates and drift floors compare with the reference: there must be one,
+ * and it cannot have them itself. */
+static mt_status check_gates(ctx *c, const char *path, const cfg_model *m)
+{
+    char fp[512];
     for (int k = 0; k < m->nvariants; k++) {
         const cfg_variant *v = &m->variants[k];
-        if (m->reference < 0 && (v->gate_probes[0] || v->drift_floor > 0)) {
+        bool judged = v->gate_probes[0] || v->drift_floor > 0;
+        if (m->reference < 0 && judged) {
             pjoin(fp, sizeof fp, "%s.variants[%d].%s", path, k,
                   v->gate_probes[0] ? "gate" : "drift_floor");
             return fail(c, fp, "needs models[].reference to compare against");
         }
-        if (k == m->reference && (v->gate_probes[0] || v->drift_floor > 0)) {
+        if (k == m->reference && judged) {
             pjoin(fp, sizeof fp, "%s.variants[%d]", path, k);
             return fail(c, fp, "the reference variant cannot have a gate or a drift_floor");
         }
     }
-    (void)cfg;
     return MT_OK;
+}
+
+static mt_status parse_model(ctx *c, const cJSON *jm, const char *path, cfg_model *m)
+{
+    char fp[512];
+    /* the reference's defaults, written whether or not it is present */
+    defaults(reference_fields, N(reference_fields), m);
+    m->reference = -1;
+    mt_status st = apply(c, jm, path, model_fields, N(model_fields), m);
+    if (st != MT_OK)
+        return st;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(jm, "path");
+    pjoin(fp, sizeof fp, "%s.path", path);
+    if (!cJSON_IsString(p) || !*p->valuestring)
+        return fail(c, fp, "must be a non-empty string");
+    if (!(m->path = strdup(p->valuestring)))
+        return mt_fail(c->err, MT_ENOMEM, "out of memory");
+    pjoin(fp, sizeof fp, "%s.batching", path);
+    if ((st = parse_batching(c, cJSON_GetObjectItemCaseSensitive(jm, "batching"), fp, m)))
+        return st;
+    pjoin(fp, sizeof fp, "%s.variants", path);
+    if ((st = parse_variants(c, cJSON_GetObjectItemCaseSensitive(jm, "variants"), fp, m)))
+        return st;
+    const cJSON *jr = cJSON_GetObjectItemCaseSensitive(jm, "reference");
+    pjoin(fp, sizeof fp, "%s.reference", path);
+    if (jr && (st = parse_reference(c, jr, fp, m)) != MT_OK)
+        return st;
+    return check_gates(c, path, m);
 }
 
 int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port)
@@ -471,10 +546,52 @@ int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port)
     return 0;
 }
 
-static const field top_fields[] = {
-    {"server", F_ANY, 0, 0, CALLER, false},
-    {"models", F_ANY, 0, 0, CALLER, true},
-};
+/* The "server" object (its defaults are written even when it is absent). */
+static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
+{
+    mt_status st = apply(c, srv ? srv : &(cJSON){.type = cJSON_Object}, "server", server_fields,
+                         N(server_fields), cfg);
+    if (st != MT_OK)
+        return st;
+    strcpy(cfg->listen_host, "0.0.0.0");
+    cfg->listen_port = 8080;
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(srv, "listen");
+    if (l && (!cJSON_IsString(l) || cfg_parse_listen(l->valuestring, cfg->listen_host,
+                                                     sizeof cfg->listen_host, &cfg->listen_port)))
+        return fail(c, "server.listen", "must be \"host:port\" (e.g. \"0.0.0.0:8080\")");
+    if (!*cfg->tls_cert != !*cfg->tls_key)
+        return fail(c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
+                    "tls_cert and tls_key must be set together");
+    return MT_OK;
+}
+
+/* The "models" array: at least one, names unique. */
+static mt_status parse_models(ctx *c, const cJSON *ms, cfg_config *cfg)
+{
+    int nm = cJSON_GetArraySize(ms);
+    if (!cJSON_IsArray(ms) || nm < 1)
+        return fail(c, "models", "must be a non-empty array");
+    if (nm > CFG_MAX_MODELS)
+        return fail(c, "models", "at most %d models", CFG_MAX_MODELS);
+    if (!(cfg->models = calloc((size_t)nm, sizeof *cfg->models)))
+        return mt_fail(c->err, MT_ENOMEM, "out of memory");
+    cfg->nmodels = nm;
+    int i = 0;
+    const cJSON *jm;
+    cJSON_ArrayForEach(jm, ms)
+    {
+        char fp[64];
+        pjoin(fp, sizeof fp, "models[%d]", i);
+        mt_status st = parse_model(c, jm, fp, &cfg->models[i]);
+        if (st != MT_OK)
+            return st;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(cfg->models[k].name, cfg->models[i].name))
+                return fail(c, fp, "duplicate model name \"%s\"", cfg->models[i].name);
+        i++;
+    }
+    return MT_OK;
+}
 
 mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config **out,
                     mt_err *err)
@@ -483,106 +600,22 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
     cfg_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg)
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    strcpy(cfg->listen_host, "0.0.0.0");
-    cfg->listen_port = 8080;
-    cfg->http_threads = 4;
-    cfg->max_body_bytes = 4u << 20;
-    cfg->max_inputs = 2048;
-    cfg->request_timeout_ms = 60000;
-    cfg->engine_workers = 1;
-    cfg->max_json_depth = 64;
-    cfg->max_input_bytes = 65536;
-    cfg->shutdown_grace_ms = 30000;
-    cfg->drain_delay_ms = 0;
-    cfg->connection_limit = 1000;
-    cfg->connection_timeout_s = 30;
-    cfg->log_level = CFG_LOG_INFO;
-    cfg->watch = true;
-    cfg->reload_debounce_ms = 200;
     mt_status st = MT_OK;
-    cJSON *root = NULL;
-
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!(cfg->source = strdup(label))) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
-        goto done;
-    }
-    const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) {
+    } else if (!root) {
         size_t off = end ? (size_t)(end - text) : 0;
         int line = 1;
         for (size_t i = 0; i < off && i < len; i++)
             line += text[i] == '\n';
         st = mt_fail(err, MT_EINVAL, "%s: line %d: invalid JSON", label, line);
-        goto done;
+    } else if ((st = apply(&c, root, "", top_fields, N(top_fields), cfg)) == MT_OK &&
+               (st = parse_server(&c, cJSON_GetObjectItemCaseSensitive(root, "server"), cfg)) ==
+                   MT_OK) {
+        st = parse_models(&c, cJSON_GetObjectItemCaseSensitive(root, "models"), cfg);
     }
-    if ((st = apply(&c, root, "", top_fields, N(top_fields), cfg)) != MT_OK)
-        goto done;
-
-    const cJSON *srv = cJSON_GetObjectItemCaseSensitive(root, "server");
-    if (srv) {
-        if ((st = apply(&c, srv, "server", server_fields, N(server_fields), cfg)) != MT_OK)
-            goto done;
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(srv, "listen");
-        if (l && (!cJSON_IsString(l) ||
-                  cfg_parse_listen(l->valuestring, cfg->listen_host, sizeof cfg->listen_host,
-                                   &cfg->listen_port) != 0)) {
-            st = fail(&c, "server.listen", "must be \"host:port\" (e.g. \"0.0.0.0:8080\")");
-            goto done;
-        }
-        const cJSON *lv = cJSON_GetObjectItemCaseSensitive(srv, "log_level");
-        if (lv) {
-            static const char *const levels[] = {"debug", "info", "warn", "error", "off"};
-            int k = 0;
-            while (cJSON_IsString(lv) && k < 5 && strcmp(levels[k], lv->valuestring))
-                k++;
-            if (!cJSON_IsString(lv) || k == 5) {
-                st = fail(&c, "server.log_level",
-                          "unknown level \"%s\" (expected debug, info, warn, error or off)",
-                          cJSON_IsString(lv) ? lv->valuestring : "?");
-                goto done;
-            }
-            cfg->log_level = k;
-        }
-        if (!*cfg->tls_cert != !*cfg->tls_key) {
-            st = fail(&c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
-                      "tls_cert and tls_key must be set together");
-            goto done;
-        }
-    }
-
-    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "models");
-    int nm = cJSON_GetArraySize(ms);
-    if (!cJSON_IsArray(ms) || nm < 1) {
-        st = fail(&c, "models", "must be a non-empty array");
-        goto done;
-    }
-    if (nm > CFG_MAX_MODELS) {
-        st = fail(&c, "models", "at most %d models", CFG_MAX_MODELS);
-        goto done;
-    }
-    if (!(cfg->models = calloc((size_t)nm, sizeof *cfg->models))) {
-        st = mt_fail(err, MT_ENOMEM, "out of memory");
-        goto done;
-    }
-    cfg->nmodels = nm;
-    int i = 0;
-    const cJSON *jm;
-    cJSON_ArrayForEach(jm, ms)
-    {
-        char fp[64];
-        pjoin(fp, sizeof fp, "models[%d]", i);
-        if ((st = parse_model(&c, jm, fp, cfg, &cfg->models[i])) != MT_OK)
-            goto done;
-        for (int k = 0; k < i; k++)
-            if (!strcmp(cfg->models[k].name, cfg->models[i].name)) {
-                st = fail(&c, fp, "duplicate model name \"%s\"", cfg->models[i].name);
-                goto done;
-            }
-        i++;
-    }
-
-done:
     cJSON_Delete(root);
     if (st != MT_OK) {
         cfg_free(cfg);

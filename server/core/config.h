@@ -32,14 +32,12 @@ typedef struct {
     bool is_reference;        /* made from models[].reference.precision (traffic 0) */
 } cfg_variant;
 
-typedef enum { CFG_LOG_DEBUG, CFG_LOG_INFO, CFG_LOG_WARN, CFG_LOG_ERROR, CFG_LOG_OFF } cfg_log_level;
-
 typedef enum { CFG_DEVICE_AUTO, CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device;
 
 typedef struct {
     char name[CFG_NAME_MAX];
     char *path;
-    cfg_device device;
+    int device;            /* CFG_DEVICE_* */
     int max_seq_len;       /* 0: the model's own (256 for MiniLM) */
     bool truncate;         /* over-long inputs: truncate (true) or 422 (false) */
     int max_batch_size;    /* texts per forward */
@@ -72,7 +70,7 @@ typedef struct {
     int drain_delay_ms;      /* after SIGTERM: unready but still admitting, this long */
     int connection_limit;
     int connection_timeout_s;
-    int log_level;           /* CFG_LOG_* */
+    int log_level;           /* LOG_* (server/base/log.h) */
     char api_keys_file[1024];/* "": no authentication */
     char tls_cert[1024];     /* both set: HTTPS */
     char tls_key[1024];

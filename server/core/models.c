@@ -677,7 +677,7 @@ bool srv_drift_check(srv_models *s, srv_variant *v)
         sl->metrics.demotions++;
         pthread_mutex_unlock(&sl->metrics.lock);
         atomic_fetch_add(&s->demotions, 1);
-        log_msg(CFG_LOG_WARN, "variant %s@%s taken out of rotation: %s", m->name, sl->name,
+        log_msg(LOG_WARN, "variant %s@%s taken out of rotation: %s", m->name, sl->name,
                 sl->error);
     }
     return demoted;

@@ -213,7 +213,7 @@ static int apply_model(reloader *r, srv_model *m, const cfg_model *nc, bool forc
 {
     cfg_model copy;
     if (cfg_model_copy(nc, &copy, NULL) != MT_OK) {
-        log_msg(CFG_LOG_ERROR, "reload: model %s: out of memory", nc->name);
+        log_msg(LOG_ERROR, "reload: model %s: out of memory", nc->name);
         return 0;
     }
     task *tasks[66] = {0};
@@ -298,7 +298,7 @@ static int apply_model(reloader *r, srv_model *m, const cfg_model *nc, bool forc
     for (int i = 0; i < nold; i++)
         retire(old[i]);
     for (int i = 0; i < nt; i++) {
-        log_msg(CFG_LOG_INFO, "reload: building %s@%s (%s%s%s)", m->name, tasks[i]->vc.name,
+        log_msg(LOG_INFO, "reload: building %s@%s (%s%s%s)", m->name, tasks[i]->vc.name,
                 mt_precision_name(tasks[i]->vc.precision),
                 tasks[i]->vc.weights[0] ? ", weights " : "", tasks[i]->vc.weights);
         post_task(r, tasks[i]);
@@ -326,7 +326,7 @@ static void unload_model(reloader *r, srv_model *m, const char *why, bool admin)
     pthread_mutex_unlock(&m->lock);
     for (int i = 0; i < nold; i++)
         retire(old[i]);
-    log_msg(CFG_LOG_INFO, "model %s unloaded: %s", m->name, why);
+    log_msg(LOG_INFO, "model %s unloaded: %s", m->name, why);
 }
 
 /* Records a refused reload: nothing changed; the message says why. */
@@ -338,7 +338,7 @@ static void reload_failed(reloader *r, const char *msg)
     snprintf(st->last_error, sizeof st->last_error, "%s", msg);
     st->last_failed_unix = unix_now();
     pthread_mutex_unlock(&st->lock);
-    log_msg(CFG_LOG_WARN, "config reload refused, still serving the previous config: %s", msg);
+    log_msg(LOG_WARN, "config reload refused, still serving the previous config: %s", msg);
 }
 
 /* Warns about server settings that changed: they need a restart. */
@@ -361,7 +361,7 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     DIFF(strcmp(b->tls_cert, c->tls_cert) || strcmp(b->tls_key, c->tls_key), "tls");
 #undef DIFF
     if (*what)
-        log_msg(CFG_LOG_WARN, "reload: server settings changed (%s): they take effect at the "
+        log_msg(LOG_WARN, "reload: server settings changed (%s): they take effect at the "
                               "next restart",
                 what);
     log_set_level(c->log_level);
@@ -407,14 +407,14 @@ static bool reload_now(reloader *r, const char *only, bool force, char *msg, siz
             continue;
         srv_model *m = srv_models_find(r->models, nc->name);
         if (!m && !(m = srv_model_add(r->models, nc, &err))) {
-            log_msg(CFG_LOG_ERROR, "reload: model %s: %s", nc->name, err.msg);
+            log_msg(LOG_ERROR, "reload: model %s: %s", nc->name, err.msg);
             continue;
         }
         pthread_mutex_lock(&m->lock);
         bool skip = m->admin_unloaded && !only;
         pthread_mutex_unlock(&m->lock);
         if (skip) {
-            log_msg(CFG_LOG_INFO, "reload: model %s stays unloaded (load it through the API)",
+            log_msg(LOG_INFO, "reload: model %s stays unloaded (load it through the API)",
                     m->name);
             continue;
         }
@@ -436,7 +436,7 @@ static bool reload_now(reloader *r, const char *only, bool force, char *msg, siz
     rs->last_error[0] = 0;
     rs->last_ok_unix = unix_now();
     pthread_mutex_unlock(&rs->lock);
-    log_msg(CFG_LOG_INFO, "config reloaded from %s: %d variant build%s started", r->path, builds,
+    log_msg(LOG_INFO, "config reloaded from %s: %d variant build%s started", r->path, builds,
             builds == 1 ? "" : "s");
     snprintf(msg, msgcap, "config applied: %d build%s", builds, builds == 1 ? "" : "s");
     if (!only) {
@@ -514,21 +514,21 @@ static void apply_result(reloader *r, task *t)
     double switch_s = (double)(uv_hrtime() - t->t_noticed) * 1e-9;
     pthread_mutex_lock(&m->lock);
     bool current = sl->want_gen == t->gen && m->loaded;
-    int level = CFG_LOG_INFO;
+    int level = LOG_INFO;
     char line[700] = "";
     if (!current) {
         /* asked for by a config that is no longer in force */
     } else if (t->st != MT_OK) {
         sl->state = SRV_VS_FAILED;
         snprintf(sl->error, sizeof sl->error, "%s", t->err);
-        level = CFG_LOG_WARN;
+        level = LOG_WARN;
         snprintf(line, sizeof line, "variant %s@%s failed to build%s: %s", m->name, sl->name,
                  sl->cur ? " (the previous build keeps serving)" : "", t->err);
     } else if (t->vc.gate_probes[0] && !t->out->gate.passed) {
         sl->state = SRV_VS_GATE_FAILED;
         sl->gate = t->out->gate;
         snprintf(sl->error, sizeof sl->error, "gate: %s", t->out->gate.why);
-        level = CFG_LOG_WARN;
+        level = LOG_WARN;
         snprintf(line, sizeof line, "variant %s@%s missed its gate%s: %s", m->name, sl->name,
                  sl->cur ? " (the previous build keeps serving)" : " (kept out of rotation)",
                  t->out->gate.why);
@@ -642,7 +642,7 @@ static void on_sighup(uv_signal_t *h, int sig)
     reloader *r = h->data;
     if (sched_stopping(r->s))
         return;
-    log_msg(CFG_LOG_INFO, "SIGHUP: reloading %s", r->path);
+    log_msg(LOG_INFO, "SIGHUP: reloading %s", r->path);
     char msg[1024];
     reload_now(r, NULL, true, msg, sizeof msg);
     arm_file_watch(r);
@@ -777,7 +777,7 @@ mt_status reload_create(sched *s, srv_models *models, const cfg_config *boot, co
         arm_file_watch(r);
         r->dir_watched = uv_fs_event_start(&r->ev_dir, on_fs_event, r->dir, 0) == 0;
         if (!r->file_watched && !r->dir_watched)
-            log_msg(CFG_LOG_WARN, "cannot watch %s for changes; reload with SIGHUP or "
+            log_msg(LOG_WARN, "cannot watch %s for changes; reload with SIGHUP or "
                                   "POST /v2/admin/reload",
                     path);
     }

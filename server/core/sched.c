@@ -1169,7 +1169,7 @@ static void on_grace_over(uv_timer_t *t)
                      "the server is shutting down (shutdown_grace_ms is over)");
         }
     if (dropped)
-        log_msg(CFG_LOG_WARN, "shutdown: grace period over: %ld queued requests answered 503",
+        log_msg(LOG_WARN, "shutdown: grace period over: %ld queued requests answered 503",
                 dropped);
     uv_timer_stop(&s->drain_timer);
     uv_timer_start(&s->drain_timer, on_final, 1000, 0);
@@ -1182,7 +1182,7 @@ static void start_draining(sched *s)
     atomic_store(&s->draining, true);
     if (s->on_drain_start)
         s->on_drain_start(s->hook_arg);
-    log_msg(CFG_LOG_INFO, "shutdown: not admitting; draining %ld in-flight requests (grace %d ms)",
+    log_msg(LOG_INFO, "shutdown: not admitting; draining %ld in-flight requests (grace %d ms)",
             atomic_load(&s->inflight_total), s->cfg->shutdown_grace_ms);
     /* shadow runs have no client waiting: they are dropped, not drained */
     for (vq *q = s->qs; q; q = q->next)
@@ -1203,7 +1203,7 @@ static void on_signal(uv_signal_t *h, int sig)
     sched *s = h->loop->data;
     if (s->phase == 0) {
         atomic_store(&s->unready, true);
-        log_msg(CFG_LOG_INFO, "signal %d: readiness off, shutting down", sig);
+        log_msg(LOG_INFO, "signal %d: readiness off, shutting down", sig);
         fprintf(stderr, "mantissa: signal %d: stopping\n", sig);
         if (s->cfg->drain_delay_ms > 0) {
             s->phase = 1;
@@ -1213,7 +1213,7 @@ static void on_signal(uv_signal_t *h, int sig)
             start_draining(s);
         }
     } else if (s->phase < 3) { /* a second signal: do not wait any longer */
-        log_msg(CFG_LOG_WARN, "signal %d again: ending the grace period now", sig);
+        log_msg(LOG_WARN, "signal %d again: ending the grace period now", sig);
         if (s->phase == 1)
             start_draining(s);
         uv_timer_stop(&s->drain_timer);
@@ -1313,7 +1313,7 @@ void sched_destroy(sched *s)
         }
         int rc = uv_loop_close(&s->loop);
         if (rc != 0)
-            log_msg(CFG_LOG_WARN, "uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
+            log_msg(LOG_WARN, "uv_loop_close: %s (a handle was left open)", uv_strerror(rc));
     }
     while (s->qs) {
         vq *q = s->qs;

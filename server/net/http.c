@@ -183,7 +183,7 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
     if (r->model && r->variant)
         prom_observe_request(&r->variant->slot->metrics, r->status, cancelled, total, queue,
                              compute, r->inputs, r->tokens);
-    int level = r->status >= 500 ? CFG_LOG_WARN : rs->quiet ? CFG_LOG_DEBUG : CFG_LOG_INFO;
+    int level = r->status >= 500 ? LOG_WARN : rs->quiet ? LOG_DEBUG : LOG_INFO;
     if (log_enabled(level)) {
         log_request_fields f = {.id = r->id[0] ? r->id : NULL,
                                 .method = rs->method,
@@ -366,7 +366,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         uint64_t total = uv_hrtime() - rs->t_start;
         prom_observe_http(499);
         prom_observe_request(&j->v->slot->metrics, 499, true, total, 0, 0, j->n, 0);
-        if (log_enabled(CFG_LOG_INFO)) {
+        if (log_enabled(LOG_INFO)) {
             log_request_fields f = {.method = rs->method,
                                     .path = rs->path,
                                     .model = j->m->name,
@@ -375,7 +375,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                                     .status = 499,
                                     .inputs = j->n,
                                     .total_ms = (double)total * 1e-6};
-            log_request(CFG_LOG_INFO, &f);
+            log_request(LOG_INFO, &f);
         }
     }
     if (rs->deferred)

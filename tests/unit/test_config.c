@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/base/log.h"
 #include "server/core/config.h"
 
 #define MODEL_OK "{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}"
@@ -44,6 +45,49 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert(c->models[0].truncate);
     ck_assert_int_eq(c->models[0].variants[0].precision, MT_PREC_FP32);
     ck_assert_str_eq(c->models[0].variants[0].calibration, "absmax");
+    /* every default the field tables hold */
+    ck_assert_str_eq(c->listen_host, "0.0.0.0");
+    ck_assert_int_eq(c->http_threads, 4);
+    ck_assert_int_eq(c->max_inputs, 2048);
+    ck_assert_int_eq(c->engine_threads, 0);
+    ck_assert_int_eq(c->request_timeout_ms, 60000);
+    ck_assert_int_eq(c->engine_workers, 1);
+    ck_assert_int_eq(c->max_json_depth, 64);
+    ck_assert_int_eq(c->max_input_bytes, 65536);
+    ck_assert_int_eq(c->shutdown_grace_ms, 30000);
+    ck_assert_int_eq(c->drain_delay_ms, 0);
+    ck_assert_int_eq(c->connection_limit, 1000);
+    ck_assert_int_eq(c->connection_timeout_s, 30);
+    ck_assert_int_eq(c->log_level, LOG_INFO);
+    ck_assert_str_eq(c->api_keys_file, "");
+    ck_assert(c->watch);
+    ck_assert_int_eq(c->reload_debounce_ms, 200);
+    const cfg_model *m = &c->models[0];
+    ck_assert_int_eq(m->device, CFG_DEVICE_AUTO);
+    ck_assert_int_eq(m->max_seq_len, 0);
+    ck_assert_int_eq(m->max_batch_size, 32);
+    ck_assert_int_eq(m->max_batch_tokens, 16384);
+    ck_assert_int_eq(m->max_queue_delay_us, 2000);
+    ck_assert(!m->delay_auto);
+    ck_assert_int_eq(m->latency_target_ms, 100);
+    ck_assert_int_eq(m->max_queue, 1024);
+    ck_assert_int_eq(m->reference, -1);
+    ck_assert_double_eq(m->shadow_rate, 0);
+    ck_assert_int_eq(m->shadow_queue, 256);
+    ck_assert_int_eq(m->drift_window, 200);
+    ck_assert_double_eq(m->variants[0].percentile, 99.99);
+    ck_assert_double_eq(m->variants[0].traffic, 100);
+    ck_assert_double_eq(m->variants[0].drift_floor, 0);
+    cfg_free(c);
+    /* named choices land as their enum values */
+    t = "{\"server\":{\"log_level\":\"warn\"},\"models\":[{\"name\":\"m\",\"path\":\"p\","
+        "\"device\":\"cuda\",\"batching\":{\"max_queue_delay_us\":\"auto\"},"
+        "\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"mse\"}]}]}";
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->log_level, LOG_WARN);
+    ck_assert_int_eq(c->models[0].device, CFG_DEVICE_CUDA);
+    ck_assert(c->models[0].delay_auto);
+    ck_assert_str_eq(c->models[0].variants[0].calibration, "mse");
     cfg_free(c);
 }
 END_TEST
@@ -76,6 +120,8 @@ START_TEST(config_rejects_each_kind_of_mistake)
                  "models[0].name: required field is missing");
     expect_error("{\"models\":[{\"name\":\"a/b\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
                  "models[0].name: \"a/b\" is not a valid name");
+    expect_error("{\"server\":{\"log_level\":\"loud\"},\"models\":[" MODEL_OK "]}",
+                 "server.log_level: unknown level \"loud\" (expected debug, info, warn, error or off)");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"device\":\"tpu\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
                  "models[0].device: unknown device \"tpu\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[]}]}",
