@@ -89,3 +89,9 @@ const char api_ab_html[] =
 " setTimeout(poll,EVERY);}\n"
 "poll();\n"
 "</script></body></html>\n";
+
+API_HANDLER(api_ab_page)
+{
+    r->content_type = "text/html; charset=utf-8";
+    sb_puts(&r->body, api_ab_html);
+}

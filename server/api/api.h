@@ -1,105 +1,190 @@
-/* api.h: the endpoint handlers (OpenAI in api_openai.c, KServe v2 in
- * api_kserve.c, health and metadata in api_common.c) and what they share:
- * error bodies in each protocol's shape, and the text -> vector path. */
+/* api.h: the endpoints: what the files of server/api share, and what the
+ * serve wiring (server/main.c) needs to start the transport with them.
+ *
+ *   routes.c   the route table and the transport hooks
+ *   call.c     one request's record (http_call): what it holds (the build it
+ *              was routed to, its admission place, its job) and their
+ *              release in one place; its log line and counters; the text ->
+ *              vector jobs both inference protocols use
+ *   errors.c   errors in each protocol's shape, and JSON request bodies
+ *   health.c   health, server and model metadata, config, statistics, metrics
+ *   openai.c   POST /v1/embeddings, GET /v1/models
+ *   kserve.c   POST /v2/models/{m}/infer (JSON and binary tensors)
+ *   admin.c    Triton's repository extension, the config view, reload
+ *   compare.c  one request's texts through every variant of a model
+ *   prom.c     the Prometheus and Triton-statistics renderers
+ *   ab_page.c  the A/B page
+ */
 #ifndef MT_SERVER_API_H
 #define MT_SERVER_API_H
 
 #include <cJSON.h>
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "server/base/sbuf.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
+#include "server/core/reload.h"
+#include "server/core/sched.h"
 #include "server/net/http.h"
 
 #define MANTISSA_VERSION "0.1.0"
 
-/* An error in the protocol's own shape: KServe {"error": "..."}, OpenAI
- * {"error": {"message", "type", "param", "code"}}. param names the field
- * or limit at fault (may be NULL). */
-void api_error(http_resp *r, bool openai, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* What the handlers serve. */
+struct http_app {
+    const cfg_config *cfg;
+    srv_models *models;
+    sched *sched;      /* NULL: tools and fuzzers call handlers directly, and the
+                        * forward of an embedding request runs in the handler */
+    reloader *reload;  /* NULL: no hot-switch */
+};
 
-/* Parses a JSON request body: a nesting-depth cap, then cJSON, then a
- * duplicate-key check on every object. NULL after answering 400. */
-cJSON *api_parse_body(const http_ctx *ctx, const http_req *req, bool openai, http_resp *resp);
-/* The same on the first len bytes of the body (the JSON part of a KServe
- * binary request); the Content-Type is not checked. */
-cJSON *api_parse_json(const http_ctx *ctx, const char *text, size_t len, bool openai,
-                      http_resp *resp);
+/* The error shape of a route (http_route.style). */
+enum { API_KSERVE, API_OPENAI };
+
+/* ---- routes.c ----------------------------------------------------------- */
+
+const http_route *api_routes(int *n);
+const http_hooks *api_hooks(void);
+
+/* ---- call.c: one request ------------------------------------------------ */
+
+/* The record of one request (the transport's http_call). The handlers fill
+ * what they learn; the sent hook logs and counts it; the done hook releases
+ * what it holds. */
+struct http_call {
+    const http_route *route;
+    bool openai;            /* OpenAI error shape */
+    char method[16], path[256];
+    uint64_t t_start;
+    srv_model *model;       /* the model the request named, once resolved */
+    srv_variant *variant;   /* the build it was routed to: a reference, dropped at done */
+    srv_model *admitted;    /* set when sched_admit took a place for it (given back at done) */
+    sched_job *job;         /* a deferred job: a reference, dropped at done */
+    char id[128];           /* the request id (KServe "id", X-Request-Id or generated) */
+    char error[256];        /* the error message, for the log */
+    int inputs;
+    long tokens;
+};
+
+/* A deferred answer that waits for a scheduler job. */
+typedef struct {
+    http_deferred http;
+    sched_job *job;
+} api_deferred;
+
+/* Defers resp on d's job (its one reference moves to the request): the
+ * transport suspends the connection and the job is submitted; respond
+ * builds the answer once it has ended. */
+void api_defer(http_resp *resp, api_deferred *d,
+               void (*respond)(const http_app *, http_deferred *, http_resp *));
+
+/* The request id: X-Request-Id if the client sent a usable one, else a
+ * new one. */
+void api_request_id(const http_req *req, http_resp *resp);
 
 /* Resolves "name" or "name@variant" (plus the X-Mantissa-Variant header) to
  * a model and a build of one of its variants (see srv_acquire; key is the
- * route key for sticky routing, else the X-Mantissa-Route-Key header).
- * The build is held by resp (resp->held) until the connection is done.
- * Answers 404 (unknown model or variant) or 503 (nothing serving) and
- * returns false otherwise. */
-bool api_resolve(const http_ctx *ctx, const http_req *req, const char *name, const char *key,
-                 bool openai, srv_model **m, srv_variant **v, http_resp *resp);
+ * route key for sticky routing, else the X-Mantissa-Route-Key header). The
+ * request holds the build until it is done. Answers 404 (unknown model or
+ * variant) or 503 (nothing serving) and returns false otherwise. */
+bool api_resolve(const http_app *app, const http_req *req, const char *name, const char *key,
+                 srv_model **m, srv_variant **v, http_resp *resp);
 
-/* An embedding request on its way through the scheduler: the job and
- * what the protocol needs to answer once it has run. */
-typedef struct api_call {
-    http_deferred d;
+/* An embedding request's job: the texts' ids and vectors, and what the
+ * protocol needs to answer once it has run. */
+typedef struct api_embed {
+    api_deferred d;
     sched_job job;
     srv_model *m;
-    srv_variant *v;
+    srv_variant *v;         /* a reference, dropped when the job is freed */
     long tokens;
     char id[128];
-    bool openai;
     /* OpenAI */
     bool base64;
     char *model_name;
     /* KServe */
     bool has_id;
     bool binary_out;
-} api_call;
+} api_embed;
 
 /* Checks the limits on n texts (max_inputs 413, max_input_bytes 413),
  * takes an admission place (429 queue full, 503 draining), tokenizes
  * (400 invalid UTF-8, 422 over max_seq_len without truncation) and makes
  * the job, with its deadline (request_timeout_ms, or timeout_us when > 0
- * and sooner). Returns the call with resp->deferred set; the caller sets
- * call->d.respond and its protocol fields. NULL after answering resp. */
-api_call *api_submit_texts(const http_ctx *ctx, const http_req *req, srv_model *m,
-                           srv_variant *v, const char *const *texts, const size_t *lens, int n,
-                           bool openai, double timeout_us, http_resp *resp);
-
-/* Ends a handler that made a call: with a scheduler the front submits the
- * job (resp->deferred stays set); without one (tools and fuzzers that call
- * handlers directly) the forward runs here and resp is answered now. */
-void api_dispatch(const http_ctx *ctx, api_call *c, http_resp *resp);
-
-/* After the job ended: fills resp's log fields and, when it failed,
+ * and sooner). The caller sets its protocol fields, then api_embed_run.
+ * NULL after answering resp. */
+api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m, srv_variant *v,
+                         const char *const *texts, const size_t *lens, int n, double timeout_us,
+                         http_resp *resp);
+/* With a scheduler: defers resp on e's job. Without one (tools, fuzzers):
+ * runs the forward now and answers resp with respond. */
+void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
+                   void (*respond)(const http_app *, http_deferred *, http_resp *));
+/* After the job ended: sets the variant headers and, when it failed,
  * answers the error (504 timeout, 503 shutdown, 500 failed) and returns
- * false. Sets X-Mantissa-Variant. */
-bool api_call_result(api_call *c, http_resp *resp);
+ * false. */
+bool api_embed_result(api_embed *e, http_resp *resp);
 
-/* The admin endpoints (api_admin.c): Triton's repository extension, the
- * config view and reload, compare, and the A/B page. */
-void api_repository_load(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_repository_unload(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_admin_config(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_admin_reload(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_compare(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_ab_page(const http_ctx *, const http_req *, const char *const *, http_resp *);
-/* The A/B page's HTML (ab_page.c). */
-extern const char api_ab_html[];
+/* ---- errors.c ----------------------------------------------------------- */
+
+/* An error in the request's protocol's own shape: KServe {"error": "..."},
+ * OpenAI {"error": {"message", "type", "param", "code"}}. param names the
+ * field or limit at fault (may be NULL). */
+void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The transport's error hook (http_hooks.error). */
+void api_transport_error(const http_app *app, const http_req *req, const http_route *route,
+                         http_resp *resp, int status, const char *param, const char *msg);
+
+/* Parses a JSON request body: the Content-Type, a nesting-depth cap, then
+ * cJSON, then a duplicate-key check on every object. NULL after answering
+ * 400 (or 415). */
+cJSON *api_parse_body(const http_app *app, const http_req *req, http_resp *resp);
+/* The same on the first len bytes of the body (the JSON part of a KServe
+ * binary request); the Content-Type is not checked. */
+cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_resp *resp);
+
+/* ---- the handlers --------------------------------------------------------- */
+
+#define API_HANDLER(name) \
+    void name(const http_app *app, const http_req *req, const char *const *p, http_resp *r)
+
+API_HANDLER(api_health_live);
+API_HANDLER(api_health_ready);
+API_HANDLER(api_server_metadata);
+API_HANDLER(api_model_metadata);
+API_HANDLER(api_model_ready);
+API_HANDLER(api_model_config);
+API_HANDLER(api_model_stats);
+API_HANDLER(api_metrics);
+API_HANDLER(api_kserve_infer);
+API_HANDLER(api_openai_embeddings);
+API_HANDLER(api_openai_models);
+API_HANDLER(api_repository_index);
+API_HANDLER(api_repository_load);
+API_HANDLER(api_repository_unload);
+API_HANDLER(api_admin_config);
+API_HANDLER(api_admin_reload);
+API_HANDLER(api_compare);
+API_HANDLER(api_ab_page);
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);
 
-/* The request id: X-Request-Id if the client sent one, else a new one. */
-void api_request_id(const http_req *req, http_resp *resp);
+/* The A/B page's HTML (ab_page.c). */
+extern const char api_ab_html[];
 
-void api_health_live(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_health_ready(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_server_metadata(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_model_metadata(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_model_ready(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_kserve_infer(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_openai_embeddings(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_openai_models(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_model_config(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_model_stats(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_repository_index(const http_ctx *, const http_req *, const char *const *, http_resp *);
-void api_metrics(const http_ctx *, const http_req *, const char *const *, http_resp *);
+/* ---- prom.c ---------------------------------------------------------------- */
+
+/* GET /metrics: Prometheus text format 0.0.4. */
+void prom_render(sbuf *b, srv_models *models, sched *s);
+/* The Triton statistics object of one model (all its variants summed),
+ * plus "reference", "shadow_rate" and "variants" (each variant's state,
+ * share, requests, latency histogram, drift and gate figures). */
+void prom_model_stats_json(sbuf *b, srv_models *models, srv_model *m);
+/* A JSON number, or null for what is not finite (unset figures). */
+void api_json_num(sbuf *b, double v);
 
 #endif

@@ -28,7 +28,7 @@ static long shape_count(const cJSON *shape, http_resp *r)
 {
     int nd = cJSON_GetArraySize(shape);
     if (!cJSON_IsArray(shape) || nd < 1 || nd > 2) {
-        api_error(r, false, 400, "shape",
+        api_error(r, 400, "shape",
                   "input \"text\": shape must be [n] or [n, 1], an array of 1 or 2 integers");
         return -1;
     }
@@ -39,12 +39,12 @@ static long shape_count(const cJSON *shape, http_resp *r)
     {
         double v = cJSON_IsNumber(d) ? d->valuedouble : -1;
         if (v < 0 || v != floor(v) || v > 1e9) {
-            api_error(r, false, 400, "shape",
+            api_error(r, 400, "shape",
                       "input \"text\": shape[%d] must be a non-negative integer", k);
             return -1;
         }
         if (k == 1 && v != 1) {
-            api_error(r, false, 400, "shape", "input \"text\": shape must be [n] or [n, 1]");
+            api_error(r, 400, "shape", "input \"text\": shape must be [n] or [n, 1]");
             return -1;
         }
         count *= (long)v;
@@ -60,17 +60,17 @@ static int bool_param(const cJSON *params, const char *key, http_resp *r)
     if (!b)
         return -1;
     if (!cJSON_IsBool(b)) {
-        api_error(r, false, 400, key, "parameter \"%s\" must be true or false", key);
+        api_error(r, 400, key, "parameter \"%s\" must be true or false", key);
         return -2;
     }
     return cJSON_IsTrue(b);
 }
 
 /* The answer once the job has run. */
-static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
+static void respond(const http_app *app, http_deferred *d, http_resp *r)
 {
-    api_call *c = (api_call *)d;
-    if (!api_call_result(c, r))
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
         return;
     const srv_model *m = c->m;
     const int n = c->job.n;
@@ -112,7 +112,7 @@ static bool split_bytes(const unsigned char *p, size_t size, long n, const char 
     size_t at = 0;
     for (long i = 0; i < n; i++) {
         if (size - at < 4) {
-            api_error(r, false, 400, "binary_data_size",
+            api_error(r, 400, "binary_data_size",
                       "input \"text\": binary data ends inside element %ld's length", i);
             return false;
         }
@@ -120,7 +120,7 @@ static bool split_bytes(const unsigned char *p, size_t size, long n, const char 
                        (uint32_t)p[at + 3] << 24;
         at += 4;
         if (len > size - at) {
-            api_error(r, false, 400, "binary_data_size",
+            api_error(r, 400, "binary_data_size",
                       "input \"text\": element %ld says %u bytes but only %zu remain", i, len,
                       size - at);
             return false;
@@ -130,7 +130,7 @@ static bool split_bytes(const unsigned char *p, size_t size, long n, const char 
         at += len;
     }
     if (at != size) {
-        api_error(r, false, 400, "binary_data_size",
+        api_error(r, 400, "binary_data_size",
                   "input \"text\": %zu bytes of binary data are left after %ld elements",
                   size - at, n);
         return false;
@@ -138,226 +138,256 @@ static bool split_bytes(const unsigned char *p, size_t size, long n, const char 
     return true;
 }
 
-void api_kserve_infer(const http_ctx *ctx, const http_req *req, const char *const *p,
-                      http_resp *r)
-{
-    api_request_id(req, r);
-    /* the binary extension: the JSON is only the first hlen bytes */
-    const char *hl = http_header(req, "Inference-Header-Content-Length");
-    size_t json_len = req->body_len;
-    if (hl) {
-        char *end;
-        unsigned long long v = strtoull(hl, &end, 10);
-        if (!*hl || *end || v > req->body_len) {
-            api_error(r, false, 400, "Inference-Header-Content-Length",
-                      "Inference-Header-Content-Length \"%s\" is not a length within the "
-                      "%zu-byte body",
-                      hl, req->body_len);
-            return;
-        }
-        json_len = (size_t)v;
-    }
-    cJSON *j = hl ? api_parse_json(ctx, req->body, json_len, false, r)
-                  : api_parse_body(ctx, req, false, r);
-    if (!j)
-        return;
-    const unsigned char *bin = (const unsigned char *)req->body + json_len;
-    size_t bin_len = req->body_len - json_len;
-    const char **texts = NULL;
-    size_t *lens = NULL;
-    srv_model *m;
-    srv_variant *v;
-    if (p[1] && strcmp(p[1], "1") != 0) {
-        api_error(r, false, 404, "version", "model \"%s\" has no version \"%s\" (only \"1\")",
-                  p[0], p[1]);
-        goto done;
-    }
-    if (!api_resolve(ctx, req, p[0], NULL, false, &m, &v, r))
-        goto done;
-    r->model = m;
-    r->variant = v;
+/* What an inference request asks, as read from its JSON. */
+typedef struct {
+    bool has_id;
+    int binary_out;           /* -1: not asked, else 0/1 */
+    double timeout_us;        /* 0: none */
+    const cJSON *in;          /* the input "text" */
+    long n;                   /* its elements */
+    const char **texts;
+    size_t *lens;
+} kreq;
 
+/* The JSON part of the body: the whole body, or with the binary extension
+ * the first Inference-Header-Content-Length bytes (*json_len). NULL after
+ * answering 400. */
+static cJSON *parse_request(const http_app *app, const http_req *req, size_t *json_len,
+                            http_resp *r)
+{
+    const char *hl = http_header(req, "Inference-Header-Content-Length");
+    *json_len = req->body_len;
+    if (!hl)
+        return api_parse_body(app, req, r);
+    char *end;
+    unsigned long long v = strtoull(hl, &end, 10);
+    if (!*hl || *end || v > req->body_len) {
+        api_error(r, 400, "Inference-Header-Content-Length",
+                  "Inference-Header-Content-Length \"%s\" is not a length within the "
+                  "%zu-byte body",
+                  hl, req->body_len);
+        return NULL;
+    }
+    *json_len = (size_t)v;
+    return api_parse_json(app, req->body, *json_len, r);
+}
+
+/* The top-level fields: only known ones; "id" (echoed, and the request's
+ * id), "parameters" (binary_data_output, timeout). */
+static bool read_top(const cJSON *j, kreq *k, http_resp *r)
+{
     static const char *const known[] = {"id", "parameters", "inputs", "outputs"};
     for (const cJSON *it = j->child; it; it = it->next) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
-            k++;
-        if (k == sizeof known / sizeof *known) {
-            api_error(r, false, 400, it->string, "unknown field \"%s\"", it->string);
-            goto done;
+        size_t i = 0;
+        while (i < sizeof known / sizeof *known && strcmp(known[i], it->string))
+            i++;
+        if (i == sizeof known / sizeof *known) {
+            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
+            return false;
         }
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "parameters");
-    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(j, "inputs");
-    const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(j, "outputs");
     if (id && !cJSON_IsString(id)) {
-        api_error(r, false, 400, "id", "\"id\" must be a string");
-        goto done;
+        api_error(r, 400, "id", "\"id\" must be a string");
+        return false;
     }
-    if (id) {
-        if (strlen(id->valuestring) >= sizeof r->id) {
-            api_error(r, false, 400, "id", "\"id\" is longer than %zu bytes", sizeof r->id - 1);
-            goto done;
-        }
-        strcpy(r->id, id->valuestring);
+    if (id && strlen(id->valuestring) >= sizeof r->call->id) {
+        api_error(r, 400, "id", "\"id\" is longer than %zu bytes", sizeof r->call->id - 1);
+        return false;
     }
+    if (id)
+        strcpy(r->call->id, id->valuestring);
+    k->has_id = id != NULL;
     if (params && !cJSON_IsObject(params)) {
-        api_error(r, false, 400, "parameters", "\"parameters\" must be an object");
-        goto done;
+        api_error(r, 400, "parameters", "\"parameters\" must be an object");
+        return false;
     }
-    int binary_out = bool_param(params, "binary_data_output", r);
-    if (binary_out == -2)
-        goto done;
-    double timeout_us = 0;
+    if ((k->binary_out = bool_param(params, "binary_data_output", r)) == -2)
+        return false;
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(params, "timeout");
-    if (to) {
-        if (!cJSON_IsNumber(to) || !(to->valuedouble >= 0) || !isfinite(to->valuedouble)) {
-            api_error(r, false, 400, "timeout",
-                      "parameter \"timeout\" must be a finite non-negative number of "
-                      "microseconds");
-            goto done;
-        }
-        timeout_us = to->valuedouble;
+    if (to && (!cJSON_IsNumber(to) || !(to->valuedouble >= 0) || !isfinite(to->valuedouble))) {
+        api_error(r, 400, "timeout",
+                  "parameter \"timeout\" must be a finite non-negative number of microseconds");
+        return false;
     }
+    k->timeout_us = to ? to->valuedouble : 0;
+    return true;
+}
+
+/* "inputs": exactly one, "text", BYTES, of a shape with 1..max_inputs
+ * elements. */
+static bool read_input(const http_app *app, const cJSON *inputs, kreq *k, http_resp *r)
+{
     if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) != 1) {
-        api_error(r, false, 400, "inputs",
-                  "\"inputs\" must be an array with one input, \"text\" (BYTES)");
-        goto done;
+        api_error(r, 400, "inputs", "\"inputs\" must be an array with one input, \"text\" (BYTES)");
+        return false;
     }
-    const cJSON *in = cJSON_GetArrayItem(inputs, 0);
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(in, "name");
-    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(in, "datatype");
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(in, "shape");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
-    const cJSON *iparams = cJSON_GetObjectItemCaseSensitive(in, "parameters");
+    k->in = cJSON_GetArrayItem(inputs, 0);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(k->in, "name");
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(k->in, "datatype");
     if (!cJSON_IsString(name) || strcmp(name->valuestring, "text") != 0) {
-        api_error(r, false, 400, "inputs", "unknown input \"%s\"; this model takes \"text\"",
+        api_error(r, 400, "inputs", "unknown input \"%s\"; this model takes \"text\"",
                   cJSON_IsString(name) ? name->valuestring : "(no name)");
-        goto done;
+        return false;
     }
     if (!cJSON_IsString(dtype) || strcmp(dtype->valuestring, "BYTES") != 0) {
-        api_error(r, false, 400, "datatype", "input \"text\": datatype must be \"BYTES\", not \"%s\"",
+        api_error(r, 400, "datatype", "input \"text\": datatype must be \"BYTES\", not \"%s\"",
                   cJSON_IsString(dtype) ? dtype->valuestring : "(missing)");
-        goto done;
+        return false;
     }
-    long n = shape_count(shape, r);
-    if (n < 0)
-        goto done;
-    if (n == 0) {
-        api_error(r, false, 400, "shape", "input \"text\" has no elements");
-        goto done;
+    k->n = shape_count(cJSON_GetObjectItemCaseSensitive(k->in, "shape"), r);
+    if (k->n < 0)
+        return false;
+    if (k->n == 0) {
+        api_error(r, 400, "shape", "input \"text\" has no elements");
+        return false;
     }
-    if (n > ctx->cfg->max_inputs) {
-        api_error(r, false, 413, "max_inputs",
-                  "%ld inputs in one request; the limit (server.max_inputs) is %d", n,
-                  ctx->cfg->max_inputs);
-        goto done;
+    if (k->n > app->cfg->max_inputs) {
+        api_error(r, 413, "max_inputs",
+                  "%ld inputs in one request; the limit (server.max_inputs) is %d", k->n,
+                  app->cfg->max_inputs);
+        return false;
     }
-    if (outputs) {
-        const cJSON *o;
-        if (!cJSON_IsArray(outputs)) {
-            api_error(r, false, 400, "outputs", "\"outputs\" must be an array");
-            goto done;
-        }
-        cJSON_ArrayForEach(o, outputs)
-        {
-            const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "name");
-            if (!cJSON_IsString(on) || strcmp(on->valuestring, "embedding") != 0) {
-                api_error(r, false, 400, "outputs", "unknown output \"%s\"; this model has \"embedding\"",
-                          cJSON_IsString(on) ? on->valuestring : "(no name)");
-                goto done;
-            }
-            const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-            if (cJSON_GetObjectItemCaseSensitive(op, "classification")) {
-                api_error(r, false, 400, "classification",
-                          "output \"embedding\": the classification extension is not supported");
-                goto done;
-            }
-            int bd = bool_param(op, "binary_data", r);
-            if (bd == -2)
-                goto done;
-            if (bd >= 0)
-                binary_out = bd;
-        }
-    }
+    return true;
+}
 
-    texts = malloc(sizeof *texts * (size_t)n);
-    lens = malloc(sizeof *lens * (size_t)n);
-    if (!texts || !lens) {
-        api_error(r, false, 500, NULL, "out of memory");
+/* "outputs": only "embedding", whose parameters.binary_data overrides
+ * binary_data_output. */
+static bool read_outputs(const cJSON *outputs, kreq *k, http_resp *r)
+{
+    const cJSON *o;
+    if (!outputs)
+        return true;
+    if (!cJSON_IsArray(outputs)) {
+        api_error(r, 400, "outputs", "\"outputs\" must be an array");
+        return false;
+    }
+    cJSON_ArrayForEach(o, outputs)
+    {
+        const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (!cJSON_IsString(on) || strcmp(on->valuestring, "embedding") != 0) {
+            api_error(r, 400, "outputs", "unknown output \"%s\"; this model has \"embedding\"",
+                      cJSON_IsString(on) ? on->valuestring : "(no name)");
+            return false;
+        }
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+        if (cJSON_GetObjectItemCaseSensitive(op, "classification")) {
+            api_error(r, 400, "classification",
+                      "output \"embedding\": the classification extension is not supported");
+            return false;
+        }
+        int bd = bool_param(op, "binary_data", r);
+        if (bd == -2)
+            return false;
+        if (bd >= 0)
+            k->binary_out = bd;
+    }
+    return true;
+}
+
+/* The texts from the binary tensor after the JSON header (bin_len bytes;
+ * binary is whether the request used the extension). */
+static bool texts_from_binary(kreq *k, const cJSON *bds, bool binary, const unsigned char *bin,
+                              size_t bin_len, http_resp *r)
+{
+    if (!cJSON_IsNumber(bds) || bds->valuedouble < 0 ||
+        bds->valuedouble != floor(bds->valuedouble)) {
+        api_error(r, 400, "binary_data_size",
+                  "input \"text\": binary_data_size must be a non-negative integer");
+        return false;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(k->in, "data")) {
+        api_error(r, 400, "data", "input \"text\" has both \"data\" and binary_data_size");
+        return false;
+    }
+    if (!binary || bds->valuedouble != (double)bin_len) {
+        api_error(r, 400, "binary_data_size",
+                  "input \"text\": binary_data_size is %.0f but the body holds %zu bytes "
+                  "after the JSON header (Inference-Header-Content-Length)",
+                  bds->valuedouble, binary ? bin_len : 0);
+        return false;
+    }
+    return split_bytes(bin, bin_len, k->n, k->texts, k->lens, r);
+}
+
+/* The texts from JSON "data": flat, or nested one level per the shape
+ * ([[t], [t]] for [n, 1]). */
+static bool texts_from_json(kreq *k, size_t bin_len, http_resp *r)
+{
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(k->in, "data"), *it;
+    if (bin_len) {
+        api_error(r, 400, "Inference-Header-Content-Length",
+                  "%zu bytes after the JSON header, but no input has binary_data_size", bin_len);
+        return false;
+    }
+    if (!cJSON_IsArray(data)) {
+        api_error(r, 400, "data", "input \"text\": \"data\" must be an array of strings");
+        return false;
+    }
+    long got = 0;
+    cJSON_ArrayForEach(it, data)
+    {
+        const cJSON *s = cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1 ? it->child : it;
+        if (!cJSON_IsString(s)) {
+            api_error(r, 400, "data", "input \"text\": data[%ld] must be a string", got);
+            return false;
+        }
+        if (got < k->n) {
+            k->texts[got] = s->valuestring;
+            k->lens[got] = strlen(s->valuestring);
+        }
+        got++;
+    }
+    if (got != k->n) {
+        api_error(r, 400, "data", "input \"text\": shape says %ld elements but data has %ld",
+                  k->n, got);
+        return false;
+    }
+    return true;
+}
+
+API_HANDLER(api_kserve_infer)
+{
+    api_request_id(req, r);
+    size_t json_len;
+    cJSON *j = parse_request(app, req, &json_len, r);
+    if (!j)
+        return;
+    kreq k = {0};
+    srv_model *m;
+    srv_variant *v;
+    const size_t bin_len = req->body_len - json_len;
+    if (p[1] && strcmp(p[1], "1") != 0) {
+        api_error(r, 404, "version", "model \"%s\" has no version \"%s\" (only \"1\")", p[0],
+                  p[1]);
         goto done;
     }
-    const cJSON *bds = cJSON_GetObjectItemCaseSensitive(iparams, "binary_data_size");
-    if (bds) {
-        if (!cJSON_IsNumber(bds) || bds->valuedouble < 0 ||
-            bds->valuedouble != floor(bds->valuedouble)) {
-            api_error(r, false, 400, "binary_data_size",
-                      "input \"text\": binary_data_size must be a non-negative integer");
-            goto done;
-        }
-        if (data) {
-            api_error(r, false, 400, "data",
-                      "input \"text\" has both \"data\" and binary_data_size");
-            goto done;
-        }
-        if (!hl || bds->valuedouble != (double)bin_len) {
-            api_error(r, false, 400, "binary_data_size",
-                      "input \"text\": binary_data_size is %.0f but the body holds %zu bytes "
-                      "after the JSON header (Inference-Header-Content-Length)",
-                      bds->valuedouble, hl ? bin_len : 0);
-            goto done;
-        }
-        if (!split_bytes(bin, bin_len, n, texts, lens, r))
-            goto done;
-    } else {
-        if (bin_len) {
-            api_error(r, false, 400, "Inference-Header-Content-Length",
-                      "%zu bytes after the JSON header, but no input has binary_data_size",
-                      bin_len);
-            goto done;
-        }
-        /* data: flat, or nested one level per the shape ([[t], [t]] for [n, 1]) */
-        if (!cJSON_IsArray(data)) {
-            api_error(r, false, 400, "data",
-                      "input \"text\": \"data\" must be an array of strings");
-            goto done;
-        }
-        long got = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, data)
-        {
-            const cJSON *s = it;
-            if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1)
-                s = it->child;
-            if (!cJSON_IsString(s)) {
-                api_error(r, false, 400, "data", "input \"text\": data[%ld] must be a string",
-                          got);
-                goto done;
-            }
-            if (got < n) {
-                texts[got] = s->valuestring;
-                lens[got] = strlen(s->valuestring);
-            }
-            got++;
-        }
-        if (got != n) {
-            api_error(r, false, 400, "data",
-                      "input \"text\": shape says %ld elements but data has %ld", n, got);
-            goto done;
-        }
+    if (!api_resolve(app, req, p[0], NULL, &m, &v, r) || !read_top(j, &k, r) ||
+        !read_input(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &k, r) ||
+        !read_outputs(cJSON_GetObjectItemCaseSensitive(j, "outputs"), &k, r))
+        goto done;
+    k.texts = malloc(sizeof *k.texts * (size_t)k.n);
+    k.lens = malloc(sizeof *k.lens * (size_t)k.n);
+    if (!k.texts || !k.lens) {
+        api_error(r, 500, NULL, "out of memory");
+        goto done;
     }
-
-    api_call *c = api_submit_texts(ctx, req, m, v, texts, lens, (int)n, false, timeout_us, r);
+    const cJSON *bds = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(k.in, "parameters"), "binary_data_size");
+    const bool binary = http_header(req, "Inference-Header-Content-Length") != NULL;
+    if (bds ? !texts_from_binary(&k, bds, binary, (const unsigned char *)req->body + json_len,
+                                 bin_len, r)
+            : !texts_from_json(&k, bin_len, r))
+        goto done;
+    api_embed *c = api_embed_new(app, req, m, v, k.texts, k.lens, (int)k.n, k.timeout_us, r);
     if (!c)
         goto done;
-    c->d.respond = respond;
-    c->has_id = id != NULL;
-    c->binary_out = binary_out == 1;
-    api_dispatch(ctx, c, r);
-
+    c->has_id = k.has_id;
+    c->binary_out = k.binary_out == 1;
+    api_embed_run(app, c, r, respond);
 done:
-    free(texts);
-    free(lens);
+    free(k.texts);
+    free(k.lens);
     cJSON_Delete(j);
 }

@@ -9,10 +9,10 @@
 #include "server/api/api.h"
 
 /* The answer once the job has run: the vectors as float arrays or base64. */
-static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
+static void respond(const http_app *app, http_deferred *d, http_resp *r)
 {
-    api_call *c = (api_call *)d;
-    if (!api_call_result(c, r))
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
         return;
     const srv_variant *v = c->v;
     const int n = c->job.n, hidden = v->hidden;
@@ -53,11 +53,10 @@ static void respond(const http_ctx *ctx, http_deferred *d, http_resp *r)
     sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"}}}", v->checksum);
 }
 
-void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char *const *p,
-                           http_resp *r)
+API_HANDLER(api_openai_embeddings)
 {
     api_request_id(req, r);
-    cJSON *j = api_parse_body(ctx, req, true, r);
+    cJSON *j = api_parse_body(app, req, r);
     if (!j)
         return;
     const char **texts = NULL;
@@ -69,7 +68,7 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
         while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
             k++;
         if (k == sizeof known / sizeof *known) {
-            api_error(r, true, 400, it->string, "unknown field \"%s\"", it->string);
+            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
             goto done;
         }
     }
@@ -80,11 +79,11 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
     if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
-        api_error(r, true, 400, "user", "\"user\" must be a string");
+        api_error(r, 400, "user", "\"user\" must be a string");
         goto done;
     }
     if (!cJSON_IsString(model)) {
-        api_error(r, true, 400, "model", "\"model\" must be a string naming a served model");
+        api_error(r, 400, "model", "\"model\" must be a string naming a served model");
         goto done;
     }
     bool base64 = false;
@@ -92,7 +91,7 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
         if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "base64"))
             base64 = true;
         else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "float") != 0) {
-            api_error(r, true, 400, "encoding_format",
+            api_error(r, 400, "encoding_format",
                       "\"encoding_format\" must be \"float\" or \"base64\"");
             goto done;
         }
@@ -100,14 +99,12 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
 
     srv_model *m;
     srv_variant *v;
-    if (!api_resolve(ctx, req, model->valuestring, cJSON_IsString(user) ? user->valuestring : NULL,
-                     true, &m, &v, r))
+    if (!api_resolve(app, req, model->valuestring, cJSON_IsString(user) ? user->valuestring : NULL,
+                     &m, &v, r))
         goto done;
-    r->model = m;
-    r->variant = v;
     if (dims && !cJSON_IsNull(dims) &&
         (!cJSON_IsNumber(dims) || dims->valuedouble != (double)v->hidden)) {
-        api_error(r, true, 400, "dimensions",
+        api_error(r, 400, "dimensions",
                   "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
                   v->hidden);
         goto done;
@@ -120,23 +117,23 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     } else if (cJSON_IsArray(input)) {
         n = cJSON_GetArraySize(input);
         if (n == 0) {
-            api_error(r, true, 400, "input", "\"input\" is an empty array");
+            api_error(r, 400, "input", "\"input\" is an empty array");
             goto done;
         }
     } else {
-        api_error(r, true, 400, "input", "\"input\" must be a string or an array of strings");
+        api_error(r, 400, "input", "\"input\" must be a string or an array of strings");
         goto done;
     }
-    if (n > ctx->cfg->max_inputs) {
-        api_error(r, true, 413, "max_inputs",
+    if (n > app->cfg->max_inputs) {
+        api_error(r, 413, "max_inputs",
                   "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  ctx->cfg->max_inputs);
+                  app->cfg->max_inputs);
         goto done;
     }
     texts = malloc(sizeof *texts * (size_t)n);
     lens = malloc(sizeof *lens * (size_t)n);
     if (!texts || !lens) {
-        api_error(r, true, 500, NULL, "out of memory");
+        api_error(r, 500, NULL, "out of memory");
         goto done;
     }
     if (cJSON_IsString(input)) {
@@ -147,7 +144,7 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
         cJSON_ArrayForEach(it, input)
         {
             if (!cJSON_IsString(it)) {
-                api_error(r, true, 400, "input",
+                api_error(r, 400, "input",
                           cJSON_IsNumber(it) || cJSON_IsArray(it)
                               ? "input[%d]: token-id inputs are not supported; send text"
                               : "input[%d] must be a string",
@@ -160,18 +157,15 @@ void api_openai_embeddings(const http_ctx *ctx, const http_req *req, const char 
     for (int i = 0; i < n; i++)
         lens[i] = strlen(texts[i]);
 
-    api_call *c = api_submit_texts(ctx, req, m, v, texts, lens, n, true, 0, r);
+    api_embed *c = api_embed_new(app, req, m, v, texts, lens, n, 0, r);
     if (!c)
         goto done;
-    c->d.respond = respond;
     c->base64 = base64;
     if (!(c->model_name = strdup(model->valuestring))) {
-        /* not submitted: answer now and drop the call */
-        r->deferred = NULL;
-        sched_job_unref(&c->job);
-        api_error(r, true, 500, NULL, "out of memory");
+        sched_job_unref(&c->job); /* not run: the request answers now */
+        api_error(r, 500, NULL, "out of memory");
     } else {
-        api_dispatch(ctx, c, r);
+        api_embed_run(app, c, r, respond);
     }
 
 done:
@@ -180,14 +174,13 @@ done:
     cJSON_Delete(j);
 }
 
-void api_openai_models(const http_ctx *ctx, const http_req *req, const char *const *p,
-                       http_resp *r)
+API_HANDLER(api_openai_models)
 {
     sbuf *b = &r->body;
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     int first = 1;
-    for (int i = 0; i < srv_models_count(ctx->models); i++) {
-        srv_model *m = srv_models_at(ctx->models, i);
+    for (int i = 0; i < srv_models_count(app->models); i++) {
+        srv_model *m = srv_models_at(app->models, i);
         pthread_mutex_lock(&m->lock);
         /* the model itself, then each variant as model@variant */
         for (int k = -1; m->loaded && k < m->nslots; k++) {

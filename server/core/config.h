@@ -43,7 +43,7 @@ typedef struct {
     int max_batch_size;    /* texts per forward */
     int max_batch_tokens;
     int max_queue_delay_us; /* fixed delay; ignored when delay_auto */
-    bool delay_auto;        /* max_queue_delay_us: "auto" (see server/sched.c) */
+    bool delay_auto;        /* max_queue_delay_us: "auto" (see server/core/sched.c) */
     int latency_target_ms;  /* p99 target the auto delay keeps under */
     int max_queue;          /* requests admitted at once (queued or running); more: 429 */
     cfg_variant *variants;

@@ -147,7 +147,7 @@ static void build_free(srv_variant *v)
     atomic_fetch_sub(v->alive, 1);
     mt_model_free(v->model);
     pthread_mutex_destroy(&v->lock);
-    prom_drift_destroy(&v->drift);
+    stats_drift_destroy(&v->drift);
     free(v);
 }
 
@@ -293,6 +293,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         return mt_fail(err, MT_ENOMEM, "out of memory");
     atomic_init(&v->refs, 1);
     v->m = m;
+    v->be = be;
     v->cfg = *vc;
     mt_model_opts o = {.precision = vc->precision,
                         .calib = {MT_CALIB_ABSMAX, vc->percentile},
@@ -309,7 +310,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     v->hidden = v->model->info.hidden;
     v->max_seq_len = v->model->info.max_seq_len;
     pthread_mutex_init(&v->lock, NULL);
-    prom_drift_init(&v->drift);
+    stats_drift_init(&v->drift);
     v->alive = &s->builds_alive;
     atomic_fetch_add(&s->builds_alive, 1);
 
@@ -397,7 +398,7 @@ srv_slot *srv_slot_get(srv_model *m, const char *name, bool create)
     if (!sl)
         return NULL;
     snprintf(sl->name, sizeof sl->name, "%s", name);
-    prom_variant_init(&sl->metrics);
+    stats_variant_init(&sl->metrics);
     m->slots[m->nslots++] = sl;
     return sl;
 }
@@ -407,7 +408,7 @@ static void model_free(srv_model *m)
 {
     for (int i = 0; i < m->nslots; i++) {
         srv_variant_unref(m->slots[i]->cur);
-        prom_variant_destroy(&m->slots[i]->metrics);
+        stats_variant_destroy(&m->slots[i]->metrics);
         free(m->slots[i]);
     }
     free(m->slots);
@@ -660,8 +661,8 @@ bool srv_drift_check(srv_models *s, srv_variant *v)
     pthread_mutex_lock(&m->lock);
     int window = m->cfg.drift_window;
     if (sl->cur == v && sl->drift_floor > 0 && sl->state != SRV_VS_DEMOTED) {
-        prom_drift_summary d;
-        prom_drift_summarize(&v->drift, window, &d);
+        stats_drift_summary d;
+        stats_drift_summarize(&v->drift, window, &d);
         if (d.count >= (uint64_t)window && d.window_mean < sl->drift_floor) {
             sl->state = SRV_VS_DEMOTED;
             snprintf(sl->error, sizeof sl->error,

@@ -24,7 +24,7 @@
  * weighted rendezvous hashing, so one key keeps its variant and a weight
  * change moves only the keys it must; else a weighted random draw.
  *
- * The server runs forwards through the scheduler (server/sched.c);
+ * The server runs forwards through the scheduler (server/core/sched.c);
  * srv_forward is the direct path the command-line tools use.
  */
 #ifndef MT_SERVER_MODELS_H
@@ -70,6 +70,7 @@ typedef struct srv_variant {
     struct srv_model *m;
     struct srv_slot *slot;
     cfg_variant cfg;          /* the settings it was built with */
+    mt_backend *be;           /* the backend its weights live in */
     mt_model *model;
     int hidden, max_seq_len;
     pthread_mutex_t lock;     /* srv_forward: one forward at a time */
@@ -77,7 +78,7 @@ typedef struct srv_variant {
     char space[200];          /* the embedding space id (see srv_space_id) */
     double build_s;           /* seconds to load (and quantize) */
     srv_gate gate;
-    prom_drift drift;         /* live shadow comparisons to the reference */
+    stats_drift drift;         /* live shadow comparisons to the reference */
     atomic_long queue_depth;  /* texts waiting in the scheduler for it */
     atomic_bool retired;      /* no longer serving its slot */
     void *sched_q, *shadow_q; /* the scheduler's queues (its loop thread only) */
@@ -87,7 +88,7 @@ typedef struct srv_variant {
  * are guarded by the model's lock. */
 typedef struct srv_slot {
     char name[CFG_NAME_MAX];
-    prom_variant metrics;     /* its own lock */
+    stats_variant metrics;     /* its own lock */
     bool present;             /* in the config (false: removed) */
     bool leaving;             /* removed, but serving until another variant of the
                                * model is in rotation (so a rename never 503s) */

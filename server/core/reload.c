@@ -565,7 +565,7 @@ static void apply_result(reloader *r, task *t)
     for (int i = 0; i < ngone; i++)
         retire(gone[i]);
     if (current) {
-        prom_variant *pm = &sl->metrics;
+        stats_variant *pm = &sl->metrics;
         pthread_mutex_lock(&pm->lock);
         if (t->st != MT_OK)
             pm->build_failures++;

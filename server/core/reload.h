@@ -17,7 +17,7 @@
  * Builds run on one loader thread, off the scheduler's loop, while the
  * old build keeps serving; a build that loads (and passes its gate, if
  * it has one) then replaces the old one in its slot under the model's
- * lock (see server/models.h for why that is safe for requests in flight).
+ * lock (see server/core/models.h for why that is safe for requests in flight).
  */
 #ifndef MT_SERVER_RELOAD_H
 #define MT_SERVER_RELOAD_H

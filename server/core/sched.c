@@ -3,7 +3,7 @@
  * reference, control jobs and the SIGTERM drain, all owned by one libuv
  * loop thread.
  *
- * Builds come and go with config reloads (server/reload.c): a queue is
+ * Builds come and go with config reloads (server/core/reload.c): a queue is
  * made for a build when its first text arrives, holds a reference to the
  * build, and is dropped once the build is retired and nothing of it is
  * queued or running; every batch holds its own reference while a worker
@@ -250,23 +250,21 @@ static void on_watch(uv_poll_t *h, int status, int events)
  * admission (HTTP threads)
  * ====================================================================== */
 
-int sched_admit(sched *s, srv_model *m, int *retry_after_s)
+sched_admission sched_admit(sched *s, srv_model *m)
 {
     if (atomic_load(&s->draining) || !atomic_load(&s->models->ready))
-        return 503;
+        return SCHED_UNAVAILABLE;
     long n = atomic_fetch_add(&m->inflight, 1) + 1;
     atomic_fetch_add(&s->inflight_total, 1);
     if (atomic_load(&s->draining)) {
         sched_release(s, m);
-        return 503;
+        return SCHED_UNAVAILABLE;
     }
     if (n > atomic_load(&m->max_queue)) {
         sched_release(s, m);
-        /* a rough time for the queue to halve: 1 s is the floor clients see */
-        *retry_after_s = 1;
-        return 429;
+        return SCHED_QUEUE_FULL;
     }
-    return 0;
+    return SCHED_ADMITTED;
 }
 
 void sched_release(sched *s, srv_model *m)
@@ -387,7 +385,7 @@ static void *worker_main(void *arg)
         /* counted before any job of the batch is answered, so that a client
          * that reads the statistics after its answer finds its batch */
         if (b->st == MT_OK && !b->q->shadow)
-            prom_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
+            stats_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
         if (b->st == MT_OK)
             end_whole_jobs(b);
 
@@ -961,7 +959,7 @@ static double loop_uniform(void)
 static void shadow_done(sched_job *j)
 {
     shadow_job *sj = (shadow_job *)j;
-    prom_variant *pm = &sj->primary->slot->metrics;
+    stats_variant *pm = &sj->primary->slot->metrics;
     if (j->result != SCHED_OK) {
         pthread_mutex_lock(&pm->lock);
         if (j->result == SCHED_FAILED)
@@ -974,7 +972,7 @@ static void shadow_done(sched_job *j)
     const int h = sj->primary->hidden;
     for (int i = 0; i < j->n; i++) {
         const float *a = sj->primary_out + (size_t)i * h, *b = j->out + (size_t)i * h;
-        prom_drift_add(&sj->primary->drift, mt_cosine(a, b, h), mt_max_abs_diff(a, b, (size_t)h));
+        stats_drift_add(&sj->primary->drift, mt_cosine(a, b, h), mt_max_abs_diff(a, b, (size_t)h));
     }
     pthread_mutex_lock(&pm->lock);
     pm->shadow_compared += (uint64_t)j->n;
@@ -996,7 +994,7 @@ static void shadow_maybe(sched *s, sched_job *j)
         srv_variant_unref(ref);
         return;
     }
-    prom_variant *pm = &j->v->slot->metrics;
+    stats_variant *pm = &j->v->slot->metrics;
     vq *q = vq_get(s, ref, true);
     shadow_job *sj = NULL;
     if (q && (long)q->n + j->n <= c->shadow_queue)

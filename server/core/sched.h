@@ -93,11 +93,17 @@ void sched_destroy(sched *s);
 void sched_set_hooks(sched *s, void (*on_drain_start)(void *), void (*on_drained)(void *),
                      void *arg);
 
-/* Admission, on the HTTP thread: takes a place for one job of m, or says
- * why not (429 queue full: *retry_after_s set; 503 draining or not ready).
- * Returns 0 when admitted; the caller must sched_release once it has
+/* Why a request was or was not admitted. */
+typedef enum {
+    SCHED_ADMITTED,    /* a place is taken: give it back with sched_release */
+    SCHED_QUEUE_FULL,  /* the model has batching.max_queue requests admitted */
+    SCHED_UNAVAILABLE, /* not ready, or shutting down */
+} sched_admission;
+
+/* Admission, on any thread: takes a place for one request of m, or says
+ * why not. Once admitted, the caller must sched_release after it has
  * answered (whether or not it submitted a job). */
-int sched_admit(sched *s, srv_model *m, int *retry_after_s);
+sched_admission sched_admit(sched *s, srv_model *m);
 /* Hands an admitted job to the loop (any thread). Takes the scheduler's
  * reference itself. */
 void sched_submit(sched *s, sched_job *j);
@@ -115,7 +121,7 @@ void sched_job_end(sched *s, sched_job *j, sched_result r, const char *msg);
 /* Loop thread: queues a job of texts made by a control job (compare). */
 void sched_enqueue(sched *s, sched_job *j);
 
-/* The loop, for modules that add handles to it (server/reload.c), and a
+/* The loop, for modules that add handles to it (server/core/reload.c), and a
  * hook called (on the loop) when the loop begins to close, so that they
  * close theirs. */
 struct uv_loop_s *sched_loop(sched *s);

@@ -8,14 +8,13 @@
 #include <stdbool.h>
 
 #include "engine/status.h"
-#include "server/net/http.h"
+
+typedef struct auth_keys auth_keys;
 
 mt_status auth_load(const char *path, auth_keys **out, mt_err *err);
 void auth_free(auth_keys *a);
 
 /* True when the Authorization header value carries a known key. */
 bool auth_check(const auth_keys *a, const char *authorization);
-/* Paths that never need a key (/v2/health/...). */
-bool auth_exempt(const char *path);
 
 #endif

@@ -1,29 +1,24 @@
-/* http.c: the HTTP front on libmicrohttpd.
+/* http.c: the HTTP transport on libmicrohttpd (see http.h for what it does
+ * and what it leaves to the application).
  *
  * Threading. MHD runs its own epoll thread pool (server.http_threads): the
  * handlers parse and validate JSON, tokenize and serialise responses on
  * those threads, in parallel. Work for the engine is not done there: a
- * handler hands a job to the scheduler (server/sched.c, the libuv loop
- * thread) and the connection is suspended (MHD_ALLOW_SUSPEND_RESUME); when
- * the job ends, the loop (or the engine worker that ran the job whole in
- * one batch) resumes the connection and an MHD thread builds the answer.
+ * handler defers, the connection is suspended (MHD_ALLOW_SUSPEND_RESUME),
+ * and the application resumes it (http_resume, which MHD allows from any
+ * thread) when the work is done; an MHD thread then builds the answer.
  *
- * Why MHD's own threads rather than driving MHD from the libuv loop
- * (MHD_USE_EPOLL without a thread, its epoll fd watched by a uv_poll_t):
- * then every handler would run on the loop thread, and JSON parsing,
- * tokenization and float formatting (a 64 x 384 response is ~300 KB of
- * text) would block the scheduler for milliseconds at a time, which is
- * what the loop must never do. With MHD's pool those run in parallel and
- * the loop only schedules; the two sides meet through the scheduler's
- * locked inbox + uv_async_send one way, and MHD_resume_connection (which
- * MHD allows from any thread) the other way.
+ * Why MHD's own threads rather than driving MHD from the scheduler's libuv
+ * loop (MHD_USE_EPOLL without a thread, its epoll fd watched by a
+ * uv_poll_t): then every handler would run on the loop thread, and JSON
+ * parsing, tokenization and float formatting (a 64 x 384 response is
+ * ~300 KB of text) would block the scheduler for milliseconds at a time,
+ * which is what the loop must never do.
  *
- * Suspended connections never time out in MHD, so each job carries its
- * own deadline (server.request_timeout_ms), and the loop watches each
- * waiting client socket for a hang-up to cancel its queued work. Every
- * suspended connection is resumed (its job ended) before MHD_stop_daemon:
- * the scheduler's drain ends only when every admitted request has been
- * answered.
+ * Suspended connections never time out in MHD, so the application gives
+ * each deferred request its own deadline, and watches the client socket
+ * (the fd given to deferred->start) for a hang-up. Every suspended
+ * connection must be resumed before http_stop.
  *
  * Bodies are read in pieces and the size cap is enforced while reading (and
  * up front from Content-Length), so an oversized body never sits in memory.
@@ -44,55 +39,18 @@
 #include <uv.h>
 
 #include "engine/jsonfile.h"
-#include "server/api/api.h"
-#include "server/net/auth.h"
-#include "server/base/log.h"
 
 struct http_server {
     struct MHD_Daemon *d;
-    http_ctx ctx;
+    http_options o;
     int port;
     MHD_socket quiesced_fd;
     char *tls_cert, *tls_key;
 };
 
 /* ========================================================================
- * the route table: every endpoint in one place
+ * routes
  * ====================================================================== */
-
-typedef struct {
-    const char *method;
-    const char *pattern; /* "{}" matches one path segment */
-    http_handler handler;
-    bool quiet;          /* probes and scrapes: logged at debug level */
-} route;
-
-static const route routes[] = {
-    {"GET", "/v2/health/live", api_health_live, true},
-    {"GET", "/v2/health/ready", api_health_ready, true},
-    {"GET", "/v2", api_server_metadata, false},
-    {"GET", "/v2/models/stats", api_model_stats, false},
-    {"GET", "/v2/models/{}", api_model_metadata, false},
-    {"GET", "/v2/models/{}/versions/{}", api_model_metadata, false},
-    {"GET", "/v2/models/{}/ready", api_model_ready, true},
-    {"GET", "/v2/models/{}/versions/{}/ready", api_model_ready, true},
-    {"GET", "/v2/models/{}/config", api_model_config, false},
-    {"GET", "/v2/models/{}/versions/{}/config", api_model_config, false},
-    {"GET", "/v2/models/{}/stats", api_model_stats, false},
-    {"GET", "/v2/models/{}/versions/{}/stats", api_model_stats, false},
-    {"POST", "/v2/models/{}/infer", api_kserve_infer, false},
-    {"POST", "/v2/models/{}/versions/{}/infer", api_kserve_infer, false},
-    {"POST", "/v2/repository/index", api_repository_index, false},
-    {"POST", "/v2/repository/models/{}/load", api_repository_load, false},
-    {"POST", "/v2/repository/models/{}/unload", api_repository_unload, false},
-    {"GET", "/v2/admin/config", api_admin_config, false},
-    {"POST", "/v2/admin/reload", api_admin_reload, false},
-    {"POST", "/v2/models/{}/compare", api_compare, false},
-    {"GET", "/ab", api_ab_page, false},
-    {"POST", "/v1/embeddings", api_openai_embeddings, false},
-    {"GET", "/v1/models", api_openai_models, false},
-    {"GET", "/metrics", api_metrics, true},
-};
 
 #define MAX_PARAMS 4
 #define PARAM_MAX 256
@@ -149,16 +107,41 @@ typedef struct {
     sbuf body;
     bool too_large;
     uint64_t t_start;
-    char method[16];
-    char path[256];
-    http_deferred *deferred; /* a job is out (or done) */
-    srv_model *admitted;     /* released when the connection is done */
-    srv_variant *held;       /* the build the request was routed to, until it is done */
-    bool quiet;
-    bool answered;           /* send_resp ran */
+    const http_route *route;      /* NULL: none matches (404 or 405) */
+    char params[MAX_PARAMS][PARAM_MAX];
+    int nparams;
+    bool path_matched;            /* some route has the path, with another method */
+    char allow[64];               /* those methods, for 405's Allow */
+    http_call *call;              /* the application's record */
+    http_deferred *deferred;      /* a deferred answer is out (or done) */
+    bool answered;                /* send_resp ran */
 } req_state;
 
-/* Logs the request, counts it, and queues the answer. */
+/* Finds the route of method + path into rs (params, or the Allow list). */
+static void route_request(const http_server *s, req_state *rs, const char *method,
+                          const char *path)
+{
+    int np;
+    char params[MAX_PARAMS][PARAM_MAX];
+    for (int i = 0; i < s->o.nroutes; i++) {
+        const http_route *r = &s->o.routes[i];
+        if (!match(r->pattern, path, params, &np))
+            continue;
+        rs->path_matched = true;
+        if (strcmp(r->method, method) != 0) {
+            if (!strstr(rs->allow, r->method))
+                snprintf(rs->allow + strlen(rs->allow), sizeof rs->allow - strlen(rs->allow),
+                         "%s%s", *rs->allow ? ", " : "", r->method);
+            continue;
+        }
+        rs->route = r;
+        rs->nparams = np;
+        memcpy(rs->params, params, sizeof params);
+        return;
+    }
+}
+
+/* Hands the answer to the application's sent hook, then queues it. */
 static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, req_state *rs,
                                  http_resp *r)
 {
@@ -171,35 +154,8 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
         r->content_type = NULL;
         sb_puts(&r->body, "{\"error\":\"out of memory building the response\"}");
     }
-    const sched_job *j = rs->deferred ? rs->deferred->job : NULL;
-    bool cancelled = j && j->result == SCHED_CANCELLED;
-    uint64_t now = uv_hrtime();
-    uint64_t total = now - rs->t_start;
-    uint64_t queue = j && j->t_start ? j->t_start - j->t_submit
-                     : j          ? (j->t_done ? j->t_done - j->t_submit : 0)
-                                  : 0;
-    uint64_t compute = j ? j->compute_ns : 0;
-    prom_observe_http(r->status);
-    if (r->model && r->variant)
-        prom_observe_request(&r->variant->slot->metrics, r->status, cancelled, total, queue,
-                             compute, r->inputs, r->tokens);
-    int level = r->status >= 500 ? LOG_WARN : rs->quiet ? LOG_DEBUG : LOG_INFO;
-    if (log_enabled(level)) {
-        log_request_fields f = {.id = r->id[0] ? r->id : NULL,
-                                .method = rs->method,
-                                .path = rs->path,
-                                .model = r->model ? r->model->name : NULL,
-                                .variant = r->variant ? r->variant->cfg.name : NULL,
-                                .error = r->error[0] ? r->error : NULL,
-                                .status = cancelled ? 499 : r->status,
-                                .inputs = r->inputs,
-                                .tokens = r->tokens,
-                                .queue_ms = (double)queue * 1e-6,
-                                .compute_ms = (double)compute * 1e-6,
-                                .total_ms = (double)total * 1e-6};
-        log_request(level, &f);
-    }
-
+    if (rs->call)
+        s->o.hooks->sent(s->o.app, rs->call, r);
     char *data = sb_take(&r->body, &len);
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, data ? data : (char *)"", data ? MHD_RESPMEM_MUST_FREE
@@ -210,54 +166,116 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                             r->content_type ? r->content_type : "application/json");
-    if (r->id[0])
-        MHD_add_response_header(resp, "X-Request-Id", r->id);
-    bool named = false;
-    for (int i = 0; i < r->nheaders; i++) {
+    for (int i = 0; i < r->nheaders; i++)
         MHD_add_response_header(resp, r->headers[i].name, r->headers[i].value);
-        named |= !strcmp(r->headers[i].name, "X-Mantissa-Variant");
-    }
-    if (r->variant && !named) /* errors after routing name the variant too */
-        MHD_add_response_header(resp, "X-Mantissa-Variant", r->variant->cfg.name);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
 }
 
-/* ========================================================================
- * request handling
- * ====================================================================== */
-
-/* The job of a suspended connection has ended: on the loop thread, or on
- * the engine worker that ran it whole (MHD allows resuming from any
- * thread). */
-static void job_done(sched_job *j)
+void http_resume(struct MHD_Connection *conn)
 {
-    MHD_resume_connection(j->owner);
+    MHD_resume_connection(conn);
 }
 
-/* Hands the handler's job to the scheduler and suspends the connection
- * until it ends. */
+/* Suspends the connection and starts the handler's deferred work. */
 static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_state *rs,
                              http_resp *resp)
 {
-    sched_job *j = resp->deferred->job;
     rs->deferred = resp->deferred;
-    j->owner = conn;
-    j->on_done = job_done;
-    j->on_done_any_thread = true;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    j->fd = ci ? ci->connect_fd : -1;
     MHD_suspend_connection(conn);
-    sched_submit(s->ctx.sched, j);
+    rs->deferred->start(s->o.app, rs->deferred, conn, ci ? ci->connect_fd : -1);
     sb_free(&resp->body);
     return MHD_YES;
 }
 
-static bool is_openai(const char *url)
+/* The first call for a request, with its headers: state, route, the
+ * application's record, and the Content-Length check. */
+static enum MHD_Result request_begins(http_server *s, struct MHD_Connection *conn,
+                                      const char *url, const char *method, void **con_cls)
 {
-    return strncmp(url, "/v1/", 4) == 0;
+    req_state *rs = calloc(1, sizeof *rs);
+    if (!rs)
+        return MHD_NO;
+    *con_cls = rs;
+    rs->t_start = uv_hrtime();
+    route_request(s, rs, method, url);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
+        rs->too_large = true;
+    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start};
+    rs->call = s->o.hooks->begin(s->o.app, &req, rs->route);
+    return MHD_YES;
+}
+
+/* An error the transport answers itself, in the application's shape. */
+static enum MHD_Result transport_error(http_server *s, struct MHD_Connection *conn,
+                                       req_state *rs, const http_req *req, http_resp *resp,
+                                       int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+
+static enum MHD_Result transport_error(http_server *s, struct MHD_Connection *conn,
+                                       req_state *rs, const http_req *req, http_resp *resp,
+                                       int status, const char *param, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->o.hooks->error(s->o.app, req, rs->route, resp, status, param, msg);
+    return send_resp(s, conn, rs, resp);
+}
+
+/* The body is in: check the body cap, the API key and the route, then
+ * run the handler (or, resumed, build the deferred answer). */
+static enum MHD_Result request_complete(http_server *s, struct MHD_Connection *conn,
+                                        req_state *rs, const char *url, const char *method)
+{
+    http_resp resp = {.status = 200, .call = rs->call};
+    sb_init(&resp.body);
+    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start,
+                    .body = rs->body.data ? rs->body.data : "", .body_len = rs->body.len,
+                    .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                MHD_HTTP_HEADER_CONTENT_TYPE)};
+    if (rs->deferred) { /* resumed: the work has ended */
+        rs->deferred->respond(s->o.app, rs->deferred, &resp);
+        return send_resp(s, conn, rs, &resp);
+    }
+    if (!rs->call) {
+        sb_puts(&resp.body, "{\"error\":\"out of memory\"}");
+        resp.status = 500;
+        return send_resp(s, conn, rs, &resp);
+    }
+    if (rs->too_large || rs->body.oom)
+        return transport_error(s, conn, rs, &req, &resp, 413, "max_body_bytes",
+                               "request body is larger than max_body_bytes (%zu bytes)",
+                               s->o.max_body_bytes);
+    if (s->o.auth && !(rs->route && (rs->route->flags & HTTP_ROUTE_NO_AUTH)) &&
+        !auth_check(s->o.auth, http_header(&req, MHD_HTTP_HEADER_AUTHORIZATION))) {
+        http_set_header(&resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+        return transport_error(s, conn, rs, &req, &resp, 401, "api_key",
+                               "a valid API key is required: send \"Authorization: Bearer KEY\"");
+    }
+    if (!rs->route && rs->path_matched) {
+        http_set_header(&resp, MHD_HTTP_HEADER_ALLOW, "%s", rs->allow);
+        return transport_error(s, conn, rs, &req, &resp, 405, "method",
+                               "method %s is not allowed on %s (allowed: %s)", method, url,
+                               rs->allow);
+    }
+    if (!rs->route)
+        return transport_error(s, conn, rs, &req, &resp, 404, "path", "no endpoint %s %s",
+                               method, url);
+    const char *pp[MAX_PARAMS + 1] = {0};
+    for (int k = 0; k < rs->nparams; k++)
+        pp[k] = rs->params[k];
+    rs->route->handler(s->o.app, &req, pp, &resp);
+    if (resp.deferred)
+        return defer(s, conn, rs, &resp);
+    return send_resp(s, conn, rs, &resp);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -265,93 +283,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *upload_data, size_t *upload_size, void **con_cls)
 {
     http_server *s = cls;
-    size_t cap = s->ctx.cfg->max_body_bytes;
     req_state *rs = *con_cls;
-
-    if (!rs) { /* headers are in; the body (if any) follows */
-        if (!(rs = calloc(1, sizeof *rs)))
-            return MHD_NO;
-        *con_cls = rs;
-        rs->t_start = uv_hrtime();
-        snprintf(rs->method, sizeof rs->method, "%s", method);
-        snprintf(rs->path, sizeof rs->path, "%s", url);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > cap)
-            rs->too_large = true;
-        return MHD_YES;
-    }
+    if (!rs) /* headers are in; the body (if any) follows */
+        return request_begins(s, conn, url, method, con_cls);
     if (*upload_size) {
-        if (!rs->too_large && rs->body.len + *upload_size <= cap)
+        if (!rs->too_large && rs->body.len + *upload_size <= s->o.max_body_bytes)
             sb_putn(&rs->body, upload_data, *upload_size);
         else
             rs->too_large = true;
         *upload_size = 0;
         return MHD_YES;
     }
-
-    http_resp resp = {.status = 200};
-    sb_init(&resp.body);
-    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start,
-                    .body = rs->body.data ? rs->body.data : "", .body_len = rs->body.len,
-                    .content_type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                                MHD_HTTP_HEADER_CONTENT_TYPE)};
-    bool openai = is_openai(url);
-
-    if (rs->deferred) { /* resumed: the job has ended */
-        rs->deferred->respond(&s->ctx, rs->deferred, &resp);
-        return send_resp(s, conn, rs, &resp);
-    }
-
-    if (rs->too_large || rs->body.oom) {
-        api_error(&resp, openai, 413, "max_body_bytes",
-                  "request body is larger than max_body_bytes (%zu bytes)", cap);
-        return send_resp(s, conn, rs, &resp);
-    }
-    if (s->ctx.auth && !auth_exempt(url) &&
-        !auth_check(s->ctx.auth, http_header(&req, MHD_HTTP_HEADER_AUTHORIZATION))) {
-        api_error(&resp, openai, 401, "api_key",
-                  "a valid API key is required: send \"Authorization: Bearer KEY\"");
-        http_set_header(&resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-        return send_resp(s, conn, rs, &resp);
-    }
-
-    char params[MAX_PARAMS][PARAM_MAX];
-    const char *pp[MAX_PARAMS + 1] = {0};
-    int np, path_matched = 0;
-    char allow[64] = "";
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
-        if (!match(routes[i].pattern, url, params, &np))
-            continue;
-        path_matched = 1;
-        if (strcmp(routes[i].method, method) != 0) {
-            if (!strstr(allow, routes[i].method))
-                snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
-                         *allow ? ", " : "", routes[i].method);
-            continue;
-        }
-        for (int k = 0; k < np; k++)
-            pp[k] = params[k];
-        rs->quiet = routes[i].quiet;
-        routes[i].handler(&s->ctx, &req, pp, &resp);
-        rs->admitted = resp.admitted;
-        rs->held = resp.held;
-        if (resp.deferred)
-            return defer(s, conn, rs, &resp);
-        return send_resp(s, conn, rs, &resp);
-    }
-    if (path_matched) {
-        api_error(&resp, openai, 405, "method", "method %s is not allowed on %s (allowed: %s)",
-                  method, url, allow);
-        http_set_header(&resp, MHD_HTTP_HEADER_ALLOW, "%s", allow);
-    } else {
-        api_error(&resp, openai, 404, "path", "no endpoint %s %s", method, url);
-    }
-    return send_resp(s, conn, rs, &resp);
+    return request_complete(s, conn, rs, url, method);
 }
 
-/* The connection is done with this request (answered, or gone): drop the
- * job and give back the admission place. */
+/* The connection is done with this request (answered, or gone): the
+ * application releases what the request held. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -359,30 +306,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     req_state *rs = *con_cls;
     if (!rs)
         return;
-    const sched_job *j = rs->deferred ? rs->deferred->job : NULL;
-    if (j && !rs->answered && j->m && j->v) {
-        /* resumed after the client had gone: MHD may close the connection
-         * without asking for the answer; it still counts as cancelled */
-        uint64_t total = uv_hrtime() - rs->t_start;
-        prom_observe_http(499);
-        prom_observe_request(&j->v->slot->metrics, 499, true, total, 0, 0, j->n, 0);
-        if (log_enabled(LOG_INFO)) {
-            log_request_fields f = {.method = rs->method,
-                                    .path = rs->path,
-                                    .model = j->m->name,
-                                    .variant = j->v->cfg.name,
-                                    .error = "the client closed the connection",
-                                    .status = 499,
-                                    .inputs = j->n,
-                                    .total_ms = (double)total * 1e-6};
-            log_request(LOG_INFO, &f);
-        }
-    }
-    if (rs->deferred)
-        sched_job_unref(rs->deferred->job);
-    if (rs->admitted)
-        sched_release(s->ctx.sched, rs->admitted);
-    srv_variant_unref(rs->held);
+    if (rs->call)
+        s->o.hooks->done(s->o.app, rs->call, rs->answered);
     sb_free(&rs->body);
     free(rs);
     *con_cls = NULL;
@@ -399,52 +324,70 @@ static void free_server(http_server *s)
     free(s);
 }
 
-mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err)
+/* The listening address of host:port into ss; *flags gains MHD_USE_IPv6. */
+static mt_status listen_addr(const char *host, int port, struct sockaddr_storage *ss,
+                             unsigned *flags, mt_err *err)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *flags |= MHD_USE_IPv6;
+    } else {
+        return mt_fail(err, MT_EINVAL, "server.listen: \"%s\" is not an IPv4 or IPv6 address",
+                       host);
+    }
+    return MT_OK;
+}
+
+/* The port the daemon is bound to. */
+static int bound_port(struct MHD_Daemon *d, int fallback)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof bound;
+    if (!info || getsockname(info->listen_fd, (struct sockaddr *)&bound, &bl) != 0)
+        return fallback;
+    return bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
+                                       : ntohs(((struct sockaddr_in *)&bound)->sin_port);
+}
+
+mt_status http_start(const http_options *o, http_server **out, mt_err *err)
 {
     http_server *s = calloc(1, sizeof *s);
     if (!s)
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    s->ctx = *ctx;
+    s->o = *o;
     s->quiesced_fd = MHD_INVALID_SOCKET;
-    const cfg_config *c = ctx->cfg;
-
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, c->listen_host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons((uint16_t)c->listen_port);
-    } else if (inet_pton(AF_INET6, c->listen_host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons((uint16_t)c->listen_port);
-        flags |= MHD_USE_IPv6;
-    } else {
-        free_server(s);
-        return mt_fail(err, MT_EINVAL, "server.listen: \"%s\" is not an IPv4 or IPv6 address",
-                       c->listen_host);
-    }
-    bool tls = c->tls_cert[0] && c->tls_key[0];
-    if (tls) {
+    mt_status st = listen_addr(o->host, o->port, &ss, &flags, err);
+    bool tls = o->tls_cert && o->tls_cert[0] && o->tls_key && o->tls_key[0];
+    if (st == MT_OK && tls) {
         size_t n;
-        mt_status st = mt_read_file(c->tls_cert, 1u << 20, &s->tls_cert, &n, err);
+        st = mt_read_file(o->tls_cert, 1u << 20, &s->tls_cert, &n, err);
         if (st == MT_OK)
-            st = mt_read_file(c->tls_key, 1u << 20, &s->tls_key, &n, err);
-        if (st != MT_OK) {
-            free_server(s);
-            return mt_prefix(err, st, "server.tls_cert/tls_key: ");
-        }
+            st = mt_read_file(o->tls_key, 1u << 20, &s->tls_key, &n, err);
+        if (st != MT_OK)
+            mt_prefix(err, st, "server.tls_cert/tls_key: ");
         flags |= MHD_USE_TLS;
     }
-
+    if (st != MT_OK) {
+        free_server(s);
+        return st;
+    }
     s->d = MHD_start_daemon(
-        flags, (uint16_t)c->listen_port, NULL, NULL, on_request, s,
+        flags, (uint16_t)o->port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->connection_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)c->connection_limit,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)o->threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, s->tls_cert,
@@ -456,18 +399,9 @@ mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err)
                        tls ? "cannot listen on %s:%d (address in use, or the TLS certificate "
                              "or key is not valid PEM)"
                            : "cannot listen on %s:%d (address in use or not permitted)",
-                       c->listen_host, c->listen_port);
+                       o->host, o->port);
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_LISTEN_FD);
-    s->port = c->listen_port;
-    if (info) {
-        struct sockaddr_storage bound;
-        socklen_t bl = sizeof bound;
-        if (getsockname(info->listen_fd, (struct sockaddr *)&bound, &bl) == 0)
-            s->port = bound.ss_family == AF_INET6
-                          ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
-                          : ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    }
+    s->port = bound_port(s->d, o->port);
     *out = s;
     return MT_OK;
 }

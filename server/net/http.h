@@ -1,24 +1,45 @@
-/* http.h: the HTTP front (libmicrohttpd): requests in, routed to the API
- * handlers (server/api_*.c) through one route table, responses out.
+/* http.h: the HTTP transport, on libmicrohttpd: listening (TLS too),
+ * connections and their limits, request bodies under a size cap, API keys,
+ * routing a request to a handler by method and path, suspending a
+ * connection while its answer is being computed and resuming it, and
+ * sending the answer.
  *
- * A handler either answers at once (fills http_resp) or defers: it admits
- * the request with the scheduler, tokenizes, and hands back a job
- * (http_resp.deferred). The front then suspends the connection, submits
- * the job, and when the scheduler has finished it, resumes the connection
- * and calls the deferred's respond() to build the answer. */
-#ifndef MT_SERVER_HTTP_H
-#define MT_SERVER_HTTP_H
+ * It knows no endpoint's meaning, no protocol's error shape and no model.
+ * The application (server/api) hands it a route table and hooks when it
+ * starts it, and the transport calls them:
+ *
+ *   headers in:   route matched; hooks.begin makes the application's record
+ *                 of the request (http_call, opaque here)
+ *   body in:      the handler runs (or hooks.error for 401/404/405/413)
+ *   handler:      answers in http_resp at once, or defers: the transport
+ *                 suspends the connection and calls deferred->start; the
+ *                 application calls http_resume when its work is done, and
+ *                 deferred->respond then builds the answer
+ *   answer:       hooks.sent (the application adds headers, logs, counts),
+ *                 then the transport queues it
+ *   done:         hooks.done when the connection has finished with the
+ *                 request, answered or not: the application releases what
+ *                 the request held. The transport never releases
+ *                 application state itself.
+ *
+ * All hooks and handlers run on the transport's threads
+ * (server.http_threads), several at once.
+ */
+#ifndef MT_SERVER_NET_HTTP_H
+#define MT_SERVER_NET_HTTP_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/core/config.h"
-#include "server/core/models.h"
+#include "engine/status.h"
 #include "server/base/sbuf.h"
-#include "server/core/sched.h"
+#include "server/net/auth.h"
 
 struct MHD_Connection;
+
+typedef struct http_app http_app;   /* the application: opaque here */
+typedef struct http_call http_call; /* the application's record of one request: opaque here */
 
 typedef struct {
     const char *method;
@@ -36,7 +57,6 @@ typedef struct {
 #define HTTP_MAX_HEADERS 10
 
 typedef struct http_deferred http_deferred;
-typedef struct http_ctx http_ctx;
 
 typedef struct {
     int status;
@@ -47,54 +67,87 @@ typedef struct {
         char value[256];
     } headers[HTTP_MAX_HEADERS];
     int nheaders;
-    /* for the request log and the metrics */
-    srv_model *model;         /* the model the request named, once resolved */
-    srv_variant *variant;     /* the build it was routed to (alive while held or called) */
-    srv_variant *held;        /* a reference to variant the front drops when the
-                               * connection is done with the request */
-    srv_model *admitted;      /* set when sched_admit took a place (released by the front) */
-    char id[128];             /* the request id (KServe "id", X-Request-Id or generated) */
-    char error[256];          /* the error message, for the log */
-    int inputs;
-    long tokens;
-    bool quiet;               /* health and metrics: logged at debug level */
-    http_deferred *deferred;  /* set: answer later (see above) */
+    http_call *call;          /* the application's record (hooks.begin) */
+    http_deferred *deferred;  /* set by a handler: answer later */
 } http_resp;
 
-/* A deferred answer: the handler's state around a scheduler job. The
- * front owns one reference to job until the connection is done. */
+/* A deferred answer (the application embeds it in its own state). */
 struct http_deferred {
-    sched_job *job;
-    /* Builds the answer into resp once the job has ended (HTTP thread). */
-    void (*respond)(const http_ctx *ctx, http_deferred *d, http_resp *resp);
+    /* The connection is suspended: start the work. When it is done (any
+     * thread), call http_resume(conn). fd is the client socket (-1 if
+     * unknown), for noticing a hang-up meanwhile. */
+    void (*start)(const http_app *app, http_deferred *d, struct MHD_Connection *conn, int fd);
+    /* After http_resume, on a transport thread: build the answer. */
+    void (*respond)(const http_app *app, http_deferred *d, http_resp *resp);
 };
 
-typedef struct auth_keys auth_keys;
-
-struct http_ctx {
-    const cfg_config *cfg;
-    srv_models *models;
-    sched *sched;
-    const auth_keys *auth; /* NULL: no authentication */
-    struct reloader *reload; /* NULL: no hot-switch (tools, fuzzers) */
-};
-
-typedef void (*http_handler)(const http_ctx *ctx, const http_req *req, const char *const *params,
+typedef void (*http_handler)(const http_app *app, const http_req *req, const char *const *params,
                              http_resp *resp);
 
-/* Adds a response header (names are static strings). */
-void http_set_header(http_resp *r, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* A request header, or NULL. */
-const char *http_header(const http_req *req, const char *name);
+enum {
+    HTTP_ROUTE_QUIET = 1,   /* probes and scrapes (the application logs them at debug) */
+    HTTP_ROUTE_NO_AUTH = 2, /* served without an API key (health probes) */
+};
+
+/* One endpoint. "{}" in a pattern matches one path segment, handed to the
+ * handler as params[i]. style is the application's (its error shape);
+ * the transport only passes the route back to the hooks. */
+typedef struct {
+    const char *method, *pattern;
+    http_handler handler;
+    int style;
+    unsigned flags;
+} http_route;
+
+typedef struct {
+    /* Headers are in (route NULL: no route matches the path, or the method
+     * is not allowed): the application's record of the request, or NULL
+     * when it has no memory (the transport then answers 500 itself). */
+    http_call *(*begin)(const http_app *app, const http_req *req, const http_route *route);
+    /* An error the transport found (401, 404, 405, 413): write the answer
+     * into resp in the shape of route's protocol (or the path's, with no
+     * route). param names the field or limit at fault, or NULL. */
+    void (*error)(const http_app *app, const http_req *req, const http_route *route,
+                  http_resp *resp, int status, const char *param, const char *msg);
+    /* The answer is final and about to be queued. */
+    void (*sent)(const http_app *app, http_call *call, http_resp *resp);
+    /* The connection has finished with the request; answered is false
+     * when the client went away before its answer was queued. */
+    void (*done)(const http_app *app, http_call *call, bool answered);
+} http_hooks;
+
+typedef struct {
+    const char *host;            /* an IPv4 or IPv6 address */
+    int port;                    /* 0: any free port (see http_port) */
+    int threads;
+    size_t max_body_bytes;
+    int connection_limit;
+    int connection_timeout_s;
+    const char *tls_cert, *tls_key; /* PEM files; both set: HTTPS */
+    const auth_keys *auth;       /* NULL: no API keys */
+    const http_route *routes;
+    int nroutes;
+    const http_hooks *hooks;
+    const http_app *app;
+} http_options;
 
 typedef struct http_server http_server;
-mt_status http_start(const http_ctx *ctx, http_server **out, mt_err *err);
+mt_status http_start(const http_options *o, http_server **out, mt_err *err);
 /* The port actually bound (useful with port 0). */
 int http_port(const http_server *s);
 /* Stops accepting new connections (the listening socket closes); the
  * connections already open are still served. */
 void http_quiesce(http_server *s);
 void http_stop(http_server *s);
+
+/* The work of a deferred request is done: its connection may answer (any
+ * thread). */
+void http_resume(struct MHD_Connection *conn);
+
+/* Adds a response header (names are static strings). */
+void http_set_header(http_resp *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A request header, or NULL. */
+const char *http_header(const http_req *req, const char *name);
 
 #endif

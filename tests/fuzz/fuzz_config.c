@@ -1,4 +1,4 @@
-/* fuzz_config.c: libFuzzer harness for the config parser (server/config.c,
+/* fuzz_config.c: libFuzzer harness for the config parser (server/core/config.c,
  * cfg_parse) on arbitrary bytes as the text of mantissa.json. The input is
  * passed as libFuzzer gives it, an exact-size buffer with no NUL after it,
  * as cfg_parse's (text, len) signature allows.

@@ -1,5 +1,5 @@
 /* fuzz_json_body.c: libFuzzer harness for the request-body front door the
- * OpenAI and KServe handlers share (server/api_common.c, api_parse_body):
+ * OpenAI and KServe handlers share (server/api/errors.c, api_parse_body):
  * Content-Type check, nesting-depth cap, cJSON, duplicate-key check. It
  * needs no HTTP connection and no model.
  *
@@ -24,7 +24,7 @@
 #include "server/api/api.h"
 #include "tests/fuzz/fuzz_common.h"
 
-#define MAX_DEPTH 64 /* api_common.c's MAX_JSON_DEPTH, the README's limit */
+#define MAX_DEPTH 64 /* server.max_json_depth's default, the README's limit */
 
 static const struct {
     const char *type;
@@ -67,12 +67,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(body, data + 1, len);
     body[len] = 0;
 
-    http_ctx ctx = {.cfg = cfg, .models = NULL};
+    http_app app = {.cfg = cfg, .models = NULL};
     http_req req = {.method = "POST", .path = openai ? "/v1/embeddings" : "/v2/models/m/infer",
                     .body = body, .body_len = len,
                     .content_type = content_types[ct].type, .conn = NULL};
-    http_resp resp = {.status = 200};
-    cJSON *j = api_parse_body(&ctx, &req, openai, &resp);
+    http_call call = {.openai = openai};
+    http_resp resp = {.status = 200, .call = &call};
+    cJSON *j = api_parse_body(&app, &req, &resp);
 
     int refusable = 0;
     const int strict = fuzz_json_strict(body, len, 4 * MAX_DEPTH, &refusable);

@@ -1,6 +1,6 @@
 /* fuzz_kserve.c: libFuzzer harness for the KServe v2 JSON inference
  * request decoder, POST /v2/models/{m}[/versions/{v}]/infer
- * (server/api_kserve.c), driven through its handler with the real model
+ * (server/api/kserve.c), driven through its handler with the real model
  * loaded (fuzz_server.h) and no HTTP connection.
  *
  * Input: byte 0 picks the path parameters (bit 0: model "minilm", which
@@ -163,8 +163,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     .body_len = len,
                     .content_type = binary ? "application/octet-stream" : "application/json",
                     .conn = NULL, .headers = binary ? hdrs : NULL};
-    http_resp resp = {.status = 200};
-    api_kserve_infer(&fuzz_ctx, &req, params, &resp);
+    http_resp resp;
+    fuzz_handle(api_kserve_infer, &req, params, &resp);
 
     const int st = resp.status;
     FUZZ_CHECK(st == 200 || st == 400 || st == 404 || st == 413 || st == 415 || st == 422,

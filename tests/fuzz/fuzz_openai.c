@@ -1,5 +1,5 @@
 /* fuzz_openai.c: libFuzzer harness for the OpenAI embeddings request
- * decoder, POST /v1/embeddings (server/api_openai.c), driven through its
+ * decoder, POST /v1/embeddings (server/api/openai.c), driven through its
  * handler with the real model loaded (fuzz_server.h) and no HTTP
  * connection. The whole input is the request body (a NUL-terminated copy,
  * Content-Type application/json, as the HTTP front hands it over).
@@ -110,9 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     body[size] = 0;
     http_req req = {.method = "POST", .path = "/v1/embeddings", .body = body, .body_len = size,
                     .content_type = "application/json", .conn = NULL};
-    http_resp resp = {.status = 200};
+    http_resp resp;
     static const char *const params[2] = {NULL, NULL};
-    api_openai_embeddings(&fuzz_ctx, &req, params, &resp);
+    fuzz_handle(api_openai_embeddings, &req, params, &resp);
 
     const int st = resp.status;
     FUZZ_CHECK(st == 200 || st == 400 || st == 404 || st == 413 || st == 415 || st == 422,

@@ -1,5 +1,5 @@
 /* test_json_check.c: the strict request-body JSON check accepts JSON and
- * refuses what cJSON would let through (server/json_check.c). */
+ * refuses what cJSON would let through (server/net/json_check.c). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

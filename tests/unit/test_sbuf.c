@@ -1,4 +1,4 @@
-/* test_sbuf.c: the response writer's number formatting (server/sbuf.c).
+/* test_sbuf.c: the response writer's number formatting (server/base/sbuf.c).
  * sb_format_float must write exactly what glibc's snprintf("%.9g") writes
  * (the independent reference: correctly rounded 9 significant digits) and
  * read back to the same float, on every kind of float32: seeded random bit

@@ -1,146 +1,16 @@
-/* cmd_precision.c: the precision subcommands of the mantissa binary.
- *
- *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE.safetensors
- *       writes the variant's weights, quantized as its config says, so that a
- *       restart loads them without re-quantizing (variants[].weights).
- *   mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE] [--svg FILE]
- *       the precision report: every variant of the model against FP32 on the
- *       STS-B test sentences: resident weight bytes, sentences/s, cosine to
- *       FP32 (min, mean), max abs error, STS-B Spearman, top-10 neighbour
- *       overlap with FP32; printed, and written as JSON and an SVG chart.
- */
-#include <getopt.h>
+/* compare.c: mantissa compare, the precision report: every variant of a
+ * model against FP32 on the STS-B test sentences: resident weight bytes,
+ * sentences/s, cosine to FP32 (min, mean), max abs error, STS-B Spearman,
+ * top-10 neighbour overlap with FP32; printed, and written as JSON and an
+ * SVG chart (speed against drift). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cmd/cmd.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
-#include "cmd/cmds.h"
-#include "server/core/config.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct {
-    const char *config, *model, *out, *stsb, *json, *svg;
-    int batch;
-} popts;
-
-static int parse(int argc, char **argv, popts *o, const char *usage)
-{
-    static const struct option lo[] = {
-        {"config", required_argument, 0, 'c'}, {"model", required_argument, 0, 'm'},
-        {"out", required_argument, 0, 'o'},    {"stsb", required_argument, 0, 's'},
-        {"json", required_argument, 0, 'j'},   {"svg", required_argument, 0, 'g'},
-        {"batch", required_argument, 0, 'b'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    *o = (popts){.config = "config/mantissa.json", .stsb = "../shared/data/stsb/sts-test.csv",
-                 .batch = 32};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->config = optarg; break;
-        case 'm': o->model = optarg; break;
-        case 'o': o->out = optarg; break;
-        case 's': o->stsb = optarg; break;
-        case 'j': o->json = optarg; break;
-        case 'g': o->svg = optarg; break;
-        case 'b': o->batch = atoi(optarg); break;
-        case 'h': printf("%s", usage); exit(0);
-        default: fprintf(stderr, "%s", usage); return -1;
-        }
-    }
-    if (optind < argc || o->batch < 1) {
-        fprintf(stderr, "%s", usage);
-        return -1;
-    }
-    return 0;
-}
-
-/* The model of the config named by spec ("name" or "name@variant"; NULL:
- * the first), and the variant when one is named. */
-static const cfg_model *find(const cfg_config *cfg, const char *spec, const cfg_variant **v)
-{
-    char buf[256] = "";
-    *v = NULL;
-    if (!spec)
-        return &cfg->models[0];
-    snprintf(buf, sizeof buf, "%s", spec);
-    char *at = strchr(buf, '@');
-    if (at)
-        *at++ = 0;
-    const cfg_model *m = cfg_find_model(cfg, buf);
-    if (!m) {
-        fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
-        return NULL;
-    }
-    for (int i = 0; at && i < m->nvariants; i++)
-        if (!strcmp(m->variants[i].name, at))
-            *v = &m->variants[i];
-    if (at && !*v) {
-        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\"\n", buf, at);
-        return NULL;
-    }
-    return m;
-}
-
-static mt_calib_opts calib_of(const cfg_variant *v)
-{
-    mt_calib_opts c = {MT_CALIB_ABSMAX, v->percentile};
-    mt_calib_parse(v->calibration, &c.method);
-    return c;
-}
-
-/* ======================================================================== */
-
-int cmd_quantize(int argc, char **argv)
-{
-    static const char usage[] =
-        "usage: mantissa quantize --config FILE --model NAME@VARIANT --out FILE.safetensors\n"
-        "Writes the variant's model with its GEMM weights quantized as the variant's\n"
-        "precision and calibration say; set variants[].weights to the file to load it\n"
-        "without re-quantizing.\n";
-    popts o;
-    if (parse(argc, argv, &o, usage) != 0)
-        return 2;
-    if (!o.model || !strchr(o.model, '@') || !o.out) {
-        fprintf(stderr, "mantissa quantize: --model NAME@VARIANT and --out FILE are required\n");
-        return 2;
-    }
-    cfg_config *cfg;
-    mt_err err;
-    if (cfg_load(o.config, &cfg, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
-        return 1;
-    }
-    const cfg_variant *v;
-    const cfg_model *m = find(cfg, o.model, &v);
-    int rc = 1;
-    if (m) {
-        mt_calib_opts c = calib_of(v);
-        double t0 = now_s();
-        if (mt_model_save_quantized(m->path, v->precision, &c, o.out, &err) != MT_OK) {
-            fprintf(stderr, "mantissa: %s\n", err.msg);
-        } else {
-            fprintf(stderr, "mantissa: wrote %s (%s, %s) in %.2f s\n", o.out,
-                    mt_precision_name(v->precision), mt_calib_name(c.method), now_s() - t0);
-            rc = 0;
-        }
-    }
-    cfg_free(cfg);
-    return rc;
-}
-
-/* ======================================================================== */
 
 typedef struct {
     char name[CFG_NAME_MAX];
@@ -206,18 +76,18 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
 {
     mt_err err;
     mt_model *m;
-    mt_model_opts lo = {.precision = v->precision, .calib = calib_of(v),
+    mt_model_opts lo = {.precision = v->precision, .calib = cmd_calib(v),
                          .max_seq_len = cm->max_seq_len, .weights = v->weights};
     snprintf(r->name, sizeof r->name, "%s", v->name);
     r->prec = v->precision;
     snprintf(r->calib, sizeof r->calib, "%s",
              mt_quant_has_scales(v->precision) ? mt_calib_name(lo.calib.method) : "-");
-    double t0 = now_s();
+    double t0 = cmd_now();
     if (mt_model_load(cm->path, be, &lo, &m, &err) != MT_OK) {
         fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
         return -1;
     }
-    r->load_s = now_s() - t0;
+    r->load_s = cmd_now() - t0;
     r->gemm_bytes = m->info.gemm_bytes;
     int h = r->h = m->info.hidden;
     r->emb = malloc(sizeof(float) * (size_t)ss->n * h);
@@ -228,7 +98,7 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
     /* one warm-up batch, then the timed pass over every sentence */
     mt_model_embed_texts(m, (const char *const *)ss->s, ss->len, batch < ss->n ? batch : ss->n,
                      r->emb, NULL, &err);
-    t0 = now_s();
+    t0 = cmd_now();
     for (int i = 0; i < ss->n; i += batch) {
         int nb = ss->n - i < batch ? ss->n - i : batch;
         if (mt_model_embed_texts(m, (const char *const *)ss->s + i, ss->len + i, nb,
@@ -238,7 +108,7 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
             return -1;
         }
     }
-    r->sps = ss->n / (now_s() - t0);
+    r->sps = ss->n / (cmd_now() - t0);
     mt_model_free(m);
     return 0;
 }
@@ -306,87 +176,57 @@ static void write_svg(FILE *f, const char *model, const variant_result *r, int n
     fprintf(f, "</svg>\n");
 }
 
-int cmd_compare(int argc, char **argv)
+/* The FP32 reference first (the config's fp32 variant without a weights
+ * file, or one made here into *made), then the model's other variants. */
+static int variant_order(const cfg_model *cm, cfg_variant *made, const cfg_variant **order)
 {
-    static const char usage[] =
-        "usage: mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE]\n"
-        "                        [--svg FILE] [--batch N]\n"
-        "Runs the STS-B test sentences through every variant of the model and prints,\n"
-        "per variant: resident GEMM weight bytes, sentences/s, cosine to FP32 (min, mean),\n"
-        "max abs error, STS-B Spearman x100 and top-10 neighbour overlap with FP32.\n"
-        "An FP32 reference is loaded when the config has no fp32 variant.\n";
-    popts o;
-    if (parse(argc, argv, &o, usage) != 0)
-        return 2;
-    cfg_config *cfg = NULL;
-    mt_err err;
-    mt_sts sts = {0};
-    sentence_set ss = {0};
-    mt_backend *be = NULL;
-    variant_result *res = NULL;
-    int rc = 1, nr = 0;
-    if (cfg_load(o.config, &cfg, &err) != MT_OK || mt_sts_load(o.stsb, &sts, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
-        goto done;
-    }
-    const cfg_variant *pinned;
-    const cfg_model *cm = find(cfg, o.model, &pinned);
-    if (!cm || build_sentences(&sts, &ss) != 0 ||
-        mt_backend_cpu_create(cfg->engine_threads, &be, &err) != MT_OK)
-        goto done;
-
-    /* the FP32 reference first (the config's, or one made here), then the rest */
-    cfg_variant ref = {.name = "fp32-reference", .precision = MT_PREC_FP32, .traffic = 0};
-    strcpy(ref.calibration, "absmax");
-    const cfg_variant *order[65];
+    *made = (cfg_variant){.name = "fp32-reference", .precision = MT_PREC_FP32, .traffic = 0};
+    strcpy(made->calibration, "absmax");
     int nv = 0, ref_i = -1;
     for (int i = 0; i < cm->nvariants; i++)
         if (cm->variants[i].precision == MT_PREC_FP32 && !cm->variants[i].weights[0] && ref_i < 0)
             ref_i = i;
-    order[nv++] = ref_i >= 0 ? &cm->variants[ref_i] : &ref;
+    order[nv++] = ref_i >= 0 ? &cm->variants[ref_i] : made;
     for (int i = 0; i < cm->nvariants; i++)
         if (i != ref_i)
             order[nv++] = &cm->variants[i];
-    if (!(res = calloc((size_t)nv, sizeof *res)))
-        goto done;
-    fprintf(stderr, "mantissa compare: %d distinct sentences from %zu STS-B pairs, %d variants\n",
-            ss.n, sts.n, nv);
-    int h = 0;
-    for (int i = 0; i < nv; i++) {
-        fprintf(stderr, "mantissa compare: %s (%s) ...\n", order[i]->name,
-                mt_precision_name(order[i]->precision));
-        if (run_variant(cm, order[i], be, &ss, o.batch, &res[nr]) != 0)
-            continue; /* a variant this backend cannot run is reported and skipped */
-        nr++;
-    }
-    if (nr == 0 || res[0].prec != MT_PREC_FP32) {
-        fprintf(stderr, "mantissa compare: the FP32 reference could not be computed\n");
-        goto done;
-    }
-    h = res[0].h; /* all variants share the model's width */
+    return nv;
+}
+
+/* Each result's drift from res[0] (the FP32 reference) and its STS-B
+ * figures; false when out of memory. */
+static bool score(variant_result *res, int nr, const sentence_set *ss, const mt_sts *sts)
+{
+    const int h = res[0].h; /* all variants share the model's width */
     for (int i = 0; i < nr; i++) {
         variant_result *r = &res[i];
         double sum = 0;
         r->cos_min = 1;
-        for (int s = 0; s < ss.n; s++) {
+        for (int s = 0; s < ss->n; s++) {
             double c = mt_cosine(r->emb + (size_t)s * h, res[0].emb + (size_t)s * h, h);
             sum += c;
             r->cos_min = c < r->cos_min ? c : r->cos_min;
         }
-        r->cos_mean = sum / ss.n;
-        r->max_abs = mt_max_abs_diff(r->emb, res[0].emb, (size_t)ss.n * h);
-        double *cs = malloc(sizeof(double) * sts.n);
+        r->cos_mean = sum / ss->n;
+        r->max_abs = mt_max_abs_diff(r->emb, res[0].emb, (size_t)ss->n * h);
+        double *cs = malloc(sizeof(double) * sts->n);
         if (!cs)
-            goto done;
-        for (size_t p = 0; p < sts.n; p++)
-            cs[p] = mt_cosine(r->emb + (size_t)ss.i1[p] * h, r->emb + (size_t)ss.i2[p] * h, h);
-        r->spearman = 100 * mt_spearman(cs, sts.score, sts.n);
+            return false;
+        for (size_t p = 0; p < sts->n; p++)
+            cs[p] = mt_cosine(r->emb + (size_t)ss->i1[p] * h, r->emb + (size_t)ss->i2[p] * h, h);
+        r->spearman = 100 * mt_spearman(cs, sts->score, sts->n);
         free(cs);
-        r->nn_overlap = mt_topk_overlap(r->emb, res[0].emb, ss.n, h, 10);
+        r->nn_overlap = mt_topk_overlap(r->emb, res[0].emb, ss->n, h, 10);
     }
+    return true;
+}
 
+/* The report on stdout, and as JSON and SVG files when asked. */
+static void report(const cmd_opts *o, const cfg_model *cm, const sentence_set *ss,
+                   const mt_sts *sts, const variant_result *res, int nr, int threads)
+{
     printf("precision report: %s, %d STS-B test sentences (%zu pairs), batch %d, %d threads\n\n",
-           cm->name, ss.n, sts.n, o.batch, be->threads);
+           cm->name, ss->n, sts->n, o->batch, threads);
     printf("%-16s %-5s %-10s %10s %6s %9s %11s %11s %9s %8s %7s\n", "variant", "prec", "calib",
            "gemm MiB", "x fp32", "sent/s", "cos min", "cos mean", "max abs", "STS-B", "top10");
     for (int i = 0; i < nr; i++)
@@ -396,18 +236,68 @@ int cmd_compare(int argc, char **argv)
                res[i].sps, res[i].cos_min, res[i].cos_mean, res[i].max_abs, res[i].spearman,
                res[i].nn_overlap);
     FILE *f;
-    if (o.json && (f = fopen(o.json, "w"))) {
-        write_json(f, cm->name, &ss, sts.n, res, nr, res[0].gemm_bytes);
+    if (o->json && (f = fopen(o->json, "w"))) {
+        write_json(f, cm->name, ss, sts->n, res, nr, res[0].gemm_bytes);
         fclose(f);
-        fprintf(stderr, "mantissa compare: wrote %s\n", o.json);
+        fprintf(stderr, "mantissa compare: wrote %s\n", o->json);
     }
-    if (o.svg && (f = fopen(o.svg, "w"))) {
+    if (o->svg && (f = fopen(o->svg, "w"))) {
         write_svg(f, cm->name, res, nr);
         fclose(f);
-        fprintf(stderr, "mantissa compare: wrote %s\n", o.svg);
+        fprintf(stderr, "mantissa compare: wrote %s\n", o->svg);
     }
-    rc = nr == nv ? 0 : 1;
+}
 
+int cmd_compare(int argc, char **argv)
+{
+    static const char usage[] =
+        "usage: mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE]\n"
+        "                        [--svg FILE] [--batch N]\n"
+        "Runs the STS-B test sentences through every variant of the model and prints,\n"
+        "per variant: resident GEMM weight bytes, sentences/s, cosine to FP32 (min, mean),\n"
+        "max abs error, STS-B Spearman x100 and top-10 neighbour overlap with FP32.\n"
+        "An FP32 reference is loaded when the config has no fp32 variant.\n";
+    cmd_opts o;
+    if (cmd_parse(argc, argv, &o, usage) != 0 || o.batch < 1)
+        return 2;
+    if (!o.stsb)
+        o.stsb = "../shared/data/stsb/sts-test.csv";
+    cfg_config *cfg = NULL;
+    mt_err err;
+    mt_sts sts = {0};
+    sentence_set ss = {0};
+    mt_backend *be = NULL;
+    variant_result *res = NULL;
+    int rc = 1, nr = 0, nv = 0;
+    if (cfg_load(o.config, &cfg, &err) != MT_OK || mt_sts_load(o.stsb, &sts, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        goto done;
+    }
+    const cfg_variant *pinned, *order[65];
+    cfg_variant made;
+    const cfg_model *cm = cmd_find(cfg, o.model, &pinned);
+    if (!cm || build_sentences(&sts, &ss) != 0 ||
+        mt_backend_cpu_create(cfg->engine_threads, &be, &err) != MT_OK)
+        goto done;
+    nv = variant_order(cm, &made, order);
+    if (!(res = calloc((size_t)nv, sizeof *res)))
+        goto done;
+    fprintf(stderr, "mantissa compare: %d distinct sentences from %zu STS-B pairs, %d variants\n",
+            ss.n, sts.n, nv);
+    for (int i = 0; i < nv; i++) {
+        fprintf(stderr, "mantissa compare: %s (%s) ...\n", order[i]->name,
+                mt_precision_name(order[i]->precision));
+        /* a variant this backend cannot run is reported and skipped */
+        nr += run_variant(cm, order[i], be, &ss, o.batch, &res[nr]) == 0;
+    }
+    if (nr == 0 || res[0].prec != MT_PREC_FP32) {
+        fprintf(stderr, "mantissa compare: the FP32 reference could not be computed\n");
+        goto done;
+    }
+    if (!score(res, nr, &ss, &sts))
+        goto done;
+    report(&o, cm, &ss, &sts, res, nr, be->threads);
+    rc = nr == nv ? 0 : 1;
 done:
     for (int i = 0; res && i < nv; i++)
         free(res[i].emb);

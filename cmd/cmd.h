@@ -1,0 +1,46 @@
+/* cmd.h: the subcommands of the mantissa binary (one file each in cmd/)
+ * and what they share: one option parser, the model and variant a
+ * --model spec names, and a clock. Only cmd/ prints to stdout or exits. */
+#ifndef MT_CMD_CMD_H
+#define MT_CMD_CMD_H
+
+#include "engine/quant.h"
+#include "server/core/config.h"
+#include "server/core/models.h"
+
+/* Every option of every subcommand (each reads those it documents). */
+typedef struct {
+    const char *config, *listen, *model, *stsb, *ids, *batches, *out, *json, *svg;
+    double seconds;
+    int batch;
+    int jsonl;
+} cmd_opts;
+
+/* Parses argv (argv[0] is the subcommand) into o with the defaults; prints
+ * usage on --help (and exits 0) or on a bad option (and returns -1). */
+int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage);
+
+/* The build --model names in a loaded server ("name[@variant]"; NULL: the
+ * first model and its first variant), borrowed from its slot (the tools
+ * swap nothing). Prints why and returns NULL when there is none. */
+srv_variant *cmd_pick(srv_models *s, const char *spec, srv_model **m);
+
+/* The model of the config named by spec ("name" or "name@variant"; NULL:
+ * the first), and the variant when one is named; prints why and returns
+ * NULL when there is none. */
+const cfg_model *cmd_find(const cfg_config *cfg, const char *spec, const cfg_variant **v);
+
+/* A variant's calibration settings. */
+mt_calib_opts cmd_calib(const cfg_variant *v);
+
+/* Monotonic seconds. */
+double cmd_now(void);
+
+int cmd_serve(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+
+#endif

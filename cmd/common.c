@@ -1,0 +1,107 @@
+/* common.c: what the subcommands share (cmd.h). */
+#include "cmd/cmd.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
+{
+    static const struct option lo[] = {
+        {"config", required_argument, 0, 'c'},  {"listen", required_argument, 0, 'l'},
+        {"model", required_argument, 0, 'm'},   {"stsb", required_argument, 0, 's'},
+        {"ids", required_argument, 0, 'i'},     {"batch", required_argument, 0, 'b'},
+        {"seconds", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
+        {"out", required_argument, 0, 'o'},     {"json", required_argument, 0, 'J'},
+        {"svg", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
+                    .batch = 32};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'c': o->config = optarg; break;
+        case 'l': o->listen = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 's': o->stsb = optarg; break;
+        case 'i': o->ids = optarg; break;
+        case 'b': o->batches = optarg; o->batch = atoi(optarg); break;
+        case 't': o->seconds = atof(optarg); break;
+        case 'j': o->jsonl = 1; break;
+        case 'o': o->out = optarg; break;
+        case 'J': o->json = optarg; break;
+        case 'g': o->svg = optarg; break;
+        case 'h': printf("%s", usage); exit(0);
+        default: fprintf(stderr, "%s", usage); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mantissa %s: unexpected argument '%s'\n%s", argv[0], argv[optind], usage);
+        return -1;
+    }
+    return 0;
+}
+
+srv_variant *cmd_pick(srv_models *s, const char *spec, srv_model **mo)
+{
+    char buf[256] = "";
+    if (spec)
+        snprintf(buf, sizeof buf, "%s", spec);
+    char *pin = srv_split_pin(buf);
+    srv_model *m = spec ? srv_models_find(s, buf) : srv_models_at(s, 0);
+    if (!m) {
+        fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
+        return NULL;
+    }
+    *mo = m;
+    if (!pin) /* the first variant of the config */
+        pin = m->cfg.variants[0].name;
+    srv_variant *v = NULL;
+    char why[400];
+    if (srv_acquire(m, pin, NULL, &v, why, sizeof why) != SRV_OK) {
+        fprintf(stderr, "mantissa: --model: %s\n", why);
+        return NULL;
+    }
+    srv_variant_unref(v);
+    return v;
+}
+
+const cfg_model *cmd_find(const cfg_config *cfg, const char *spec, const cfg_variant **v)
+{
+    char buf[256] = "";
+    *v = NULL;
+    if (!spec)
+        return &cfg->models[0];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *at = strchr(buf, '@');
+    if (at)
+        *at++ = 0;
+    const cfg_model *m = cfg_find_model(cfg, buf);
+    if (!m) {
+        fprintf(stderr, "mantissa: --model: no model \"%s\" in the config\n", buf);
+        return NULL;
+    }
+    if (at && !(*v = cfg_find_variant(m, at))) {
+        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\"\n", buf, at);
+        return NULL;
+    }
+    return m;
+}
+
+mt_calib_opts cmd_calib(const cfg_variant *v)
+{
+    mt_calib_opts c = {MT_CALIB_ABSMAX, v->percentile};
+    mt_calib_parse(v->calibration, &c.method);
+    return c;
+}
+
+double cmd_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
