@@ -53,15 +53,10 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
     sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"}}}", v->checksum);
 }
 
-API_HANDLER(api_openai_embeddings)
+/* The request's fields other than input: only known ones; "user" a
+ * string; "model" a string; "encoding_format" float or base64. */
+static bool read_fields(const cJSON *j, bool *base64, http_resp *r)
 {
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
-    if (!j)
-        return;
-    const char **texts = NULL;
-    size_t *lens = NULL;
-
     static const char *const known[] = {"input", "model", "encoding_format", "dimensions", "user"};
     for (const cJSON *it = j->child; it; it = it->next) {
         size_t k = 0;
@@ -69,78 +64,60 @@ API_HANDLER(api_openai_embeddings)
             k++;
         if (k == sizeof known / sizeof *known) {
             api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
-            goto done;
+            return false;
         }
     }
-
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
-    const cJSON *input = cJSON_GetObjectItemCaseSensitive(j, "input");
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "encoding_format");
-    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
     if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
         api_error(r, 400, "user", "\"user\" must be a string");
-        goto done;
+        return false;
     }
-    if (!cJSON_IsString(model)) {
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "model"))) {
         api_error(r, 400, "model", "\"model\" must be a string naming a served model");
-        goto done;
+        return false;
     }
-    bool base64 = false;
-    if (fmt && !cJSON_IsNull(fmt)) {
-        if (cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "base64"))
-            base64 = true;
-        else if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "float") != 0) {
-            api_error(r, 400, "encoding_format",
-                      "\"encoding_format\" must be \"float\" or \"base64\"");
-            goto done;
-        }
+    *base64 = cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "base64");
+    if (fmt && !cJSON_IsNull(fmt) && !*base64 &&
+        (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "float") != 0)) {
+        api_error(r, 400, "encoding_format", "\"encoding_format\" must be \"float\" or \"base64\"");
+        return false;
     }
+    return true;
+}
 
-    srv_model *m;
-    srv_variant *v;
-    if (!api_resolve(app, req, model->valuestring, cJSON_IsString(user) ? user->valuestring : NULL,
-                     &m, &v, r))
-        goto done;
-    if (dims && !cJSON_IsNull(dims) &&
-        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)v->hidden)) {
-        api_error(r, 400, "dimensions",
-                  "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
-                  v->hidden);
-        goto done;
-    }
-
-    /* input: a string or a non-empty array of strings */
-    int n;
-    if (cJSON_IsString(input)) {
-        n = 1;
-    } else if (cJSON_IsArray(input)) {
-        n = cJSON_GetArraySize(input);
-        if (n == 0) {
-            api_error(r, 400, "input", "\"input\" is an empty array");
-            goto done;
-        }
-    } else {
+/* "input": a string or a non-empty array of strings, at most max_inputs;
+ * *texts and *lens are new arrays (the caller frees them). -1 after
+ * answering. */
+static int read_input(const http_app *app, const cJSON *input, const char ***texts,
+                      size_t **lens, http_resp *r)
+{
+    int n = cJSON_IsString(input) ? 1 : cJSON_GetArraySize(input);
+    if (!cJSON_IsString(input) && !cJSON_IsArray(input)) {
         api_error(r, 400, "input", "\"input\" must be a string or an array of strings");
-        goto done;
+        return -1;
+    }
+    if (n == 0) {
+        api_error(r, 400, "input", "\"input\" is an empty array");
+        return -1;
     }
     if (n > app->cfg->max_inputs) {
         api_error(r, 413, "max_inputs",
                   "%d inputs in one request; the limit (server.max_inputs) is %d", n,
                   app->cfg->max_inputs);
-        goto done;
+        return -1;
     }
-    texts = malloc(sizeof *texts * (size_t)n);
-    lens = malloc(sizeof *lens * (size_t)n);
-    if (!texts || !lens) {
+    *texts = malloc(sizeof **texts * (size_t)n);
+    *lens = malloc(sizeof **lens * (size_t)n);
+    if (!*texts || !*lens) {
         api_error(r, 500, NULL, "out of memory");
-        goto done;
+        return -1;
     }
-    if (cJSON_IsString(input)) {
-        texts[0] = input->valuestring;
-    } else {
-        int i = 0;
-        const cJSON *it;
+    int i = 0;
+    const cJSON *it;
+    if (cJSON_IsString(input))
+        (*texts)[i++] = input->valuestring;
+    else
         cJSON_ArrayForEach(it, input)
         {
             if (!cJSON_IsString(it)) {
@@ -149,25 +126,49 @@ API_HANDLER(api_openai_embeddings)
                               ? "input[%d]: token-id inputs are not supported; send text"
                               : "input[%d] must be a string",
                           i);
-                goto done;
+                return -1;
             }
-            texts[i++] = it->valuestring;
+            (*texts)[i++] = it->valuestring;
         }
-    }
-    for (int i = 0; i < n; i++)
-        lens[i] = strlen(texts[i]);
+    for (i = 0; i < n; i++)
+        (*lens)[i] = strlen((*texts)[i]);
+    return n;
+}
 
-    api_embed *c = api_embed_new(app, req, m, v, texts, lens, n, 0, r);
+API_HANDLER(api_openai_embeddings)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    bool base64;
+    srv_model *m;
+    srv_variant *v;
+    if (!j || !read_fields(j, &base64, r))
+        goto done;
+    const char *model = cJSON_GetObjectItemCaseSensitive(j, "model")->valuestring;
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
+    if (!api_resolve(app, req, model, cJSON_IsString(user) ? user->valuestring : NULL, &m, &v, r))
+        goto done;
+    if (dims && !cJSON_IsNull(dims) &&
+        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)v->hidden)) {
+        api_error(r, 400, "dimensions",
+                  "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
+                  v->hidden);
+        goto done;
+    }
+    int n = read_input(app, cJSON_GetObjectItemCaseSensitive(j, "input"), &texts, &lens, r);
+    api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, 0, r);
     if (!c)
         goto done;
     c->base64 = base64;
-    if (!(c->model_name = strdup(model->valuestring))) {
+    if (!(c->model_name = strdup(model))) {
         sched_job_unref(&c->job); /* not run: the request answers now */
         api_error(r, 500, NULL, "out of memory");
     } else {
         api_embed_run(app, c, r, respond);
     }
-
 done:
     free(texts);
     free(lens);

@@ -146,24 +146,20 @@ static void counter(sbuf *b, const char *name, const row *x, uint64_t v)
     sb_printf(b, "} %llu\n", (unsigned long long)v);
 }
 
-void prom_render(sbuf *b, srv_models *models, sched *s)
-{
-    int n;
-    row *rows = rows_collect(models, NULL, &n);
-    if (!rows) {
-        b->oom = true;
-        return;
-    }
+/* Runs its body once per row x (with p, its counters): rows and n in scope. */
 #define EACH(...)                                                                             \
     do {                                                                                      \
         for (int kk = 0; kk < n; kk++) {                                                      \
             const row *x = &rows[kk];                                                         \
-            const stats_variant *p = &x->p;                                                    \
+            const stats_variant *p = &x->p;                                                   \
             (void)p;                                                                          \
             __VA_ARGS__;                                                                      \
         }                                                                                     \
     } while (0)
 
+/* The server: build, readiness, responses by code. */
+static void render_server(sbuf *b, srv_models *models, sched *s)
+{
     head(b, "mantissa_build_info", "gauge", "Build information; the value is always 1.");
     sb_puts(b, "mantissa_build_info{version=\"" MANTISSA_VERSION "\"} 1\n");
     head(b, "mantissa_ready", "gauge", "1 when the server admits inference requests.");
@@ -179,6 +175,11 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
             sb_printf(b, "mantissa_http_responses_total{code=\"other\"} %lu\n", c);
     }
 
+}
+
+/* Requests, batches and queues per variant; in-flight per model. */
+static void render_requests(sbuf *b, const row *rows, int n, srv_models *models, sched *s)
+{
     head(b, "mantissa_request_success_total", "counter", "Inference requests answered 200.");
     EACH(counter(b, "mantissa_request_success_total", x, p->success));
     head(b, "mantissa_request_failures_total", "counter",
@@ -228,8 +229,11 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
         sb_printf(b, "mantissa_inflight_requests{model=\"%s\"} %ld\n", m->name,
                   s ? sched_inflight(s, m) : 0L);
     }
+}
 
-    /* ---- hot-switch: variants, config reloads, shadow drift ---- */
+/* The hot-switch: each variant's state, rotation, share, builds. */
+static void render_variants(sbuf *b, const row *rows, int n, srv_models *models)
+{
     head(b, "mantissa_variant_state", "gauge",
          "1 for the state each variant is in (loading, ready, failed, gate_failed, demoted).");
     EACH({
@@ -272,6 +276,11 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
          "Builds in memory: serving, or swapped out and still finishing requests.");
     sb_printf(b, "mantissa_variant_builds_alive %ld\n", atomic_load(&models->builds_alive));
 
+}
+
+/* Shadow runs and the drift they measure. */
+static void render_drift(sbuf *b, const row *rows, int n, srv_models *models, sched *s)
+{
     head(b, "mantissa_shadow_texts_total", "counter",
          "Texts also run on the reference: compared, dropped (shadow queue full or "
          "too late) or failed.");
@@ -318,6 +327,11 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
         }
     });
 
+}
+
+/* Config reloads. */
+static void render_reloads(sbuf *b, srv_models *models)
+{
     srv_reload_status *rs = &models->reload;
     pthread_mutex_lock(&rs->lock);
     uint64_t ok = rs->ok, failed = rs->failed, gen = rs->generation;
@@ -335,7 +349,22 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
     sb_printf(b, "mantissa_config_last_reload_ok %d\n", last_ok);
     head(b, "mantissa_config_generation", "gauge", "Config versions applied since start (1: the first).");
     sb_printf(b, "mantissa_config_generation %llu\n", (unsigned long long)gen);
+}
 #undef EACH
+
+void prom_render(sbuf *b, srv_models *models, sched *s)
+{
+    int n;
+    row *rows = rows_collect(models, NULL, &n);
+    if (!rows) {
+        b->oom = true;
+        return;
+    }
+    render_server(b, models, s);
+    render_requests(b, rows, n, models, s);
+    render_variants(b, rows, n, models);
+    render_drift(b, rows, n, models, s);
+    render_reloads(b, models);
     rows_free(rows, n);
 }
 
@@ -356,6 +385,56 @@ void api_json_num(sbuf *b, double v)
         sb_printf(b, "%.9g", v);
     else
         sb_puts(b, "null");
+}
+
+/* A variant's live drift from the reference (shadow runs), or null. */
+static void drift_json(sbuf *b, const row *x, const char *refname)
+{
+    if (x->cur && !x->is_reference && refname[0]) {
+        stats_drift_summary d;
+        stats_drift_summarize(&x->cur->drift, x->drift_window, &d);
+        sb_puts(b, ",\"drift\":{\"reference\":");
+        sb_json_str(b, refname, strlen(refname));
+        sb_printf(b, ",\"count\":%llu,\"mean\":", (unsigned long long)d.count);
+        api_json_num(b, d.count ? d.mean : NAN);
+        sb_puts(b, ",\"p1\":");
+        api_json_num(b, d.count ? d.p1 : NAN);
+        sb_puts(b, ",\"min\":");
+        api_json_num(b, d.count ? d.min : NAN);
+        sb_puts(b, ",\"window_mean\":");
+        api_json_num(b, d.count ? d.window_mean : NAN);
+        sb_puts(b, ",\"mean_max_abs_err\":");
+        api_json_num(b, d.count ? d.mean_max_abs_err : NAN);
+        sb_puts(b, ",\"max_abs_err\":");
+        api_json_num(b, d.count ? d.max_abs_err : NAN);
+        sb_puts(b, ",\"floor\":");
+        api_json_num(b, x->want.drift_floor > 0 ? x->want.drift_floor : NAN);
+        sb_putc(b, '}');
+    } else {
+        sb_puts(b, ",\"drift\":null");
+    }
+}
+
+/* A variant's last promotion gate, or null when it has none. */
+static void gate_json(sbuf *b, const row *x)
+{
+    if (x->gate.ran || x->want.gate_probes[0]) {
+        const srv_gate *g = &x->gate;
+        sb_printf(b, ",\"gate\":{\"ran\":%s,\"passed\":%s,\"probes\":%d,\"mean_cosine\":",
+                  g->ran ? "true" : "false", g->passed ? "true" : "false", g->probes);
+        api_json_num(b, g->ran ? g->mean_cosine : NAN);
+        sb_puts(b, ",\"min_cosine\":");
+        api_json_num(b, g->ran ? g->min_cosine : NAN);
+        sb_puts(b, ",\"p99_ms\":");
+        api_json_num(b, g->ran ? g->p99_ms : NAN);
+        sb_puts(b, ",\"reference_p99_ms\":");
+        api_json_num(b, g->ran ? g->ref_p99_ms : NAN);
+        sb_puts(b, ",\"why\":");
+        sb_json_str(b, g->why, strlen(g->why));
+        sb_putc(b, '}');
+    } else {
+        sb_puts(b, ",\"gate\":null");
+    }
 }
 
 /* One variant's entry of the stats: its state, share of traffic, request
@@ -407,47 +486,43 @@ static void variant_json(sbuf *b, const row *x, const char *refname)
     sb_printf(b, ",\"shadow\":{\"compared\":%llu,\"dropped\":%llu,\"failed\":%llu}",
               (unsigned long long)p->shadow_compared, (unsigned long long)p->shadow_dropped,
               (unsigned long long)p->shadow_failed);
-    if (x->cur && !x->is_reference && refname[0]) {
-        stats_drift_summary d;
-        stats_drift_summarize(&x->cur->drift, x->drift_window, &d);
-        sb_puts(b, ",\"drift\":{\"reference\":");
-        sb_json_str(b, refname, strlen(refname));
-        sb_printf(b, ",\"count\":%llu,\"mean\":", (unsigned long long)d.count);
-        api_json_num(b, d.count ? d.mean : NAN);
-        sb_puts(b, ",\"p1\":");
-        api_json_num(b, d.count ? d.p1 : NAN);
-        sb_puts(b, ",\"min\":");
-        api_json_num(b, d.count ? d.min : NAN);
-        sb_puts(b, ",\"window_mean\":");
-        api_json_num(b, d.count ? d.window_mean : NAN);
-        sb_puts(b, ",\"mean_max_abs_err\":");
-        api_json_num(b, d.count ? d.mean_max_abs_err : NAN);
-        sb_puts(b, ",\"max_abs_err\":");
-        api_json_num(b, d.count ? d.max_abs_err : NAN);
-        sb_puts(b, ",\"floor\":");
-        api_json_num(b, x->want.drift_floor > 0 ? x->want.drift_floor : NAN);
-        sb_putc(b, '}');
-    } else {
-        sb_puts(b, ",\"drift\":null");
-    }
-    if (x->gate.ran || x->want.gate_probes[0]) {
-        const srv_gate *g = &x->gate;
-        sb_printf(b, ",\"gate\":{\"ran\":%s,\"passed\":%s,\"probes\":%d,\"mean_cosine\":",
-                  g->ran ? "true" : "false", g->passed ? "true" : "false", g->probes);
-        api_json_num(b, g->ran ? g->mean_cosine : NAN);
-        sb_puts(b, ",\"min_cosine\":");
-        api_json_num(b, g->ran ? g->min_cosine : NAN);
-        sb_puts(b, ",\"p99_ms\":");
-        api_json_num(b, g->ran ? g->p99_ms : NAN);
-        sb_puts(b, ",\"reference_p99_ms\":");
-        api_json_num(b, g->ran ? g->ref_p99_ms : NAN);
-        sb_puts(b, ",\"why\":");
-        sb_json_str(b, g->why, strlen(g->why));
-        sb_putc(b, '}');
-    } else {
-        sb_puts(b, ",\"gate\":null");
-    }
+    drift_json(b, x, refname);
+    gate_json(b, x);
     sb_putc(b, '}');
+}
+
+/* The counters of every variant of a model, summed into t (failures of
+ * every reason into *fails). */
+static void sum_rows(const row *rows, int n, stats_variant *t, uint64_t *fails)
+{
+    memset(t, 0, sizeof *t);
+    *fails = 0;
+    for (int k = 0; k < n; k++) {
+        const stats_variant *p = &rows[k].p;
+        t->success += p->success;
+        t->ok_ns += p->ok_ns;
+        t->fail_ns += p->fail_ns;
+        t->queue_ns += p->queue_ns;
+        t->infer_ns += p->infer_ns;
+        t->infer_count += p->infer_count;
+        t->texts += p->texts;
+        t->batches += p->batches;
+        if (p->last_ms > t->last_ms)
+            t->last_ms = p->last_ms;
+        for (int r = 0; r < STATS_R_COUNT; r++)
+            *fails += p->failures[r];
+        for (int i = 0; i < p->nbs; i++) {
+            int j = 0;
+            while (j < t->nbs && t->bs[j].size != p->bs[i].size)
+                j++;
+            if (j == t->nbs && t->nbs < STATS_MAX_BATCH_STATS)
+                t->bs[t->nbs++].size = p->bs[i].size;
+            if (j < t->nbs) {
+                t->bs[j].count += p->bs[i].count;
+                t->bs[j].ns += p->bs[i].ns;
+            }
+        }
+    }
 }
 
 void prom_model_stats_json(sbuf *b, srv_models *models, srv_model *m)
@@ -459,34 +534,8 @@ void prom_model_stats_json(sbuf *b, srv_models *models, srv_model *m)
         return;
     }
     stats_variant t;
-    memset(&t, 0, sizeof t);
-    uint64_t fails = 0;
-    for (int k = 0; k < n; k++) {
-        const stats_variant *p = &rows[k].p;
-        t.success += p->success;
-        t.ok_ns += p->ok_ns;
-        t.fail_ns += p->fail_ns;
-        t.queue_ns += p->queue_ns;
-        t.infer_ns += p->infer_ns;
-        t.infer_count += p->infer_count;
-        t.texts += p->texts;
-        t.batches += p->batches;
-        if (p->last_ms > t.last_ms)
-            t.last_ms = p->last_ms;
-        for (int r = 0; r < STATS_R_COUNT; r++)
-            fails += p->failures[r];
-        for (int i = 0; i < p->nbs; i++) {
-            int j = 0;
-            while (j < t.nbs && t.bs[j].size != p->bs[i].size)
-                j++;
-            if (j == t.nbs && t.nbs < STATS_MAX_BATCH_STATS)
-                t.bs[t.nbs++].size = p->bs[i].size;
-            if (j < t.nbs) {
-                t.bs[j].count += p->bs[i].count;
-                t.bs[j].ns += p->bs[i].ns;
-            }
-        }
-    }
+    uint64_t fails;
+    sum_rows(rows, n, &t, &fails);
     sb_puts(b, "{\"name\":");
     sb_json_str(b, m->name, strlen(m->name));
     sb_printf(b, ",\"version\":\"1\",\"last_inference\":%llu,\"inference_count\":%llu,"

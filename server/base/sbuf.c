@@ -141,17 +141,15 @@ void sb_json_str(sbuf *b, const char *s, size_t n)
  * and D = round_half_even(|f| * 10^s) is computed in 128-bit integers where
  * that fits (1e-20 <= |f| < 1e20, every value an embedding holds), else by
  * snprintf. tests/unit/test_sbuf.c compares it with snprintf's "%.9g". */
-static int fmt_g9(char *out, float f)
+/* D = round_half_even(a * 10^(8 - E)) in [1e8, 1e9), with E the decimal
+ * exponent of a (1e-20 <= a < 1e20); 0 when no estimate of E settles. */
+static uint64_t nine_digits(float a, int *E_out)
 {
-    const float a = fabsf(f);
-    if (a == 0.0f || !(a >= 1e-20f && a < 1e20f))
-        return snprintf(out, 32, "%.9g", (double)f);
     int ex;
     const float fr = frexpf(a, &ex); /* a = fr * 2^ex, fr in [0.5, 1) */
     const unsigned __int128 m = (unsigned __int128)(uint32_t)ldexpf(fr, 24);
     const int e = ex - 24;              /* a = m * 2^e exactly */
     int E = (int)floor(log10((double)a)); /* decimal exponent, maybe off by one */
-    uint64_t D = 0;
     for (int tries = 0; tries < 3; tries++) {
         const int sc = 8 - E; /* D = round(a * 10^sc), wanted in [1e8, 1e9) */
         unsigned __int128 num = m, p10 = 1;
@@ -183,20 +181,17 @@ static int fmt_g9(char *out, float f)
         }
         if (q == 1000000000u) /* rounded up into the next decade */
             q = 100000000u, E++;
-        D = (uint64_t)q;
-        break;
+        *E_out = E;
+        return (uint64_t)q;
     }
-    if (!D)
-        return snprintf(out, 32, "%.9g", (double)f);
-    char dig[10];
-    for (int i = 8; i >= 0; i--, D /= 10)
-        dig[i] = (char)('0' + D % 10);
-    int nd = 9;
-    while (nd > 1 && dig[nd - 1] == '0')
-        nd--;
-    char *o = out;
-    if (signbit(f))
-        *o++ = '-';
+    return 0;
+}
+
+/* Writes the nd significant digits dig[] of a number of decimal exponent E
+ * as %g does (no trailing zeros): d[.ddd]e+XX, ddd[.ddd] or 0.000ddd.
+ * Returns the end. */
+static char *place_digits(char *o, const char *dig, int nd, int E)
+{
     if (E < -4 || E >= 9) { /* d[.ddd]e+XX */
         *o++ = dig[0];
         if (nd > 1) {
@@ -207,10 +202,7 @@ static int fmt_g9(char *out, float f)
         *o++ = 'e';
         *o++ = E < 0 ? '-' : '+';
         const int ae = E < 0 ? -E : E;
-        if (ae >= 10)
-            *o++ = (char)('0' + ae / 10);
-        else
-            *o++ = '0';
+        *o++ = ae >= 10 ? (char)('0' + ae / 10) : '0';
         *o++ = (char)('0' + ae % 10);
     } else if (E >= 0) { /* ddd[.ddd] */
         for (int i = 0; i <= E; i++)
@@ -228,6 +220,28 @@ static int fmt_g9(char *out, float f)
         for (int i = 0; i < nd; i++)
             *o++ = dig[i];
     }
+    return o;
+}
+
+static int fmt_g9(char *out, float f)
+{
+    const float a = fabsf(f);
+    int E;
+    uint64_t D = 0;
+    if (a != 0.0f && a >= 1e-20f && a < 1e20f)
+        D = nine_digits(a, &E);
+    if (!D)
+        return snprintf(out, 32, "%.9g", (double)f);
+    char dig[10];
+    for (int i = 8; i >= 0; i--, D /= 10)
+        dig[i] = (char)('0' + D % 10);
+    int nd = 9;
+    while (nd > 1 && dig[nd - 1] == '0')
+        nd--;
+    char *o = out;
+    if (signbit(f))
+        *o++ = '-';
+    o = place_digits(o, dig, nd, E);
     *o = 0;
     return (int)(o - out);
 }

@@ -121,9 +121,9 @@ static void defaults(const field *fs, size_t nf, void *base)
 {
     for (size_t i = 0; i < nf; i++) {
         const field *f = &fs[i];
-        char *dst = (char *)base + f->offset;
         if (f->offset == CALLER)
             continue;
+        char *dst = (char *)base + f->offset;
         switch (f->kind) {
         case F_INT: case F_ENUM: *(int *)dst = (int)f->def; break;
         case F_SIZE: *(size_t *)dst = (size_t)f->def; break;

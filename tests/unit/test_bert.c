@@ -373,7 +373,7 @@ START_TEST(bert_every_precision_batch_equals_one_at_a_time)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("bert");
     TCase *tc = tcase_create("minilm");
@@ -390,9 +390,7 @@ int main(void)
     tcase_add_test(tc, bert_plain_model_file_is_not_taken_as_a_quantized_one);
     tcase_add_test(tc, bert_every_precision_batch_equals_one_at_a_time);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

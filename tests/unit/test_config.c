@@ -245,7 +245,7 @@ START_TEST(config_same_build_ignores_live_settings)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("core");
@@ -260,9 +260,7 @@ int main(void)
     tcase_add_test(tc, config_rejects_hot_switch_mistakes_naming_the_field);
     tcase_add_test(tc, config_same_build_ignores_live_settings);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

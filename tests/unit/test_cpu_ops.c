@@ -235,7 +235,7 @@ START_TEST(cpu_backend_applies_its_thread_count_on_the_calling_thread)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("cpu_ops");
     TCase *tc = tcase_create("core");
@@ -248,9 +248,7 @@ int main(void)
     tcase_add_test(tc, cpu_backend_refuses_precisions_it_cannot_run);
     tcase_add_test(tc, cpu_backend_applies_its_thread_count_on_the_calling_thread);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

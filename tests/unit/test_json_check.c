@@ -70,7 +70,7 @@ START_TEST(json_check_is_linear_on_a_huge_flat_object)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("json_check");
     TCase *tc = tcase_create("core");
@@ -79,9 +79,7 @@ int main(void)
     tcase_add_test(tc, json_check_caps_depth_and_says_where);
     tcase_add_test(tc, json_check_is_linear_on_a_huge_flat_object);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

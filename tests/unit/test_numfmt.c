@@ -1037,12 +1037,10 @@ static Suite *numfmt_suite(void)
     return s;
 }
 
-int main(void)
+static Suite *test_suite(void)
 {
     printf("numfmt array path: %s\n", nf_simd_path());
-    SRunner *sr = srunner_create(numfmt_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return numfmt_suite();
 }
+
+#include "tests/unit/check_main.h"

@@ -484,7 +484,7 @@ START_TEST(print_gemm_throughput_of_each_precision)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("qgemm");
     TCase *tc = tcase_create("core");
@@ -499,9 +499,7 @@ int main(void)
     tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 2);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

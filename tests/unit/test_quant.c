@@ -860,16 +860,14 @@ static Suite *quant_suite(void)
     return s;
 }
 
-int main(void)
+static Suite *test_suite(void)
 {
     const char *env = getenv("QUANT_TEST_SEED");
     run_seed = env && *env ? strtoull(env, NULL, 0)
                            : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     printf("quant test seed %llu (QUANT_TEST_SEED replays it)\n", (unsigned long long)run_seed);
     fflush(stdout);
-    SRunner *sr = srunner_create(quant_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return quant_suite();
 }
+
+#include "tests/unit/check_main.h"

@@ -850,11 +850,9 @@ static Suite *st_suite(void)
     return s;
 }
 
-int main(void)
+static Suite *test_suite(void)
 {
-    SRunner *sr = srunner_create(st_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return st_suite();
 }
+
+#include "tests/unit/check_main.h"

@@ -110,7 +110,7 @@ START_TEST(array_is_json_with_null_for_non_finite)
 }
 END_TEST
 
-int main(void)
+static Suite *test_suite(void)
 {
     Suite *s = suite_create("sbuf");
     TCase *tc = tcase_create("float");
@@ -120,9 +120,7 @@ int main(void)
     tcase_add_test(tc, matches_printf_g9_at_decade_edges_carries_and_path_limits);
     tcase_add_test(tc, array_is_json_with_null_for_non_finite);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+#include "tests/unit/check_main.h"

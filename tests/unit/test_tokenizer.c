@@ -722,11 +722,9 @@ static Suite *tokenizer_suite(void)
     return s;
 }
 
-int main(void)
+static Suite *test_suite(void)
 {
-    SRunner *sr = srunner_create(tokenizer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tokenizer_suite();
 }
+
+#include "tests/unit/check_main.h"

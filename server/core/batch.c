@@ -1,0 +1,424 @@
+/* batch.c: the scheduler's batches: which texts go together (size, tokens,
+ * similar lengths), when a queue's batch is due (fixed delay, or "auto"
+ * from the fitted service time and the arrival rate), the engine workers
+ * that run them, and what comes back. See sched.h for the whole. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/core/sched_internal.h"
+
+/* ========================================================================
+ * workers
+ * ====================================================================== */
+
+/* On the worker, once a batch's rows are in: ends each job that the batch
+ * holds whole (marked by sc_dispatch, which also stopped watching its socket)
+ * and whose rows are all finite, by calling its on_done here, so that its
+ * connection is resumed without waiting for the loop thread to wake. The
+ * loop touches none of such a job's results meanwhile: it is in no queue,
+ * has no watch, and its batch is not back; batch_done then only gives the
+ * scheduler's reference back (after a shadow run, if drawn). */
+static void end_whole_jobs(batch *b)
+{
+    const uint64_t ns = b->t_end - b->t_start, now = uv_hrtime();
+    for (int i = 0; i < b->n; i++) {
+        if (!b->whole[i])
+            continue;
+        sched_job *j = b->items[i].job;
+        bool finite = true;
+        for (int k = i; k < b->n && finite; k++)
+            finite = b->items[k].job != j || !b->bad[k];
+        if (!finite)
+            continue;
+        j->compute_ns += ns;
+        j->batches++;
+        j->t_done = now;
+        j->ended = true;
+        j->on_done(j);
+    }
+}
+
+/* One engine worker: runs the batches the loop assigns, one at a time,
+ * and hands each back with its rows already copied into the jobs. One per
+ * backend by default: a CPU forward already uses every core (and a CUDA
+ * worker will own one stream). */
+void *sc_worker_main(void *arg)
+{
+    worker *w = arg;
+    sched *s = w->s;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->b && !w->quit)
+            pthread_cond_wait(&w->cv, &w->mu);
+        batch *b = w->b;
+        bool quit = w->quit && !b;
+        pthread_mutex_unlock(&w->mu);
+        if (quit)
+            break;
+
+        mt_err err;
+        const int h = b->q->v->hidden;
+        b->t_start = uv_hrtime();
+        b->st = mt_model_forward(b->q->v->model, b->ids, b->off, b->n, b->out, &err);
+        b->t_end = uv_hrtime();
+        if (b->st != MT_OK)
+            snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
+        for (int i = 0; i < b->n && b->st == MT_OK; i++) {
+            const float *row = b->out + (size_t)i * h;
+            for (int k = 0; k < h; k++)
+                if (!isfinite(row[k])) {
+                    b->bad[i] = 1;
+                    break;
+                }
+            sched_job *j = b->items[i].job;
+            if (!b->bad[i])
+                memcpy(j->out + (size_t)b->items[i].idx * h, row, sizeof(float) * (size_t)h);
+        }
+        /* counted before any job of the batch is answered, so that a client
+         * that reads the statistics after its answer finds its batch */
+        if (b->st == MT_OK && !b->q->shadow)
+            stats_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
+        if (b->st == MT_OK)
+            end_whole_jobs(b);
+
+        pthread_mutex_lock(&w->mu);
+        w->b = NULL;
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&s->inbox_mu);
+        b->next = s->done;
+        s->done = b;
+        if (!s->closing)
+            uv_async_send(&s->wake);
+        pthread_mutex_unlock(&s->inbox_mu);
+    }
+    return NULL;
+}
+
+void sc_batch_free(batch *b)
+{
+    if (!b)
+        return;
+    free(b->items);
+    free(b->ids);
+    free(b->off);
+    free(b->out);
+    free(b->bad);
+    free(b->whole);
+    free(b);
+}
+
+/* ========================================================================
+ * the service-time model and the "auto" delay
+ * ====================================================================== */
+
+/* Folds a finished batch into the variant's fit of service time against
+ * tokens (ns = a + b * tokens), by least squares with exponential
+ * forgetting so that it follows changes in load and machine. */
+static void fit_add(vq *q, long tokens, uint64_t ns)
+{
+    const double keep = 0.97;
+    double x = (double)tokens, y = (double)ns;
+    q->sw = q->sw * keep + 1;
+    q->sx = q->sx * keep + x;
+    q->sy = q->sy * keep + y;
+    q->sxx = q->sxx * keep + x * x;
+    q->sxy = q->sxy * keep + x * y;
+}
+
+/* The fitted (a, b); false until the batches seen vary enough in size. */
+static bool fit_get(const vq *q, double *a, double *b)
+{
+    if (q->sw < 3)
+        return false;
+    double mx = q->sx / q->sw, my = q->sy / q->sw;
+    double vxx = q->sxx / q->sw - mx * mx, vxy = q->sxy / q->sw - mx * my;
+    if (vxx < 1e-9 * (mx * mx + 1) || vxx <= 0)
+        return false;
+    *b = vxy / vxx;
+    *a = my - *b * mx;
+    if (*b <= 0)
+        return false;
+    if (*a < 0)
+        *a = 0;
+    return true;
+}
+
+/* When the head of q should go, under "auto".
+ *
+ * The worker is idle and n texts wait, the oldest since t0. Waiting is
+ * only worth it when another text is expected soon enough to pay for the
+ * wait, and when the oldest text would still meet the latency target:
+ *   - the service time of a batch is fitted online as a + b * tokens
+ *     (a: the fixed cost of a batch, b: the cost per token), from the
+ *     batches that ran. Joining a batch that goes anyway saves a new
+ *     text the fixed cost a, so we never wait longer than a for the next
+ *     arrival;
+ *   - arrivals are tracked as a short average of the gaps between them
+ *     (gap) and the time of the last one. The next is expected at
+ *     last + gap; once 2 * gap has passed without one, the burst is over
+ *     (in a closed loop, clients only send again after their answers)
+ *     and the batch goes;
+ *   - the oldest text must finish by t0 + 0.7 * latency_target_ms (the
+ *     target is a p99 and the fit a mean, hence the margin): the batch
+ *     goes when waiting longer would pass that, counting the predicted
+ *     service time of the batch with one more text.
+ * Every arrival and every finished batch decides again, so under a steady
+ * stream a batch grows until max_batch_size, max_batch_tokens, the
+ * latency budget or a pause in arrivals. Until the fit has batches of
+ * a few sizes (they form on their own while the worker is busy), and at
+ * low load (gaps longer than a), it does not wait: a lone request gets
+ * batch-1 latency. bench/results/server-*.md compares it with fixed
+ * delays. */
+static uint64_t auto_due(const vq *q, uint64_t now)
+{
+    const cfg_model *c = &q->m->cfg;
+    double a, b;
+    if (!fit_get(q, &a, &b) || q->gap <= 0)
+        return now;
+    double since = (double)(now - q->last_arrival);
+    if (since >= 2 * q->gap || q->gap > a)
+        return now;
+    double tok = (double)q->ntokens / (double)q->n; /* per text */
+    double by_target = (double)q->items[0].t + 0.7 * c->latency_target_ms * 1e6 -
+                       (a + b * tok * ((double)q->n + 1));
+    double due_at = (double)q->last_arrival + 2 * q->gap;
+    if (due_at > (double)now + a)
+        due_at = (double)now + a;
+    if (due_at > by_target)
+        due_at = by_target;
+    return due_at <= (double)now ? now : (uint64_t)due_at;
+}
+
+/* When q's batch is due (ns); 0 when nothing waits. */
+uint64_t sc_due(sched *s, const vq *q, uint64_t now)
+{
+    if (!q->n)
+        return 0;
+    const cfg_model *c = &q->m->cfg;
+    if (s->phase >= 2 || (long)q->n >= c->max_batch_size || q->ntokens >= c->max_batch_tokens)
+        return now;
+    if (c->delay_auto)
+        return auto_due(q, now);
+    return q->items[0].t + (uint64_t)c->max_queue_delay_us * 1000;
+}
+
+/* ========================================================================
+ * batches
+ * ====================================================================== */
+
+typedef struct {
+    const item *items;
+    size_t i;
+} by_len;
+
+static int cmp_len(const void *a, const void *b)
+{
+    const by_len *x = a, *y = b;
+    int d = x->items[x->i].ntok - y->items[y->i].ntok;
+    return d ? d : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Chooses the texts of the next batch of q into take[] (flags): the oldest
+ * first, then in arrival order while max_batch_size and max_batch_tokens
+ * allow; when the tokens would overflow, texts of lengths close to the
+ * oldest's from a window of the queue instead, so a batch holds similar
+ * lengths (little padding for a padded backend). Returns the count. */
+static int choose(const vq *q, unsigned char *take, long *tokens)
+{
+    const int maxb = q->shadow && q->m->cfg.max_batch_size > SHADOW_MAX_BATCH
+                         ? SHADOW_MAX_BATCH
+                         : q->m->cfg.max_batch_size;
+    const long maxt = q->m->cfg.max_batch_tokens;
+    size_t cnt = q->n < (size_t)maxb ? q->n : (size_t)maxb;
+    long sum = 0;
+    for (size_t i = 0; i < cnt; i++)
+        sum += q->items[i].ntok;
+    memset(take, 0, q->n);
+    if (sum <= maxt) {
+        memset(take, 1, cnt);
+        *tokens = sum;
+        return (int)cnt;
+    }
+    size_t win = q->n < 4 * (size_t)maxb ? q->n : 4 * (size_t)maxb;
+    by_len *o = malloc(sizeof *o * win);
+    if (!o) { /* no memory for sorting: the oldest alone still goes */
+        take[0] = 1;
+        *tokens = q->items[0].ntok;
+        return 1;
+    }
+    size_t p = 0;
+    for (size_t i = 0; i < win; i++)
+        o[i] = (by_len){q->items, i};
+    qsort(o, win, sizeof *o, cmp_len);
+    while (o[p].i != 0)
+        p++;
+    size_t lo = p, hi = p;
+    int n = 1;
+    long t = q->items[0].ntok;
+    take[0] = 1;
+    const int head = q->items[0].ntok;
+    for (bool lo_ok = true, hi_ok = true; n < maxb && (lo_ok || hi_ok);) {
+        lo_ok = lo_ok && lo > 0;
+        hi_ok = hi_ok && hi + 1 < win;
+        if (!lo_ok && !hi_ok)
+            break;
+        bool use_lo = lo_ok && (!hi_ok || head - q->items[o[lo - 1].i].ntok <=
+                                              q->items[o[hi + 1].i].ntok - head);
+        size_t cand = use_lo ? o[lo - 1].i : o[hi + 1].i;
+        if (t + q->items[cand].ntok > maxt) {
+            if (use_lo)
+                lo_ok = false;
+            else
+                hi_ok = false;
+            continue;
+        }
+        if (use_lo)
+            lo--;
+        else
+            hi++;
+        take[cand] = 1;
+        t += q->items[cand].ntok;
+        n++;
+    }
+    free(o);
+    *tokens = t;
+    return n;
+}
+
+/* Marks in b the jobs it holds whole (nothing of them queued or in
+ * another batch) whose on_done may run on the worker, and stops watching
+ * their sockets: the worker will end them (end_whole_jobs), and a hang-up
+ * now could not stop the batch anyway; MHD sees it when it answers. */
+static void mark_whole_jobs(batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        sched_job *j = b->items[i].job;
+        if (!j->on_done_any_thread || j->queued || j->result != SCHED_OK)
+            continue;
+        int here = 0;
+        bool first = true;
+        for (int k = 0; k < b->n; k++)
+            if (b->items[k].job == j) {
+                first &= k >= i;
+                here++;
+            }
+        if (!first || here != j->running)
+            continue;
+        b->whole[i] = 1;
+        if (j->watch) {
+            uv_close((uv_handle_t *)j->watch, sc_watch_closed);
+            j->watch = NULL;
+        }
+    }
+}
+
+/* Takes the next batch off q and gives it to the idle worker w. On an
+ * allocation failure the chosen texts' jobs fail (500) instead. */
+void sc_dispatch(sched *s, vq *q, worker *w)
+{
+    unsigned char *take = malloc(q->n ? q->n : 1);
+    batch *b = calloc(1, sizeof *b);
+    long tokens = 0;
+    int n = take ? choose(q, take, &tokens) : 0;
+    const int h = q->v->hidden;
+    if (b && take) {
+        b->items = malloc(sizeof *b->items * (size_t)n);
+        b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
+        b->off = malloc(sizeof *b->off * (size_t)(n + 1));
+        b->out = malloc(sizeof *b->out * (size_t)n * (size_t)h);
+        b->bad = calloc((size_t)n, 1);
+        b->whole = calloc((size_t)n, 1);
+    }
+    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->bad || !b->whole) {
+        sched_job *victim = q->items[0].job;
+        free(take);
+        sc_batch_free(b);
+        sc_fail_job(s, victim, SCHED_FAILED, "out of memory forming a batch");
+        return;
+    }
+    uint64_t now = uv_hrtime();
+    b->q = q;
+    b->w = w;
+    b->n = n;
+    b->tokens = tokens;
+    b->off[0] = 0;
+    size_t k = 0;
+    int bi = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        item *it = &q->items[i];
+        if (!take[i]) {
+            q->items[k++] = *it;
+            continue;
+        }
+        sched_job *j = it->job;
+        const int32_t *src = j->ids + j->off[it->idx];
+        memcpy(b->ids + b->off[bi], src, sizeof(int32_t) * (size_t)it->ntok);
+        b->off[bi + 1] = b->off[bi] + it->ntok;
+        b->items[bi++] = *it;
+        j->queued--;
+        j->running++;
+        if (!j->t_start)
+            j->t_start = now;
+        q->ntokens -= it->ntok;
+    }
+    q->n = k;
+    sc_set_depth(s, q);
+    free(take);
+    mark_whole_jobs(b);
+    q->running++;
+    srv_variant_ref(q->v); /* the batch's own, until batch_done */
+    w->busy = true;
+    pthread_mutex_lock(&w->mu);
+    w->b = b;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A batch came back: account it, and end the jobs it finished. */
+void sc_batch_done(sched *s, batch *b)
+{
+    vq *q = b->q;
+    b->w->busy = false;
+    uint64_t ns = b->t_end - b->t_start;
+    if (b->st == MT_OK)
+        fit_add(q, b->tokens, ns);
+    for (int i = 0; i < b->n; i++) {
+        sched_job *j = b->items[i].job;
+        bool first_in_batch = true;
+        for (int k = 0; k < i; k++)
+            if (b->items[k].job == j) {
+                first_in_batch = false;
+                break;
+            }
+        /* a job with texts in a running batch ends only when they come
+         * back, unless the worker ended it (end_whole_jobs) */
+        const bool worker_ended = j->ended;
+        if (first_in_batch && !worker_ended) {
+            j->compute_ns += ns;
+            j->batches++;
+        }
+        j->running--;
+        if (worker_ended) {
+            if (!j->running)
+                sc_release_job(s, j);
+            continue;
+        }
+        if (b->st != MT_OK)
+            sc_fail_job(s, j, SCHED_FAILED, b->err);
+        else if (b->bad[i]) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "variant %s produced a non-finite value (input %d); no output sent",
+                     q->v->cfg.name, b->items[i].idx);
+            sc_fail_job(s, j, SCHED_FAILED, msg);
+        }
+        if (!j->queued && !j->running)
+            sc_end_job(s, j);
+    }
+    q->running--; /* only now may sc_reap() free q */
+    srv_variant_unref(q->v);
+    sc_batch_free(b);
+}
+

@@ -1,0 +1,314 @@
+/* build.c: making a build of a variant: load (and quantize) its model on
+ * the right backend, the checksum of its weights file and its embedding
+ * space id, and its promotion gate against the reference (probes, cosine,
+ * p99 latency). See models.h for what a build is. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "engine/backend_cuda.h"
+#include "engine/jsonfile.h"
+#include "engine/metrics.h"
+#include "server/core/models.h"
+
+/* Monotonic seconds, for build and probe timings. */
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ========================================================================
+ * the weights checksum (part of the embedding space id)
+ * ====================================================================== */
+
+typedef struct {
+    char *path;
+    off_t size;
+    struct timespec mtime;
+    ino_t ino;
+    char hex[17];
+} sum_entry;
+
+static pthread_mutex_t sum_mu = PTHREAD_MUTEX_INITIALIZER;
+static sum_entry sum_cache[32];
+static int sum_n;
+
+/* FNV-1a over the file's bytes, eight interleaved lanes folded at the end
+ * so that it runs at memory speed instead of one multiply per byte; the
+ * result only has to change when the bytes do. */
+static mt_status fnv_file(const char *path, uint64_t *out, mt_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_fail(err, MT_EIO, "%s: %s", path, strerror(errno));
+    const uint64_t prime = 0x100000001b3ull;
+    uint64_t lane[8];
+    for (int i = 0; i < 8; i++)
+        lane[i] = 0xcbf29ce484222325ull ^ (uint64_t)i;
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) {
+        fclose(f);
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    }
+    size_t n, total = 0;
+    while ((n = fread(buf, 1, CHUNK, f)) > 0) {
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] = (lane[l] ^ buf[i + l]) * prime;
+        for (; i < n; i++)
+            lane[0] = (lane[0] ^ buf[i]) * prime;
+        total += n;
+    }
+    bool bad = ferror(f);
+    free(buf);
+    fclose(f);
+    if (bad)
+        return mt_fail(err, MT_EIO, "%s: read error", path);
+    uint64_t h = 0xcbf29ce484222325ull ^ total;
+    for (int l = 0; l < 8; l++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((lane[l] >> (8 * b)) & 0xff)) * prime;
+    *out = h;
+    return MT_OK;
+}
+
+mt_status srv_file_checksum(const char *path, char out[17], mt_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return mt_fail(err, MT_EIO, "%s: %s", path, strerror(errno));
+    pthread_mutex_lock(&sum_mu);
+    for (int i = 0; i < sum_n; i++) {
+        sum_entry *e = &sum_cache[i];
+        if (!strcmp(e->path, path) && e->size == st.st_size && e->ino == st.st_ino &&
+            e->mtime.tv_sec == st.st_mtim.tv_sec && e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+            memcpy(out, e->hex, 17);
+            pthread_mutex_unlock(&sum_mu);
+            return MT_OK;
+        }
+    }
+    pthread_mutex_unlock(&sum_mu);
+    uint64_t h = 0;
+    mt_status s = fnv_file(path, &h, err);
+    if (s != MT_OK)
+        return s;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    char *p = strdup(path);
+    if (!p)
+        return MT_OK; /* not cached: computed again next time */
+    pthread_mutex_lock(&sum_mu);
+    int slot = -1;
+    for (int i = 0; i < sum_n && slot < 0; i++)
+        if (!strcmp(sum_cache[i].path, path))
+            slot = i;
+    if (slot < 0)
+        slot = sum_n < (int)(sizeof sum_cache / sizeof *sum_cache) ? sum_n++ : 0;
+    free(sum_cache[slot].path);
+    sum_cache[slot] = (sum_entry){p, st.st_size, st.st_mtim, st.st_ino, ""};
+    memcpy(sum_cache[slot].hex, out, 17);
+    pthread_mutex_unlock(&sum_mu);
+    return MT_OK;
+}
+
+/* ========================================================================
+ * builds
+ * ====================================================================== */
+
+/* The embedding space id: what a stored vector must match to be compared
+ * with a new one: the model, the precision and calibration its GEMM
+ * weights were made with, and the checksum of the weights file. */
+static void space_id(srv_variant *v, const char *model)
+{
+    char calib[32] = "none";
+    if (mt_prec(v->cfg.precision)->has_scales) {
+        if (!strcmp(v->cfg.calibration, "percentile"))
+            snprintf(calib, sizeof calib, "percentile%g", v->cfg.percentile);
+        else
+            snprintf(calib, sizeof calib, "%s", v->cfg.calibration);
+    }
+    snprintf(v->space, sizeof v->space, "%s/%s-%s/fnv1a64-%s", model,
+             mt_precision_name(v->cfg.precision), calib, v->checksum);
+}
+
+/* qsort order for the probe latencies. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 99th percentile of n latencies (sorts them). */
+static double p99_of(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    int i = (int)ceil(0.99 * n) - 1;
+    return t[i < 0 ? 0 : i];
+}
+
+/* The probe texts of a gate file, one per line (blank lines and lines
+ * starting with '#' skipped), cut out of text in place into probes
+ * (capacity: text's line count + 1). Returns how many. */
+static int split_probes(char *text, char **probes)
+{
+    int n = 0;
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        size_t l = strlen(line);
+        if (l && line[l - 1] == '\r')
+            line[--l] = 0;
+        if (l && line[0] != '#')
+            probes[n++] = line;
+    }
+    return n;
+}
+
+/* Sets g->passed and g->why from its figures and the variant's gate. */
+static void judge_gate(srv_gate *g, const cfg_variant *vc)
+{
+    double ratio = g->ref_p99_ms > 0 ? g->p99_ms / g->ref_p99_ms : 0;
+    g->passed = true;
+    if (g->mean_cosine < vc->gate_min_cosine) {
+        g->passed = false;
+        snprintf(g->why, sizeof g->why,
+                 "mean cosine to the reference %.6f is under gate.min_cosine %.6f (%d probes)",
+                 g->mean_cosine, vc->gate_min_cosine, g->probes);
+    } else if (vc->gate_max_p99_ratio > 0 && ratio > vc->gate_max_p99_ratio) {
+        g->passed = false;
+        snprintf(g->why, sizeof g->why,
+                 "p99 latency %.2f ms is %.2fx the reference's %.2f ms, over gate.max_p99_ratio %g",
+                 g->p99_ms, ratio, g->ref_p99_ms, vc->gate_max_p99_ratio);
+    }
+}
+
+mt_status srv_run_gate(srv_variant *v, srv_variant *ref, mt_err *err)
+{
+    srv_gate *g = &v->gate;
+    memset(g, 0, sizeof *g);
+    if (!ref) {
+        snprintf(g->why, sizeof g->why, "no reference build is serving to compare with");
+        return MT_OK;
+    }
+    char *text;
+    size_t len;
+    mt_status st = mt_read_file(v->cfg.gate_probes, 16u << 20, &text, &len, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "gate.probes: ");
+    int cap = 1;
+    for (size_t i = 0; i < len; i++)
+        cap += text[i] == '\n';
+    char **probes = malloc(sizeof *probes * (size_t)cap);
+    const int h = v->hidden;
+    float *a = malloc(sizeof(float) * (size_t)h), *b = malloc(sizeof(float) * (size_t)h);
+    double *ta = malloc(sizeof(double) * (size_t)cap), *tb = malloc(sizeof(double) * (size_t)cap);
+    int n = probes ? split_probes(text, probes) : 0;
+    if (!probes || !a || !b || !ta || !tb) {
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (n == 0) {
+        st = mt_fail(err, MT_EINVAL, "gate.probes: %s has no probe texts", v->cfg.gate_probes);
+        goto done;
+    }
+    double sum = 0, min = 2;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(probes[i]);
+        const char *p = probes[i];
+        /* interleaved, so that both see the same machine load */
+        double t0 = mono_s();
+        st = mt_model_embed_texts(v->model, &p, &l, 1, a, NULL, err);
+        double t1 = mono_s();
+        if (st == MT_OK)
+            st = mt_model_embed_texts(ref->model, &p, &l, 1, b, NULL, err);
+        double t2 = mono_s();
+        if (st != MT_OK) {
+            mt_prefix(err, st, "gate: probe %d: ", i + 1);
+            goto done;
+        }
+        ta[i] = (t1 - t0) * 1e3;
+        tb[i] = (t2 - t1) * 1e3;
+        double c = mt_cosine(a, b, h);
+        sum += c;
+        if (c < min)
+            min = c;
+    }
+    g->ran = true;
+    g->probes = n;
+    g->mean_cosine = sum / n;
+    g->min_cosine = min;
+    g->p99_ms = p99_of(ta, n);
+    g->ref_p99_ms = p99_of(tb, n);
+    judge_gate(g, &v->cfg);
+done:
+    free(text);
+    free(probes);
+    free(a);
+    free(b);
+    free(ta);
+    free(tb);
+    return st;
+}
+
+mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
+                    srv_variant *ref, srv_variant **out, mt_err *err)
+{
+    mt_backend *be = mc->device == CFG_DEVICE_CPU ? s->cpu : s->gpu ? s->gpu : s->cpu;
+    if (mc->device == CFG_DEVICE_CUDA && !s->gpu)
+        return mt_fail(err, MT_EUNSUPPORTED,
+                       "model %s, variant %s: device \"cuda\" asked for, but no CUDA device is "
+                       "usable here (%d found)",
+                       mc->name, vc->name, mt_cuda_device_count());
+    srv_variant *v = calloc(1, sizeof *v);
+    if (!v)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    atomic_init(&v->refs, 1);
+    v->m = m;
+    v->be = be;
+    v->cfg = *vc;
+    mt_model_opts o = {.precision = vc->precision,
+                        .calib = {MT_CALIB_ABSMAX, vc->percentile},
+                        .max_seq_len = mc->max_seq_len,
+                        .weights = vc->weights};
+    mt_calib_parse(vc->calibration, &o.calib.method);
+    double t0 = mono_s();
+    mt_status st = mt_model_load(mc->path, be, &o, &v->model, err);
+    if (st != MT_OK) {
+        free(v);
+        return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
+    }
+    v->build_s = mono_s() - t0;
+    v->hidden = v->model->info.hidden;
+    v->max_seq_len = v->model->info.max_seq_len;
+    pthread_mutex_init(&v->lock, NULL);
+    stats_drift_init(&v->drift);
+    v->alive = &s->builds_alive;
+    atomic_fetch_add(&s->builds_alive, 1);
+
+    char wpath[4200];
+    if (vc->weights[0])
+        snprintf(wpath, sizeof wpath, "%s", vc->weights);
+    else
+        snprintf(wpath, sizeof wpath, "%s/model.safetensors", mc->path);
+    if ((st = srv_file_checksum(wpath, v->checksum, err)) != MT_OK) {
+        srv_variant_unref(v);
+        return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
+    }
+    space_id(v, mc->name);
+    if (vc->gate_probes[0] && (st = srv_run_gate(v, ref, err)) != MT_OK) {
+        srv_variant_unref(v);
+        return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
+    }
+    *out = v;
+    return MT_OK;
+}
+
