@@ -541,6 +541,57 @@ done:
  * the codes in place -- W (n, k) row-major is the (k, n) matrix the matmul
  * multiplies, stored transposed ("ba") -- or reordered once into the
  * blocked layout oneDNN prefers (see qgemm.h for when each is taken). */
+/* The weight's layout and primitive: oneDNN's plain (k, n) layout, read in
+ * place, when the kernel it prefers takes that layout as is (and reorder is
+ * false); else a copy reordered into the layout it prefers. Every
+ * primitive descriptor made here is destroyed here, on every path (the one
+ * handed to s8_set_prim is its to destroy). */
+static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
+{
+    dnnl_primitive_desc_t pany = NULL, pplain = NULL;
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {w->k, w->n};
+    const char *impl = NULL;
+    char iany[sizeof w->impl];
+    int rc = KC_EDNNL;
+    if (dnnl_engine_create(&w->eng, dnnl_cpu, 0) != dnnl_success) {
+        w->eng = NULL;
+        return KC_EDNNL;
+    }
+    if (dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+        s8_make_pd(w, KC_S8_CHUNK, NULL, &pany) != dnnl_success ||
+        dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        goto out;
+    snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
+    snprintf(w->impl, sizeof w->impl, "%s", iany);
+    if (!reorder && s8_make_pd(w, KC_S8_CHUNK, &plain, &pplain) == dnnl_success &&
+        dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl && !strcmp(impl, iany)) {
+        w->wmd = plain; /* in place */
+        rc = s8_set_prim(w, S8_NBUCKET - 1, pplain);
+        pplain = NULL;
+        goto out;
+    }
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pany, dnnl_query_weights_md, 0);
+    if (!wq)
+        goto out;
+    w->wmd = *wq;
+    rc = s8_set_prim(w, S8_NBUCKET - 1, pany);
+    pany = NULL;
+    if (rc != KC_OK)
+        goto out;
+    w->wbytes = dnnl_memory_desc_get_size(&w->wmd);
+    rc = KC_ENOMEM;
+    if ((w->wbuf = aligned_alloc(64, (w->wbytes + 63) & ~(size_t)63)))
+        rc = s8_reorder_in(w, codes);
+out:
+    if (pany)
+        dnnl_primitive_desc_destroy(pany);
+    if (pplain)
+        dnnl_primitive_desc_destroy(pplain);
+    return rc;
+}
+
 int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
                         kc_s8_weight **out)
 {
@@ -572,60 +623,13 @@ int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, b
         free(w);
         return KC_ENOMEM;
     }
-    int rc = KC_EDNNL;
-    dnnl_primitive_desc_t pany = NULL, pplain = NULL;
-    dnnl_memory_desc_t plain;
-    dnnl_dims_t wd = {k, n};
-    const char *impl = NULL;
-    char iany[sizeof w->impl];
-    if (dnnl_engine_create(&w->eng, dnnl_cpu, 0) != dnnl_success) {
-        w->eng = NULL;
-        goto fail;
+    int rc = s8_prepare(w, codes, reorder);
+    if (rc != KC_OK) {
+        kc_s8_weight_destroy(w);
+        return rc;
     }
-    if (dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
-        s8_make_pd(w, KC_S8_CHUNK, NULL, &pany) != dnnl_success ||
-        dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
-        goto fail;
-    snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
-    if (!reorder && s8_make_pd(w, KC_S8_CHUNK, &plain, &pplain) == dnnl_success &&
-        dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl && !strcmp(impl, iany)) {
-        w->wmd = plain; /* in place */
-        snprintf(w->impl, sizeof w->impl, "%s", iany);
-        rc = s8_set_prim(w, S8_NBUCKET - 1, pplain);
-        pplain = NULL;
-        goto done;
-    }
-    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pany, dnnl_query_weights_md, 0);
-    if (!wq)
-        goto fail;
-    w->wmd = *wq;
-    snprintf(w->impl, sizeof w->impl, "%s", iany);
-    rc = s8_set_prim(w, S8_NBUCKET - 1, pany);
-    pany = NULL;
-    if (rc != KC_OK)
-        goto fail;
-    w->wbytes = dnnl_memory_desc_get_size(&w->wmd);
-    rc = KC_ENOMEM;
-    if (!(w->wbuf = aligned_alloc(64, (w->wbytes + 63) & ~(size_t)63)))
-        goto fail;
-    rc = s8_reorder_in(w, codes);
-done:
-    if (pany)
-        dnnl_primitive_desc_destroy(pany);
-    if (pplain)
-        dnnl_primitive_desc_destroy(pplain);
-    if (rc != KC_OK)
-        goto fail;
     *out = w;
     return KC_OK;
-fail:
-    if (pany)
-        dnnl_primitive_desc_destroy(pany);
-    if (pplain)
-        dnnl_primitive_desc_destroy(pplain);
-    kc_s8_weight_destroy(w);
-    return rc;
 }
 
 /* For the backend's honest ->bytes: what this object adds to the borrowed

@@ -1,0 +1,69 @@
+/* st_internal.h: what the safetensors reader (safetensors.c), its strict
+ * header syntax check (st_json.c) and the writer (st_write.c) share. */
+#ifndef MT_ENGINE_ST_INTERNAL_H
+#define MT_ENGINE_ST_INTERNAL_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/safetensors.h"
+
+/* Integers from 2^53 up do not survive cJSON's doubles exactly; no real file
+ * has offsets that large, so both reader and writer refuse them. */
+#define ST_EXACT_LIMIT 9007199254740992.0 /* 2^53 */
+#define ST_EXACT_LIMIT_U64 ((uint64_t)1 << 53)
+/* A valid header nests 3 deep (object, tensor, shape); allow some slack. */
+#define ST_JSON_MAX_DEPTH 32
+/* Longer numbers are not usize values, and cJSON would mis-read them. */
+#define ST_JSON_MAX_NUMBER 32
+#define ST_METADATA_KEY "__metadata__"
+
+typedef struct {
+    const char *key;
+    const char *value;
+} st_kv;
+
+/* A tensor plus its byte range in the data area, while validating. */
+typedef struct {
+    st_tensor t;
+    uint64_t begin, end;
+} st_entry;
+
+struct st_file {
+    char *label;              /* path or caller's label, for messages */
+    void *map;                /* st_open's mapping, or NULL */
+    size_t map_len;
+    st_entry *entries;        /* ordered by data offset */
+    size_t n;
+    const st_tensor **by_name; /* sorted by name, for st_find */
+    st_kv *meta;              /* sorted by key, for st_meta */
+    size_t nmeta;
+    char *strings;            /* names, metadata keys and values */
+};
+
+/* Whether s is valid UTF-8 (the writer refuses what the reader would). */
+bool st_utf8_valid(const char *s);
+
+/* Names in messages: they come from the file (or the caller) and may hold
+ * control bytes or be very long, and messages end up in logs and in
+ * responses. Copies s into buf (ST_SHOW_CAP bytes), control bytes as '?',
+ * cut on a UTF-8 boundary with "..." when too long. ST_SHOW gives each use
+ * its own buffer, living until the end of the enclosing block. */
+#define ST_SHOW_CAP 160
+#define ST_SHOW(s) st_show((s), (char[ST_SHOW_CAP]){0})
+const char *st_show(const char *s, char *buf);
+
+/* Element and byte counts of a shape with overflow checks. Returns 0, or
+ * -1 when a dim is negative, 1 when the element count overflows and 2 when
+ * the byte count does. */
+int st_shape_bytes(st_dtype d, int ndim, const int64_t *shape, uint64_t *numel, uint64_t *bytes);
+/* Writes "[a,b,c]" into buf for messages. */
+const char *st_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
+
+/* Checks the header text against the strict JSON grammar, then parses it
+ * (label names the file in errors). */
+mt_status st_parse_header(const char *label, const unsigned char *text, size_t n, cJSON **out,
+                          mt_err *err);
+
+#endif
