@@ -210,6 +210,14 @@ bench: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
 
+# compile_commands.json for clangd and other editors: every compile of a
+# full build (into build/compdb, so the usual builds are not touched),
+# recorded by bear (Debian's package, installed when missing).
+.PHONY: compile_commands.json
+compile_commands.json:
+	tools/install-deps.sh --dev-tools
+	bear --output $@ -- $(MAKE) --no-print-directory -B CFG=compdb all
+
 clean:
 	rm -rf build
 

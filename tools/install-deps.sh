@@ -5,6 +5,7 @@
 #
 #   tools/install-deps.sh                 install what is missing
 #   tools/install-deps.sh --check-debian  only check that the packages are there
+#   tools/install-deps.sh --dev-tools     only bear (make compile_commands.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,17 @@ DEBIAN_PKGS=(
 # checks /metrics; wrk: a second load generator for make bench-server;
 # chromium (+ a font): the A/B page test renders GET /ab headless and keeps
 # a screenshot (build/test-artifacts/ab-page.png).
+
+if [ "${1:-}" = "--dev-tools" ]; then
+  if ! dpkg-query -W -f='${Status}' bear 2>/dev/null | grep -q "install ok installed"; then
+    echo "install-deps: installing bear"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends bear
+  fi
+  exit 0
+fi
 
 missing=()
 for p in "${DEBIAN_PKGS[@]}"; do
