@@ -56,12 +56,12 @@ CONFIG   ?= config/mantissa.json
 all build: $(BIN) $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
-# (owned by the CUDA backend: engine/backend_cuda.c, kernels/cuda/, tests/gpu/,
+# (owned by the CUDA backend: engine/backend_cuda.c and cuda_gemm.c, kernels/cuda/, tests/gpu/,
 # bench/gpu/). Everything CUDA-specific of the build is in this section.
 #
 #   CUDA=1   kernels/cuda/*.cu -> $(BUILD)/kernels/cuda/*.o through nvcc, for
 #            sm_80, sm_89 and sm_90a plus compute_90 PTX (never -arch=native:
-#            CI and build machines have no GPU); engine/backend_cuda.c in the
+#            CI and build machines have no GPU); engine/backend_cuda.c and cuda_gemm.c in the
 #            library, linked with cuBLASLt and the CUDA runtime (rpath to the
 #            toolkit's lib dir); tests/gpu and bench/gpu programs in `all`.
 #   CUDA=0   exactly the CPU build; engine/backend_cuda_none.c answers "no CUDA".
@@ -103,20 +103,23 @@ GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/bench/gpu/%)
 CUDA_CFG := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS)
 $(shell mkdir -p $(BUILD) && { printf '%s\n' '$(CUDA_CFG)' | cmp -s - $(BUILD)/cuda.cfg || \
           printf '%s\n' '$(CUDA_CFG)' > $(BUILD)/cuda.cfg; })
-$(BUILD)/engine/backend_cuda.o $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
+# The CUDA backend's host files (they include the toolkit's headers).
+CUDA_HOST_SRC := engine/backend_cuda.c engine/cuda_gemm.c
+CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/%.o)
+$(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
 
 # LIB_SRC keeps the no-CUDA stub (other builds from LIB_SRC, e.g. the fuzzers,
 # need no CUDA); the CUDA build swaps the objects.
-LIB_SRC := $(filter-out engine/backend_cuda.c,$(LIB_SRC))
+LIB_SRC := $(filter-out $(CUDA_HOST_SRC),$(LIB_SRC))
 ifeq ($(CUDA),1)
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ)) \
-             $(BUILD)/engine/backend_cuda.o $(CUDA_OBJ)
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(CUDA_HOST_OBJ),$(LIB_OBJ)) \
+             $(CUDA_HOST_OBJ) $(CUDA_OBJ)
   LDLIBS  += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lstdc++
   all build: $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
-  $(BUILD)/engine/backend_cuda.o $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: \
+  $(CUDA_HOST_OBJ) $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: \
       CFLAGS += -I$(CUDA_HOME)/include
 else
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda.o,$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(CUDA_HOST_OBJ),$(LIB_OBJ))
 endif
 
 $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu

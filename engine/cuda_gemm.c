@@ -1,0 +1,432 @@
+/* cuda_gemm.c: the CUDA backend's GEMMs (see backend_cuda.c for the whole):
+ * cuBLASLt plans cached per context, the paths (fp32/tf32/fp16/bf16 through
+ * cuBLASLt; int8/fp8 through the fused W8A16 kernel at small m, and from a
+ * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM), and
+ * the crossover measured per (precision, n, k) when a weight is uploaded. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/cuda_internal.h"
+#include "engine/quant.h"
+
+static const char *const lt_kind_name[] = {"fp32", "tf32", "fp16", "bf16", "fp8 w8a8"};
+
+/* ========================================================================
+ * cuBLASLt
+ *
+ * Our y (m, n) row-major is y^T (n, m) column-major, and W (n, ld) row-major
+ * is a column-major (k, n) matrix with leading dimension ld. So
+ *   y^T = op(A) B   with A = W (TRANSA = T, k x n, lda = ld),
+ *                        B = x (TRANSB = N, k x m, ldb),
+ *                        D = y (n x m, ldd = n),
+ * the "TN" layout that FP8 GEMMs require. The bias epilogue adds bias[row of
+ * D] = bias[n]; outer-vector scales multiply row i of D by a_scale[i] (the
+ * weight's channel) and column j by b_scale[j] (the token).
+ * ====================================================================== */
+
+static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const float *a_scale,
+                              const float *b_scale, mt_err *err)
+{
+    static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF,
+                                           CUDA_R_8F_E4M3};
+    const cudaDataType_t ab = types[key->kind];
+    const cublasComputeType_t ct =
+        key->kind == LK_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    p->key = *key;
+    p->state = -1; /* until an algorithm is found */
+    LT(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F));
+    LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (key->bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    }
+    if (key->kind == LK_E4M3) {
+#if HAVE_OUTER_VEC
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                          sizeof mode));
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                          sizeof mode));
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                          sizeof a_scale));
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                          sizeof b_scale));
+#else
+        return MT_OK; /* stays "no algorithm" */
+#endif
+    }
+    LT(cublasLtMatrixLayoutCreate(&p->a, ab, key->k, key->n, key->lda));
+    LT(cublasLtMatrixLayoutCreate(&p->b, ab, key->k, key->m, key->ldb));
+    LT(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, key->n, key->m, key->n));
+
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = LT_WORKSPACE;
+    const uint32_t align = 16; /* what every buffer here is guaranteed; the default assumes 256 */
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(c->be->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                           &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    /* "not supported" is an answer (the caller falls back), not an error */
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres == 0))
+        return MT_OK;
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return lt_fail(err, s, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+    p->algo = res.algo;
+    p->state = 1;
+    return MT_OK;
+}
+
+/* The context's cached plan for key (made on first use, least recently used
+ * slot replaced); *out NULL when cuBLASLt has no algorithm for it. */
+static mt_status lt_plan_get(cu_ctx *c, const lt_key *key, const float *a_scale,
+                             const float *b_scale, lt_plan **out, mt_err *err)
+{
+    lt_plan *victim = &c->plans[0];
+    for (int i = 0; i < PLAN_SLOTS; i++) {
+        lt_plan *p = &c->plans[i];
+        if (p->state != 0 && !memcmp(&p->key, key, sizeof *key)) {
+            p->used = ++c->clock;
+            *out = p->state == 1 ? p : NULL;
+            return MT_OK;
+        }
+        if (p->state == 0 || (victim->state != 0 && p->used < victim->used))
+            victim = p;
+    }
+    plan_clear(victim);
+    mt_status st = lt_plan_make(c, victim, key, a_scale, b_scale, err);
+    if (st != MT_OK) {
+        plan_clear(victim);
+        return st;
+    }
+    victim->used = ++c->clock;
+    *out = victim->state == 1 ? victim : NULL;
+    return MT_OK;
+}
+
+/* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias];
+ * MT_EUNSUPPORTED when cuBLASLt has no algorithm (callers may fall back). */
+static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
+                         int m, int n, int k, const float *bias, const float *a_scale,
+                         const float *b_scale, float *y, mt_err *err)
+{
+    const lt_key key = {kind, n, k, m, lda, ldb, bias != NULL};
+    lt_plan *p;
+    if (!c->lt_ws && !(c->lt_ws = scratch(c, LT_WORKSPACE)))
+        return mt_fail(err, MT_ENOMEM, "out of GPU memory for the cuBLASLt workspace");
+    mt_status st = lt_plan_get(c, &key, a_scale, b_scale, &p, err);
+    if (st != MT_OK)
+        return st;
+    if (!p)
+        return mt_fail(err, MT_EUNSUPPORTED, "cuBLASLt has no %s algorithm for m=%d n=%d k=%d",
+                       lt_kind_name[kind], m, n, k);
+    if (bias)
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias));
+#if HAVE_OUTER_VEC
+    if (kind == LK_E4M3) {
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                          sizeof a_scale));
+        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                          sizeof b_scale));
+    }
+#endif
+    const float one = 1.0f, zero = 0.0f;
+    LT(cublasLtMatmul(c->be->lt, p->desc, &one, w, p->a, x, p->b, &zero, y, p->d, y, p->d,
+                      &p->algo, c->lt_ws, LT_WORKSPACE, c->stream));
+    return MT_OK;
+}
+
+/* ========================================================================
+ * GEMM paths
+ * ====================================================================== */
+
+/* Split-K workspace for the fused kernel, grown (stream-ordered) as needed.
+ * On failure the kernel simply runs without split-K. */
+static void ensure_splitk(cu_ctx *c, int m, int n, int k)
+{
+    kcu_w8a16_plan pl;
+    /* not while recording: memory allocated then belongs to the graph */
+    if (c->capturing || kcu_w8a16_make_plan(m, n, k, c->be->sms, NULL, &pl) != 0 ||
+        pl.splits <= 1)
+        return;
+    if (pl.ws_floats > c->skw_floats) {
+        scratch_free(c, c->skw);
+        c->skw_floats = pl.ws_floats + pl.ws_floats / 2;
+        if (!(c->skw = scratch(c, c->skw_floats * sizeof(float))))
+            c->skw_floats = 0;
+    }
+    if (pl.counters > c->ncounters) {
+        scratch_free(c, c->counters);
+        c->ncounters = pl.counters * 2;
+        if (!(c->counters = scratch(c, sizeof(int) * (size_t)c->ncounters)) ||
+            cudaMemsetAsync(c->counters, 0, sizeof(int) * (size_t)c->ncounters, c->stream) !=
+                cudaSuccess) {
+            (void)cudaGetLastError();
+            scratch_free(c, c->counters);
+            c->counters = NULL;
+            c->ncounters = 0;
+        }
+    }
+}
+
+/* The W8A16 kernel, with this thread's split-K workspace. */
+static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                            const float *bias, mt_act act, float *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    ensure_splitk(c, m, pw->n, pw->k);
+    CU(kcu_w8a16_gemm(x, pw->k, pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
+                      pw->scales, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n,
+                      m, pw->n, pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, NULL,
+                      c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
+    atomic_fetch_add_explicit(&c->be->n_fused, 1, memory_order_relaxed);
+    return MT_OK;
+}
+
+/* 8-bit weight -> FP16 scratch (scale folded in), activations -> FP16,
+ * cuBLASLt FP16 with the bias epilogue, GELU after. */
+static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                              const float *bias, mt_act act, float *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    const int n = pw->n, k = pw->k, ld = round_up(k, 8);
+    mt_status st = MT_OK;
+    void *wf = scratch(c, sizeof(uint16_t) * (size_t)n * ld);
+    void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * ld);
+    if (!wf || !xh) {
+        st = mt_fail(err, MT_ENOMEM, "out of GPU memory for a %dx%d FP16 weight scratch", n, k);
+        goto done;
+    }
+    CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
+                               pw->scales, n, k, wf, ld, c->stream),
+            done);
+    CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, ld, 0, c->stream), done);
+    if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, NULL, NULL, y, err)) != MT_OK)
+        goto done;
+    if (act == MT_ACT_GELU)
+        CU_GOTO(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream), done);
+    atomic_fetch_add_explicit(&c->be->n_lt_dequant, 1, memory_order_relaxed);
+done:
+    scratch_free(c, wf);
+    scratch_free(c, xh);
+    return st;
+}
+
+/* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
+ * cuBLASLt FP8 with outer-vector scales (weight channel x token), then bias
+ * and GELU in FP32. MT_EUNSUPPORTED when cuBLASLt cannot. */
+static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                           const float *bias, mt_act act, float *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
+    mt_status st = MT_OK;
+    const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
+    uint8_t *xq = scratch(c, (qbytes + 255) / 256 * 256 + sbytes);
+    if (!xq)
+        return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d FP8 activation rows", m);
+    float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
+    CU_GOTO(kcu_quant_rows_e4m3(x, k, m, k, xq, kq, xs, c->stream), done);
+    if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, pw->scales, xs, y,
+                      err)) != MT_OK)
+        goto done;
+    CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
+                         c->stream),
+            done);
+    atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
+done:
+    scratch_free(c, xq);
+    return st;
+}
+
+/* The cuBLASLt path an 8-bit weight takes at large m. */
+static q8_path alt_path(const cu_weight *w)
+{
+    return w->pub.prec == MT_PREC_FP8 && w->w8a8 ? P_W8A8 : P_DEQUANT;
+}
+
+/* Runs path pth; a W8A8 that cuBLASLt cannot do falls back to the dequant
+ * path, and the weight remembers not to try again. */
+static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                         const float *bias, mt_act act, float *y, mt_err *err)
+{
+    if (pth == P_FUSED)
+        return gemm_fused(c, w, x, m, bias, act, y, err);
+    if (pth == P_W8A8) {
+        mt_status st = gemm_w8a8(c, w, x, m, bias, act, y, err);
+        if (st != MT_EUNSUPPORTED)
+            return st;
+        w->w8a8 = 0; /* benign race: every thread would write the same */
+    }
+    return gemm_dequant(c, w, x, m, bias, act, y, err);
+}
+
+/* y = act(x W^T + bias) by precision: see the top of this file. */
+mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
+                         const float *bias, mt_act act, float *y, mt_err *err)
+{
+    cu_backend *b = (cu_backend *)be;
+    cu_weight *w = (cu_weight *)pw;
+    cu_ctx *c;
+    mt_status st = ctx_get(b, &c, err);
+    if (st != MT_OK || m <= 0)
+        return st;
+    const int n = pw->n, k = pw->k;
+    c->last_prec = pw->prec;
+    switch (pw->prec) {
+    case MT_PREC_FP32:
+    case MT_PREC_TF32:
+        st = lt_gemm(c, pw->prec == MT_PREC_TF32 ? LK_TF32 : LK_F32, pw->data, w->ld, x, k, m, n,
+                     k, bias, NULL, NULL, y, err);
+        if (st == MT_OK)
+            atomic_fetch_add_explicit(&b->n_lt_32, 1, memory_order_relaxed);
+        break;
+    case MT_PREC_FP16:
+    case MT_PREC_BF16: {
+        const int bf = pw->prec == MT_PREC_BF16;
+        void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * w->ld);
+        if (!xh)
+            return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d x %d activations", m, k);
+        CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), h16_done);
+        st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, NULL,
+                     NULL, y, err);
+        if (st == MT_OK)
+            atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
+    h16_done:
+        scratch_free(c, xh);
+        break;
+    }
+    case MT_PREC_INT8:
+    case MT_PREC_FP8: {
+        q8_path pth = b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
+                      : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
+                      : m >= w->crossover                    ? alt_path(w)
+                                                             : P_FUSED;
+        return gemm_q8(c, w, pth, x, m, bias, act, y, err);
+    }
+    default:
+        return mt_fail(err, MT_EINVAL, "unknown weight precision %d", (int)pw->prec);
+    }
+    if (st == MT_OK && act == MT_ACT_GELU)
+        CU(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream));
+    return st;
+}
+
+/* ========================================================================
+ * the measured crossover
+ * ====================================================================== */
+
+/* Median of 3 timed runs of path pth at m (after one untimed run), in ms. */
+static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                           const float *bias, float *y, double *ms_out, mt_err *err)
+{
+    float t[3];
+    mt_status st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    for (int r = 0; r < 3 && st == MT_OK; r++) {
+        CU(cudaEventRecord(c->ev0, c->stream));
+        if ((st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
+            break;
+        CU(cudaEventRecord(c->ev1, c->stream));
+        CU(cudaEventSynchronize(c->ev1));
+        CU(cudaEventElapsedTime(&t[r], c->ev0, c->ev1));
+    }
+    if (st != MT_OK)
+        return st;
+    float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
+    *ms_out = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
+    return MT_OK;
+}
+
+/* Times the fused kernel and the cuBLASLt path of this weight at m = 16,
+ * 32, ... (as far as 64 MiB of activations allow), on pseudo-random data,
+ * and keeps the crossover (kcu_pick_crossover). Shapes repeat across layers,
+ * so results are cached per (precision, n, k). */
+mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
+{
+    static const int ms[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+    enum { NMS = sizeof ms / sizeof *ms };
+    const int prec = w->pub.prec, n = w->pub.n, k = w->pub.k;
+    if (b->opts.crossover > 0) {
+        w->crossover = b->opts.crossover;
+        return MT_OK;
+    }
+    if (!b->opts.autotune) {
+        w->crossover = DEFAULT_CROSSOVER;
+        return MT_OK;
+    }
+    pthread_mutex_lock(&b->mu);
+    for (int i = 0; i < b->ntune; i++)
+        if (b->tune[i].prec == prec && b->tune[i].n == n && b->tune[i].k == k) {
+            w->crossover = b->tune[i].crossover;
+            pthread_mutex_unlock(&b->mu);
+            return MT_OK;
+        }
+    pthread_mutex_unlock(&b->mu);
+
+    const size_t cap = (size_t)64 << 20;
+    int cnt = 0;
+    while (cnt < NMS && (size_t)ms[cnt] * k * 4 <= cap && (size_t)ms[cnt] * n * 4 <= cap)
+        cnt++;
+    if (cnt == 0) {
+        w->crossover = DEFAULT_CROSSOVER;
+        return MT_OK;
+    }
+    const int mmax = ms[cnt - 1];
+    mt_status st = MT_OK;
+    float *x = scratch(c, sizeof(float) * (size_t)mmax * k);
+    float *y = scratch(c, sizeof(float) * (size_t)mmax * n);
+    float *bias = scratch(c, sizeof(float) * (size_t)n);
+    double tf[NMS], ta[NMS];
+    int done = 0, alt_wins = 0;
+    if (!x || !y || !bias) {
+        st = mt_fail(err, MT_ENOMEM, "out of GPU memory tuning a %dx%d weight", n, k);
+        goto out;
+    }
+    CU_GOTO(kcu_fill_f32(x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
+    CU_GOTO(kcu_fill_f32(bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
+    for (; done < cnt; done++) {
+        if ((st = time_path(c, w, P_FUSED, x, ms[done], bias, y, &tf[done], err)) ||
+            (st = time_path(c, w, alt_path(w), x, ms[done], bias, y, &ta[done], err)))
+            goto out;
+        alt_wins = ta[done] < tf[done] ? alt_wins + 1 : 0;
+        if (alt_wins == 3) { /* assume it keeps winning at larger m */
+            done++;
+            break;
+        }
+    }
+    w->crossover = kcu_pick_crossover(ms, tf, ta, done);
+    pthread_mutex_lock(&b->mu);
+    if (b->ntune < TUNE_SLOTS)
+        b->tune[b->ntune++] = (tune_entry){prec, n, k, w->crossover};
+    pthread_mutex_unlock(&b->mu);
+out:
+    scratch_free(c, x);
+    scratch_free(c, y);
+    scratch_free(c, bias);
+    if (st == MT_OK)
+        CU(cudaStreamSynchronize(c->stream));
+    return st;
+}
+
+int mt_cuda_weight_crossover(const mt_weight *w)
+{
+    if (!w || (w->prec != MT_PREC_INT8 && w->prec != MT_PREC_FP8))
+        return -1;
+    return ((const cu_weight *)w)->crossover;
+}
+

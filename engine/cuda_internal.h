@@ -1,0 +1,176 @@
+/* cuda_internal.h: what the CUDA backend's two files share: backend_cuda.c
+ * (devices, per-thread contexts, memory, weights, the encoder ops, CUDA
+ * graphs, the table) and cuda_gemm.c (cuBLASLt plans, the GEMM paths, the
+ * measured W8A16 / cuBLASLt crossover): error checking, types, and the few
+ * functions one calls in the other. */
+#ifndef MT_ENGINE_CUDA_INTERNAL_H
+#define MT_ENGINE_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/backend_cuda.h"
+#include "kernels/cuda/kcu.h"
+
+#if CUDART_VERSION >= 12090
+#define HAVE_OUTER_VEC 1 /* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F */
+#else
+#define HAVE_OUTER_VEC 0
+#endif
+
+enum {
+    LT_WORKSPACE = 32 << 20, /* cuBLASLt workspace per context (Hopper wants 32 MiB) */
+    PLAN_SLOTS = 256,        /* cached cuBLASLt plans per context (one per m seen) */
+    TUNE_SLOTS = 128,        /* measured crossovers per backend */
+    GRAPH_SLOTS = 16,        /* cached CUDA graphs per context */
+    DEFERRED_FREES = 64,     /* ->free calls held while a graph is recorded */
+    DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
+};
+
+/* ========================================================================
+ * errors
+ * ====================================================================== */
+
+/* A failed CUDA call as an mt_status: file:line, the call, the error. */
+static inline mt_status cu_fail(mt_err *err, cudaError_t e, const char *what, const char *file, int line)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error so the next call starts clean */
+    return mt_fail(err, e == cudaErrorMemoryAllocation ? MT_ENOMEM : MT_EINTERNAL,
+                   "%s:%d: %s: %s (%s)", file, line, what, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+/* The same for cuBLASLt statuses. */
+static inline mt_status lt_fail(mt_err *err, cublasStatus_t s, const char *what, const char *file,
+                         int line)
+{
+    return mt_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? MT_ENOMEM : MT_EINTERNAL,
+                   "%s:%d: %s: %s (%s)", file, line, what, cublasLtGetStatusString(s),
+                   cublasLtGetStatusName(s));
+}
+
+#define CU(call)                                                                  \
+    do {                                                                          \
+        cudaError_t e_ = (call);                                                  \
+        if (e_ != cudaSuccess)                                                    \
+            return cu_fail(err, e_, #call, __FILE__, __LINE__);                   \
+    } while (0)
+
+/* The same, for paths that must release resources: sets st and jumps. */
+#define CU_GOTO(call, label)                                                      \
+    do {                                                                          \
+        cudaError_t e_ = (call);                                                  \
+        if (e_ != cudaSuccess) {                                                  \
+            st = cu_fail(err, e_, #call, __FILE__, __LINE__);                     \
+            goto label;                                                           \
+        }                                                                         \
+    } while (0)
+
+#define LT(call)                                                                  \
+    do {                                                                          \
+        cublasStatus_t s_ = (call);                                               \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                          \
+            return lt_fail(err, s_, #call, __FILE__, __LINE__);                   \
+    } while (0)
+
+/* ========================================================================
+ * types
+ * ====================================================================== */
+
+typedef enum { LK_F32, LK_TF32, LK_F16, LK_BF16, LK_E4M3 } lt_kind;
+
+
+/* One cuBLASLt problem: y^T (n, m) = op(A)^T-style "TN" GEMM, see lt_plan_get. */
+typedef struct {
+    int kind, n, k, m, lda, ldb, bias;
+} lt_key;
+
+typedef struct {
+    lt_key key;
+    int state; /* 0 empty, 1 ready, -1 no algorithm */
+    unsigned used;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+typedef struct cu_backend cu_backend;
+
+/* Per calling thread. */
+typedef struct cu_ctx {
+    cu_backend *be;
+    cudaStream_t stream;
+    cudaEvent_t ev0, ev1;
+    void *lt_ws;       /* cuBLASLt workspace, LT_WORKSPACE bytes, made on first use */
+    float *skw;        /* split-K partials */
+    size_t skw_floats;
+    int *counters;     /* split-K tile counters, zero between launches */
+    int ncounters;
+    lt_plan plans[PLAN_SLOTS];
+    unsigned clock;
+    mt_precision last_prec; /* of the last GEMM: picks the attention kernel */
+    /* CUDA graphs (mt_cuda_graph_begin / _end) */
+    struct {
+        unsigned long long key;
+        cudaGraphExec_t exec;
+        unsigned used;
+    } graphs[GRAPH_SLOTS];
+    int capturing;               /* between begin and end, recording */
+    unsigned long long cur_key;  /* the key being recorded */
+    cudaGraphExec_t pending;     /* begin found a graph: end launches it */
+    void *deferred[DEFERRED_FREES];
+    int ndeferred;
+    struct cu_ctx *next_all, *next_free;
+} cu_ctx;
+
+typedef struct {
+    int prec, n, k, crossover;
+} tune_entry;
+
+struct cu_backend {
+    mt_backend pub;
+    char name[32];
+    int dev, sms, cc;
+    cudaMemPool_t pool;
+    cublasLtHandle_t lt;
+    pthread_key_t key;
+    pthread_mutex_t mu; /* contexts and the tuning cache */
+    cu_ctx *all, *free_list;
+    mt_cuda_opts opts;
+    int fp8_w8a8; /* sm_89+ and a cuBLASLt with outer-vector scales */
+    tune_entry tune[TUNE_SLOTS];
+    int ntune;
+    atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+};
+
+/* A resident weight: the public part first, so an mt_weight * is a cu_weight *. */
+typedef struct {
+    mt_weight pub;
+    int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
+    int crossover; /* 8-bit: m from which cuBLASLt is used */
+    int w8a8;      /* fp8: cuBLASLt W8A8 still believed possible for this weight */
+} cu_weight;
+
+typedef enum { P_FUSED, P_DEQUANT, P_W8A8 } q8_path;
+
+static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+/* ---- backend_cuda.c ---- */
+/* The calling thread's context on b (made on first use, device current). */
+mt_status ctx_get(cu_backend *b, cu_ctx **out, mt_err *err);
+/* Stream-ordered scratch from the backend's pool (NULL when out of memory). */
+void *scratch(cu_ctx *c, size_t bytes);
+void scratch_free(cu_ctx *c, void *p);
+
+/* ---- cuda_gemm.c ---- */
+/* The backend table's gemm. */
+mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, const float *bias,
+                  mt_act act, float *y, mt_err *err);
+/* Measures the 8-bit weight's crossover (cached per precision and shape). */
+mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err);
+/* Frees a cached cuBLASLt plan. */
+void plan_clear(lt_plan *p);
+
+#endif
