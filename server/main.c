@@ -141,6 +141,8 @@ static int serve_start(serving *v, const char *path, const char *listen)
     http_options o = {.host = c->listen_host, .port = c->listen_port, .threads = c->http_threads,
                       .max_body_bytes = c->max_body_bytes,
                       .connection_limit = c->connection_limit,
+                      .probe_connections = c->probe_connections,
+                      .max_connections_per_ip = c->max_connections_per_ip,
                       .connection_timeout_s = c->connection_timeout_s, .tls_cert = c->tls_cert,
                       .tls_key = c->tls_key, .auth = v->keys, .hooks = api_hooks(),
                       .app = &v->app};
@@ -149,6 +151,7 @@ static int serve_start(serving *v, const char *path, const char *listen)
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return 1;
     }
+    v->app.http = v->http; /* for the connection counts in /metrics */
     sched_set_hooks(v->sched, serve_quiesce, NULL, v->http);
     fprintf(stderr, "mantissa: serving on %s%s:%d\n", c->tls_cert[0] ? "https://" : "",
             c->listen_host, http_port(v->http));

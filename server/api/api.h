@@ -38,6 +38,7 @@ struct http_app {
     sched *sched;      /* NULL: tools and fuzzers call handlers directly, and the
                         * forward of an embedding request runs in the handler */
     reloader *reload;  /* NULL: no hot-switch */
+    http_server *http; /* the transport serving it (its connection counts); may be NULL */
 };
 
 /* The error shape of a route (http_route.style). */
@@ -179,7 +180,7 @@ extern const char api_ab_html[];
 /* ---- prom.c ---------------------------------------------------------------- */
 
 /* GET /metrics: Prometheus text format 0.0.4. */
-void prom_render(sbuf *b, srv_models *models, sched *s);
+void prom_render(sbuf *b, const http_app *app);
 /* The Triton statistics object of one model (all its variants summed),
  * plus "reference", "shadow_rate" and "variants" (each variant's state,
  * share, requests, latency histogram, drift and gate figures). */

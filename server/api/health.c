@@ -172,5 +172,5 @@ API_HANDLER(api_model_stats)
 API_HANDLER(api_metrics)
 {
     r->content_type = "text/plain; version=0.0.4; charset=utf-8";
-    prom_render(&r->body, app->models, app->sched);
+    prom_render(&r->body, app);
 }

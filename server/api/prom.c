@@ -352,8 +352,42 @@ static void render_reloads(sbuf *b, srv_models *models)
 }
 #undef EACH
 
-void prom_render(sbuf *b, srv_models *models, sched *s)
+/* The transport's connections and what its limit did. */
+static void render_connections(sbuf *b, http_server *http)
 {
+    conn_stats c;
+    if (!http)
+        return;
+    http_get_conn_stats(http, &c);
+    head(b, "mantissa_http_connections_open", "gauge", "Client connections open now.");
+    sb_printf(b, "mantissa_http_connections_open %ld\n", c.open);
+    head(b, "mantissa_http_connections_busy", "gauge",
+         "Client connections with a request in progress now.");
+    sb_printf(b, "mantissa_http_connections_busy %ld\n", c.busy);
+    head(b, "mantissa_http_connections_limit", "gauge",
+         "server.connection_limit: connections kept open.");
+    sb_printf(b, "mantissa_http_connections_limit %ld\n", c.limit);
+    head(b, "mantissa_http_connections_accepted_total", "counter", "Client connections admitted.");
+    sb_printf(b, "mantissa_http_connections_accepted_total %lu\n", c.accepted);
+    head(b, "mantissa_http_connections_evicted_total", "counter",
+         "Idle connections closed at the connection limit to admit new ones.");
+    sb_printf(b, "mantissa_http_connections_evicted_total %lu\n", c.evicted);
+    head(b, "mantissa_http_connections_reserved_total", "counter",
+         "Connections admitted over the limit for health probes only (every other one busy).");
+    sb_printf(b, "mantissa_http_connections_reserved_total %lu\n", c.reserved);
+    head(b, "mantissa_http_connections_refused_total", "counter",
+         "Connections closed at once, by reason (limit: the limit and the probes' reserve "
+         "full of busy connections; per_ip: server.max_connections_per_ip).");
+    sb_printf(b, "mantissa_http_connections_refused_total{reason=\"limit\"} %lu\n",
+              c.refused_limit);
+    sb_printf(b, "mantissa_http_connections_refused_total{reason=\"per_ip\"} %lu\n",
+              c.refused_per_ip);
+}
+
+void prom_render(sbuf *b, const http_app *app)
+{
+    srv_models *models = app->models;
+    sched *s = app->sched;
     int n;
     row *rows = rows_collect(models, NULL, &n);
     if (!rows) {
@@ -365,6 +399,7 @@ void prom_render(sbuf *b, srv_models *models, sched *s)
     render_variants(b, rows, n, models);
     render_drift(b, rows, n, models, s);
     render_reloads(b, models);
+    render_connections(b, app->http);
     rows_free(rows, n);
 }
 

@@ -5,7 +5,7 @@
 #define K API_KSERVE
 #define O API_OPENAI
 #define QUIET HTTP_ROUTE_QUIET
-#define PROBE (HTTP_ROUTE_QUIET | HTTP_ROUTE_NO_AUTH)
+#define PROBE (HTTP_ROUTE_QUIET | HTTP_ROUTE_NO_AUTH | HTTP_ROUTE_PROBE)
 
 static const http_route routes[] = {
     {"GET", "/v2/health/live", api_health_live, K, PROBE},

@@ -227,6 +227,11 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     DIFF(b->http_threads != c->http_threads, "http_threads");
     DIFF(b->max_body_bytes != c->max_body_bytes, "max_body_bytes");
     DIFF(b->max_inputs != c->max_inputs, "max_inputs");
+    DIFF(b->connection_limit != c->connection_limit ||
+             b->probe_connections != c->probe_connections ||
+             b->max_connections_per_ip != c->max_connections_per_ip ||
+             b->connection_timeout_s != c->connection_timeout_s,
+         "connection limits");
     DIFF(b->engine_threads != c->engine_threads, "engine_threads");
     DIFF(b->engine_workers != c->engine_workers, "engine_workers");
     DIFF(b->request_timeout_ms != c->request_timeout_ms, "request_timeout_ms");

@@ -68,7 +68,9 @@ typedef struct {
     int max_input_bytes;     /* a longer text: 413 */
     int shutdown_grace_ms;   /* how long SIGTERM waits for in-flight work */
     int drain_delay_ms;      /* after SIGTERM: unready but still admitting, this long */
-    int connection_limit;
+    int connection_limit;    /* connections kept open; at it, the idlest idle one goes */
+    int probe_connections;   /* more for health probes when every connection is busy */
+    int max_connections_per_ip; /* 0: no per-address limit */
     int connection_timeout_s;
     int log_level;           /* LOG_* (server/base/log.h) */
     char api_keys_file[1024];/* "": no authentication */

@@ -34,14 +34,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "engine/jsonfile.h"
+#include "server/base/log.h"
 
 struct http_server {
     struct MHD_Daemon *d;
+    conn_table *conns;
     http_options o;
     int port;
     MHD_socket quiesced_fd;
@@ -191,26 +194,6 @@ static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_st
     return MHD_YES;
 }
 
-/* The first call for a request, with its headers: state, route, the
- * application's record, and the Content-Length check. */
-static enum MHD_Result request_begins(http_server *s, struct MHD_Connection *conn,
-                                      const char *url, const char *method, void **con_cls)
-{
-    req_state *rs = calloc(1, sizeof *rs);
-    if (!rs)
-        return MHD_NO;
-    *con_cls = rs;
-    rs->t_start = uv_hrtime();
-    route_request(s, rs, method, url);
-    const char *cl =
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
-        rs->too_large = true;
-    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start};
-    rs->call = s->o.hooks->begin(s->o.app, &req, rs->route);
-    return MHD_YES;
-}
-
 /* An error the transport answers itself, in the application's shape. */
 static enum MHD_Result transport_error(http_server *s, struct MHD_Connection *conn,
                                        req_state *rs, const http_req *req, http_resp *resp,
@@ -228,6 +211,53 @@ static enum MHD_Result transport_error(http_server *s, struct MHD_Connection *co
     va_end(ap);
     s->o.hooks->error(s->o.app, req, rs->route, resp, status, param, msg);
     return send_resp(s, conn, rs, resp);
+}
+
+/* The first call for a request, with its headers: state, route, the
+ * application's record, and the Content-Length check. */
+static enum MHD_Result request_begins(http_server *s, struct MHD_Connection *conn,
+                                      const char *url, const char *method, void **con_cls)
+{
+    req_state *rs = calloc(1, sizeof *rs);
+    if (!rs)
+        return MHD_NO;
+    *con_cls = rs;
+    rs->t_start = uv_hrtime();
+    route_request(s, rs, method, url);
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
+        rs->too_large = true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_entry *ce = ci ? ci->socket_context : NULL;
+    conns_request(s->conns, ce, true);
+    http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start};
+    rs->call = s->o.hooks->begin(s->o.app, &req, rs->route);
+    if (!rs->call)
+        return MHD_YES; /* answered 500 once the body is in */
+    http_resp resp = {.status = 200, .call = rs->call};
+    sb_init(&resp.body);
+    if (conns_reserved(ce) && !(rs->route && (rs->route->flags & HTTP_ROUTE_PROBE))) {
+        http_set_header(&resp, "Connection", "close");
+        http_set_header(&resp, "Retry-After", "1");
+        return transport_error(s, conn, rs, &req, &resp, 503, "connection_limit",
+                               "the server is at its connection limit (%d) with every "
+                               "connection busy; retry",
+                               s->o.connection_limit);
+    }
+    /* A client that asked "Expect: 100-continue" waits for our word before
+     * it sends the body: an oversized one is refused now, with no 100
+     * Continue. Others are already sending: their body is read (and
+     * dropped past the cap) so that they can read the 413 at its end. */
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    if (rs->too_large && expect && strcasestr(expect, "100-continue")) {
+        http_set_header(&resp, "Connection", "close");
+        return transport_error(s, conn, rs, &req, &resp, 413, "max_body_bytes",
+                               "request body is larger than max_body_bytes (%zu bytes)",
+                               s->o.max_body_bytes);
+    }
+    return MHD_YES;
 }
 
 /* The body is in: check the body cap, the API key and the route, then
@@ -308,9 +338,32 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     if (rs->call)
         s->o.hooks->done(s->o.app, rs->call, rs->answered);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conns_request(s->conns, ci ? ci->socket_context : NULL, false);
     sb_free(&rs->body);
     free(rs);
     *con_cls = NULL;
+}
+
+/* A connection was accepted, or is closing (before its socket is). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    http_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        conns_close(s->conns, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ad = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    *socket_context = fd ? conns_open(s->conns, fd->connect_fd, ad ? ad->client_addr : NULL) : NULL;
+}
+
+void http_get_conn_stats(http_server *s, conn_stats *out)
+{
+    conns_get_stats(s->conns, out);
 }
 
 /* ========================================================================
@@ -319,9 +372,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void free_server(http_server *s)
 {
+    conns_destroy(s->conns);
     free(s->tls_cert);
     free(s->tls_key);
     free(s);
+}
+
+/* Open files: the soft limit goes up to the hard one (a default soft limit
+ * of 1024 would cap the connections below server.connection_limit), with a
+ * warning when even that leaves too few for the connections allowed. */
+static void raise_fd_limit(unsigned connections)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)connections + 256)
+        log_msg(LOG_WARN,
+                "open-file limit %llu is low for %u connections (server.connection_limit and "
+                "probe_connections): raise it (ulimit -n) or lower the limit",
+                (unsigned long long)rl.rlim_cur, connections);
 }
 
 /* The listening address of host:port into ss; *flags gains MHD_USE_IPv6. */
@@ -364,6 +438,18 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     s->o = *o;
     s->quiesced_fd = MHD_INVALID_SOCKET;
+    conn_limits cl = {.limit = o->connection_limit, .reserve = o->probe_connections,
+                      .per_ip = o->max_connections_per_ip};
+    if (conns_create(&cl, &s->conns, err) != MT_OK) {
+        free_server(s);
+        return MT_ENOMEM;
+    }
+    /* libmicrohttpd's own cap: ours, the probes' reserve, and room for the
+     * connections we have shut down and its threads have not closed yet */
+    const unsigned mhd_limit =
+        (unsigned)o->connection_limit + (unsigned)o->probe_connections + 64 +
+        (unsigned)o->connection_limit / 8;
+    raise_fd_limit(mhd_limit);
     struct sockaddr_storage ss;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
@@ -387,7 +473,8 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)o->threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o->connection_limit,
+        MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, s->tls_cert,

@@ -35,6 +35,7 @@
 #include "engine/status.h"
 #include "server/base/sbuf.h"
 #include "server/net/auth.h"
+#include "server/net/conns.h"
 
 struct MHD_Connection;
 
@@ -87,6 +88,8 @@ typedef void (*http_handler)(const http_app *app, const http_req *req, const cha
 enum {
     HTTP_ROUTE_QUIET = 1,   /* probes and scrapes (the application logs them at debug) */
     HTTP_ROUTE_NO_AUTH = 2, /* served without an API key (health probes) */
+    HTTP_ROUTE_PROBE = 4,   /* a health probe: served on the connections reserved for
+                             * probes when every other one is busy (net/conns.h) */
 };
 
 /* One endpoint. "{}" in a pattern matches one path segment, handed to the
@@ -121,7 +124,9 @@ typedef struct {
     int port;                    /* 0: any free port (see http_port) */
     int threads;
     size_t max_body_bytes;
-    int connection_limit;
+    int connection_limit;        /* connections kept open (see net/conns.h) */
+    int probe_connections;       /* more, for health probes, when all are busy */
+    int max_connections_per_ip;  /* 0: none */
     int connection_timeout_s;
     const char *tls_cert, *tls_key; /* PEM files; both set: HTTPS */
     const auth_keys *auth;       /* NULL: no API keys */
@@ -135,6 +140,9 @@ typedef struct http_server http_server;
 mt_status http_start(const http_options *o, http_server **out, mt_err *err);
 /* The port actually bound (useful with port 0). */
 int http_port(const http_server *s);
+
+/* The connections: open, busy, and what the limit did (net/conns.h). */
+void http_get_conn_stats(http_server *s, conn_stats *out);
 /* Stops accepting new connections (the listening socket closes); the
  * connections already open are still served. */
 void http_quiesce(http_server *s);

@@ -9,9 +9,11 @@ that the parsers, not the body cap, meet the big inputs; the slow-client
 cases run against a server with a 2 s connection timeout. No test asserts a
 timing: waits have generous bounds and only check that something happened.
 """
+import http.client
 import json
 import math
 import os
+import re
 import socket
 import time
 
@@ -209,4 +211,138 @@ def test_slowloris_headers_and_slow_bodies_are_cut_off_and_others_are_served(slo
         assert closed_by_server(s), "connection %d still open" % i
         s.close()
     r, _ = slow_srv.request("GET", "/v2/health/ready")
+    assert r.status == 200
+
+
+# ---- connections ----------------------------------------------------------------
+
+def raise_own_fd_limit(want):
+    """This test process needs want sockets; skip when the machine cannot give them."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        if hard != resource.RLIM_INFINITY and hard < want:
+            pytest.skip("open-file hard limit %d < %d" % (hard, want))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def metric(text, name):
+    m = re.search(r"^%s(?:\{[^}]*\})? ([0-9.e+]+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+@pytest.fixture
+def default_srv(tmp_path):
+    """A server with default connection settings (connection_limit 1000)."""
+    s = Server(default_config(), tmp_path)
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def test_1500_idle_connections_do_not_lock_out_clients_or_probes(default_srv):
+    raise_own_fd_limit(2200)
+    srv = default_srv
+    idle = []
+    try:
+        for _ in range(1500):
+            s = socket.socket()
+            s.settimeout(30)
+            s.connect(("127.0.0.1", srv.port))  # the kernel backlog takes what is not accepted
+            idle.append(s)
+        time.sleep(1)
+        # a real client and a readiness probe, each with a short deadline of their own
+        t0 = time.time()
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("POST", "/v1/embeddings", json.dumps({"model": "minilm", "input": "hi"}),
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        assert r.status == 200, body
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        conn.request("GET", "/v2/health/ready")
+        r = conn.getresponse()
+        r.read()
+        conn.close()
+        assert r.status == 200
+        assert time.time() - t0 < 20
+        _, text = srv.request("GET", "/metrics", raw=True)
+        text = text.decode()
+        assert metric(text, "mantissa_http_connections_evicted_total") >= 500, text[-2000:]
+        assert metric(text, "mantissa_http_connections_open") <= 1000
+        assert metric(text, "mantissa_http_connections_limit") == 1000
+    finally:
+        for s in idle:
+            s.close()
+    # the server raised its own open-file limit to the hard one
+    with open("/proc/%d/limits" % srv.proc.pid) as f:
+        line = next(l for l in f if l.startswith("Max open files"))
+    soft, hard = line.split()[3:5]
+    assert soft == hard, line
+
+
+def test_reserved_connections_serve_only_probes_when_every_connection_is_busy(tmp_path):
+    # connection_limit 2: two connections busy with a request that waits for its
+    # body; a third may ask readiness, not anything else
+    s = Server(default_config(connection_limit=2, probe_connections=2), tmp_path)
+    busy = []
+    try:
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", s.port))
+            c.send(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            busy.append(c)
+        time.sleep(0.5)
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        conn.request("GET", "/v2/health/ready")
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200
+        # the same (reserved) connection asks for an embedding
+        conn.request("POST", "/v1/embeddings", json.dumps({"model": "minilm", "input": "hi"}))
+        r = conn.getresponse()
+        data = json.loads(r.read())
+        assert r.status == 503 and data["error"]["param"] == "connection_limit", data
+        assert r.getheader("Connection") == "close" and r.getheader("Retry-After")
+    finally:
+        for c in busy:
+            c.close()
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_per_ip_limit_closes_a_clients_extra_connections(tmp_path):
+    s = Server(default_config(max_connections_per_ip=3), tmp_path)
+    try:
+        socks = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(5)]
+        closed = sum(closed_by_server(c, timeout=2) for c in socks)
+        for c in socks:
+            c.close()
+        assert closed == 2
+        for _ in range(50):  # until the server has seen those closes (same address)
+            try:
+                _, text = s.request("GET", "/metrics", raw=True)
+                break
+            except (ConnectionError, http.client.HTTPException):
+                time.sleep(0.1)
+        m = re.search(r'^mantissa_http_connections_refused_total\{reason="per_ip"\} (\d+)$',
+                      text.decode(), re.M)
+        assert m and int(m.group(1)) == 2, text.decode()[-1500:]
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_expect_100_continue_over_the_body_cap_gets_413_at_once(srv):
+    c = socket.create_connection(("127.0.0.1", srv.port))
+    c.settimeout(10)
+    c.send(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % (BODY_CAP * 100))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = c.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    c.close()
+    status = head.split(b"\r\n", 1)[0]
+    assert status.startswith(b"HTTP/1.1 413"), head[:200]
+    r, _ = srv.request("GET", "/v2/health/ready")
     assert r.status == 200
