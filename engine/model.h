@@ -57,6 +57,11 @@ typedef struct mt_model_ops {
      * truncation. Invalid UTF-8 is MT_EUTF8. Thread-safe. */
     mt_status (*tokenize)(const mt_model *m, const char *text, size_t len, int32_t *ids,
                           int max_len, int *n, int *full_len, mt_err *err);
+    /* The vocabulary entry of token id (NUL-terminated; "##"-style pieces as
+     * the vocabulary spells them), or NULL for an id out of range;
+     * *special says whether it is a special token the tokenizer adds around
+     * a text ([CLS], [SEP]). */
+    const char *(*token_text)(const mt_model *m, int32_t id, bool *special);
     /* Embeds nseq packed sequences: ids[offsets[s] .. offsets[s+1]) are
      * sequence s (from tokenize; lengths 1..max_seq_len); out gets
      * (nseq, hidden) host floats. Thread-safe on a shared model: every call

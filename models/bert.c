@@ -667,6 +667,13 @@ static mt_status bert_tokenize(const mt_model *base, const char *text, size_t le
     return tok_encode(((const bert_model *)base)->tok, text, len, ids, max_len, n, full_len, err);
 }
 
+static const char *bert_token_text(const mt_model *base, int32_t id, bool *special)
+{
+    const tok_t *t = ((const bert_model *)base)->tok;
+    *special = id == tok_cls_id(t) || id == tok_sep_id(t); /* the ones the template adds */
+    return tok_token(t, id);
+}
+
 /* ========================================================================
  * forward
  * ====================================================================== */
@@ -791,6 +798,7 @@ mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *off
 static const mt_model_ops bert_ops = {
     .free = bert_free,
     .tokenize = bert_tokenize,
+    .token_text = bert_token_text,
     .forward = bert_forward,
 };
 

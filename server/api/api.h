@@ -42,7 +42,7 @@ struct http_app {
 };
 
 /* The error shape of a route (http_route.style). */
-enum { API_KSERVE, API_OPENAI };
+enum { API_KSERVE, API_OPENAI, API_TEI };
 
 /* ---- routes.c ----------------------------------------------------------- */
 
@@ -56,7 +56,7 @@ const http_hooks *api_hooks(void);
  * what it holds. */
 struct http_call {
     const http_route *route;
-    bool openai;            /* OpenAI error shape */
+    int style;              /* the error shape: API_KSERVE, API_OPENAI, API_TEI */
     char method[16], path[256];
     uint64_t t_start;
     srv_model *model;       /* the model the request named, once resolved */
@@ -108,17 +108,26 @@ typedef struct api_embed {
     /* KServe */
     bool has_id;
     bool binary_out;
+    /* TEI */
+    int dimensions;         /* > 0: the first this many, renormalised */
 } api_embed;
+
+/* How an embedding request wants its texts treated. */
+typedef struct {
+    double timeout_us;   /* > 0: sooner than request_timeout_ms */
+    int truncate;        /* -1: the model's setting; 0: 422 when too long; 1: truncate */
+    bool truncate_left;  /* keep the end of a long text rather than its start */
+} api_embed_opts;
 
 /* Checks the limits on n texts (max_inputs 413, max_input_bytes 413),
  * takes an admission place (429 queue full, 503 draining), tokenizes
  * (400 invalid UTF-8, 422 over max_seq_len without truncation) and makes
- * the job, with its deadline (request_timeout_ms, or timeout_us when > 0
- * and sooner). The caller sets its protocol fields, then api_embed_run.
- * NULL after answering resp. */
+ * the job, with its deadline (request_timeout_ms, or o->timeout_us when
+ * sooner). o may be NULL (the defaults). The caller sets its protocol
+ * fields, then api_embed_run. NULL after answering resp. */
 api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m, srv_variant *v,
-                         const char *const *texts, const size_t *lens, int n, double timeout_us,
-                         http_resp *resp);
+                         const char *const *texts, const size_t *lens, int n,
+                         const api_embed_opts *o, http_resp *resp);
 /* With a scheduler: defers resp on e's job. Without one (tools, fuzzers):
  * runs the forward now and answers resp with respond. */
 void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
@@ -170,6 +179,10 @@ API_HANDLER(api_admin_config);
 API_HANDLER(api_admin_reload);
 API_HANDLER(api_compare);
 API_HANDLER(api_ab_page);
+API_HANDLER(api_tei_embed);
+API_HANDLER(api_tei_tokenize);
+API_HANDLER(api_tei_info);
+API_HANDLER(api_tei_health);
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);

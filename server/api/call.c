@@ -34,7 +34,7 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     if (!c)
         return NULL;
     c->route = route;
-    c->openai = route ? route->style == API_OPENAI : strncmp(req->path, "/v1/", 4) == 0;
+    c->style = route ? route->style : strncmp(req->path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
     snprintf(c->method, sizeof c->method, "%s", req->method);
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
@@ -274,28 +274,51 @@ static bool admit(const http_app *app, srv_model *m, http_resp *resp)
     return false;
 }
 
+/* The last max - 2 pieces of a text whose full encoding is full tokens
+ * long, between its first and last special tokens, into ids (capacity max):
+ * the text truncated on the left. */
+static mt_status tail_pieces(srv_variant *v, const char *text, size_t len, int full, int32_t *ids,
+                             int max, mt_err *err)
+{
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)full);
+    int got = 0;
+    if (!all)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    mt_status st = mt_model_tokenize(v->model, text, len, all, full, &got, NULL, err);
+    if (st == MT_OK) {
+        ids[0] = all[0];
+        memcpy(ids + 1, all + got - (max - 1), sizeof(int32_t) * (size_t)(max - 2));
+        ids[max - 1] = all[got - 1];
+    }
+    free(all);
+    return st;
+}
+
 /* Tokenizes n texts for v into ids/off; false after answering 400, 422 or
  * 500. */
 static bool tokenize(srv_model *m, srv_variant *v, const char *const *texts, const size_t *lens,
-                     int n, int32_t *ids, int32_t *off, http_resp *resp)
+                     int n, const api_embed_opts *o, int32_t *ids, int32_t *off, http_resp *resp)
 {
     const int maxlen = v->max_seq_len;
+    const bool truncate = o->truncate < 0 ? atomic_load(&m->truncate) : o->truncate;
     off[0] = 0;
     for (int i = 0; i < n; i++) {
         int got = 0, full = 0;
         mt_err err;
         mt_status ts =
             mt_model_tokenize(v->model, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
+        if (ts == MT_OK && full > maxlen && truncate && o->truncate_left)
+            ts = tail_pieces(v, texts[i], lens[i], full, ids + off[i], maxlen, &err);
         if (ts != MT_OK) {
             api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL,
                       "input[%d]: %s", i, err.msg);
             return false;
         }
-        if (full > maxlen && !atomic_load(&m->truncate)) {
+        if (full > maxlen && !truncate) {
             api_error(resp, 422, "max_seq_len",
                       "input[%d] is %d tokens, more than the model's max_seq_len of %d "
-                      "(and truncation is off for this model)",
-                      i, full, maxlen);
+                      "(and truncation is off%s)",
+                      i, full, maxlen, o->truncate < 0 ? " for this model" : " for this request");
             return false;
         }
         off[i + 1] = off[i] + got;
@@ -304,9 +327,12 @@ static bool tokenize(srv_model *m, srv_variant *v, const char *const *texts, con
 }
 
 api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m, srv_variant *v,
-                         const char *const *texts, const size_t *lens, int n, double timeout_us,
-                         http_resp *resp)
+                         const char *const *texts, const size_t *lens, int n,
+                         const api_embed_opts *o, http_resp *resp)
 {
+    static const api_embed_opts defaults = {.truncate = -1};
+    if (!o)
+        o = &defaults;
     http_call *call = resp->call;
     call->inputs = n;
     if (!within_limits(app->cfg, lens, n, resp) || !admit(app, m, resp))
@@ -319,7 +345,7 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
-    if (!tokenize(m, v, texts, lens, n, ids, off, resp))
+    if (!tokenize(m, v, texts, lens, n, o, ids, off, resp))
         goto fail;
     e->m = m;
     e->v = v;
@@ -338,8 +364,8 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->shadowable = true;
     j->on_free = embed_free;
     double ms = app->cfg->request_timeout_ms;
-    if (timeout_us > 0 && timeout_us / 1000.0 < ms)
-        ms = timeout_us / 1000.0;
+    if (o->timeout_us > 0 && o->timeout_us / 1000.0 < ms)
+        ms = o->timeout_us / 1000.0;
     j->deadline = req->t_start + (uint64_t)(ms * 1e6);
     e->d.job = j;
     return e;

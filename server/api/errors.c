@@ -33,9 +33,19 @@ static const char *status_code(int status)
     }
 }
 
+/* TEI's error_type for a status (what its clients switch on). */
+static const char *tei_error_type(int status)
+{
+    switch (status) {
+    case 429: return "Overloaded";
+    case 503: return "Unhealthy";
+    default: return status >= 500 ? "Backend" : "Validation";
+    }
+}
+
 void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
 {
-    const bool openai = r->call && r->call->openai;
+    const int style = r->call ? r->call->style : API_KSERVE;
     char msg[768];
     va_list ap;
     va_start(ap, fmt);
@@ -49,7 +59,7 @@ void api_error(http_resp *r, int status, const char *param, const char *fmt, ...
         memcpy(r->call->error, msg, ml);
         r->call->error[ml] = 0;
     }
-    if (openai) {
+    if (style == API_OPENAI) {
         sb_puts(&r->body, "{\"error\":{\"message\":");
         sb_json_str(&r->body, msg, strlen(msg));
         sb_printf(&r->body, ",\"type\":\"%s\",\"param\":",
@@ -62,6 +72,8 @@ void api_error(http_resp *r, int status, const char *param, const char *fmt, ...
     } else {
         sb_puts(&r->body, "{\"error\":");
         sb_json_str(&r->body, msg, strlen(msg));
+        if (style == API_TEI)
+            sb_printf(&r->body, ",\"error_type\":\"%s\"", tei_error_type(status));
         sb_putc(&r->body, '}');
     }
 }

@@ -380,7 +380,8 @@ API_HANDLER(api_kserve_infer)
                                  bin_len, r)
             : !texts_from_json(&k, bin_len, r))
         goto done;
-    api_embed *c = api_embed_new(app, req, m, v, k.texts, k.lens, (int)k.n, k.timeout_us, r);
+    api_embed_opts eo = {.timeout_us = k.timeout_us, .truncate = -1};
+    api_embed *c = api_embed_new(app, req, m, v, k.texts, k.lens, (int)k.n, &eo, r);
     if (!c)
         goto done;
     c->has_id = k.has_id;

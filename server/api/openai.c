@@ -159,7 +159,7 @@ API_HANDLER(api_openai_embeddings)
         goto done;
     }
     int n = read_input(app, cJSON_GetObjectItemCaseSensitive(j, "input"), &texts, &lens, r);
-    api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, 0, r);
+    api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, NULL, r);
     if (!c)
         goto done;
     c->base64 = base64;

@@ -4,6 +4,7 @@
 
 #define K API_KSERVE
 #define O API_OPENAI
+#define T API_TEI
 #define QUIET HTTP_ROUTE_QUIET
 #define PROBE (HTTP_ROUTE_QUIET | HTTP_ROUTE_NO_AUTH | HTTP_ROUTE_PROBE)
 
@@ -32,6 +33,13 @@ static const http_route routes[] = {
     {"POST", "/v1/embeddings", api_openai_embeddings, O, 0},
     {"GET", "/v1/models", api_openai_models, O, 0},
     {"GET", "/metrics", api_metrics, K, QUIET},
+    /* text-embeddings-inference's routes (tei.c) */
+    {"POST", "/embed", api_tei_embed, T, 0},
+    {"POST", "/", api_tei_embed, T, 0},
+    {"POST", "/tokenize", api_tei_tokenize, T, 0},
+    {"GET", "/info", api_tei_info, T, 0},
+    {"GET", "/health", api_tei_health, T, PROBE},
+    {"GET", "/", api_tei_health, T, PROBE},
 };
 
 const http_route *api_routes(int *n)

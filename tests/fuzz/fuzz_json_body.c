@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     http_req req = {.method = "POST", .path = openai ? "/v1/embeddings" : "/v2/models/m/infer",
                     .body = body, .body_len = len,
                     .content_type = content_types[ct].type, .conn = NULL};
-    http_call call = {.openai = openai};
+    http_call call = {.style = openai ? API_OPENAI : API_KSERVE};
     http_resp resp = {.status = 200, .call = &call};
     cJSON *j = api_parse_body(&app, &req, &resp);
 

@@ -1,0 +1,322 @@
+/* tei.c: the text-embeddings-inference (TEI) routes, so that clients
+ * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
+ * TEI's default route for an embedding model), POST /tokenize, GET /info,
+ * GET /health (and GET /). Errors are TEI's {"error", "error_type"}.
+ *
+ * TEI serves one model: these routes serve the first model of the config,
+ * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
+ * variant as on the other routes. Token-id inputs and prompt names are
+ * refused; normalize must be true (the served models normalise in their
+ * forward pass); tokenize has no character offsets (start and stop are
+ * null).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/api/api.h"
+
+/* The model these routes serve, and a build of it (held by the request). */
+static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
+                        http_resp *r)
+{
+    const char *name = http_header(req, "X-Mantissa-Model");
+    if (!name || !*name) {
+        if (srv_models_count(app->models) == 0) {
+            api_error(r, 503, "model", "no model is configured");
+            return false;
+        }
+        name = srv_models_at(app->models, 0)->name;
+    }
+    return api_resolve(app, req, name, NULL, m, v, r);
+}
+
+/* "inputs": a string or a non-empty array of strings (TEI's token-id
+ * inputs are refused); *texts and *lens are new arrays. -1 after answering. */
+static int tei_inputs(const http_app *app, const cJSON *in, const char ***texts, size_t **lens,
+                      http_resp *r)
+{
+    int n = cJSON_IsString(in) ? 1 : cJSON_GetArraySize(in);
+    if (!cJSON_IsString(in) && !cJSON_IsArray(in)) {
+        api_error(r, 422, "inputs", "\"inputs\" must be a string or an array of strings");
+        return -1;
+    }
+    if (n == 0) {
+        api_error(r, 400, "inputs", "\"inputs\" cannot be empty");
+        return -1;
+    }
+    if (n > app->cfg->max_inputs) {
+        api_error(r, 413, "max_inputs",
+                  "batch size %d > maximum allowed batch size %d (server.max_inputs)", n,
+                  app->cfg->max_inputs);
+        return -1;
+    }
+    *texts = malloc(sizeof **texts * (size_t)n);
+    *lens = malloc(sizeof **lens * (size_t)n);
+    if (!*texts || !*lens) {
+        api_error(r, 500, NULL, "out of memory");
+        return -1;
+    }
+    int i = 0;
+    const cJSON *it;
+    if (cJSON_IsString(in))
+        (*texts)[i++] = in->valuestring;
+    else
+        cJSON_ArrayForEach(it, in)
+        {
+            if (!cJSON_IsString(it)) {
+                api_error(r, 422, "inputs",
+                          "inputs[%d]: only text is accepted here (token ids are not)", i);
+                return -1;
+            }
+            (*texts)[i++] = it->valuestring;
+        }
+    for (i = 0; i < n; i++)
+        (*lens)[i] = strlen((*texts)[i]);
+    return n;
+}
+
+/* Only the given keys; false after answering 422. */
+static bool known_fields(const cJSON *j, const char *const *keys, size_t nkeys, http_resp *r)
+{
+    for (const cJSON *it = j->child; it; it = it->next) {
+        size_t k = 0;
+        while (k < nkeys && strcmp(keys[k], it->string))
+            k++;
+        if (k == nkeys) {
+            api_error(r, 422, it->string, "unknown field \"%s\"", it->string);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A boolean field: absent or null gives dflt; else true/false. -2 after
+ * answering 422. */
+static int bool_field(const cJSON *j, const char *key, int dflt, http_resp *r)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!b || cJSON_IsNull(b))
+        return dflt;
+    if (!cJSON_IsBool(b)) {
+        api_error(r, 422, key, "\"%s\" must be true or false", key);
+        return -2;
+    }
+    return cJSON_IsTrue(b);
+}
+
+/* The /embed options: truncate (null: the model's own setting),
+ * truncation_direction, normalize (true only), prompt_name (null only),
+ * dimensions (1..hidden). */
+static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *dims, http_resp *r)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction", "prompt_name",
+                                       "normalize", "dimensions"};
+    if (!known_fields(j, keys, sizeof keys / sizeof *keys, r))
+        return false;
+    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(j, "truncation_direction");
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
+    *o = (api_embed_opts){.truncate = bool_field(j, "truncate", -1, r)};
+    int normalize = o->truncate == -2 ? -2 : bool_field(j, "normalize", 1, r);
+    if (normalize == -2)
+        return false;
+    if (dir && !cJSON_IsNull(dir) &&
+        (!cJSON_IsString(dir) || (strcasecmp(dir->valuestring, "left") &&
+                                  strcasecmp(dir->valuestring, "right")))) {
+        api_error(r, 422, "truncation_direction",
+                  "\"truncation_direction\" must be \"left\" or \"right\"");
+        return false;
+    }
+    o->truncate_left = cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left");
+    if (prompt && !cJSON_IsNull(prompt)) {
+        api_error(r, 422, "prompt_name", "this model has no prompts (\"prompt_name\" must be null)");
+        return false;
+    }
+    if (!normalize) {
+        api_error(r, 422, "normalize",
+                  "this model normalises its vectors in its forward pass; \"normalize\": false "
+                  "is not supported");
+        return false;
+    }
+    *dims = 0;
+    if (d && !cJSON_IsNull(d)) {
+        if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 1 ||
+            d->valuedouble > hidden) {
+            api_error(r, 422, "dimensions", "\"dimensions\" must be an integer in 1..%d", hidden);
+            return false;
+        }
+        *dims = (int)d->valuedouble;
+    }
+    return true;
+}
+
+/* The answer: one array of floats per input; with dimensions, the first
+ * that many of each vector, renormalised (Matryoshka truncation). */
+static void embed_respond(const http_app *app, http_deferred *d, http_resp *r)
+{
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
+        return;
+    const int n = c->job.n, h = c->v->hidden, dims = c->dimensions ? c->dimensions : h;
+    sbuf *b = &r->body;
+    sb_reserve(b, (size_t)n * (size_t)dims * 12 + 16);
+    sb_putc(b, '[');
+    for (int i = 0; i < n; i++) {
+        float *e = c->job.out + (size_t)i * h;
+        if (dims < h) {
+            double ss = 0;
+            for (int k = 0; k < dims; k++)
+                ss += (double)e[k] * e[k];
+            const float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+            for (int k = 0; k < dims; k++)
+                e[k] *= inv;
+        }
+        if (i)
+            sb_putc(b, ',');
+        sb_float_array(b, e, (size_t)dims);
+    }
+    sb_putc(b, ']');
+}
+
+API_HANDLER(api_tei_embed)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    srv_model *m;
+    srv_variant *v;
+    api_embed_opts o;
+    int dims, n;
+    if (j && tei_resolve(app, req, &m, &v, r) && embed_options(j, v->hidden, &o, &dims, r) &&
+        (n = tei_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &texts, &lens, r)) > 0) {
+        api_embed *c = api_embed_new(app, req, m, v, texts, lens, n, &o, r);
+        if (c) {
+            c->dimensions = dims;
+            api_embed_run(app, c, r, embed_respond);
+        }
+    }
+    free(texts);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* One text's tokens as TEI lists them. */
+static bool tokens_json(sbuf *b, const srv_variant *v, const char *text, size_t len,
+                        bool specials, int i, http_resp *r)
+{
+    const int maxlen = v->max_seq_len;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)maxlen);
+    int got = 0;
+    mt_err err;
+    mt_status st = ids ? mt_model_tokenize(v->model, text, len, ids, maxlen, &got, NULL, &err)
+                       : mt_fail(&err, MT_ENOMEM, "out of memory");
+    if (st != MT_OK) {
+        api_error(r, st == MT_EUTF8 ? 422 : 500, "inputs", "inputs[%d]: %s", i, err.msg);
+        free(ids);
+        return false;
+    }
+    sb_putc(b, '[');
+    int first = 1;
+    for (int k = 0; k < got; k++) {
+        bool special = false;
+        const char *t = v->model->ops->token_text(v->model, ids[k], &special);
+        if (special && !specials)
+            continue;
+        sb_printf(b, "%s{\"id\":%d,\"text\":", first ? "" : ",", (int)ids[k]);
+        first = 0;
+        sb_json_str(b, t ? t : "", t ? strlen(t) : 0);
+        sb_printf(b, ",\"special\":%s,\"start\":null,\"stop\":null}", special ? "true" : "false");
+    }
+    sb_putc(b, ']');
+    free(ids);
+    return true;
+}
+
+API_HANDLER(api_tei_tokenize)
+{
+    static const char *const keys[] = {"inputs", "add_special_tokens", "prompt_name"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    srv_model *m;
+    srv_variant *v;
+    int n, specials;
+    const cJSON *prompt = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt_name") : NULL;
+    if (j && known_fields(j, keys, sizeof keys / sizeof *keys, r) &&
+        (specials = bool_field(j, "add_special_tokens", 1, r)) != -2 &&
+        tei_resolve(app, req, &m, &v, r)) {
+        if (prompt && !cJSON_IsNull(prompt))
+            api_error(r, 422, "prompt_name", "this model has no prompts");
+        else if (!v->model->ops->token_text)
+            api_error(r, 501, NULL, "this model's tokenizer cannot list its tokens");
+        else if ((n = tei_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &texts,
+                                 &lens, r)) > 0) {
+            sb_putc(&r->body, '[');
+            for (int i = 0; i < n && r->status == 200; i++) {
+                if (i)
+                    sb_putc(&r->body, ',');
+                tokens_json(&r->body, v, texts[i], lens[i], specials, i, r);
+            }
+            if (r->status == 200)
+                sb_putc(&r->body, ']');
+        }
+    }
+    free(texts);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* TEI's name for a precision. */
+static const char *tei_dtype(mt_precision p)
+{
+    switch (p) {
+    case MT_PREC_FP16: return "float16";
+    case MT_PREC_BF16: return "bfloat16";
+    case MT_PREC_INT8: return "int8";
+    case MT_PREC_FP8: return "float8_e4m3fn";
+    default: return "float32";
+    }
+}
+
+API_HANDLER(api_tei_info)
+{
+    srv_model *m;
+    srv_variant *v;
+    if (!tei_resolve(app, req, &m, &v, r))
+        return;
+    pthread_mutex_lock(&m->lock);
+    const int max_queue = m->cfg.max_queue, max_tokens = m->cfg.max_batch_tokens,
+              max_batch = m->cfg.max_batch_size;
+    const bool truncate = m->cfg.truncate;
+    pthread_mutex_unlock(&m->lock);
+    const mt_model_info *mi = mt_model_get_info(v->model);
+    sbuf *b = &r->body;
+    sb_puts(b, "{\"model_id\":");
+    sb_json_str(b, m->name, strlen(m->name));
+    sb_printf(b, ",\"model_sha\":null,\"model_dtype\":\"%s\",\"served_model_name\":",
+              tei_dtype(v->cfg.precision));
+    sb_json_str(b, m->name, strlen(m->name));
+    sb_printf(b,
+              ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}},"
+              "\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
+              "\"max_batch_requests\":%d,\"max_client_batch_size\":%d,\"auto_truncate\":%s,"
+              "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":null,"
+              "\"docker_label\":null}",
+              mi->pooling == MT_POOL_CLS ? "cls" : "mean", max_queue, v->max_seq_len, max_tokens,
+              max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
+              app->cfg->http_threads);
+}
+
+API_HANDLER(api_tei_health)
+{
+    bool ready = app->models && atomic_load(&app->models->ready) &&
+                 !(app->sched && sched_draining(app->sched));
+    if (!ready)
+        api_error(r, 503, NULL, "the server is not ready or is shutting down");
+}

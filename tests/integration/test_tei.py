@@ -1,0 +1,130 @@
+"""The text-embeddings-inference (TEI) routes: POST /embed (and POST /),
+/tokenize, GET /info, /health, against the real binary, with Hugging Face's
+own client (huggingface_hub's InferenceClient) and with plain HTTP."""
+import json
+import math
+import os
+
+import pytest
+
+from conftest import MODEL, ROOT, Server, default_config
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+
+@pytest.fixture(scope="module")
+def tei(tmp_path_factory):
+    cfg = default_config()
+    # a second model (the same weights, another name) for X-Mantissa-Model
+    second = dict(cfg["models"][0], name="second", truncate=False)
+    cfg["models"].append(second)
+    s = Server(cfg, tmp_path_factory.mktemp("tei"))
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def openai_vector(srv, text, model="minilm"):
+    resp, data = srv.request("POST", "/v1/embeddings", {"model": model, "input": text})
+    assert resp.status == 200, data
+    return data["data"][0]["embedding"]
+
+
+def test_huggingface_hub_client_gets_the_same_vectors(tei):
+    from huggingface_hub import InferenceClient
+    client = InferenceClient(model="http://127.0.0.1:%d" % tei.port)
+    text = "A man is playing a guitar."
+    v = client.feature_extraction(text)
+    assert v.shape == (1, 384)
+    assert cosine(v[0].tolist(), openai_vector(tei, text)) > 0.9999999
+    vs = client.feature_extraction(["first text", "second text"], truncate=True)
+    assert vs.shape == (2, 384)
+
+
+def test_embed_batch_dimensions_and_default_route(tei):
+    resp, data = tei.request("POST", "/embed", {"inputs": ["a cat", "a dog"]})
+    assert resp.status == 200 and len(data) == 2 and len(data[0]) == 384
+    assert resp.getheader("X-Mantissa-Variant") == "fp32"
+    resp, root = tei.request("POST", "/", {"inputs": "a cat"})
+    assert resp.status == 200 and cosine(root[0], data[0]) > 0.9999999
+    resp, short = tei.request("POST", "/embed", {"inputs": "a cat", "dimensions": 32})
+    assert resp.status == 200 and len(short[0]) == 32
+    assert abs(sum(x * x for x in short[0]) - 1) < 1e-5  # renormalised
+    assert cosine(short[0], data[0][:32]) > 0.999999
+
+
+def test_truncation_is_the_models_by_default_and_per_request(tei):
+    long_text = " ".join("word%d" % i for i in range(400))
+    resp, _ = tei.request("POST", "/embed", {"inputs": long_text})  # minilm truncates
+    assert resp.status == 200
+    resp, data = tei.request("POST", "/embed", {"inputs": long_text, "truncate": False})
+    assert resp.status == 422 and data["error_type"] == "Validation", data
+    assert "max_seq_len" in data["error"]
+    resp, _ = tei.request("POST", "/embed", {"inputs": long_text},
+                          headers={"X-Mantissa-Model": "second"})  # truncate false
+    assert resp.status == 422
+    resp, right = tei.request("POST", "/embed", {"inputs": long_text, "truncate": True},
+                              headers={"X-Mantissa-Model": "second"})
+    assert resp.status == 200
+    resp, left = tei.request("POST", "/embed", {"inputs": long_text, "truncate": True,
+                                                "truncation_direction": "Left"})
+    assert resp.status == 200
+    # left truncation keeps the end of the text: the same vector as the tail alone
+    tail = " ".join("word%d" % i for i in range(300, 400))
+    resp, tail_v = tei.request("POST", "/embed", {"inputs": tail})
+    assert cosine(left[0], right[0]) < 0.999
+    assert cosine(left[0], tail_v[0]) > cosine(right[0], tail_v[0])
+
+
+def test_tokenize_matches_the_tokenizer_fixtures(tei):
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizer", "corpus.jsonl")) as f:
+        texts = [json.loads(l) for _, l in zip(range(40), f)]
+    with open(os.path.join(ROOT, "tests", "fixtures", "tokenizer", "expected.jsonl")) as f:
+        expected = [json.loads(l)["ids"] for _, l in zip(range(40), f)]
+    resp, data = tei.request("POST", "/tokenize", {"inputs": texts})
+    assert resp.status == 200, data
+    for toks, ids in zip(data, expected):
+        assert [t["id"] for t in toks] == ids
+        assert toks[0]["special"] and toks[-1]["special"]
+    resp, data = tei.request("POST", "/tokenize", {"inputs": "Hello unbelievableness",
+                                                   "add_special_tokens": False})
+    assert [t["text"] for t in data[0]] == ["hello", "unbelievable", "##ness"]
+
+
+def test_info_and_health(tei):
+    resp, info = tei.request("GET", "/info")
+    assert resp.status == 200
+    assert info["model_id"] == "minilm" and info["model_dtype"] == "float32"
+    assert info["model_type"] == {"embedding": {"pooling": "mean"}}
+    assert info["max_input_length"] == 256 and info["auto_truncate"] is True
+    resp, info = tei.request("GET", "/info", headers={"X-Mantissa-Model": "second"})
+    assert info["model_id"] == "second" and info["auto_truncate"] is False
+    for path in ("/health", "/"):
+        resp, _ = tei.request("GET", path, raw=True)
+        assert resp.status == 200
+
+
+@pytest.mark.parametrize("body,status,field", [
+    ({"inputs": []}, 400, "empty"),
+    ({"inputs": [[101, 102]]}, 422, "token ids"),
+    ({"inputs": "x", "normalize": False}, 422, "normalize"),
+    ({"inputs": "x", "prompt_name": "query"}, 422, "prompts"),
+    ({"inputs": "x", "dimensions": 1000}, 422, "dimensions"),
+    ({"inputs": "x", "truncation_direction": "up"}, 422, "truncation_direction"),
+    ({"inputs": "x", "colour": "blue"}, 422, "colour"),
+    ({"input": "x"}, 422, "unknown field"),
+])
+def test_errors_have_tei_shape(tei, body, status, field):
+    resp, data = tei.request("POST", "/embed", body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and field in data["error"], data
+
+
+def test_unknown_model_header_is_404(tei):
+    resp, data = tei.request("POST", "/embed", {"inputs": "x"},
+                             headers={"X-Mantissa-Model": "nope"})
+    assert resp.status == 404 and data["error_type"] == "Validation"
