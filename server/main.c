@@ -66,7 +66,14 @@ srv_models *mt_load_config_models(const char *path, cfg_config **cfg)
         return NULL;
     }
     print_loaded(s);
-    fprintf(stderr, "mantissa: models ready in %.2f s\n", now_s() - t0);
+    for (int i = 0; i < srv_models_count(s); i++)
+        fprintf(stderr, "mantissa: model %s: %.1f MiB resident\n", srv_models_at(s, i)->name,
+                srv_resident_bytes(s, srv_models_at(s, i), NULL, NULL) / 1048576.0);
+    fprintf(stderr, "mantissa: models ready in %.2f s: %.1f MiB resident in all", now_s() - t0,
+            srv_resident_bytes(s, NULL, NULL, NULL) / 1048576.0);
+    if (s->memory_budget)
+        fprintf(stderr, " (server.memory_budget_mb %zu)", s->memory_budget >> 20);
+    fputc('\n', stderr);
     return s;
 }
 

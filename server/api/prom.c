@@ -222,6 +222,18 @@ static void render_requests(sbuf *b, const row *rows, int n, srv_models *models,
                       x->cur->model->info.resident_bytes);
         }
     });
+    head(b, "mantissa_model_resident_bytes", "gauge",
+         "Bytes the builds serving a model keep resident (weights, scales, tables).");
+    for (int mi = 0; mi < srv_models_count(models); mi++) {
+        srv_model *m = srv_models_at(models, mi);
+        sb_printf(b, "mantissa_model_resident_bytes{model=\"%s\"} %zu\n", m->name,
+                  srv_resident_bytes(models, m, NULL, NULL));
+    }
+    head(b, "mantissa_resident_bytes", "gauge", "Bytes the serving builds of every model keep resident.");
+    sb_printf(b, "mantissa_resident_bytes %zu\n", srv_resident_bytes(models, NULL, NULL, NULL));
+    head(b, "mantissa_memory_budget_bytes", "gauge",
+         "server.memory_budget_mb in bytes (0: no budget).");
+    sb_printf(b, "mantissa_memory_budget_bytes %zu\n", models->memory_budget);
     head(b, "mantissa_inflight_requests", "gauge",
          "Inference requests admitted and not yet answered.");
     for (int mi = 0; mi < srv_models_count(models); mi++) {

@@ -232,6 +232,7 @@ static void note_server_changes(reloader *r, const cfg_config *c)
              b->max_connections_per_ip != c->max_connections_per_ip ||
              b->connection_timeout_s != c->connection_timeout_s,
          "connection limits");
+    DIFF(b->memory_budget_mb != c->memory_budget_mb, "memory_budget_mb");
     DIFF(b->engine_threads != c->engine_threads, "engine_threads");
     DIFF(b->engine_workers != c->engine_workers, "engine_workers");
     DIFF(b->request_timeout_ms != c->request_timeout_ms, "request_timeout_ms");

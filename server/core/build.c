@@ -259,6 +259,25 @@ done:
     return st;
 }
 
+/* The memory budget: the new build of vc and every build that will still
+ * serve beside it (not the one it replaces). */
+static mt_status check_budget(srv_models *s, srv_model *m, const cfg_variant *vc,
+                              const mt_model *model, mt_err *err)
+{
+    if (!s->memory_budget)
+        return MT_OK;
+    const size_t mine = model->info.resident_bytes;
+    const size_t others = srv_resident_bytes(s, NULL, m, vc->name);
+    if (mine + others <= s->memory_budget)
+        return MT_OK;
+    return mt_fail(err, MT_ELIMIT,
+                   "model %s, variant %s: over the memory budget: it holds %.1f MiB and the "
+                   "builds serving beside it %.1f MiB, %.1f MiB in all, over "
+                   "server.memory_budget_mb %zu",
+                   m->name, vc->name, mine / 1048576.0, others / 1048576.0,
+                   (mine + others) / 1048576.0, s->memory_budget >> 20);
+}
+
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
@@ -287,6 +306,11 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }
     v->build_s = mono_s() - t0;
+    if ((st = check_budget(s, m, vc, v->model, err)) != MT_OK) {
+        mt_model_free(v->model);
+        free(v);
+        return st;
+    }
     v->hidden = v->model->info.hidden;
     v->max_seq_len = v->model->info.max_seq_len;
     pthread_mutex_init(&v->lock, NULL);

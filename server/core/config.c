@@ -252,6 +252,7 @@ static const field server_fields[] = {
     INT(cfg_config, "connection_limit", 1, 1 << 20, connection_limit, 1000),
     INT(cfg_config, "probe_connections", 0, 1024, probe_connections, 8),
     INT(cfg_config, "max_connections_per_ip", 0, 1 << 20, max_connections_per_ip, 0),
+    INT(cfg_config, "memory_budget_mb", 0, 1 << 24, memory_budget_mb, 0),
     INT(cfg_config, "connection_timeout_s", 1, 86400, connection_timeout_s, 30),
     ENUM(cfg_config, "log_level", log_level, LOG_INFO, log_levels, "level"),
     STR(cfg_config, "api_keys_file", api_keys_file, ""),

@@ -71,6 +71,7 @@ typedef struct {
     int connection_limit;    /* connections kept open; at it, the idlest idle one goes */
     int probe_connections;   /* more for health probes when every connection is busy */
     int max_connections_per_ip; /* 0: no per-address limit */
+    int memory_budget_mb;    /* 0: none; else the resident bytes of all builds at most */
     int connection_timeout_s;
     int log_level;           /* LOG_* (server/base/log.h) */
     char api_keys_file[1024];/* "": no authentication */

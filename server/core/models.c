@@ -204,6 +204,7 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     pthread_mutex_init(&s->reload.lock, NULL);
     s->reload.generation = 1;
+    s->memory_budget = (size_t)cfg->memory_budget_mb << 20;
     snprintf(s->reload.source, sizeof s->reload.source, "%s", cfg->source ? cfg->source : "");
     mt_status st = mt_backend_cpu_create(cfg->engine_threads, &s->cpu, err);
     if (st == MT_OK)
@@ -250,6 +251,25 @@ void srv_models_free(srv_models *s)
 /* ========================================================================
  * routing
  * ====================================================================== */
+
+size_t srv_resident_bytes(srv_models *s, srv_model *only, const srv_model *skip_m,
+                          const char *skip)
+{
+    size_t total = 0;
+    for (int i = 0; i < srv_models_count(s); i++) {
+        srv_model *m = srv_models_at(s, i);
+        if (only && m != only)
+            continue;
+        pthread_mutex_lock(&m->lock);
+        for (int k = 0; k < m->nslots; k++) {
+            const srv_slot *sl = m->slots[k];
+            if (sl->cur && !(m == skip_m && skip && !strcmp(sl->name, skip)))
+                total += sl->cur->model->info.resident_bytes;
+        }
+        pthread_mutex_unlock(&m->lock);
+    }
+    return total;
+}
 
 char *srv_split_pin(char *model_name)
 {

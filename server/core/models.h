@@ -137,6 +137,7 @@ typedef struct srv_models {
     atomic_bool ready;
     atomic_long builds_alive; /* srv_variant builds not yet freed */
     atomic_ulong demotions, gate_failures;
+    size_t memory_budget;     /* bytes; 0: none (server.memory_budget_mb, read at start) */
     srv_reload_status reload;
 } srv_models;
 
@@ -188,6 +189,12 @@ bool srv_model_serving(srv_model *m);
  * is under it, takes the slot out of rotation (demoted; logged, counted).
  * Returns true when it did. */
 bool srv_drift_check(srv_models *s, srv_variant *v);
+
+/* Resident bytes of the builds serving now: of model m (NULL: all), not
+ * counting the slot named skip of model skip_m (a build about to be
+ * replaced; NULL: none). */
+size_t srv_resident_bytes(srv_models *s, srv_model *m, const srv_model *skip_m,
+                          const char *skip);
 
 /* Splits "name@variant" in place: returns the variant part or NULL. */
 char *srv_split_pin(char *model_name);

@@ -1,0 +1,75 @@
+"""Several models in one server, and the memory budget: resident bytes per
+model and in all (start-up and /metrics), a start-up that would pass the
+budget refused with the sizes, and a reload whose new variant would pass it
+failing that variant while what served keeps serving."""
+import os
+import subprocess
+
+import pytest
+
+from conftest import BIN, MODEL, Server
+from test_hotswitch import metrics, server_cfg, variants_of, wait_until, write_config
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+MIB = 1 << 20
+
+
+def model(name, *precisions):
+    return {"name": name, "path": MODEL,
+            "variants": [{"name": p, "precision": p, "traffic": 100 if i == 0 else 0}
+                         for i, p in enumerate(precisions)]}
+
+
+def test_two_models_resident_bytes_and_a_budget_that_holds(tmp_path):
+    cfg = server_cfg([model("one", "fp32"), model("two", "int8")], memory_budget_mb=400)
+    srv = Server(cfg, tmp_path)
+    try:
+        log = "".join(srv.log)
+        assert "mantissa: model one: " in log and "mantissa: model two: " in log
+        assert "MiB resident in all (server.memory_budget_mb 400)" in log
+        m = metrics(srv)
+        one, two = m['mantissa_model_resident_bytes{model="one"}'], \
+            m['mantissa_model_resident_bytes{model="two"}']
+        assert 80 * MIB < one < 100 * MIB  # fp32 MiniLM: ~87 MiB
+        # int8 keeps its GEMM weights (21 MiB in fp32) in a quarter;
+        # the embedding tables stay fp32
+        assert one - two > 12 * MIB
+        assert m["mantissa_resident_bytes"] == one + two
+        assert m["mantissa_memory_budget_bytes"] == 400 * MIB
+        for name in ("one", "two"):
+            resp, data = srv.request("POST", "/v1/embeddings", {"model": name, "input": "hi"})
+            assert resp.status == 200, data
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
+
+
+def test_start_over_the_budget_is_refused_with_the_sizes(tmp_path):
+    cfg = server_cfg([model("one", "fp32"), model("two", "fp32")], memory_budget_mb=150)
+    path = tmp_path / "c.json"
+    path.write_text(__import__("json").dumps(cfg))
+    r = subprocess.run([BIN, "serve", "--config", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "over the memory budget" in r.stderr and "server.memory_budget_mb 150" in r.stderr, \
+        r.stderr[-2000:]
+
+
+def test_reload_over_the_budget_fails_that_variant_and_the_old_one_serves(tmp_path):
+    cfg = server_cfg([model("one", "fp32")], memory_budget_mb=150)
+    srv = Server(cfg, tmp_path)
+    try:
+        # a second fp32 variant would pass 150 MiB; replacing fp32 by int8 would not
+        write_config(srv, server_cfg([model("one", "fp32", "fp16")], memory_budget_mb=150))
+        wait_until(lambda: variants_of(srv, "one").get("fp16", {}).get("state") == "failed",
+                   "fp16 to fail")
+        err = variants_of(srv, "one")["fp16"]["error"]
+        assert "over the memory budget" in err, err
+        resp, data = srv.request("POST", "/v1/embeddings", {"model": "one", "input": "hi"})
+        assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "fp32"
+        write_config(srv, server_cfg([model("one", "int8")], memory_budget_mb=150))
+        wait_until(lambda: variants_of(srv, "one").get("int8", {}).get("state") == "ready",
+                   "int8 to replace fp32 within the budget")
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
