@@ -325,7 +325,8 @@ def test_per_ip_limit_closes_a_clients_extra_connections(tmp_path):
                 time.sleep(0.1)
         m = re.search(r'^mantissa_http_connections_refused_total\{reason="per_ip"\} (\d+)$',
                       text.decode(), re.M)
-        assert m and int(m.group(1)) == 2, text.decode()[-1500:]
+        # the two above, and any try of the loop that came before the closes did
+        assert m and int(m.group(1)) >= 2, text.decode()[-1500:]
     finally:
         assert s.stop() == 0, "".join(s.log)
 
