@@ -62,6 +62,12 @@ typedef struct mt_backend_ops {
     mt_status (*weight_set_input_scale)(mt_backend *be, mt_weight *w, const float *inv_s,
                                         mt_err *err);
 
+    /* Optional (NULL where it means nothing): how many threads the ops the
+     * calling thread runs next may use, 1..be->threads (0: be->threads).
+     * A forward of a few tokens can be faster on one thread than on a team
+     * that must wake and meet for each of its hundreds of short ops. */
+    void (*set_threads)(mt_backend *be, int threads);
+
     /* ---- ops (all buffers backend memory) -------------------------- */
     /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */
     mt_status (*gemm)(mt_backend *be, const float *x, int m, const mt_weight *w,

@@ -27,10 +27,18 @@
  * reload thread would otherwise run with the process default, all cores,
  * whatever server.engine_threads says. Every op that runs OpenMP or oneDNN
  * code sets it for its calling thread first (a TLS read when it is set). */
+static _Thread_local int team; /* cpu_set_threads; 0: be->threads */
+
 static void bind_threads(const mt_backend *be)
 {
-    if (omp_get_max_threads() != be->threads)
-        omp_set_num_threads(be->threads);
+    const int want = team > 0 && team < be->threads ? team : be->threads;
+    if (omp_get_max_threads() != want)
+        omp_set_num_threads(want);
+}
+
+static void cpu_set_threads(mt_backend *be, int threads)
+{
+    team = threads;
 }
 
 static void cpu_destroy(mt_backend *be)
@@ -241,6 +249,7 @@ static const mt_backend_ops cpu_ops = {
     .weight_upload = cpu_weight_upload,
     .weight_destroy = cpu_weight_destroy,
     .weight_set_input_scale = cpu_weight_set_input_scale,
+    .set_threads = cpu_set_threads,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
     .layernorm = cpu_layernorm,

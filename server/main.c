@@ -42,10 +42,10 @@ static void print_loaded(const srv_models *s)
                 continue;
             }
             fprintf(stderr,
-                    "mantissa: loaded %s@%s (%s, %s backend, %d threads): %.1f MiB resident, "
-                    "%.1f MiB GEMM weights, space %s\n",
+                    "mantissa: loaded %s@%s (%s, %s backend, %d threads, one thread up to %d "
+                    "tokens): %.1f MiB resident, %.1f MiB GEMM weights, space %s\n",
                     m->name, v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-                    v->be->threads, v->model->info.resident_bytes / 1048576.0,
+                    v->be->threads, v->solo_tokens, v->model->info.resident_bytes / 1048576.0,
                     v->model->info.gemm_bytes / 1048576.0, v->space);
         }
     }

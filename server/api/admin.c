@@ -148,7 +148,7 @@ static void variant_json(sbuf *b, const srv_slot *sl)
         str(b, sl->cur->space);
         sb_puts(b, ",\"build_s\":");
         num(b, sl->cur->build_s);
-        sb_puts(b, "}");
+        sb_printf(b, ",\"solo_tokens\":%d}", sl->cur->solo_tokens);
     } else {
         sb_puts(b, "null");
     }

@@ -61,7 +61,10 @@ void *sc_worker_main(void *arg)
         mt_err err;
         const int h = b->q->v->hidden;
         b->t_start = uv_hrtime();
-        b->st = mt_model_forward(b->q->v->model, b->ids, b->off, b->n, b->out, &err);
+        const srv_variant *v = b->q->v;
+        if (v->be->ops->set_threads) /* one thread for a batch of a few tokens (team.c) */
+            v->be->ops->set_threads(v->be, b->tokens <= v->solo_tokens ? 1 : 0);
+        b->st = mt_model_forward(v->model, b->ids, b->off, b->n, b->out, &err);
         b->t_end = uv_hrtime();
         if (b->st != MT_OK)
             snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);

@@ -328,6 +328,8 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }
     space_id(v, mc->name);
+    srv_measure_team(v);
+    v->build_s = mono_s() - t0;
     if (vc->gate_probes[0] && (st = srv_run_gate(v, ref, err)) != MT_OK) {
         srv_variant_unref(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);

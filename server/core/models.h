@@ -73,6 +73,8 @@ typedef struct srv_variant {
     mt_backend *be;           /* the backend its weights live in */
     mt_model *model;
     int hidden, max_seq_len;
+    int solo_tokens;          /* batches of at most this many tokens run on one thread
+                               * (measured when built, see team.c; 0: none) */
     pthread_mutex_t lock;     /* srv_forward: one forward at a time */
     char checksum[17];        /* 64-bit FNV-1a of the weights file, hex */
     char space[200];          /* the embedding space id (see srv_space_id) */
@@ -162,6 +164,9 @@ srv_slot *srv_slot_get(srv_model *m, const char *name, bool create);
  * the probe set against ref. The build is not attached to any slot yet. */
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err);
+/* Measures up to how many tokens a batch of build v is faster on one
+ * thread than on the backend's team, into v->solo_tokens (team.c). */
+void srv_measure_team(srv_variant *v);
 /* Runs vc's gate for build v against ref into v->gate (passed or not); an
  * error only when the probes file cannot be read. */
 mt_status srv_run_gate(srv_variant *v, srv_variant *ref, mt_err *err);

@@ -235,7 +235,9 @@ def test_client_disconnect_cancels_queued_work(start):
 
 
 def test_sigterm_finishes_every_request_in_flight_then_exits_0(start):
-    srv = start(config({"max_batch_size": 4, "max_queue_delay_us": 500000}))
+    # a delay long enough that no batch leaves before all n are admitted, even
+    # on a loaded machine; SIGTERM then sends the queued batches at once
+    srv = start(config({"max_batch_size": 64, "max_queue_delay_us": 5000000}))
     n = 12
     results, threads = {}, []
     for i in range(n):

@@ -196,6 +196,8 @@ typedef struct {
     mt_backend *be;
     int team_after; /* omp_get_max_threads() on the thread after a GEMM */
     int team_before;
+    int team_solo;  /* after set_threads(1) and a GEMM */
+    int team_back;  /* after set_threads(0) and a GEMM */
     mt_status st;
 } thread_probe;
 
@@ -211,6 +213,15 @@ static void *gemm_on_fresh_thread(void *arg)
     if (p->st == MT_OK)
         p->st = p->be->ops->gemm(p->be, x, M, wt, NULL, MT_ACT_NONE, y, &err);
     p->team_after = omp_get_max_threads();
+    /* a batch of a few tokens: one thread, then the backend's count again */
+    p->be->ops->set_threads(p->be, 1);
+    if (p->st == MT_OK)
+        p->st = p->be->ops->gemm(p->be, x, M, wt, NULL, MT_ACT_NONE, y, &err);
+    p->team_solo = omp_get_max_threads();
+    p->be->ops->set_threads(p->be, 0);
+    if (p->st == MT_OK)
+        p->st = p->be->ops->gemm(p->be, x, M, wt, NULL, MT_ACT_NONE, y, &err);
+    p->team_back = omp_get_max_threads();
     if (wt)
         p->be->ops->weight_destroy(p->be, wt);
     free(x), free(w), free(y);
@@ -231,6 +242,16 @@ START_TEST(cpu_backend_applies_its_thread_count_on_the_calling_thread)
     ck_assert_int_eq(p.st, MT_OK);
     ck_assert_int_ne(p.team_before, want); /* else this test proves nothing */
     ck_assert_int_eq(p.team_after, want);
+    mt_backend_destroy(be);
+    /* set_threads: one thread for the next ops, then the backend's count */
+    ck_assert_int_eq(mt_backend_cpu_create(2, &be, &err), MT_OK);
+    p = (thread_probe){.be = be};
+    ck_assert_int_eq(pthread_create(&th, NULL, gemm_on_fresh_thread, &p), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(p.st, MT_OK);
+    ck_assert_int_eq(p.team_after, 2);
+    ck_assert_int_eq(p.team_solo, 1);
+    ck_assert_int_eq(p.team_back, 2);
     mt_backend_destroy(be);
 }
 END_TEST
