@@ -34,19 +34,19 @@ def floor(url, seconds):
     return float(m.group(1)) * (1000 if m.group(2) == "ms" else 1) if m else float("nan")
 
 
-def probe(binary, env, script, tmp, seconds):
+def probe(binary, env, script, tmp, seconds, precision):
     old = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
     try:
-        srv = sb.Server(binary, OFF, tmp)
+        srv = sb.Server(binary, OFF, tmp, precision)
         try:
             sb.run_wrk(srv.url, script, 1, 2)  # warm-up
             w1 = sb.measure(srv, script, 1, seconds)
             fl = floor(srv.url, seconds)
         finally:
             srv.stop()
-        srv = sb.Server(binary, ON, tmp)
+        srv = sb.Server(binary, ON, tmp, precision)
         try:
             sb.run_wrk(srv.url, script, 8, 2)
             w64 = sb.measure(srv, script, 64, seconds)
@@ -68,6 +68,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--busy", action="store_true")
+    ap.add_argument("--precision", default="fp32",
+                    help="the served variant's precision (its name stays fp32)")
     ap.add_argument("--out")
     args = ap.parse_args()
     variants = []
@@ -90,7 +92,7 @@ def main():
     try:
         for rnd in range(args.rounds):
             for name, binary, env, _ in variants:
-                r = probe(binary, env, script, tmp, args.seconds)
+                r = probe(binary, env, script, tmp, args.seconds, args.precision)
                 results[name].append(r)
                 print("round %d %-12s c=1 %.3f ms (forward %.3f, overhead %.0f us), c=64 %.1f/s "
                       "p99 %.1f ms, floor %.0f us" % (rnd + 1, name, r["client_ms"],
@@ -110,9 +112,9 @@ def main():
             ", ".join("%.2f" % x for x in os.getloadavg())),
         "- command: `bench/serve_probe.py %s`" % " ".join(sys.argv[1:]),
         "- %s; %d rounds, variants interleaved, %d s per point; wrk 1 thread, one STS-B "
-        "sentence per request (KServe JSON), FP32" % (
+        "sentence per request (KServe JSON), %s" % (
             "one busy-looping process beside the server" if args.busy else "nothing else of ours "
-            "running", args.rounds, args.seconds),
+            "running", args.rounds, args.seconds, args.precision),
         "",
         "| variant | binary | environment | round | c=1 client ms | forward ms | overhead us | "
         "c=64 batching on req/s | c=64 p99 ms | GET floor us |",

@@ -125,12 +125,12 @@ def sentences(n=256):
 
 
 class Server:
-    def __init__(self, binary, batching, tmp):
+    def __init__(self, binary, batching, tmp, precision="fp32"):
         cfg = {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "log_level": "warn",
                           "max_inputs": 256},
                "models": [{"name": "minilm", "path": MODEL, "batching": dict(batching,
                                                                              max_queue=4096),
-                           "variants": [{"name": "fp32", "precision": "fp32"}]}]}
+                           "variants": [{"name": "fp32", "precision": precision}]}]}
         path = os.path.join(tmp, "bench.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
