@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import BIN, MODEL, Server
-from test_hotswitch import metrics, server_cfg, variants_of, wait_until, write_config
+from test_hotswitch import admin, metrics, server_cfg, variants_of, wait_until, write_config
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
                                 reason="model not fetched (run make model)")
@@ -71,5 +71,32 @@ def test_reload_over_the_budget_fails_that_variant_and_the_old_one_serves(tmp_pa
         write_config(srv, server_cfg([model("one", "int8")], memory_budget_mb=150))
         wait_until(lambda: variants_of(srv, "one").get("int8", {}).get("state") == "ready",
                    "int8 to replace fp32 within the budget")
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
+
+
+def test_two_models_switch_and_report_on_their_own(tmp_path):
+    """A reload that changes one model rebuilds that model only; statistics,
+    metrics and compare show each model; routing by model name."""
+    cfg = server_cfg([model("one", "fp32"), model("two", "fp32")])
+    srv = Server(cfg, tmp_path)
+    try:
+        before = {m["name"]: m for m in admin(srv)["models"]}
+        built_two = before["two"]["variants"][0]["serving"]["build_s"]
+        write_config(srv, server_cfg([model("one", "int8"), model("two", "fp32")]))
+        wait_until(lambda: variants_of(srv, "one").get("int8", {}).get("state") == "ready",
+                   "one@int8")
+        two = variants_of(srv, "two")["fp32"]
+        assert two["state"] == "ready" and two["serving"]["build_s"] == built_two  # untouched
+        for name, prec in (("one", "int8"), ("two", "fp32")):
+            resp, data = srv.request("POST", "/v1/embeddings", {"model": name, "input": "hi"})
+            assert resp.status == 200 and resp.getheader("X-Mantissa-Precision") == prec
+        resp, stats = srv.request("GET", "/v2/models/stats")
+        assert {s["name"] for s in stats["model_stats"]} == {"one", "two"}
+        m = metrics(srv)
+        assert m['mantissa_request_success_total{model="one",variant="int8"}'] == 1
+        assert m['mantissa_request_success_total{model="two",variant="fp32"}'] == 1
+        resp, cmp_ = srv.request("POST", "/v2/models/two/compare", {"input": "hi"})
+        assert resp.status == 200 and [v["name"] for v in cmp_["variants"]] == ["fp32"]
     finally:
         assert srv.stop() == 0, "".join(srv.log)
