@@ -34,6 +34,8 @@ static void end_whole_jobs(batch *b)
             continue;
         j->compute_ns += ns;
         j->batches++;
+        j->t_run = b->t_start;
+        j->t_ran = b->t_end;
         j->t_done = now;
         j->ended = true;
         j->on_done(j);
@@ -401,6 +403,8 @@ void sc_batch_done(sched *s, batch *b)
         if (first_in_batch && !worker_ended) {
             j->compute_ns += ns;
             j->batches++;
+            j->t_run = b->t_start;
+            j->t_ran = b->t_end;
         }
         j->running--;
         if (worker_ended) {

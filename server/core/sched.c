@@ -270,6 +270,7 @@ void sc_enqueue(sched *s, sched_job *j)
         return;
     }
     j->q = q;
+    j->t_queued = now;
     if (q->n + (size_t)j->n > q->cap) {
         size_t cap = q->cap ? q->cap : 256;
         while (cap < q->n + (size_t)j->n)

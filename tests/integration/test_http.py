@@ -279,3 +279,21 @@ def test_truncate_off_makes_long_inputs_422(tmp_path):
         assert resp.status == 200
     finally:
         assert srv.stop() == 0
+
+
+def test_server_timing_splits_the_request_by_hop(server):
+    import http.client as hc
+    conn = hc.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn.request("POST", "/v1/embeddings", json.dumps({"model": "minilm", "input": "A man plays."}),
+                 {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    assert r.status == 200
+    timing = r.getheader("Server-Timing")
+    hops = dict(p.strip().split(";dur=") for p in timing.split(","))
+    assert list(hops) == ["parse", "inbox", "queue", "dispatch", "forward", "resume"], timing
+    dur = {k: float(v) for k, v in hops.items()}
+    assert all(v >= 0 for v in dur.values()) and dur["forward"] > 0, timing
+    # the forward is the compute the other header reports
+    assert abs(dur["forward"] - float(r.getheader("X-Inference-Time-Ms"))) < 0.01, timing
