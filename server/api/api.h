@@ -93,6 +93,13 @@ void api_request_id(const http_req *req, http_resp *resp);
 bool api_resolve(const http_app *app, const http_req *req, const char *name, const char *key,
                  srv_model **m, srv_variant **v, http_resp *resp);
 
+/* The texts of a request's field `field` (in: a string or a non-empty array
+ * of strings, at most server.max_inputs; token ids are refused), as new
+ * arrays *texts and *lens (the caller frees them). -1 after answering:
+ * bad_status for a wrong type, 400 empty, 413 too many. */
+int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
+                    const char ***texts, size_t **lens, http_resp *r);
+
 /* An embedding request's job: the texts' ids and vectors, and what the
  * protocol needs to answer once it has run. */
 typedef struct api_embed {

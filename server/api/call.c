@@ -215,6 +215,56 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
 }
 
 /* ========================================================================
+ * texts in a request
+ * ====================================================================== */
+
+int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
+                    const char ***texts, size_t **lens, http_resp *r)
+{
+    int n = cJSON_IsString(in) ? 1 : cJSON_GetArraySize(in);
+    if (!cJSON_IsString(in) && !cJSON_IsArray(in)) {
+        api_error(r, bad_status, field, "\"%s\" must be a string or an array of strings", field);
+        return -1;
+    }
+    if (n == 0) {
+        api_error(r, 400, field, "\"%s\" is an empty array", field);
+        return -1;
+    }
+    if (n > app->cfg->max_inputs) {
+        api_error(r, 413, "max_inputs",
+                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
+                  app->cfg->max_inputs);
+        return -1;
+    }
+    *texts = malloc(sizeof **texts * (size_t)n);
+    *lens = malloc(sizeof **lens * (size_t)n);
+    if (!*texts || !*lens) {
+        api_error(r, 500, NULL, "out of memory");
+        return -1;
+    }
+    int i = 0;
+    const cJSON *it;
+    if (cJSON_IsString(in))
+        (*texts)[i++] = in->valuestring;
+    else
+        cJSON_ArrayForEach(it, in)
+        {
+            if (!cJSON_IsString(it)) {
+                api_error(r, bad_status, field,
+                          cJSON_IsNumber(it) || cJSON_IsArray(it)
+                              ? "%s[%d]: token-id inputs are not supported; send text"
+                              : "%s[%d] must be a string",
+                          field, i);
+                return -1;
+            }
+            (*texts)[i++] = it->valuestring;
+        }
+    for (i = 0; i < n; i++)
+        (*lens)[i] = strlen((*texts)[i]);
+    return n;
+}
+
+/* ========================================================================
  * the text -> vector job
  * ====================================================================== */
 

@@ -86,55 +86,6 @@ static bool read_fields(const cJSON *j, bool *base64, http_resp *r)
     return true;
 }
 
-/* "input": a string or a non-empty array of strings, at most max_inputs;
- * *texts and *lens are new arrays (the caller frees them). -1 after
- * answering. */
-static int read_input(const http_app *app, const cJSON *input, const char ***texts,
-                      size_t **lens, http_resp *r)
-{
-    int n = cJSON_IsString(input) ? 1 : cJSON_GetArraySize(input);
-    if (!cJSON_IsString(input) && !cJSON_IsArray(input)) {
-        api_error(r, 400, "input", "\"input\" must be a string or an array of strings");
-        return -1;
-    }
-    if (n == 0) {
-        api_error(r, 400, "input", "\"input\" is an empty array");
-        return -1;
-    }
-    if (n > app->cfg->max_inputs) {
-        api_error(r, 413, "max_inputs",
-                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  app->cfg->max_inputs);
-        return -1;
-    }
-    *texts = malloc(sizeof **texts * (size_t)n);
-    *lens = malloc(sizeof **lens * (size_t)n);
-    if (!*texts || !*lens) {
-        api_error(r, 500, NULL, "out of memory");
-        return -1;
-    }
-    int i = 0;
-    const cJSON *it;
-    if (cJSON_IsString(input))
-        (*texts)[i++] = input->valuestring;
-    else
-        cJSON_ArrayForEach(it, input)
-        {
-            if (!cJSON_IsString(it)) {
-                api_error(r, 400, "input",
-                          cJSON_IsNumber(it) || cJSON_IsArray(it)
-                              ? "input[%d]: token-id inputs are not supported; send text"
-                              : "input[%d] must be a string",
-                          i);
-                return -1;
-            }
-            (*texts)[i++] = it->valuestring;
-        }
-    for (i = 0; i < n; i++)
-        (*lens)[i] = strlen((*texts)[i]);
-    return n;
-}
-
 API_HANDLER(api_openai_embeddings)
 {
     api_request_id(req, r);
@@ -158,7 +109,8 @@ API_HANDLER(api_openai_embeddings)
                   v->hidden);
         goto done;
     }
-    int n = read_input(app, cJSON_GetObjectItemCaseSensitive(j, "input"), &texts, &lens, r);
+    int n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "input"), "input", 400, &texts,
+                            &lens, r);
     api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, NULL, r);
     if (!c)
         goto done;

@@ -34,51 +34,6 @@ static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m,
     return api_resolve(app, req, name, NULL, m, v, r);
 }
 
-/* "inputs": a string or a non-empty array of strings (TEI's token-id
- * inputs are refused); *texts and *lens are new arrays. -1 after answering. */
-static int tei_inputs(const http_app *app, const cJSON *in, const char ***texts, size_t **lens,
-                      http_resp *r)
-{
-    int n = cJSON_IsString(in) ? 1 : cJSON_GetArraySize(in);
-    if (!cJSON_IsString(in) && !cJSON_IsArray(in)) {
-        api_error(r, 422, "inputs", "\"inputs\" must be a string or an array of strings");
-        return -1;
-    }
-    if (n == 0) {
-        api_error(r, 400, "inputs", "\"inputs\" cannot be empty");
-        return -1;
-    }
-    if (n > app->cfg->max_inputs) {
-        api_error(r, 413, "max_inputs",
-                  "batch size %d > maximum allowed batch size %d (server.max_inputs)", n,
-                  app->cfg->max_inputs);
-        return -1;
-    }
-    *texts = malloc(sizeof **texts * (size_t)n);
-    *lens = malloc(sizeof **lens * (size_t)n);
-    if (!*texts || !*lens) {
-        api_error(r, 500, NULL, "out of memory");
-        return -1;
-    }
-    int i = 0;
-    const cJSON *it;
-    if (cJSON_IsString(in))
-        (*texts)[i++] = in->valuestring;
-    else
-        cJSON_ArrayForEach(it, in)
-        {
-            if (!cJSON_IsString(it)) {
-                api_error(r, 422, "inputs",
-                          "inputs[%d]: only text is accepted here (token ids are not)", i);
-                return -1;
-            }
-            (*texts)[i++] = it->valuestring;
-        }
-    for (i = 0; i < n; i++)
-        (*lens)[i] = strlen((*texts)[i]);
-    return n;
-}
-
 /* Only the given keys; false after answering 422. */
 static bool known_fields(const cJSON *j, const char *const *keys, size_t nkeys, http_resp *r)
 {
@@ -193,7 +148,8 @@ API_HANDLER(api_tei_embed)
     api_embed_opts o;
     int dims, n;
     if (j && tei_resolve(app, req, &m, &v, r) && embed_options(j, v->hidden, &o, &dims, r) &&
-        (n = tei_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &texts, &lens, r)) > 0) {
+        (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
+                              &texts, &lens, r)) > 0) {
         api_embed *c = api_embed_new(app, req, m, v, texts, lens, n, &o, r);
         if (c) {
             c->dimensions = dims;
@@ -255,8 +211,8 @@ API_HANDLER(api_tei_tokenize)
             api_error(r, 422, "prompt_name", "this model has no prompts");
         else if (!v->model->ops->token_text)
             api_error(r, 501, NULL, "this model's tokenizer cannot list its tokens");
-        else if ((n = tei_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &texts,
-                                 &lens, r)) > 0) {
+        else if ((n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"),
+                                      "inputs", 422, &texts, &lens, r)) > 0) {
             sb_putc(&r->body, '[');
             for (int i = 0; i < n && r->status == 200; i++) {
                 if (i)

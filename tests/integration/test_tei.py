@@ -110,7 +110,7 @@ def test_info_and_health(tei):
 
 @pytest.mark.parametrize("body,status,field", [
     ({"inputs": []}, 400, "empty"),
-    ({"inputs": [[101, 102]]}, 422, "token ids"),
+    ({"inputs": [[101, 102]]}, 422, "token-id"),
     ({"inputs": "x", "normalize": False}, 422, "normalize"),
     ({"inputs": "x", "prompt_name": "query"}, 422, "prompts"),
     ({"inputs": "x", "dimensions": 1000}, 422, "dimensions"),
