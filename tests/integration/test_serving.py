@@ -304,15 +304,45 @@ def test_openmp_spins_briefly_unless_the_user_chose_a_wait_policy(tmp_path):
     assert environ_of({"OMP_WAIT_POLICY": "passive"}) == {"OMP_WAIT_POLICY": "passive"}
 
 
+def held_request(srv, n_inputs):
+    """A request whose client reads nothing: its socket's receive buffer is
+    small and its answer (n_inputs embeddings as JSON, ~4 KB each: ~9 MB for
+    2048, twice the largest TCP send buffer, net.core.wmem_max = 4 MiB on
+    Debian) is larger than the two buffers hold, so the server cannot finish
+    sending it, and the request stays in flight, until read_held() reads it. This holds a drain open for as long
+    as a test needs, whatever the machine's speed."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", srv.port))
+    body = json.dumps(embed_body(["held %d" % i for i in range(n_inputs)])).encode()
+    sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+                 + body)
+    return sock
+
+
+def read_held(sock):
+    """Reads a held request's answer to its end: (status, parsed JSON body)."""
+    sock.settimeout(60)
+    data = b""
+    while True:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
 def test_draining_server_is_unready_and_answers_new_requests_503(start):
-    srv = start(config({"max_queue_delay_us": 3000000}, shutdown_grace_ms=60000))
+    srv = start(config(shutdown_grace_ms=60000, max_inputs=2048))
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)  # opened before SIGTERM
     conn.request("GET", "/v2/health/ready")
     r = conn.getresponse()
     r.read()
     assert r.status == 200
-    results = {}
-    t = post_async(srv, "/v1/embeddings", embed_body("in flight"), results, "held")
+    held = held_request(srv, 2048)
     wait_until(lambda: inflight(srv) == 1, "the request to be admitted")
     srv.proc.send_signal(signal.SIGTERM)
 
@@ -332,8 +362,10 @@ def test_draining_server_is_unready_and_answers_new_requests_503(start):
     rr = conn.getresponse()
     assert_kserve_error(rr, json.loads(rr.read()), 503)
     conn.close()
-    t.join()
-    assert results["held"][0].status == 200
+    assert srv.proc.poll() is None  # still draining: the held answer is not out
+    status, body = read_held(held)
+    assert status == 200, body
+    assert len(body["data"]) == 2048 and len(body["data"][2047]["embedding"]) == 384
     assert srv.proc.wait(timeout=60) == 0
 
 
