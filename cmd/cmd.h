@@ -11,9 +11,12 @@
 /* Every option of every subcommand (each reads those it documents). */
 typedef struct {
     const char *config, *listen, *model, *stsb, *ids, *batches, *out, *json, *svg;
+    const char *high;  /* quantize --auto: the precision of the sensitive GEMMs */
     double seconds;
+    double budget_cos; /* quantize --auto */
     int batch;
     int jsonl;
+    int autom;         /* quantize --auto */
 } cmd_opts;
 
 /* Parses argv (argv[0] is the subcommand) into o with the defaults; prints

@@ -16,10 +16,11 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"seconds", required_argument, 0, 't'}, {"jsonl", no_argument, 0, 'j'},
         {"out", required_argument, 0, 'o'},     {"json", required_argument, 0, 'J'},
         {"svg", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"auto", no_argument, 0, 'a'},          {"budget-cos", required_argument, 0, 'B'},
+        {"high", required_argument, 0, 'H'},    {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
-                    .batch = 32};
+                    .batch = 32, .high = "fp32", .budget_cos = 0.9995};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -35,6 +36,9 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         case 'o': o->out = optarg; break;
         case 'J': o->json = optarg; break;
         case 'g': o->svg = optarg; break;
+        case 'a': o->autom = 1; break;
+        case 'B': o->budget_cos = atof(optarg); break;
+        case 'H': o->high = optarg; break;
         case 'h': printf("%s", usage); exit(0);
         default: fprintf(stderr, "%s", usage); return -1;
         }

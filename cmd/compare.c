@@ -77,7 +77,8 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
     mt_err err;
     mt_model *m;
     mt_model_opts lo = {.precision = v->precision, .calib = cmd_calib(v),
-                         .max_seq_len = cm->max_seq_len, .weights = v->weights};
+                         .max_seq_len = cm->max_seq_len, .weights = v->weights,
+                         .mix = v->mix};
     snprintf(r->name, sizeof r->name, "%s", v->name);
     r->prec = v->precision;
     snprintf(r->calib, sizeof r->calib, "%s",

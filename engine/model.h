@@ -34,6 +34,9 @@ typedef struct {
     int max_seq_len;     /* 0: the model's own; else a lower cap */
     const char *weights; /* NULL/"": the folder's FP32 model.safetensors, quantized at
                           * load; else a file from mt_model_save_quantized, as is */
+    const char *mix;     /* NULL/"": every GEMM in precision; else per-layer rules
+                          * (engine/mix.h) over it; a weights file must have been
+                          * written with the same rules */
 } mt_model_opts;
 
 /* What a loaded model is: set by its loader, constant afterwards. */
@@ -42,7 +45,10 @@ typedef struct {
     int hidden;             /* size of one output vector */
     int max_seq_len;        /* tokens per text, special tokens included */
     int vocab;
-    mt_precision precision; /* of the GEMM weights */
+    int layers;             /* encoder layers */
+    int intermediate;       /* feed-forward width */
+    mt_precision precision; /* of the GEMM weights (where the mix gives none other) */
+    const char *mix;        /* the per-layer rules over it ("" when uniform) */
     mt_pooling pooling;
     bool normalize;         /* output vectors have unit L2 norm */
     size_t gemm_bytes;      /* resident GEMM weights, scales included */
@@ -82,10 +88,11 @@ struct mt_model {
 mt_status mt_model_load(const char *dir, mt_backend *be, const mt_model_opts *o, mt_model **out,
                         mt_err *err);
 /* Writes dir's model as a safetensors file whose GEMM weights are already
- * in precision p, with the scales and metadata that mt_model_load (with
- * o->weights = out_path) checks and loads without re-quantizing. */
+ * in precision p (or, with a mix, in what its rules give each one), with
+ * the scales and metadata that mt_model_load (with o->weights = out_path
+ * and the same mix) checks and loads without re-quantizing. */
 mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                                  const char *out_path, mt_err *err);
+                                  const char *mix, const char *out_path, mt_err *err);
 
 /* ---- any model (engine/model.c) --------------------------------------- */
 

@@ -14,6 +14,7 @@
 
 #include "engine/calib_text.h"
 #include "engine/jsonfile.h"
+#include "engine/mix.h"
 #include "engine/quant.h"
 #include "engine/safetensors.h"
 #include "engine/tokenizer.h"
@@ -29,6 +30,8 @@ struct bert_model {
     bert_config cfg;
     mt_backend *be;
     mt_precision prec;
+    mt_mix mix;          /* per-layer precisions over prec (engine/mix.h) */
+    char mix_text[1024]; /* its text form, "" when none */
     mt_calib_opts calib;
     int prequant; /* weights come from a bert_save_quantized file */
     float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
@@ -257,9 +260,10 @@ static void smooth_name(const char *weight, char *out, size_t cap)
  * stored codes and scales as they are, with no re-quantization. */
 static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *names,
                            const int *rows, int nparts, int k, const float *act_max,
-                           mt_weight **out, mt_err *err)
+                           int layer, mt_gemm_kind kind, mt_weight **out, mt_err *err)
 {
-    const mt_precision p = mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec);
+    const mt_precision p =
+        mt_op_precision(MT_OP_GEMM_WEIGHT, mt_mix_precision(&m->mix, layer, kind, m->prec));
     const st_dtype want = m->prequant ? mt_prec(p)->file_dtype : ST_F32;
     const size_t esz = st_dtype_size(want);
     int n = 0;
@@ -405,7 +409,7 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     const int qkv_rows[3] = {h, h, h};
     const int maxk = in > h ? in : h;
     const float *sm = m->smooth_stats ? m->smooth_stats + (size_t)l * GEMMS_PER_LAYER * maxk : NULL;
-    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, &L->qkv, err)))
+    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, l, MT_GEMM_QKV, &L->qkv, err)))
         return st;
     snprintf(n1, sizeof n1, "%s.%d.attention.self.query.bias", p, l);
     snprintf(n2, sizeof n2, "%s.%d.attention.self.key.bias", p, l);
@@ -441,7 +445,7 @@ static mt_status load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
         snprintf(n2, sizeof n2, "%s.%d.%s", p, l, g[i].b);
         const char *names[1] = {n1};
         if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
-                            g[i].wt, err)) ||
+                            l, (mt_gemm_kind)(i + 1), g[i].wt, err)) ||
             (st = load_vec(m, f, n2, g[i].n, g[i].bias, err)))
             return st;
     }
@@ -496,9 +500,13 @@ static mt_status calibrate(const char *dir, mt_backend *be, int max_seq_len, flo
  * that does not match what the variant asks for, so a config edit can never
  * silently serve other weights than it names. */
 static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
-                                  mt_err *err)
+                                  const char *mix, mt_err *err)
 {
     const char *fmt = st_meta(f, "mantissa.format");
+    const char *fmix = st_meta(f, "mantissa.mix");
+    if (strcmp(fmix ? fmix : "", mix))
+        return mt_fail(err, MT_EINVAL, "%s: quantized with mix \"%s\", but the variant asks for "
+                       "\"%s\"", st_path(f), fmix ? fmix : "", mix);
     const char *prec = st_meta(f, "mantissa.precision");
     const char *cal = st_meta(f, "mantissa.calibration");
     if (!fmt || strcmp(fmt, "1") != 0 || !prec)
@@ -508,10 +516,10 @@ static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_cal
     if (strcmp(prec, mt_precision_name(p)) != 0)
         return mt_fail(err, MT_EINVAL, "%s: quantized as %s, but the variant asks for %s",
                        st_path(f), prec, mt_precision_name(p));
-    if (mt_prec(p)->has_scales && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
+    if ((mt_prec(p)->has_scales || *mix) && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
         return mt_fail(err, MT_EINVAL, "%s: calibrated with %s, but the variant asks for %s",
                        st_path(f), cal ? cal : "(none)", mt_calib_name(c->method));
-    if (mt_prec(p)->has_scales && c->method == MT_CALIB_PERCENTILE) {
+    if ((mt_prec(p)->has_scales || *mix) && c->method == MT_CALIB_PERCENTILE) {
         const char *pc = st_meta(f, "mantissa.percentile");
         if (!pc || fabs(atof(pc) - c->percentile) > 1e-9)
             return mt_fail(err, MT_EINVAL, "%s: calibrated at percentile %s, but the variant asks "
@@ -521,6 +529,34 @@ static mt_status check_quant_meta(const st_file *f, mt_precision p, const mt_cal
 }
 
 static const mt_model_ops bert_ops;
+
+/* Whether any GEMM weight of the model is in precision p. */
+static bool uses_precision(const bert_model *m, mt_precision p)
+{
+    for (int l = 0; l < m->cfg.layers; l++)
+        for (int k = 0; k < MT_GEMM_KINDS; k++)
+            if (mt_op_precision(MT_OP_GEMM_WEIGHT, mt_mix_precision(&m->mix, l, k, m->prec)) == p)
+                return true;
+    return false;
+}
+
+/* Parses the variant's mix (kept in its normalised text form, which a
+ * quantized file's metadata must match) and checks that the backend runs
+ * every precision it gives. */
+static mt_status setup_mix(bert_model *m, const char *text, mt_err *err)
+{
+    mt_status st = mt_mix_parse(text, &m->mix, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "mix: ");
+    if (!mt_mix_format(&m->mix, m->mix_text, sizeof m->mix_text))
+        return mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof m->mix_text);
+    for (int p = 0; p < MT_PREC_COUNT; p++)
+        if ((p == (int)m->prec || uses_precision(m, (mt_precision)p)) &&
+            !m->be->ops->supports(m->be, (mt_precision)p))
+            return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the %s backend",
+                           mt_precision_name((mt_precision)p), m->be->device);
+    return MT_OK;
+}
 
 static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
                       bert_model **out, mt_err *err)
@@ -539,11 +575,8 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
         goto fail;
     if (opts && opts->max_seq_len > 0 && opts->max_seq_len < m->cfg.max_seq_len)
         m->cfg.max_seq_len = opts->max_seq_len;
-    if (!be->ops->supports(be, m->prec)) {
-        st = mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the %s backend",
-                     mt_precision_name(m->prec), be->device);
+    if ((st = setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
         goto fail;
-    }
 
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
     tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
@@ -558,7 +591,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
     if (opts && opts->weights && *opts->weights) {
         m->prequant = 1;
         if ((st = st_open(opts->weights, &f, err)) != MT_OK ||
-            (st = check_quant_meta(f, m->prec, &m->calib, err)) != MT_OK)
+            (st = check_quant_meta(f, m->prec, &m->calib, m->mix_text, err)) != MT_OK)
             goto fail;
     } else {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -580,8 +613,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
         (st = load_vec(m, f, "embeddings.LayerNorm.bias", h, &m->emb_ln_b, err)))
         goto fail;
 
-    if (!m->prequant && mt_op_precision(MT_OP_GEMM_WEIGHT, m->prec) == MT_PREC_INT8 &&
-        be->ops->weight_set_input_scale) {
+    if (!m->prequant && uses_precision(m, MT_PREC_INT8) && be->ops->weight_set_input_scale) {
         if ((st = calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
             goto fail;
         m->smooth_stats = stats;
@@ -604,7 +636,10 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
                                    .hidden = m->cfg.hidden,
                                    .max_seq_len = m->cfg.max_seq_len,
                                    .vocab = m->cfg.vocab,
+                                   .layers = m->cfg.layers,
+                                   .intermediate = m->cfg.intermediate,
                                    .precision = m->prec,
+                                   .mix = m->mix_text,
                                    .pooling = MT_POOL_MEAN,
                                    .normalize = m->cfg.normalize,
                                    .gemm_bytes = m->gemm_bytes,
@@ -866,14 +901,27 @@ static int by_dtype_size_desc(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                              const char *out_path, mt_err *err)
+/* The precision tensor `name` is saved in: p, or what the mix gives its
+ * (layer, kind). */
+static mt_precision save_precision(const char *name, mt_precision p, const mt_mix *mix)
 {
-    char path[4096];
+    int l, g;
+    return gemm_slot(name, &l, &g) ? mt_mix_precision(mix, l, (mt_gemm_kind)g, p) : p;
+}
+
+mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
+                              const char *mix_text, const char *out_path, mt_err *err)
+{
+    char path[4096], mixn[1024];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    st_file *f;
-    mt_status st = st_open(path, &f, err);
+    mt_mix mix;
+    mt_status st = mt_mix_parse(mix_text, &mix, err);
     if (st != MT_OK)
+        return mt_prefix(err, st, "mix: ");
+    if (!mt_mix_format(&mix, mixn, sizeof mixn))
+        return mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof mixn);
+    st_file *f;
+    if ((st = st_open(path, &f, err)) != MT_OK)
         return st;
     size_t n = st_count(f), no = 0;
     out_tensor *o = calloc(3 * n, sizeof *o);
@@ -887,7 +935,11 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
         goto done;
     }
     /* INT8 is smoothed as load() smooths it on the CPU backend */
-    if (p == MT_PREC_INT8) {
+    bool any_int8 = false;
+    for (size_t i = 0; i < n; i++)
+        any_int8 |= is_gemm_weight(st_get(f, i)->name) &&
+                    save_precision(st_get(f, i)->name, p, &mix) == MT_PREC_INT8;
+    if (any_int8) {
         mt_backend *cpu;
         if ((st = read_configs(dir, &cfg, err)) != MT_OK ||
             (st = mt_backend_cpu_create(0, &cpu, err)) != MT_OK)
@@ -918,7 +970,8 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
     }
     for (size_t i = 0; i < n && st == MT_OK; i++) {
         const st_tensor *t = st_get(f, i);
-        if (p == MT_PREC_FP32 || !is_gemm_weight(t->name)) {
+        const mt_precision tp = save_precision(t->name, p, &mix);
+        if (tp == MT_PREC_FP32 || !is_gemm_weight(t->name)) {
             o[no++].t = *t;
             continue;
         }
@@ -929,7 +982,7 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
         int rows = (int)t->shape[0], cols = (int)t->shape[1], l, g;
         const float *wsrc = t->data;
         float *scaled = NULL;
-        if (smooth && gemm_slot(t->name, &l, &g) && l < cfg.layers) {
+        if (smooth && tp == MT_PREC_INT8 && gemm_slot(t->name, &l, &g) && l < cfg.layers) {
             const float *sv = smooth + ((size_t)l * GEMMS_PER_LAYER + g) * maxk;
             if (!(scaled = malloc(sizeof(float) * (size_t)rows * cols))) {
                 st = mt_fail(err, MT_ENOMEM, "out of memory");
@@ -944,15 +997,15 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
                                   .data = sv, .nbytes = sizeof(float) * (size_t)cols};
             no++;
         }
-        void *q = malloc(mt_quant_data_bytes(p, rows, cols));
-        float *sc = mt_prec(p)->has_scales ? malloc(sizeof(float) * (size_t)rows) : NULL;
+        void *q = malloc(mt_quant_data_bytes(tp, rows, cols));
+        float *sc = mt_prec(tp)->has_scales ? malloc(sizeof(float) * (size_t)rows) : NULL;
         o[no].owned = q;
-        if (!q || (mt_prec(p)->has_scales && !sc)) {
+        if (!q || (mt_prec(tp)->has_scales && !sc)) {
             free(sc);
             st = mt_fail(err, MT_ENOMEM, "out of memory");
             break;
         }
-        st = mt_quantize(wsrc, rows, cols, p, calib, q, sc, err);
+        st = mt_quantize(wsrc, rows, cols, tp, calib, q, sc, err);
         free(scaled);
         if (st != MT_OK) {
             free(sc);
@@ -960,9 +1013,9 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             break;
         }
         o[no].t = *t;
-        o[no].t.dtype = mt_prec(p)->file_dtype;
+        o[no].t.dtype = mt_prec(tp)->file_dtype;
         o[no].t.data = q;
-        o[no].t.nbytes = mt_quant_data_bytes(p, rows, cols);
+        o[no].t.nbytes = mt_quant_data_bytes(tp, rows, cols);
         no++;
         if (sc) {
             scale_name(t->name, names[i], sizeof names[i]);
@@ -982,9 +1035,11 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
         const char *meta[] = {"mantissa.format", "1",
                               "mantissa.precision", mt_precision_name(p),
                               "mantissa.calibration",
-                              mt_prec(p)->has_scales ? mt_calib_name(calib ? calib->method : MT_CALIB_ABSMAX) : "none",
+                              mt_prec(p)->has_scales || any_int8 || *mixn
+                                  ? mt_calib_name(calib ? calib->method : MT_CALIB_ABSMAX) : "none",
                               "mantissa.percentile", pct,
                               "mantissa.source", path,
+                              *mixn ? "mantissa.mix" : NULL, mixn,
                               NULL};
         if (!flat) {
             st = mt_fail(err, MT_ENOMEM, "out of memory");

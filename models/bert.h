@@ -44,9 +44,11 @@ mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *off
 /* Writes dir's model as a safetensors file whose GEMM weights are already in
  * precision p (int8/fp8 with "<name>_scale" F32 tensors; fp16/bf16 as F16/
  * BF16), everything else FP32, and metadata naming format, precision and
- * calibration. bert_load_model with opts.weights = out_path loads it without
- * re-quantizing, and refuses it when the metadata does not match. */
+ * calibration. A mix (engine/mix.h; NULL or "" for none) gives some GEMM
+ * weights another precision, and is recorded in the metadata.
+ * bert_load_model with opts.weights = out_path (and the same mix) loads it
+ * without re-quantizing, and refuses it when the metadata does not match. */
 mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                              const char *out_path, mt_err *err);
+                              const char *mix, const char *out_path, mt_err *err);
 
 #endif

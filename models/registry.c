@@ -14,7 +14,7 @@ typedef struct {
     mt_status (*load)(const char *dir, mt_backend *be, const mt_model_opts *o, mt_model **out,
                       mt_err *err);
     mt_status (*save_quantized)(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                                const char *out_path, mt_err *err);
+                                const char *mix, const char *out_path, mt_err *err);
 } arch;
 
 static const arch archs[] = {
@@ -58,9 +58,9 @@ mt_status mt_model_load(const char *dir, mt_backend *be, const mt_model_opts *o,
 }
 
 mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                                  const char *out_path, mt_err *err)
+                                  const char *mix, const char *out_path, mt_err *err)
 {
     const arch *a;
     mt_status st = find_arch(dir, &a, err);
-    return st != MT_OK ? st : a->save_quantized(dir, p, calib, out_path, err);
+    return st != MT_OK ? st : a->save_quantized(dir, p, calib, mix, out_path, err);
 }

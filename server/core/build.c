@@ -297,7 +297,8 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     mt_model_opts o = {.precision = vc->precision,
                         .calib = {MT_CALIB_ABSMAX, vc->percentile},
                         .max_seq_len = mc->max_seq_len,
-                        .weights = vc->weights};
+                        .weights = vc->weights,
+                        .mix = vc->mix};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
     mt_status st = mt_model_load(mc->path, be, &o, &v->model, err);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine/jsonfile.h"
+#include "engine/mix.h"
 #include "server/base/log.h"
 
 /* ========================================================================
@@ -300,6 +301,7 @@ static const field variant_fields[] = {
     NUM(cfg_variant, "percentile", 50, 100, percentile, 99.99),
     NUM(cfg_variant, "traffic", 0, 1e9, traffic, 100),
     STR(cfg_variant, "weights", weights, ""),
+    STR(cfg_variant, "mix", mix, ""),
     LATER("gate", F_ANY, false),
     NUM(cfg_variant, "drift_floor", 0, 1, drift_floor, 0),
 };
@@ -331,6 +333,11 @@ static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_va
     if (!prec || mt_precision_parse(prec, &v->precision) != 0)
         return fail(c, fp, "unknown precision \"%s\" (expected fp32, tf32, fp16, bf16, int8 or fp8)",
                     prec ? prec : "?");
+    mt_mix mix;
+    mt_err merr = {0};
+    pjoin(fp, sizeof fp, "%s.mix", path);
+    if (mt_mix_parse(v->mix, &mix, &merr) != MT_OK)
+        return fail(c, fp, "%s", merr.msg);
     pjoin(fp, sizeof fp, "%s.calibration", path);
     if (cJSON_GetObjectItemCaseSensitive(jv, "percentile") && strcmp(v->calibration, "percentile"))
         return fail(c, fp, "\"percentile\" is set but calibration is \"%s\"", v->calibration);
@@ -669,6 +676,7 @@ bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
 {
     return a->precision == b->precision && !strcmp(a->calibration, b->calibration) &&
            a->percentile == b->percentile && !strcmp(a->weights, b->weights) &&
+           !strcmp(a->mix, b->mix) &&
            !strcmp(a->gate_probes, b->gate_probes) && a->gate_min_cosine == b->gate_min_cosine &&
            a->gate_max_p99_ratio == b->gate_max_p99_ratio;
 }

@@ -297,7 +297,7 @@ START_TEST(bert_quantized_file_reloads_to_the_same_vectors_without_requantizing)
             continue;
         mt_err err;
         mt_calib_opts c = {p == MT_PREC_INT8 ? MT_CALIB_MSE : MT_CALIB_ABSMAX, 100.0};
-        ck_assert_msg(mt_model_save_quantized(MODEL_DIR, p, &c, path, &err) == MT_OK, "%s", err.msg);
+        ck_assert_msg(mt_model_save_quantized(MODEL_DIR, p, &c, NULL, path, &err) == MT_OK, "%s", err.msg);
         mt_model *direct, *reloaded;
         mt_model_opts o = {.precision = p, .calib = c};
         ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &direct, &err) == MT_OK, "%s", err.msg);

@@ -97,6 +97,9 @@ START_TEST(config_rejects_unknown_precision_naming_the_field)
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":["
                  "{\"name\":\"a\",\"precision\":\"fp32\"},{\"name\":\"b\",\"precision\":\"int4\"}]}]}",
                  "models[0].variants[1].precision: unknown precision \"int4\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":["
+                 "{\"name\":\"a\",\"precision\":\"int8\",\"mix\":\"ffn_out@0=fp16; qkv@x=fp32\"}]}]}",
+                 "models[0].variants[0].mix: mix rule 'qkv@x=fp32': a layer must be");
 }
 END_TEST
 
