@@ -150,50 +150,63 @@ static bool fit_get(const vq *q, double *a, double *b)
     return true;
 }
 
-/* When the head of q should go, under "auto".
+/* When the head of a queue should go, under "auto" (times in ns).
  *
- * The worker is idle and n texts wait, the oldest since t0. Waiting is
- * only worth it when another text is expected soon enough to pay for the
- * wait, and when the oldest text would still meet the latency target:
+ * The worker is idle and n texts wait, the oldest since in->oldest.
+ * Waiting is only worth it when another text is expected soon enough to
+ * pay for the wait, and when the oldest text would still meet the latency
+ * target:
  *   - the service time of a batch is fitted online as a + b * tokens
  *     (a: the fixed cost of a batch, b: the cost per token), from the
- *     batches that ran. Joining a batch that goes anyway saves a new
- *     text the fixed cost a, so we never wait longer than a for the next
- *     arrival;
+ *     batches that ran. A text that arrives just after a batch left waits
+ *     for that batch to run, so the oldest text never waits longer than
+ *     the predicted service time of its batch with one more text (the
+ *     rule of renting skis: the wait costs no more than what it saves the
+ *     next text). Arrivals extend the wait only through that bound: under
+ *     a steady stream at utilisation u the wait ends after about
+ *     a / (1 - u), while a closed-loop burst (clients answered together
+ *     send again together) is gathered whole. Before this bound the wait
+ *     grew with every arrival up to the latency budget: at half load
+ *     p50 was 29 ms against 12 ms with a fixed 2 ms delay
+ *     (bench/results/auto-delay-2026-11-24.md);
  *   - arrivals are tracked as a short average of the gaps between them
  *     (gap) and the time of the last one. The next is expected at
  *     last + gap; once 2 * gap has passed without one, the burst is over
  *     (in a closed loop, clients only send again after their answers)
  *     and the batch goes;
- *   - the oldest text must finish by t0 + 0.7 * latency_target_ms (the
+ *   - the oldest text must finish by oldest + 0.7 * latency target (the
  *     target is a p99 and the fit a mean, hence the margin): the batch
  *     goes when waiting longer would pass that, counting the predicted
  *     service time of the batch with one more text.
- * Every arrival and every finished batch decides again, so under a steady
- * stream a batch grows until max_batch_size, max_batch_tokens, the
- * latency budget or a pause in arrivals. Until the fit has batches of
- * a few sizes (they form on their own while the worker is busy), and at
- * low load (gaps longer than a), it does not wait: a lone request gets
- * batch-1 latency. bench/results/server-*.md compares it with fixed
- * delays. */
-static uint64_t auto_due(const vq *q, uint64_t now)
+ * Until the fit has batches of a few sizes (they form on their own while
+ * the worker is busy), and at low load (gaps longer than a), it does not
+ * wait: a lone request gets batch-1 latency. */
+uint64_t sc_auto_due(const sc_auto_in *in)
 {
-    const cfg_model *c = &q->m->cfg;
-    double a, b;
-    if (!fit_get(q, &a, &b) || q->gap <= 0)
+    const uint64_t now = in->now;
+    if (!in->fitted || in->gap <= 0 || in->n == 0)
         return now;
-    double since = (double)(now - q->last_arrival);
-    if (since >= 2 * q->gap || q->gap > a)
+    double since = (double)(now - in->last_arrival);
+    if (since >= 2 * in->gap || in->gap > in->a)
         return now;
-    double tok = (double)q->ntokens / (double)q->n; /* per text */
-    double by_target = (double)q->items[0].t + 0.7 * c->latency_target_ms * 1e6 -
-                       (a + b * tok * ((double)q->n + 1));
-    double due_at = (double)q->last_arrival + 2 * q->gap;
-    if (due_at > (double)now + a)
-        due_at = (double)now + a;
+    double service = in->a + in->b * in->tok_per_text * ((double)in->n + 1);
+    double by_target = (double)in->oldest + 0.7 * in->target_ns - service;
+    double due_at = (double)in->last_arrival + 2 * in->gap;
+    if (due_at > (double)in->oldest + service)
+        due_at = (double)in->oldest + service;
     if (due_at > by_target)
         due_at = by_target;
     return due_at <= (double)now ? now : (uint64_t)due_at;
+}
+
+static uint64_t auto_due(const vq *q, uint64_t now)
+{
+    sc_auto_in in = {.now = now, .oldest = q->items[0].t, .last_arrival = q->last_arrival,
+                     .gap = q->gap, .n = q->n,
+                     .tok_per_text = (double)q->ntokens / (double)q->n,
+                     .target_ns = q->m->cfg.latency_target_ms * 1e6};
+    in.fitted = fit_get(q, &in.a, &in.b);
+    return sc_auto_due(&in);
 }
 
 /* When q's batch is due (ns); 0 when nothing waits. */

@@ -427,12 +427,18 @@ static mt_status parse_batching(ctx *c, const cJSON *b, const char *path, cfg_mo
     char fp[512];
     mt_status st = apply(c, b ? b : &(cJSON){.type = cJSON_Object}, path, batching_fields,
                          N(batching_fields), m);
-    m->max_queue_delay_us = 2000;
-    m->delay_auto = false;
+    /* the default is "auto": it does not wait at low load (a lone request
+     * gets batch-1 latency) and waits at most a batch's fixed cost under
+     * load; a fixed 2 ms cost a lone client 2.1 ms per request (int8:
+     * 293 against 733 requests/s at concurrency 1), bench/results/
+     * auto-delay-2026-11-24.md */
+    m->max_queue_delay_us = 0;
+    m->delay_auto = true;
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(b, "max_queue_delay_us");
     pjoin(fp, sizeof fp, "%s.max_queue_delay_us", path);
     if (st != MT_OK || !dl)
         return st;
+    m->delay_auto = false;
     if (cJSON_IsString(dl) && !strcmp(dl->valuestring, "auto"))
         m->delay_auto = true;
     else if (!cJSON_IsNumber(dl) || dl->valuedouble != floor(dl->valuedouble) ||

@@ -126,6 +126,20 @@ void sc_schedule(sched *s);
 /* ---- batch.c ---- */
 /* When q's batch is due (ns); 0 when nothing waits. */
 uint64_t sc_due(sched *s, const vq *q, uint64_t now);
+
+/* The "auto" delay's decision, a pure function of what the loop knows
+ * (times in ns; batch.c says the rule). Returns when the batch should go,
+ * never before now. */
+typedef struct {
+    uint64_t now, oldest, last_arrival; /* the oldest waiting text's arrival; the last one's */
+    double gap;                         /* mean time between arrivals; <= 0: unknown */
+    bool fitted;                        /* a and b hold a service-time fit */
+    double a, b;                        /* a batch of t tokens takes a + b * t */
+    double tok_per_text;                /* mean tokens of the waiting texts */
+    size_t n;                           /* texts waiting */
+    double target_ns;                   /* the model's latency_target_ms */
+} sc_auto_in;
+uint64_t sc_auto_due(const sc_auto_in *in);
 /* Takes the next batch off q and gives it to the idle worker w. */
 void sc_dispatch(sched *s, vq *q, worker *w);
 /* A batch came back: account it, and end the jobs it finished. */
