@@ -13,7 +13,7 @@ typedef struct {
     const char *config, *listen, *model, *stsb, *ids, *batches, *out, *json, *svg;
     const char *high;  /* quantize --auto: the precision of the sensitive GEMMs */
     double seconds;
-    double budget_cos; /* quantize --auto */
+    double budget_cos; /* quantize --auto; 0: the variant's budget_cos */
     int batch;
     int jsonl;
     int autom;         /* quantize --auto */

@@ -20,7 +20,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"high", required_argument, 0, 'H'},    {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
-                    .batch = 32, .high = "fp32", .budget_cos = 0.9995};
+                    .batch = 32, .high = "fp32"};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {

@@ -10,6 +10,7 @@
 
 #include "cmd/cmd.h"
 #include "engine/metrics.h"
+#include "engine/mix_search.h"
 #include "engine/model.h"
 
 typedef struct {
@@ -77,8 +78,17 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
     mt_err err;
     mt_model *m;
     mt_model_opts lo = {.precision = v->precision, .calib = cmd_calib(v),
-                         .max_seq_len = cm->max_seq_len, .weights = v->weights,
-                         .mix = v->mix};
+                         .max_seq_len = cm->max_seq_len, .weights = v->weights};
+    char mix[sizeof v->mix];
+    if (mt_mix_resolve(cm->path, be, &lo, v->mix, v->budget_cos, NULL, NULL, mix, sizeof mix,
+                       &err) != MT_OK) {
+        fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
+        return -1;
+    }
+    if (!strcmp(v->mix, "auto"))
+        fprintf(stderr, "mantissa compare: %s: mix \"auto\" (budget %g) chose \"%s\"\n", v->name,
+                v->budget_cos, mix);
+    lo.mix = mix;
     snprintf(r->name, sizeof r->name, "%s", v->name);
     r->prec = v->precision;
     snprintf(r->calib, sizeof r->calib, "%s",

@@ -1,14 +1,15 @@
 /* quantize.c: mantissa quantize: writes a variant's weights, quantized as
  * its config says, so that a restart loads them without re-quantizing
  * (variants[].weights). With --auto it first chooses a per-layer mixed
- * precision under a cosine budget (models/mix_search.h) and writes that. */
+ * precision under a cosine budget (engine/mix_search.h) and writes that. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd/cmd.h"
 #include "engine/backend.h"
 #include "engine/model.h"
-#include "models/mix_search.h"
+#include "engine/mix_search.h"
 
 static void progress(void *arg, const char *line)
 {
@@ -21,7 +22,8 @@ static int search_mix(const cfg_model *m, const cfg_variant *v, const cmd_opts *
                       size_t cap)
 {
     mt_err err;
-    mt_mix_search_opts so = {.low = v->precision, .budget_cos = o->budget_cos,
+    mt_mix_search_opts so = {.low = v->precision,
+                             .budget_cos = o->budget_cos > 0 ? o->budget_cos : v->budget_cos,
                              .calib = cmd_calib(v), .max_seq_len = m->max_seq_len,
                              .progress = progress};
     if (mt_precision_parse(o->high, &so.high) != 0) {
@@ -43,7 +45,7 @@ static int search_mix(const cfg_model *m, const cfg_variant *v, const cmd_opts *
     }
     printf("mix: %s\n", r.mix);
     printf("held-back mean cosine to fp32: %.6f (budget %.6f; all %s %.6f, all %s %.6f)\n",
-           r.mixed_cos, o->budget_cos, mt_precision_name(so.low), r.low_cos,
+           r.mixed_cos, so.budget_cos, mt_precision_name(so.low), r.low_cos,
            mt_precision_name(so.high), r.high_cos);
     printf("GEMM work left in %s: %.1f%%; %d models loaded in %.1f s\n",
            mt_precision_name(so.high), 100 * r.high_share, r.loads, cmd_now() - t0);
@@ -59,10 +61,11 @@ int cmd_quantize(int argc, char **argv)
         "Writes the variant's model with its GEMM weights quantized as the variant's\n"
         "precision, mix and calibration say; set variants[].weights to the file to load\n"
         "it without re-quantizing.\n"
-        "--auto chooses the variant's mix instead: the fewest GEMMs (by work) in the high\n"
-        "precision (default fp32), the rest in the variant's, whose mean cosine to FP32 on\n"
-        "held-back calibration text is at least C (default 0.9995). It prints the mix to\n"
-        "put in variants[].mix with the file.\n";
+        "--auto (or a variant with \"mix\": \"auto\") chooses the variant's mix instead: the\n"
+        "fewest GEMMs (by work) in the high precision (default fp32), the rest in the\n"
+        "variant's, whose mean cosine to FP32 on held-back calibration text is at least C\n"
+        "(default: the variant's budget_cos, 0.9995). It prints the mix to put in\n"
+        "variants[].mix with the file.\n";
     cmd_opts o;
     if (cmd_parse(argc, argv, &o, usage) != 0)
         return 2;
@@ -82,7 +85,9 @@ int cmd_quantize(int argc, char **argv)
     char mix[1024];
     if (m)
         snprintf(mix, sizeof mix, "%s", v->mix);
-    if (m && (!o.autom || search_mix(m, v, &o, mix, sizeof mix) == 0)) {
+    /* a variant with mix "auto" is searched as --auto would */
+    bool search = m && (o.autom || !strcmp(v->mix, "auto"));
+    if (m && (!search || search_mix(m, v, &o, mix, sizeof mix) == 0)) {
         mt_calib_opts c = cmd_calib(v);
         double t0 = cmd_now();
         if (mt_model_save_quantized(m->path, v->precision, &c, mix, o.out, &err) != MT_OK) {

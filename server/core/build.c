@@ -14,6 +14,8 @@
 #include "engine/backend_cuda.h"
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
+#include "engine/mix_search.h"
+#include "server/base/log.h"
 #include "server/core/models.h"
 
 /* Monotonic seconds, for build and probe timings. */
@@ -261,6 +263,13 @@ done:
 
 /* The memory budget: the new build of vc and every build that will still
  * serve beside it (not the one it replaces). */
+/* The mix search's progress lines, logged at debug level. */
+static void mix_progress(void *arg, const char *line)
+{
+    (void)arg;
+    log_msg(LOG_DEBUG, "mix auto: %s", line);
+}
+
 static mt_status check_budget(srv_models *s, srv_model *m, const cfg_variant *vc,
                               const mt_model *model, mt_err *err)
 {
@@ -297,11 +306,18 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     mt_model_opts o = {.precision = vc->precision,
                         .calib = {MT_CALIB_ABSMAX, vc->percentile},
                         .max_seq_len = mc->max_seq_len,
-                        .weights = vc->weights,
-                        .mix = vc->mix};
+                        .weights = vc->weights};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
-    mt_status st = mt_model_load(mc->path, be, &o, &v->model, err);
+    char mix[sizeof vc->mix];
+    mt_status st = mt_mix_resolve(mc->path, be, &o, vc->mix, vc->budget_cos, mix_progress, v,
+                                  mix, sizeof mix, err);
+    o.mix = mix;
+    if (st == MT_OK && !strcmp(vc->mix, "auto"))
+        log_msg(LOG_INFO, "model %s, variant %s: mix \"auto\" chose \"%s\"", mc->name,
+                vc->name, mix);
+    if (st == MT_OK)
+        st = mt_model_load(mc->path, be, &o, &v->model, err);
     if (st != MT_OK) {
         free(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);

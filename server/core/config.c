@@ -302,6 +302,7 @@ static const field variant_fields[] = {
     NUM(cfg_variant, "traffic", 0, 1e9, traffic, 100),
     STR(cfg_variant, "weights", weights, ""),
     STR(cfg_variant, "mix", mix, ""),
+    NUM(cfg_variant, "budget_cos", 0.5, 1, budget_cos, 0.9995),
     LATER("gate", F_ANY, false),
     NUM(cfg_variant, "drift_floor", 0, 1, drift_floor, 0),
 };
@@ -336,8 +337,11 @@ static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_va
     mt_mix mix;
     mt_err merr = {0};
     pjoin(fp, sizeof fp, "%s.mix", path);
-    if (mt_mix_parse(v->mix, &mix, &merr) != MT_OK)
+    if (strcmp(v->mix, "auto") && mt_mix_parse(v->mix, &mix, &merr) != MT_OK)
         return fail(c, fp, "%s", merr.msg);
+    if (!strcmp(v->mix, "auto") && v->weights[0])
+        return fail(c, fp, "\"auto\" is chosen at load, but \"weights\" is a file quantized "
+                    "with a fixed mix: give the mix that `mantissa quantize --auto` printed");
     pjoin(fp, sizeof fp, "%s.calibration", path);
     if (cJSON_GetObjectItemCaseSensitive(jv, "percentile") && strcmp(v->calibration, "percentile"))
         return fail(c, fp, "\"percentile\" is set but calibration is \"%s\"", v->calibration);
@@ -682,7 +686,7 @@ bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
 {
     return a->precision == b->precision && !strcmp(a->calibration, b->calibration) &&
            a->percentile == b->percentile && !strcmp(a->weights, b->weights) &&
-           !strcmp(a->mix, b->mix) &&
+           !strcmp(a->mix, b->mix) && a->budget_cos == b->budget_cos &&
            !strcmp(a->gate_probes, b->gate_probes) && a->gate_min_cosine == b->gate_min_cosine &&
            a->gate_max_p99_ratio == b->gate_max_p99_ratio;
 }

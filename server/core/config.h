@@ -24,7 +24,9 @@ typedef struct {
     double percentile;    /* for calibration "percentile" */
     double traffic;       /* weight in the unpinned split */
     char weights[1024];   /* optional: a quantized safetensors file from `mantissa quantize` */
-    char mix[1024];       /* per-layer precisions (engine/mix.h text form); "": all `precision` */
+    char mix[1024];       /* per-layer precisions (engine/mix.h text form); "": all `precision`;
+                           * "auto": chosen at load under budget_cos (engine/mix_search.h) */
+    double budget_cos;    /* mix "auto": held-back mean cosine to FP32 at least this */
     /* promotion gate (all optional; see README "Promotion gate") */
     char gate_probes[1024];   /* a file of probe texts, one per line; "": no gate */
     double gate_min_cosine;   /* the probes' mean cosine to the reference must reach this */

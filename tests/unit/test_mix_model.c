@@ -4,7 +4,7 @@
  * exactly the weights it names (resident bytes add up layer by layer); a
  * quantized file written with a mix reloads to the same vectors and is
  * refused for any other mix; a bad rule is refused by name; and the mix
- * search (models/mix_search.h) meets its budget on held-back text, checked
+ * search (engine/mix_search.h) meets its budget on held-back text, checked
  * again here by loading its mix, or says why it cannot. */
 #include <check.h>
 #include <math.h>
@@ -15,7 +15,7 @@
 
 #include "engine/calib_text.h"
 #include "engine/model.h"
-#include "models/mix_search.h"
+#include "engine/mix_search.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 

@@ -14,8 +14,8 @@
  * up nearly linearly, which is what makes one pass of single-GEMM
  * measurements enough; the final check does not rely on it.
  */
-#ifndef MT_MODELS_MIX_SEARCH_H
-#define MT_MODELS_MIX_SEARCH_H
+#ifndef MT_ENGINE_MIX_SEARCH_H
+#define MT_ENGINE_MIX_SEARCH_H
 
 #include <stddef.h>
 
@@ -51,5 +51,14 @@ typedef struct {
  * misses is MT_EINVAL naming both figures. */
 mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opts *o,
                         mt_mix_search_result *res, mt_err *err);
+
+/* A variant's mix as loadable rules: mix itself, or for "auto" the search's
+ * choice for o->precision (the low one) under budget_cos, with fp32 as the
+ * high precision on the CPU backend and fp16 elsewhere (where 16-bit GEMMs
+ * run on tensor cores). progress may be NULL. */
+mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
+                         const char *mix, double budget_cos,
+                         void (*progress)(void *arg, const char *line), void *arg,
+                         char *out, size_t cap, mt_err *err);
 
 #endif

@@ -2,7 +2,7 @@
  * budget (mix_search.h says how it works). It uses models only through the
  * model interface, so it serves every architecture with the four encoder
  * GEMM kinds. */
-#include "models/mix_search.h"
+#include "engine/mix_search.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -235,6 +235,30 @@ static mt_status run(search *s, mt_err *err)
     if ((st = sensitivities(s, err)) != MT_OK)
         return st;
     return choose(s, err);
+}
+
+mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
+                         const char *mix, double budget_cos,
+                         void (*progress)(void *arg, const char *line), void *arg,
+                         char *out, size_t cap, mt_err *err)
+{
+    if (!mix || strcmp(mix, "auto")) {
+        snprintf(out, cap, "%s", mix ? mix : "");
+        return MT_OK;
+    }
+    mt_mix_search_opts so = {.low = o->precision,
+                             .high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32,
+                             .budget_cos = budget_cos, .calib = o->calib,
+                             .max_seq_len = o->max_seq_len, .progress = progress,
+                             .progress_arg = arg};
+    mt_mix_search_result *r = malloc(sizeof *r);
+    if (!r)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    mt_status st = mt_mix_search(dir, be, &so, r, err);
+    if (st == MT_OK)
+        snprintf(out, cap, "%s", r->mix);
+    free(r);
+    return st != MT_OK ? mt_prefix(err, st, "mix \"auto\": ") : MT_OK;
 }
 
 mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opts *o,
