@@ -100,3 +100,42 @@ def test_two_models_switch_and_report_on_their_own(tmp_path):
         assert resp.status == 200 and [v["name"] for v in cmp_["variants"]] == ["fp32"]
     finally:
         assert srv.stop() == 0, "".join(srv.log)
+
+
+def test_a_mixed_variant_serves_and_a_bad_mix_is_refused_by_name(tmp_path):
+    """variants[].mix: a per-layer mix serves (fewer resident bytes than
+    fp32, more than int8, vectors close to fp32); a start with a bad rule
+    names the field and the rule; a reload to a bad rule fails that variant
+    and the mixed one keeps serving."""
+    def mixed(mix):
+        return {"name": "one", "path": MODEL,
+                "variants": [{"name": "mixed", "precision": "int8", "mix": mix}]}
+    bad = server_cfg([mixed("ffn_out@0=fp32; qkv@9x=fp32")])
+    path = tmp_path / "bad.json"
+    path.write_text(__import__("json").dumps(bad))
+    r = subprocess.run([BIN, "serve", "--config", str(path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0
+    assert "models[0].variants[0].mix: mix rule 'qkv@9x=fp32'" in r.stderr, r.stderr[-2000:]
+
+    srv = Server(server_cfg([mixed("ffn_out@0,5=fp32"), model("ref", "fp32")]), tmp_path)
+    try:
+        m = metrics(srv)
+        one, ref = m['mantissa_model_resident_bytes{model="one"}'], \
+            m['mantissa_model_resident_bytes{model="ref"}']
+        assert one < ref - 8 * MIB, (one, ref)
+        vec = {}
+        for name in ("one", "ref"):
+            resp, data = srv.request("POST", "/v1/embeddings",
+                                     {"model": name, "input": "A man is playing a guitar."})
+            assert resp.status == 200, data
+            vec[name] = data["data"][0]["embedding"]
+        dot = sum(a * b for a, b in zip(vec["one"], vec["ref"]))
+        assert dot > 0.998, dot  # unit vectors
+        write_config(srv, server_cfg([mixed("ffn_out@0,5=fp33"), model("ref", "fp32")]))
+        wait_until(lambda: any("fp33" in l and "reload refused" in l for l in srv.log),
+                   "the reload to be refused")
+        resp, data = srv.request("POST", "/v1/embeddings", {"model": "one", "input": "hi"})
+        assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "mixed"
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
