@@ -617,7 +617,7 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
     b->dev = device;
     b->sms = prop.multiProcessorCount;
     b->cc = prop.major * 10 + prop.minor;
-    b->fp8_w8a8 = HAVE_OUTER_VEC && b->cc >= 89;
+    b->fp8_w8a8 = cup_fp8_w8a8_enabled(b->cc, cublasLtGetVersion(), HAVE_OUTER_VEC);
     snprintf(b->name, sizeof b->name, "cuda:%d", device);
     b->pub.ops = &cuda_ops;
     b->pub.device = b->name;
@@ -666,4 +666,5 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_w8a8 = atomic_load(&b->n_lt_w8a8);
     out->lt_16 = atomic_load(&b->n_lt_16);
     out->lt_32 = atomic_load(&b->n_lt_32);
+    out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
 }

@@ -78,6 +78,10 @@ typedef struct {
     mt_cuda_attn attn;
     int w8a16_bf16;
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
+    /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
+     * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
+     * to the fused kernel can be checked on any GPU. */
+    int fake_w8a8_refusal_below_m;
 } mt_cuda_opts;
 
 /* The defaults, overridden by the environment variables above. */
@@ -92,8 +96,15 @@ typedef struct {
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
+    long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
 } mt_cuda_counts;
 void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out);
+
+/* Whether FP8 weights take cuBLASLt FP8 W8A8 (outer-vector scales) at
+ * large m on this backend: only compute capability 9.0 with cuBLASLt >= 12.9
+ * (cup_fp8_w8a8_enabled); else they take the dequantized FP16 GEMM. false
+ * without CUDA. */
+bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be);
 
 /* The m from which GEMMs with this 8-bit weight leave the fused kernel for
  * cuBLASLt (INT32_MAX: never); -1 for other weights. */

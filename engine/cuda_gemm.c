@@ -4,6 +4,7 @@
  * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM), and
  * the crossover measured per (precision, n, k) when a weight is uploaded. */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,63 @@ static const char *const lt_kind_name[] = {"fp32", "tf32", "fp16", "bf16", "fp8 
  * weight's channel) and column j by b_scale[j] (the token).
  * ====================================================================== */
 
+/* The outer-vector scale mode of an FP8 plan; a refusal (cup_lt_refused)
+ * is returned as is, for the caller to record. */
+static cublasStatus_t lt_set_outer_vec(lt_plan *p, const float *a_scale, const float *b_scale)
+{
+#if HAVE_OUTER_VEC
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cublasStatus_t s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                      &mode, sizeof mode);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                           sizeof mode);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                           sizeof a_scale);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                           sizeof b_scale);
+    return s;
+#else
+    (void)p, (void)a_scale, (void)b_scale;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+#endif
+}
+
+/* The best algorithm for the plan's layouts (16-byte alignment, our
+ * workspace); CUBLAS_STATUS_NOT_SUPPORTED when there is none. */
+static cublasStatus_t lt_heuristic(cu_ctx *c, lt_plan *p)
+{
+    cublasLtMatmulPreference_t pref;
+    cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return s;
+    const size_t ws = LT_WORKSPACE;
+    const uint32_t align = 16; /* what every buffer here is guaranteed; the default assumes 256 */
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof ws);
+    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(c->be->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                           &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && nres == 0)
+        s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        p->algo = res.algo;
+    return s;
+}
+
+/* Makes plan p for key. "No algorithm" (state -1) and, for FP8, a refusal
+ * (state -2, cup_lt_refused) are answers the caller falls back on, not
+ * errors. */
 static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const float *a_scale,
                               const float *b_scale, mt_err *err)
 {
@@ -45,49 +103,20 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
-    if (key->kind == LK_E4M3) {
-#if HAVE_OUTER_VEC
-        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                          sizeof mode));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                          sizeof mode));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
-                                          sizeof a_scale));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
-                                          sizeof b_scale));
-#else
-        return MT_OK; /* stays "no algorithm" */
-#endif
-    }
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (key->kind == LK_E4M3 && (s = lt_set_outer_vec(p, a_scale, b_scale)) != CUBLAS_STATUS_SUCCESS)
+        goto answer;
     LT(cublasLtMatrixLayoutCreate(&p->a, ab, key->k, key->n, key->lda));
     LT(cublasLtMatrixLayoutCreate(&p->b, ab, key->k, key->m, key->ldb));
     LT(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, key->n, key->m, key->n));
-
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = LT_WORKSPACE;
-    const uint32_t align = 16; /* what every buffer here is guaranteed; the default assumes 256 */
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
+    s = lt_heuristic(c, p);
+answer:
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(c->be->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1,
-                                           &res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    /* "not supported" is an answer (the caller falls back), not an error */
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres == 0))
-        return MT_OK;
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return lt_fail(err, s, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    p->algo = res.algo;
-    p->state = 1;
+        p->state = 1;
+    else if (key->kind == LK_E4M3 && cup_lt_refused(s))
+        p->state = -2;
+    else if (s != CUBLAS_STATUS_NOT_SUPPORTED)
+        return lt_fail(err, s, "making a cuBLASLt plan", __FILE__, __LINE__);
     return MT_OK;
 }
 
@@ -118,6 +147,16 @@ static mt_status lt_plan_get(cu_ctx *c, const lt_key *key, const float *a_scale,
     return MT_OK;
 }
 
+/* cuBLASLt refused an FP8 plan when it ran (reported for small m and large
+ * k on H100): the plan is kept as refused for this m, so the next GEMM of
+ * this shape goes to the fused kernel at once. */
+static mt_status lt_refuse(lt_plan *p, cublasStatus_t s, int m, int n, int k, mt_err *err)
+{
+    p->state = -2;
+    return mt_fail(err, MT_EUNSUPPORTED, "cuBLASLt refused FP8 W8A8 at m=%d n=%d k=%d: %s", m, n,
+                   k, cublasLtGetStatusName(s));
+}
+
 /* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias];
  * MT_EUNSUPPORTED when cuBLASLt has no algorithm (callers may fall back). */
 static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
@@ -134,6 +173,8 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
     if (!p)
         return mt_fail(err, MT_EUNSUPPORTED, "cuBLASLt has no %s algorithm for m=%d n=%d k=%d",
                        lt_kind_name[kind], m, n, k);
+    if (kind == LK_E4M3 && m < c->be->opts.fake_w8a8_refusal_below_m)
+        return lt_refuse(p, CUBLAS_STATUS_NOT_SUPPORTED, m, n, k, err); /* the test knob */
     if (bias)
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                           sizeof bias));
@@ -146,8 +187,13 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
     }
 #endif
     const float one = 1.0f, zero = 0.0f;
-    LT(cublasLtMatmul(c->be->lt, p->desc, &one, w, p->a, x, p->b, &zero, y, p->d, y, p->d,
-                      &p->algo, c->lt_ws, LT_WORKSPACE, c->stream));
+    const cublasStatus_t s = cublasLtMatmul(c->be->lt, p->desc, &one, w, p->a, x, p->b, &zero, y,
+                                            p->d, y, p->d, &p->algo, c->lt_ws, LT_WORKSPACE,
+                                            c->stream);
+    if (s != CUBLAS_STATUS_SUCCESS && kind == LK_E4M3 && cup_lt_refused(s))
+        return lt_refuse(p, s, m, n, k, err);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return lt_fail(err, s, "cublasLtMatmul", __FILE__, __LINE__);
     return MT_OK;
 }
 
@@ -260,20 +306,27 @@ static q8_path alt_path(const cu_weight *w)
     return w->pub.prec == MT_PREC_FP8 && w->w8a8 ? P_W8A8 : P_DEQUANT;
 }
 
-/* Runs path pth; a W8A8 that cuBLASLt cannot do falls back to the dequant
- * path, and the weight remembers not to try again. */
-static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                         const float *bias, mt_act act, float *y, mt_err *err)
+/* Runs path pth as asked: MT_EUNSUPPORTED when cuBLASLt refuses W8A8. */
+static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                          const float *bias, mt_act act, float *y, mt_err *err)
 {
     if (pth == P_FUSED)
         return gemm_fused(c, w, x, m, bias, act, y, err);
-    if (pth == P_W8A8) {
-        mt_status st = gemm_w8a8(c, w, x, m, bias, act, y, err);
-        if (st != MT_EUNSUPPORTED)
-            return st;
-        w->w8a8 = 0; /* benign race: every thread would write the same */
-    }
+    if (pth == P_W8A8)
+        return gemm_w8a8(c, w, x, m, bias, act, y, err);
     return gemm_dequant(c, w, x, m, bias, act, y, err);
+}
+
+/* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
+ * remembers it) runs in the fused W8A16 kernel instead, and is counted. */
+static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                         const float *bias, mt_act act, float *y, mt_err *err)
+{
+    mt_status st = run_path(c, w, pth, x, m, bias, act, y, err);
+    if (st != MT_EUNSUPPORTED || pth != P_W8A8)
+        return st;
+    atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
+    return gemm_fused(c, w, x, m, bias, act, y, err);
 }
 
 /* y = act(x W^T + bias) by precision: see the top of this file. */
@@ -331,15 +384,21 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
  * the measured crossover
  * ====================================================================== */
 
-/* Median of 3 timed runs of path pth at m (after one untimed run), in ms. */
+/* Median of 3 timed runs of path pth at m (after one untimed run), in ms;
+ * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan. */
 static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
                            const float *bias, float *y, double *ms_out, mt_err *err)
 {
     float t[3];
-    mt_status st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
+        atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
+        *ms_out = NAN;
+        return MT_OK;
+    }
     for (int r = 0; r < 3 && st == MT_OK; r++) {
         CU(cudaEventRecord(c->ev0, c->stream));
-        if ((st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
+        if ((st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
             break;
         CU(cudaEventRecord(c->ev1, c->stream));
         CU(cudaEventSynchronize(c->ev1));
@@ -421,6 +480,11 @@ out:
     if (st == MT_OK)
         CU(cudaStreamSynchronize(c->stream));
     return st;
+}
+
+bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
+{
+    return be && ((const cu_backend *)be)->fp8_w8a8;
 }
 
 int mt_cuda_weight_crossover(const mt_weight *w)

@@ -12,10 +12,14 @@
 #include <stdatomic.h>
 
 #include "engine/backend_cuda.h"
+#include "engine/cuda_policy.h"
 #include "kernels/cuda/kcu.h"
 
-#if CUDART_VERSION >= 12090
-#define HAVE_OUTER_VEC 1 /* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F */
+/* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: a property of the cuBLAS
+ * headers (CUBLAS_VERSION), not of the CUDA runtime's version; the library
+ * found at run time is checked too (cup_fp8_w8a8_enabled). */
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+#define HAVE_OUTER_VEC 1
 #else
 #define HAVE_OUTER_VEC 0
 #endif
@@ -89,7 +93,7 @@ typedef struct {
 
 typedef struct {
     lt_key key;
-    int state; /* 0 empty, 1 ready, -1 no algorithm */
+    int state; /* 0 empty, 1 ready, -1 no algorithm, -2 FP8 plan refused (cup_lt_refused) */
     unsigned used;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -139,10 +143,11 @@ struct cu_backend {
     pthread_mutex_t mu; /* contexts and the tuning cache */
     cu_ctx *all, *free_list;
     mt_cuda_opts opts;
-    int fp8_w8a8; /* sm_89+ and a cuBLASLt with outer-vector scales */
+    int fp8_w8a8; /* cup_fp8_w8a8_enabled: sm_90 and cuBLASLt >= 12.9 with outer-vector scales */
     tune_entry tune[TUNE_SLOTS];
     int ntune;
     atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+    atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
 };
 
 /* A resident weight: the public part first, so an mt_weight * is a cu_weight *. */
