@@ -165,8 +165,8 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
 {
     const lt_key key = {kind, n, k, m, lda, ldb, bias != NULL};
     lt_plan *p;
-    if (!c->lt_ws && !(c->lt_ws = scratch(c, LT_WORKSPACE)))
-        return mt_fail(err, MT_ENOMEM, "out of GPU memory for the cuBLASLt workspace");
+    if (!c->lt_ws)
+        CU(scratch(c, LT_WORKSPACE, &c->lt_ws));
     mt_status st = lt_plan_get(c, &key, a_scale, b_scale, &p, err);
     if (st != MT_OK)
         return st;
@@ -201,33 +201,42 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
  * GEMM paths
  * ====================================================================== */
 
-/* Split-K workspace for the fused kernel, grown (stream-ordered) as needed.
- * On failure the kernel simply runs without split-K. */
-static void ensure_splitk(cu_ctx *c, int m, int n, int k)
+/* The split-K workspace: every 8-bit weight upload raises the backend's
+ * need to the largest any m's plan can ask for (kcu_w8a16_ws_bound), and a
+ * thread's workspace grows to it once, outside any recording, so a graph
+ * never holds a workspace that a later m frees. */
+void ws_raise(cu_backend *b, int n, int k)
 {
-    kcu_w8a16_plan pl;
-    /* not while recording: memory allocated then belongs to the graph */
-    if (c->capturing || kcu_w8a16_make_plan(m, n, k, c->be->sms, NULL, &pl) != 0 ||
-        pl.splits <= 1)
-        return;
-    if (pl.ws_floats > c->skw_floats) {
-        scratch_free(c, c->skw);
-        c->skw_floats = pl.ws_floats + pl.ws_floats / 2;
-        if (!(c->skw = scratch(c, c->skw_floats * sizeof(float))))
-            c->skw_floats = 0;
-    }
-    if (pl.counters > c->ncounters) {
-        scratch_free(c, c->counters);
-        c->ncounters = pl.counters * 2;
-        if (!(c->counters = scratch(c, sizeof(int) * (size_t)c->ncounters)) ||
-            cudaMemsetAsync(c->counters, 0, sizeof(int) * (size_t)c->ncounters, c->stream) !=
-                cudaSuccess) {
-            (void)cudaGetLastError();
-            scratch_free(c, c->counters);
-            c->counters = NULL;
-            c->ncounters = 0;
-        }
-    }
+    int cnt = 0;
+    const size_t need = kcu_w8a16_ws_bound(n, k, b->sms, NULL, &cnt);
+    pthread_mutex_lock(&b->mu);
+    b->ws_need = need > b->ws_need ? need : b->ws_need;
+    b->cnt_need = cnt > b->cnt_need ? cnt : b->cnt_need;
+    pthread_mutex_unlock(&b->mu);
+}
+
+mt_status ws_ensure(cu_ctx *c, mt_err *err)
+{
+    cu_backend *b = c->be;
+    pthread_mutex_lock(&b->mu);
+    const size_t need = b->ws_need;
+    const int cnt = b->cnt_need;
+    pthread_mutex_unlock(&b->mu);
+    if (!cup_ws_should_grow(&c->ws, need, c->capturing) && (c->capturing || cnt <= c->ncounters))
+        return MT_OK;
+    /* the old buffers go back stream-ordered; graphs that hold them carry
+     * the old generation and are re-recorded (cup_graph_decide) */
+    scratch_free(c, c->skw);
+    scratch_free(c, c->counters);
+    c->skw = NULL, c->counters = NULL, c->skw_floats = 0, c->ncounters = 0;
+    cup_ws_grown(&c->ws, 0);
+    CU(scratch(c, sizeof(float) * (need ? need : 1), (void **)&c->skw));
+    CU(scratch(c, sizeof(int) * (size_t)(cnt ? cnt : 1), (void **)&c->counters));
+    CU(cudaMemsetAsync(c->counters, 0, sizeof(int) * (size_t)(cnt ? cnt : 1), c->stream));
+    c->skw_floats = need;
+    c->ncounters = cnt;
+    c->ws.have = need;
+    return MT_OK;
 }
 
 /* The W8A16 kernel, with this thread's split-K workspace. */
@@ -235,7 +244,9 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
-    ensure_splitk(c, m, pw->n, pw->k);
+    mt_status st = ws_ensure(c, err);
+    if (st != MT_OK)
+        return st;
     CU(kcu_w8a16_gemm(x, pw->k, pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
                       pw->scales, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n,
                       m, pw->n, pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, NULL,
@@ -252,12 +263,9 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, ld = round_up(k, 8);
     mt_status st = MT_OK;
-    void *wf = scratch(c, sizeof(uint16_t) * (size_t)n * ld);
-    void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * ld);
-    if (!wf || !xh) {
-        st = mt_fail(err, MT_ENOMEM, "out of GPU memory for a %dx%d FP16 weight scratch", n, k);
-        goto done;
-    }
+    void *wf = NULL, *xh = NULL;
+    CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)n * ld, &wf), done);
+    CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
     CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
                                pw->scales, n, k, wf, ld, c->stream),
             done);
@@ -283,9 +291,8 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
     mt_status st = MT_OK;
     const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
-    uint8_t *xq = scratch(c, (qbytes + 255) / 256 * 256 + sbytes);
-    if (!xq)
-        return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d FP8 activation rows", m);
+    uint8_t *xq = NULL;
+    CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
     CU_GOTO(kcu_quant_rows_e4m3(x, k, m, k, xq, kq, xs, c->stream), done);
     if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, pw->scales, xs, y,
@@ -352,9 +359,8 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     case MT_PREC_FP16:
     case MT_PREC_BF16: {
         const int bf = pw->prec == MT_PREC_BF16;
-        void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * w->ld);
-        if (!xh)
-            return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d x %d activations", m, k);
+        void *xh = NULL;
+        CU(scratch(c, sizeof(uint16_t) * (size_t)m * w->ld, &xh));
         CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), h16_done);
         st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, NULL,
                      NULL, y, err);
@@ -447,15 +453,12 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     }
     const int mmax = ms[cnt - 1];
     mt_status st = MT_OK;
-    float *x = scratch(c, sizeof(float) * (size_t)mmax * k);
-    float *y = scratch(c, sizeof(float) * (size_t)mmax * n);
-    float *bias = scratch(c, sizeof(float) * (size_t)n);
+    float *x = NULL, *y = NULL, *bias = NULL;
     double tf[NMS], ta[NMS];
     int done = 0, alt_wins = 0;
-    if (!x || !y || !bias) {
-        st = mt_fail(err, MT_ENOMEM, "out of GPU memory tuning a %dx%d weight", n, k);
-        goto out;
-    }
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&x), out);
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * n, (void **)&y), out);
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bias), out);
     CU_GOTO(kcu_fill_f32(x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
     CU_GOTO(kcu_fill_f32(bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
     for (; done < cnt; done++) {

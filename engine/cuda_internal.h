@@ -28,8 +28,7 @@ enum {
     LT_WORKSPACE = 32 << 20, /* cuBLASLt workspace per context (Hopper wants 32 MiB) */
     PLAN_SLOTS = 256,        /* cached cuBLASLt plans per context (one per m seen) */
     TUNE_SLOTS = 128,        /* measured crossovers per backend */
-    GRAPH_SLOTS = 16,        /* cached CUDA graphs per context */
-    DEFERRED_FREES = 64,     /* ->free calls held while a graph is recorded */
+    GRAPH_SLOTS = 16,        /* cached CUDA graphs (and keys seen) per context */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
 };
 
@@ -108,24 +107,28 @@ typedef struct cu_ctx {
     cudaStream_t stream;
     cudaEvent_t ev0, ev1;
     void *lt_ws;       /* cuBLASLt workspace, LT_WORKSPACE bytes, made on first use */
-    float *skw;        /* split-K partials */
+    float *skw;        /* split-K partials: the backend's ws_need floats once grown */
     size_t skw_floats;
     int *counters;     /* split-K tile counters, zero between launches */
     int ncounters;
+    cup_ws ws;         /* its size and generation (cuda_policy.h) */
     lt_plan plans[PLAN_SLOTS];
     unsigned clock;
     mt_precision last_prec; /* of the last GEMM: picks the attention kernel */
-    /* CUDA graphs (mt_cuda_graph_begin / _end) */
+    /* CUDA graphs (cuda_graph.c): a slot per key seen, with its graph once recorded */
     struct {
         unsigned long long key;
-        cudaGraphExec_t exec;
+        cudaGraphExec_t exec; /* NULL: seen (ran eagerly) but not recorded */
+        unsigned gen;         /* the workspace generation it was recorded with */
         unsigned used;
+        int seen;
     } graphs[GRAPH_SLOTS];
     int capturing;               /* between begin and end, recording */
+    int eager;                   /* between begin and end, ops running eagerly */
     unsigned long long cur_key;  /* the key being recorded */
+    unsigned gen_at_begin;
     cudaGraphExec_t pending;     /* begin found a graph: end launches it */
-    void *deferred[DEFERRED_FREES];
-    int ndeferred;
+    cup_ptr_list deferred;       /* ->free calls held while recording */
     struct cu_ctx *next_all, *next_free;
 } cu_ctx;
 
@@ -143,6 +146,8 @@ struct cu_backend {
     pthread_mutex_t mu; /* contexts and the tuning cache */
     cu_ctx *all, *free_list;
     mt_cuda_opts opts;
+    size_t ws_need;  /* split-K floats: the largest kcu_w8a16_ws_bound of any 8-bit weight */
+    int cnt_need;    /* and tile counters (both under mu) */
     int fp8_w8a8; /* cup_fp8_w8a8_enabled: sm_90 and cuBLASLt >= 12.9 with outer-vector scales */
     tune_entry tune[TUNE_SLOTS];
     int ntune;
@@ -165,9 +170,21 @@ static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
 /* ---- backend_cuda.c ---- */
 /* The calling thread's context on b (made on first use, device current). */
 mt_status ctx_get(cu_backend *b, cu_ctx **out, mt_err *err);
-/* Stream-ordered scratch from the backend's pool (NULL when out of memory). */
-void *scratch(cu_ctx *c, size_t bytes);
+/* Stream-ordered scratch from the backend's pool: the CUDA error, whose
+ * cause cu_fail keeps (ENOMEM only for cudaErrorMemoryAllocation). */
+cudaError_t scratch(cu_ctx *c, size_t bytes, void **out);
 void scratch_free(cu_ctx *c, void *p);
+/* Raises the backend's split-K workspace need to an (n, k) weight's bound. */
+void ws_raise(cu_backend *b, int n, int k);
+/* Grows this thread's split-K workspace to the backend's need, unless a
+ * graph is being recorded; a new generation invalidates cached graphs. */
+mt_status ws_ensure(cu_ctx *c, mt_err *err);
+
+/* ---- cuda_graph.c ---- */
+/* Holds a ->free made while recording until the graph has launched. */
+void graph_defer_free(cu_ctx *c, void *p);
+/* Destroys the context's cached graphs and its deferred list. */
+void graph_ctx_release(cu_ctx *c);
 
 /* ---- cuda_gemm.c ---- */
 /* The backend table's gemm. */

@@ -481,6 +481,39 @@ static mt_status mini_forward(const mini_model *mm, mt_err *err)
     return op->mean_pool(be, mm->x, mm->doff, mm->nseq, h, true, mm->pooled, err);
 }
 
+/* MT_CUDA_DEBUG_SYNC: no graph is ever recorded, ops still compute, and an
+ * error surfaces at the op that caused it. */
+static void debug_sync_records_nothing(void)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.debug_sync = 1;
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+        return;
+    const mt_backend_ops *op = be->ops;
+    const int t = 3, h = 64;
+    float *x = op->alloc(be, sizeof(float) * t * h), *g = op->alloc(be, sizeof(float) * h);
+    float hx[3 * 64], hg[64], out[3 * 64];
+    for (int i = 0; i < t * h; i++)
+        hx[i] = gt_unif(-1, 1);
+    for (int i = 0; i < h; i++)
+        hg[i] = 1.f;
+    int ok = op->upload(be, x, hx, sizeof hx, &err) == MT_OK && op->upload(be, g, hg, sizeof hg, &err) == MT_OK;
+    for (int round = 0; round < 3 && ok; round++) {
+        bool replay = true;
+        ok = mt_cuda_graph_begin(be, 7, &replay, &err) == MT_OK && !replay &&
+             op->layernorm(be, x, NULL, g, g, t, h, 1e-5f, x, &err) == MT_OK &&
+             mt_cuda_graph_end(be, &err) == MT_OK;
+    }
+    ok = ok && op->download(be, out, x, sizeof out, &err) == MT_OK;
+    CHECK(ok && gt_first_nonfinite(out, (size_t)t * h) < 0,
+          "debug sync: begin never replays or records, ops run: %s", err.msg);
+    op->free(be, x), op->free(be, g);
+    mt_backend_destroy(be);
+}
+
 static void graphs_replay_what_eager_computes(void)
 {
     mt_backend *be = NULL;
@@ -535,7 +568,18 @@ static void graphs_replay_what_eager_computes(void)
         MT_OK_OR(st, err);
         goto out;
     }
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 5; round++) {
+        if (round == 3) { /* a larger 8-bit weight grows the split-K workspace: re-record */
+            mt_weight *big = NULL;
+            void *bq = calloc((size_t)4096 * 4096, 1);
+            float *bs = malloc(sizeof(float) * 4096);
+            for (int i = 0; i < 4096; i++)
+                bs[i] = 1.f;
+            st = op->weight_upload(be, MT_PREC_INT8, 4096, 4096, bq, bs, &big, &err);
+            MT_OK_OR(st, err);
+            op->weight_destroy(be, big);
+            free(bq), free(bs);
+        }
         for (int i = 0; i < t; i++)
             ids[i] = gt_randint(0, mm.vocab - 1);
         /* eager */
@@ -545,7 +589,8 @@ static void graphs_replay_what_eager_computes(void)
             MT_OK_OR(st, err);
             goto out;
         }
-        /* recorded on round 0, replayed after */
+        /* eager on round 0, recorded on round 1, replayed after (but
+         * recorded again on round 3, after the workspace grew) */
         bool replay = false;
         memset(ga, 0xff, sizeof(float) * mm.nseq * h);
         if ((st = op->upload(be, mm.dids, ids, sizeof(int32_t) * t, &err)) ||
@@ -556,14 +601,19 @@ static void graphs_replay_what_eager_computes(void)
             mt_cuda_graph_end(be, &err);
             goto out;
         }
-        CHECK(replay == (round > 0) && !memcmp(ra, ga, sizeof(float) * mm.nseq * h),
+        CHECK(replay == (round == 2 || round == 4) && !memcmp(ra, ga, sizeof(float) * mm.nseq * h),
               "graph round %d: replayed %d, same bits as eager %d", round, replay,
               !memcmp(ra, ga, sizeof(float) * mm.nseq * h));
     }
-    /* the rules between begin and end */
+    /* the rules between begin and end (a key's second begin records) */
     bool replay;
+    void *tmp = op->alloc(be, 4096);
     st = mt_cuda_graph_begin(be, 43, &replay, &err);
-    CHECK(st == MT_OK && !replay, "begin a new key: %s", err.msg);
+    CHECK(st == MT_OK && !replay && (st = mt_cuda_graph_end(be, &err)) == MT_OK,
+          "first begin of a new key runs eagerly: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "second begin records: %s", err.msg);
+    op->free(be, tmp); /* deferred: the recording is then not kept */
     CHECK(op->alloc(be, 1024) == NULL, "alloc while recording is refused");
     CHECK(op->upload(be, mm.dids, ids, 4, &err) == MT_EINVAL && strstr(err.msg, "recorded"),
           "upload while recording: %s", err.msg);
@@ -572,6 +622,9 @@ static void graphs_replay_what_eager_computes(void)
     CHECK(st == MT_OK, "end of an empty recording: %s", err.msg);
     st = op->download(be, ga, mm.pooled, sizeof(float) * h, &err);
     CHECK(st == MT_OK, "the stream works after: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "a recording that freed memory was not kept: %s", err.msg);
+    mt_cuda_graph_end(be, &err);
 out:
     op->weight_destroy(be, mm.wqkv);
     op->weight_destroy(be, mm.wout);
@@ -604,5 +657,6 @@ int main(int argc, char **argv)
     w8a8_refusal_falls_back_to_fused();
     threads_share_a_backend_with_a_stream_each();
     graphs_replay_what_eager_computes();
+    debug_sync_records_nothing();
     return gt_finish(suite);
 }
