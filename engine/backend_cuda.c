@@ -286,6 +286,7 @@ static void cu_weight_destroy(mt_backend *be, mt_weight *pw)
         return;
     cu_free(be, pw->data);
     cu_free(be, pw->scales);
+    cu_free(be, ((cu_weight *)pw)->in_mul);
     free(pw);
 }
 
@@ -344,6 +345,55 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
 fail:
     cu_weight_destroy(be, &w->pub);
     return st;
+}
+
+/* Activation smoothing (SmoothQuant), as the CPU int8 path: the 8-bit
+ * weight was quantized from W diag(s), and every GEMM with it multiplies its
+ * input by inv_s (k floats) in FP32 before rounding it (to f16/bf16 in the
+ * fused kernel and the dequantized path, to E4M3 in W8A8). A multiplier
+ * that is zero, negative, NaN or infinite is refused. */
+static mt_status cu_weight_set_input_scale(mt_backend *be, mt_weight *pw, const float *inv_s,
+                                           mt_err *err)
+{
+    cu_weight *w = (cu_weight *)pw;
+    cu_ctx *c;
+    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    if (st != MT_OK)
+        return st;
+    if (pw->prec != MT_PREC_INT8 && pw->prec != MT_PREC_FP8)
+        return mt_fail(err, MT_EUNSUPPORTED, "activation smoothing is for int8 and fp8 weights "
+                       "only, not %s", mt_precision_name(pw->prec));
+    if (c->capturing)
+        return mt_fail(err, MT_EINVAL, "smoothing set while a CUDA graph is being recorded");
+    if (!inv_s)
+        return mt_fail(err, MT_EINVAL, "no smoothing multipliers");
+    for (int j = 0; j < pw->k; j++)
+        if (!(inv_s[j] > 0.f) || inv_s[j] > 3.0e38f)
+            return mt_fail(err, MT_EINVAL, "smoothing multiplier %d is %g, not a positive finite "
+                           "number", j, (double)inv_s[j]);
+    const int kp = round_up(pw->k, 64);
+    float *h = malloc(sizeof(float) * (size_t)kp);
+    if (!h)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    memcpy(h, inv_s, sizeof(float) * (size_t)pw->k);
+    for (int j = pw->k; j < kp; j++)
+        h[j] = 1.f;
+    float *d = NULL;
+    cudaError_t e = scratch(c, sizeof(float) * (size_t)kp, (void **)&d);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d, h, sizeof(float) * (size_t)kp, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->stream); /* h is freed next; see cu_upload */
+    free(h);
+    if (e != cudaSuccess) {
+        scratch_free(c, d);
+        return cu_fail(err, e, "uploading smoothing multipliers", __FILE__, __LINE__);
+    }
+    if (!w->in_mul)
+        pw->bytes += sizeof(float) * (size_t)kp;
+    scratch_free(c, w->in_mul);
+    w->in_mul = d;
+    return MT_OK;
 }
 
 /* ========================================================================
@@ -478,6 +528,7 @@ static const mt_backend_ops cuda_ops = {
     .download = cu_download,
     .weight_upload = cu_weight_upload,
     .weight_destroy = cu_weight_destroy,
+    .weight_set_input_scale = cu_weight_set_input_scale,
     .gemm = cu_gemm_op,
     .embed = cu_embed,
     .layernorm = cu_layernorm,

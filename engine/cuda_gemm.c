@@ -247,10 +247,11 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
     mt_status st = ws_ensure(c, err);
     if (st != MT_OK)
         return st;
-    CU(kcu_w8a16_gemm(x, pw->k, pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
-                      pw->scales, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n,
-                      m, pw->n, pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, NULL,
-                      c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
+    CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
+                          pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3, pw->scales, bias,
+                          act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
+                          pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, NULL,
+                          c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
     atomic_fetch_add_explicit(&c->be->n_fused, 1, memory_order_relaxed);
     return MT_OK;
 }
@@ -269,7 +270,7 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int
     CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
                                pw->scales, n, k, wf, ld, c->stream),
             done);
-    CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, ld, 0, c->stream), done);
+    CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
     if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, NULL, NULL, y, err)) != MT_OK)
         goto done;
     if (act == MT_ACT_GELU)
@@ -294,7 +295,7 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
     uint8_t *xq = NULL;
     CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
-    CU_GOTO(kcu_quant_rows_e4m3(x, k, m, k, xq, kq, xs, c->stream), done);
+    CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
     if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, pw->scales, xs, y,
                       err)) != MT_OK)
         goto done;

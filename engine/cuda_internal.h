@@ -161,6 +161,8 @@ typedef struct {
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     int crossover; /* 8-bit: m from which cuBLASLt is used */
     int w8a8;      /* fp8: cuBLASLt W8A8 still believed possible for this weight */
+    float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
+                    * chunks with ones (kcu_w8a16_gemm_mul), or NULL */
 } cu_weight;
 
 typedef enum { P_FUSED, P_DEQUANT, P_W8A8 } q8_path;
