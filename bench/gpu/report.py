@@ -109,7 +109,7 @@ def main():
         print("```\n")
     san = read(os.path.join(w, "logs", "sanitizer.log"))
     if san is not None:
-        print("## compute-sanitizer (test_gpu_kernels --quick)\n\n```")
+        print("## compute-sanitizer (test_gpu_kernels --quick; memcheck also on test_gpu_smooth --quick)\n\n```")
         for l in san.splitlines():
             if re.search(r"(ERROR SUMMARY|RACECHECK SUMMARY|^sanitizer|passed, \d+ failed)", l):
                 print(l)
