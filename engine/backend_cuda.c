@@ -410,7 +410,12 @@ static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
     cudaError_t e = cudaStreamSynchronize(c->stream);
     if (e == cudaSuccess)
         e = cudaGetLastError();
-    return e == cudaSuccess ? MT_OK : cu_fail(err, e, op, "MT_CUDA_DEBUG_SYNC after", 0);
+    if (e == cudaSuccess)
+        return MT_OK;
+    (void)cudaGetLastError();
+    return mt_fail(err, e == cudaErrorMemoryAllocation ? MT_ENOMEM : MT_EINTERNAL,
+                   "MT_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
 }
 
 /* The table's gemm: cu_gemm (cuda_gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
