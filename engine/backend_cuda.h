@@ -58,9 +58,9 @@ mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
  * again, never replayed; a recording during which ->free was called runs
  * once and is not kept.
  * Rules between begin and end: no ->alloc, ->upload or ->download (they
- * fail; ->free is deferred until after the graph's launch), and every buffer must be the same one on
- * each replay (keep them per key; upload new inputs into them before
- * begin). Always call end after a begin, also on an error path. Per thread;
+ * fail; ->free is deferred until after the graph's launch), and every
+ * buffer must be the same one on each replay (keep them per key; upload new
+ * inputs into them before begin). Always call end after a begin, also on an error path. Per thread;
  * the oldest of GRAPH_SLOTS graphs is dropped. Proposed for backend.h as two
  * optional ops (NULL on the CPU backend). */
 mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
