@@ -104,7 +104,7 @@ CUDA_CFG := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS)
 $(shell mkdir -p $(BUILD) && { printf '%s\n' '$(CUDA_CFG)' | cmp -s - $(BUILD)/cuda.cfg || \
           printf '%s\n' '$(CUDA_CFG)' > $(BUILD)/cuda.cfg; })
 # The CUDA backend's host files (they include the toolkit's headers).
-CUDA_HOST_SRC := engine/backend_cuda.c engine/cuda_gemm.c
+CUDA_HOST_SRC := engine/backend_cuda.c $(wildcard engine/cuda_*.c)
 CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/%.o)
 $(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
 

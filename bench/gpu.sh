@@ -12,8 +12,10 @@
 #
 #   bench/gpu.sh run [PHASES]
 #       On the GPU machine, from the repository root. PHASES (comma-separated,
-#       default all): tests (tests/gpu programs), sanitize (compute-sanitizer
-#       memcheck, racecheck, synccheck on the kernel tests' short list), gemm
+#       default all): tests (every tests/gpu program, then test_gpu_backend
+#       again under MT_CUDA_DEBUG_SYNC=1), sanitize (compute-sanitizer
+#       memcheck, racecheck, synccheck on the kernel tests' short list, memcheck
+#       on the smoothing tests'), gemm
 #       (bench/gpu/gemm_bench), e2e (bench/gpu/e2e_bench beside the PyTorch
 #       FP16 peer, same ids). Uses the bundle when there is one, else builds
 #       in place (which needs the CPU build's dependencies). Writes to $OUT
@@ -57,9 +59,11 @@ pack() {
   make --no-print-directory CFG=$CFG CUDA=1 -j"$jobs" all
   local st=$CARRY/stage
   rm -rf "$st" && mkdir -p "$st/bin" "$st/lib"
-  cp build/$CFG/tests/gpu/test_gpu_kernels build/$CFG/tests/gpu/test_gpu_backend \
-     build/$CFG/tests/gpu/test_gpu_model build/$CFG/bench/gpu/gemm_bench \
-     build/$CFG/bench/gpu/e2e_bench "$st/bin/"
+  # every test program (tests/gpu/test_*.c) and every benchmark (bench/gpu/*.c)
+  local progs=()
+  for f in tests/gpu/test_*.c; do progs+=("build/$CFG/tests/gpu/$(basename "$f" .c)"); done
+  for f in bench/gpu/*.c; do progs+=("build/$CFG/bench/gpu/$(basename "$f" .c)"); done
+  cp "${progs[@]}" "$st/bin/"
   # libraries the binaries need beyond glibc, libstdc++ and the CUDA toolkit's own
   for b in "$st"/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
     while read -r lib; do
@@ -141,10 +145,18 @@ run() {
   if has tests; then
     say "tests/gpu"
     : > "$LOG/tests.log"
-    for t in test_gpu_kernels test_gpu_backend; do
+    for t in "$BIN"/test_gpu_*; do
+      t=$(basename "$t")
+      [ "$t" = test_gpu_model ] && continue
       room 30 "$t" || continue
       runb timeout "$(cap 200)" "$BIN/$t" 2>&1 | tee -a "$LOG/tests.log" | grep -E 'FAIL|passed|SKIP' || true
     done
+    # the debug switch: every op synchronised and checked, no graphs recorded
+    room 30 "debug-sync pass" &&
+      { echo "== MT_CUDA_DEBUG_SYNC=1 test_gpu_backend --quick" >> "$LOG/tests.log"
+        MT_CUDA_DEBUG_SYNC=1 runb timeout "$(cap 120)" "$BIN/test_gpu_backend" --quick 2>&1 |
+          sed 's/^gpu backend:/gpu backend (debug sync):/' | tee -a "$LOG/tests.log" |
+          grep -E 'FAIL|passed|SKIP' || true; }
     room 30 test_gpu_model &&
       { runb timeout "$(cap 200)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 | tee -a "$LOG/tests.log" |
         grep -E 'FAIL|passed|SKIP|gpu model: [a-z0-9/]+ +mean' || true; }
@@ -164,6 +176,12 @@ run() {
           >> "$LOG/sanitizer.log" 2>&1
         echo "sanitizer $tool: exit $? (97: errors found, 124: timed out)" | tee -a "$LOG/sanitizer.log"
       done
+      if room 40 "compute-sanitizer memcheck (smoothing)"; then
+        say "compute-sanitizer --tool memcheck (smoothing tests, --quick)"
+        runb timeout "$(cap 150)" "$cs" --tool memcheck --error-exitcode 97 "$BIN/test_gpu_smooth" --quick \
+          >> "$LOG/sanitizer.log" 2>&1
+        echo "sanitizer memcheck smooth: exit $? (97: errors found, 124: timed out)" | tee -a "$LOG/sanitizer.log"
+      fi
     fi
   fi
   if has gemm && room 60 "GEMM microbenchmark"; then

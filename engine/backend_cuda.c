@@ -119,9 +119,7 @@ static void ctx_destroy(cu_ctx *c)
 {
     for (int i = 0; i < PLAN_SLOTS; i++)
         plan_clear(&c->plans[i]);
-    for (int i = 0; i < GRAPH_SLOTS; i++)
-        if (c->graphs[i].exec)
-            cudaGraphExecDestroy(c->graphs[i].exec);
+    graph_ctx_release(c);
     if (c->stream) {
         cudaStreamSynchronize(c->stream);
         if (c->skw)
@@ -196,17 +194,15 @@ mt_status ctx_get(cu_backend *b, cu_ctx **out, mt_err *err)
  * the pool keeps the memory for the next request. While a CUDA graph is
  * recorded the allocation becomes a node of the graph (graph memory), which
  * is what cudaMallocAsync records; such scratch must be freed before end. */
-void *scratch(cu_ctx *c, size_t bytes)
+cudaError_t scratch(cu_ctx *c, size_t bytes, void **out)
 {
-    void *p = NULL;
+    *out = NULL;
     const cudaError_t e =
-        c->capturing ? cudaMallocAsync(&p, bytes ? bytes : 16, c->stream)
-                     : cudaMallocFromPoolAsync(&p, bytes ? bytes : 16, c->be->pool, c->stream);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return NULL;
-    }
-    return p;
+        c->capturing ? cudaMallocAsync(out, bytes ? bytes : 16, c->stream)
+                     : cudaMallocFromPoolAsync(out, bytes ? bytes : 16, c->be->pool, c->stream);
+    if (e != cudaSuccess)
+        *out = NULL;
+    return e; /* the caller's cu_fail clears it and keeps its cause */
 }
 
 /* Returns scratch to the pool once the stream has passed this point. */
@@ -224,10 +220,13 @@ static void *cu_alloc(mt_backend *be, size_t bytes)
 {
     cu_ctx *c;
     mt_err err;
+    void *p = NULL;
     if (ctx_get((cu_backend *)be, &c, &err) != MT_OK || c->capturing)
         return NULL; /* recorded memory would only exist inside the graph */
     /* 256 bytes at least, so that every buffer is as aligned as cuBLASLt assumes */
-    return scratch(c, bytes < 256 ? 256 : bytes);
+    if (scratch(c, bytes < 256 ? 256 : bytes, &p) != cudaSuccess)
+        (void)cudaGetLastError(); /* the op table's alloc says NULL, nothing more */
+    return p;
 }
 
 static void cu_free(mt_backend *be, void *p)
@@ -236,8 +235,8 @@ static void cu_free(mt_backend *be, void *p)
     mt_err err;
     if (!p || ctx_get((cu_backend *)be, &c, &err) != MT_OK)
         return;
-    if (c->capturing && c->ndeferred < DEFERRED_FREES) {
-        c->deferred[c->ndeferred++] = p; /* a recorded free would run on every replay */
+    if (c->capturing) {
+        graph_defer_free(c, p); /* a recorded free would run on every replay */
         return;
     }
     scratch_free(c, p);
@@ -287,6 +286,7 @@ static void cu_weight_destroy(mt_backend *be, mt_weight *pw)
         return;
     cu_free(be, pw->data);
     cu_free(be, pw->scales);
+    cu_free(be, ((cu_weight *)pw)->in_mul);
     free(pw);
 }
 
@@ -324,14 +324,9 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     w->pub.n = n;
     w->pub.k = k;
     w->pub.bytes = bytes + (has_scales ? sizeof(float) * (size_t)n : 0);
-    w->pub.data = scratch(c, bytes);
+    CU_GOTO(scratch(c, bytes, &w->pub.data), fail);
     if (has_scales)
-        w->pub.scales = scratch(c, sizeof(float) * (size_t)n);
-    if (!w->pub.data || (has_scales && !w->pub.scales)) {
-        st = mt_fail(err, MT_ENOMEM, "out of GPU memory for a %dx%d %s weight", n, k,
-                     mt_precision_name(prec));
-        goto fail;
-    }
+        CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&w->pub.scales), fail);
     CU_GOTO(cudaMemsetAsync(w->pub.data, 0, bytes, c->stream), fail);
     CU_GOTO(cudaMemcpy2DAsync(w->pub.data, es * w->ld, data, es * k, es * k, n,
                               cudaMemcpyHostToDevice, c->stream),
@@ -341,6 +336,8 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
                                 cudaMemcpyHostToDevice, c->stream),
                 fail);
     CU_GOTO(cudaStreamSynchronize(c->stream), fail); /* see cu_upload */
+    if (has_scales)
+        ws_raise(b, n, k); /* before tuning: its fused runs use the workspace */
     if (has_scales && (st = tune_weight(b, c, w, err)) != MT_OK)
         goto fail;
     *out = &w->pub;
@@ -350,9 +347,87 @@ fail:
     return st;
 }
 
+/* Activation smoothing (SmoothQuant), as the CPU int8 path: the 8-bit
+ * weight was quantized from W diag(s), and every GEMM with it multiplies its
+ * input by inv_s (k floats) in FP32 before rounding it (to f16/bf16 in the
+ * fused kernel and the dequantized path, to E4M3 in W8A8). A multiplier
+ * that is zero, negative, NaN or infinite is refused. */
+static mt_status cu_weight_set_input_scale(mt_backend *be, mt_weight *pw, const float *inv_s,
+                                           mt_err *err)
+{
+    cu_weight *w = (cu_weight *)pw;
+    cu_ctx *c;
+    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    if (st != MT_OK)
+        return st;
+    if (pw->prec != MT_PREC_INT8 && pw->prec != MT_PREC_FP8)
+        return mt_fail(err, MT_EUNSUPPORTED, "activation smoothing is for int8 and fp8 weights "
+                       "only, not %s", mt_precision_name(pw->prec));
+    if (c->capturing)
+        return mt_fail(err, MT_EINVAL, "smoothing set while a CUDA graph is being recorded");
+    if (!inv_s)
+        return mt_fail(err, MT_EINVAL, "no smoothing multipliers");
+    for (int j = 0; j < pw->k; j++)
+        if (!(inv_s[j] > 0.f) || inv_s[j] > 3.0e38f)
+            return mt_fail(err, MT_EINVAL, "smoothing multiplier %d is %g, not a positive finite "
+                           "number", j, (double)inv_s[j]);
+    const int kp = round_up(pw->k, 64);
+    float *h = malloc(sizeof(float) * (size_t)kp);
+    if (!h)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    memcpy(h, inv_s, sizeof(float) * (size_t)pw->k);
+    for (int j = pw->k; j < kp; j++)
+        h[j] = 1.f;
+    float *d = NULL;
+    cudaError_t e = scratch(c, sizeof(float) * (size_t)kp, (void **)&d);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d, h, sizeof(float) * (size_t)kp, cudaMemcpyHostToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->stream); /* h is freed next; see cu_upload */
+    free(h);
+    if (e != cudaSuccess) {
+        scratch_free(c, d);
+        return cu_fail(err, e, "uploading smoothing multipliers", __FILE__, __LINE__);
+    }
+    if (!w->in_mul)
+        pw->bytes += sizeof(float) * (size_t)kp;
+    scratch_free(c, w->in_mul);
+    w->in_mul = d;
+    return MT_OK;
+}
+
 /* ========================================================================
  * the encoder ops
  * ====================================================================== */
+
+/* MT_CUDA_DEBUG_SYNC=1: waits for the op just issued and reports its error
+ * (or that of an earlier op not checked this way: the attention op is
+ * checked by the op after it) with the op's name. Off: nothing. */
+static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
+{
+    if (!c->be->opts.debug_sync)
+        return MT_OK;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e == cudaSuccess)
+        return MT_OK;
+    (void)cudaGetLastError();
+    return mt_fail(err, e == cudaErrorMemoryAllocation ? MT_ENOMEM : MT_EINTERNAL,
+                   "MT_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+/* The table's gemm: cu_gemm (cuda_gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
+static mt_status cu_gemm_op(mt_backend *be, const float *x, int m, const mt_weight *w,
+                            const float *bias, mt_act act, float *y, mt_err *err)
+{
+    cu_ctx *c;
+    mt_status st = cu_gemm(be, x, m, w, bias, act, y, err);
+    if (st == MT_OK && (st = ctx_get((cu_backend *)be, &c, err)) == MT_OK)
+        st = op_done(c, "gemm", err);
+    return st;
+}
 
 /* The op table's entries below are thin: they find the thread's stream and
  * launch the kernel of kernels/cuda with it. */
@@ -365,7 +440,7 @@ static mt_status cu_embed(mt_backend *be, const int32_t *ids, const int32_t *off
     if (st != MT_OK)
         return st;
     CU(kcu_embed(ids, offsets, nseq, word, pos, type0, h, out, c->stream));
-    return MT_OK;
+    return op_done(c, "embed", err);
 }
 
 static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, const float *gamma,
@@ -376,7 +451,7 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
     if (st != MT_OK)
         return st;
     CU(kcu_layernorm(x, res, gamma, beta, t, h, eps, out, c->stream));
-    return MT_OK;
+    return op_done(c, "layernorm", err);
 }
 
 /* The fp32 variant gets the FP32 kernel (its vectors must match the CPU
@@ -413,88 +488,7 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
     if (st != MT_OK)
         return st;
     CU(kcu_mean_pool(x, offsets, nseq, h, normalize, out, c->stream));
-    return MT_OK;
-}
-
-/* ========================================================================
- * CUDA graphs
- * ====================================================================== */
-
-/* backend_cuda.h explains the protocol: a cached graph is remembered for
- * end to launch; else this thread's stream starts recording. */
-mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err)
-{
-    cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
-    if (st != MT_OK)
-        return st;
-    if (c->capturing || c->pending)
-        return mt_fail(err, MT_EINVAL, "mt_cuda_graph_begin inside another begin/end pair");
-    for (int i = 0; i < GRAPH_SLOTS; i++)
-        if (c->graphs[i].exec && c->graphs[i].key == key) {
-            c->graphs[i].used = ++c->clock;
-            c->pending = c->graphs[i].exec;
-            *replay = true;
-            return MT_OK;
-        }
-    /* everything a recorded op could allocate lazily must exist first */
-    if (!c->lt_ws && !(c->lt_ws = scratch(c, LT_WORKSPACE)))
-        return mt_fail(err, MT_ENOMEM, "out of GPU memory for the cuBLASLt workspace");
-    CU(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-    c->capturing = 1;
-    c->cur_key = key;
-    c->ndeferred = 0;
-    *replay = false;
-    return MT_OK;
-}
-
-/* Launches the remembered graph, or finishes the recording: instantiate,
- * cache (evicting the least recently used), launch; frees deferred during
- * the recording happen now. */
-mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err)
-{
-    cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
-    if (st != MT_OK)
-        return st;
-    if (c->pending) {
-        cudaGraphExec_t g = c->pending;
-        c->pending = NULL;
-        CU(cudaGraphLaunch(g, c->stream));
-        return MT_OK;
-    }
-    if (!c->capturing)
-        return MT_OK; /* end without begin: nothing to do */
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
-    c->capturing = 0;
-    for (int i = 0; i < c->ndeferred; i++)
-        scratch_free(c, c->deferred[i]);
-    c->ndeferred = 0;
-    if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&exec, graph, 0);
-    if (graph)
-        cudaGraphDestroy(graph);
-    if (e != cudaSuccess)
-        return cu_fail(err, e, "recording a CUDA graph (an op between begin and end waited on the GPU?)",
-                       __FILE__, __LINE__);
-    int slot = 0;
-    for (int i = 0; i < GRAPH_SLOTS; i++) {
-        if (!c->graphs[i].exec) {
-            slot = i;
-            break;
-        }
-        if (c->graphs[i].used < c->graphs[slot].used)
-            slot = i;
-    }
-    if (c->graphs[slot].exec)
-        cudaGraphExecDestroy(c->graphs[slot].exec);
-    c->graphs[slot].key = c->cur_key;
-    c->graphs[slot].exec = exec;
-    c->graphs[slot].used = ++c->clock;
-    CU(cudaGraphLaunch(exec, c->stream));
-    return MT_OK;
+    return op_done(c, "mean_pool", err);
 }
 
 /* ========================================================================
@@ -539,7 +533,8 @@ static const mt_backend_ops cuda_ops = {
     .download = cu_download,
     .weight_upload = cu_weight_upload,
     .weight_destroy = cu_weight_destroy,
-    .gemm = cu_gemm,
+    .weight_set_input_scale = cu_weight_set_input_scale,
+    .gemm = cu_gemm_op,
     .embed = cu_embed,
     .layernorm = cu_layernorm,
     .attention = cu_attention,
@@ -571,6 +566,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->crossover = env_int("MT_CUDA_CROSSOVER", 0);
     o->autotune = env_int("MT_CUDA_AUTOTUNE", 1);
     o->w8a16_bf16 = env_int("MT_CUDA_W8A16_BF16", 0);
+    o->debug_sync = env_int("MT_CUDA_DEBUG_SYNC", 0);
 }
 
 /* Checks the device (present, sm_80+, our kernels load), then makes the
@@ -617,7 +613,7 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
     b->dev = device;
     b->sms = prop.multiProcessorCount;
     b->cc = prop.major * 10 + prop.minor;
-    b->fp8_w8a8 = HAVE_OUTER_VEC && b->cc >= 89;
+    b->fp8_w8a8 = cup_fp8_w8a8_enabled(b->cc, cublasLtGetVersion(), HAVE_OUTER_VEC);
     snprintf(b->name, sizeof b->name, "cuda:%d", device);
     b->pub.ops = &cuda_ops;
     b->pub.device = b->name;
@@ -644,6 +640,9 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
         st = lt_fail(err, ls, "cublasLtCreate", __FILE__, __LINE__);
         goto fail;
     }
+    /* every kernel loaded and every W8A16 shared-memory limit set now, not
+     * lazily at a first launch that might be inside a graph capture */
+    CU_GOTO(kcu_warm(), fail);
     *out = &b->pub;
     return MT_OK;
 fail:
@@ -666,4 +665,5 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_w8a8 = atomic_load(&b->n_lt_w8a8);
     out->lt_16 = atomic_load(&b->n_lt_16);
     out->lt_32 = atomic_load(&b->n_lt_32);
+    out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
 }

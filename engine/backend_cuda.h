@@ -49,13 +49,18 @@ mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
  *       ... issue the ops (gemm, attention, layernorm, ...) ...
  *   mt_cuda_graph_end(be, err);                  // launches the graph
  *
- * The first begin for a key on a thread records the ops (they do not run
- * yet); end instantiates, caches and launches the graph. Later begins with
- * that key answer replay = true: the caller skips the ops and end replays.
+ * The first begin for a key on a thread runs the ops eagerly (so every
+ * kernel, cuBLASLt plan and workspace exists before any capture), the second
+ * records them (they do not run yet; end instantiates, caches and launches
+ * the graph). Later begins with that key answer replay = true: the caller
+ * skips the ops and end replays. A graph recorded before this thread's
+ * split-K workspace grew (a larger 8-bit weight was uploaded) is recorded
+ * again, never replayed; a recording during which ->free was called runs
+ * once and is not kept.
  * Rules between begin and end: no ->alloc, ->upload or ->download (they
- * fail; ->free is deferred to end), and every buffer must be the same one on
- * each replay (keep them per key; upload new inputs into them before
- * begin). Always call end after a begin, also on an error path. Per thread;
+ * fail; ->free is deferred until after the graph's launch), and every
+ * buffer must be the same one on each replay (keep them per key; upload new
+ * inputs into them before begin). Always call end after a begin, also on an error path. Per thread;
  * the oldest of GRAPH_SLOTS graphs is dropped. Proposed for backend.h as two
  * optional ops (NULL on the CPU backend). */
 mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
@@ -67,7 +72,11 @@ mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
  *   MT_CUDA_CROSSOVER=M               fixed m from which 8-bit GEMMs use cuBLASLt
  *   MT_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
  *   MT_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
- *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16) */
+ *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
+ *   MT_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
+ *                                     asynchronous error names the op that caused it)
+ *                                     and record no CUDA graphs (begin/end run the ops
+ *                                     eagerly); slow, for finding a failing kernel */
 typedef enum { MT_CUDA_GEMM_AUTO, MT_CUDA_GEMM_FUSED, MT_CUDA_GEMM_LIBRARY } mt_cuda_gemm_path;
 typedef enum { MT_CUDA_ATTN_AUTO, MT_CUDA_ATTN_FP32, MT_CUDA_ATTN_F16 } mt_cuda_attn;
 
@@ -78,6 +87,11 @@ typedef struct {
     mt_cuda_attn attn;
     int w8a16_bf16;
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
+    /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
+     * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
+     * to the fused kernel can be checked on any GPU. */
+    int fake_w8a8_refusal_below_m;
+    int debug_sync; /* MT_CUDA_DEBUG_SYNC */
 } mt_cuda_opts;
 
 /* The defaults, overridden by the environment variables above. */
@@ -92,8 +106,15 @@ typedef struct {
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
+    long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
 } mt_cuda_counts;
 void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out);
+
+/* Whether FP8 weights take cuBLASLt FP8 W8A8 (outer-vector scales) at
+ * large m on this backend: only compute capability 9.0 with cuBLASLt >= 12.9
+ * (cup_fp8_w8a8_enabled); else they take the dequantized FP16 GEMM. false
+ * without CUDA. */
+bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be);
 
 /* The m from which GEMMs with this 8-bit weight leave the fused kernel for
  * cuBLASLt (INT32_MAX: never); -1 for other weights. */

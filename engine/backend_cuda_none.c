@@ -46,6 +46,11 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     memset(out, 0, sizeof *out);
 }
 
+bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
+{
+    return false;
+}
+
 int mt_cuda_weight_crossover(const mt_weight *w)
 {
     return -1;

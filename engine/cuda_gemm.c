@@ -4,6 +4,7 @@
  * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM), and
  * the crossover measured per (precision, n, k) when a weight is uploaded. */
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,63 @@ static const char *const lt_kind_name[] = {"fp32", "tf32", "fp16", "bf16", "fp8 
  * weight's channel) and column j by b_scale[j] (the token).
  * ====================================================================== */
 
+/* The outer-vector scale mode of an FP8 plan; a refusal (cup_lt_refused)
+ * is returned as is, for the caller to record. */
+static cublasStatus_t lt_set_outer_vec(lt_plan *p, const float *a_scale, const float *b_scale)
+{
+#if HAVE_OUTER_VEC
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cublasStatus_t s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                      &mode, sizeof mode);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                           sizeof mode);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                           sizeof a_scale);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                           sizeof b_scale);
+    return s;
+#else
+    (void)p, (void)a_scale, (void)b_scale;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+#endif
+}
+
+/* The best algorithm for the plan's layouts (16-byte alignment, our
+ * workspace); CUBLAS_STATUS_NOT_SUPPORTED when there is none. */
+static cublasStatus_t lt_heuristic(cu_ctx *c, lt_plan *p)
+{
+    cublasLtMatmulPreference_t pref;
+    cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return s;
+    const size_t ws = LT_WORKSPACE;
+    const uint32_t align = 16; /* what every buffer here is guaranteed; the default assumes 256 */
+    s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                             sizeof ws);
+    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(c->be->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                           &res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && nres == 0)
+        s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        p->algo = res.algo;
+    return s;
+}
+
+/* Makes plan p for key. "No algorithm" (state -1) and, for FP8, a refusal
+ * (state -2, cup_lt_refused) are answers the caller falls back on, not
+ * errors. */
 static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const float *a_scale,
                               const float *b_scale, mt_err *err)
 {
@@ -45,49 +103,20 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
-    if (key->kind == LK_E4M3) {
-#if HAVE_OUTER_VEC
-        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                          sizeof mode));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                          sizeof mode));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
-                                          sizeof a_scale));
-        LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
-                                          sizeof b_scale));
-#else
-        return MT_OK; /* stays "no algorithm" */
-#endif
-    }
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (key->kind == LK_E4M3 && (s = lt_set_outer_vec(p, a_scale, b_scale)) != CUBLAS_STATUS_SUCCESS)
+        goto answer;
     LT(cublasLtMatrixLayoutCreate(&p->a, ab, key->k, key->n, key->lda));
     LT(cublasLtMatrixLayoutCreate(&p->b, ab, key->k, key->m, key->ldb));
     LT(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, key->n, key->m, key->n));
-
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = LT_WORKSPACE;
-    const uint32_t align = 16; /* what every buffer here is guaranteed; the default assumes 256 */
-    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    static const cublasLtMatmulPreferenceAttributes_t aligns[] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
+    s = lt_heuristic(c, p);
+answer:
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(c->be->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1,
-                                           &res, &nres);
-    cublasLtMatmulPreferenceDestroy(pref);
-    /* "not supported" is an answer (the caller falls back), not an error */
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && nres == 0))
-        return MT_OK;
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return lt_fail(err, s, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-    p->algo = res.algo;
-    p->state = 1;
+        p->state = 1;
+    else if (key->kind == LK_E4M3 && cup_lt_refused(s))
+        p->state = -2;
+    else if (s != CUBLAS_STATUS_NOT_SUPPORTED)
+        return lt_fail(err, s, "making a cuBLASLt plan", __FILE__, __LINE__);
     return MT_OK;
 }
 
@@ -118,6 +147,16 @@ static mt_status lt_plan_get(cu_ctx *c, const lt_key *key, const float *a_scale,
     return MT_OK;
 }
 
+/* cuBLASLt refused an FP8 plan when it ran (reported for small m and large
+ * k on H100): the plan is kept as refused for this m, so the next GEMM of
+ * this shape goes to the fused kernel at once. */
+static mt_status lt_refuse(lt_plan *p, cublasStatus_t s, int m, int n, int k, mt_err *err)
+{
+    p->state = -2;
+    return mt_fail(err, MT_EUNSUPPORTED, "cuBLASLt refused FP8 W8A8 at m=%d n=%d k=%d: %s", m, n,
+                   k, cublasLtGetStatusName(s));
+}
+
 /* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias];
  * MT_EUNSUPPORTED when cuBLASLt has no algorithm (callers may fall back). */
 static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
@@ -126,14 +165,16 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
 {
     const lt_key key = {kind, n, k, m, lda, ldb, bias != NULL};
     lt_plan *p;
-    if (!c->lt_ws && !(c->lt_ws = scratch(c, LT_WORKSPACE)))
-        return mt_fail(err, MT_ENOMEM, "out of GPU memory for the cuBLASLt workspace");
+    if (!c->lt_ws)
+        CU(scratch(c, LT_WORKSPACE, &c->lt_ws));
     mt_status st = lt_plan_get(c, &key, a_scale, b_scale, &p, err);
     if (st != MT_OK)
         return st;
     if (!p)
         return mt_fail(err, MT_EUNSUPPORTED, "cuBLASLt has no %s algorithm for m=%d n=%d k=%d",
                        lt_kind_name[kind], m, n, k);
+    if (kind == LK_E4M3 && m < c->be->opts.fake_w8a8_refusal_below_m)
+        return lt_refuse(p, CUBLAS_STATUS_NOT_SUPPORTED, m, n, k, err); /* the test knob */
     if (bias)
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                           sizeof bias));
@@ -146,8 +187,13 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
     }
 #endif
     const float one = 1.0f, zero = 0.0f;
-    LT(cublasLtMatmul(c->be->lt, p->desc, &one, w, p->a, x, p->b, &zero, y, p->d, y, p->d,
-                      &p->algo, c->lt_ws, LT_WORKSPACE, c->stream));
+    const cublasStatus_t s = cublasLtMatmul(c->be->lt, p->desc, &one, w, p->a, x, p->b, &zero, y,
+                                            p->d, y, p->d, &p->algo, c->lt_ws, LT_WORKSPACE,
+                                            c->stream);
+    if (s != CUBLAS_STATUS_SUCCESS && kind == LK_E4M3 && cup_lt_refused(s))
+        return lt_refuse(p, s, m, n, k, err);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return lt_fail(err, s, "cublasLtMatmul", __FILE__, __LINE__);
     return MT_OK;
 }
 
@@ -155,33 +201,42 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
  * GEMM paths
  * ====================================================================== */
 
-/* Split-K workspace for the fused kernel, grown (stream-ordered) as needed.
- * On failure the kernel simply runs without split-K. */
-static void ensure_splitk(cu_ctx *c, int m, int n, int k)
+/* The split-K workspace: every 8-bit weight upload raises the backend's
+ * need to the largest any m's plan can ask for (kcu_w8a16_ws_bound), and a
+ * thread's workspace grows to it once, outside any recording, so a graph
+ * never holds a workspace that a later m frees. */
+void ws_raise(cu_backend *b, int n, int k)
 {
-    kcu_w8a16_plan pl;
-    /* not while recording: memory allocated then belongs to the graph */
-    if (c->capturing || kcu_w8a16_make_plan(m, n, k, c->be->sms, NULL, &pl) != 0 ||
-        pl.splits <= 1)
-        return;
-    if (pl.ws_floats > c->skw_floats) {
-        scratch_free(c, c->skw);
-        c->skw_floats = pl.ws_floats + pl.ws_floats / 2;
-        if (!(c->skw = scratch(c, c->skw_floats * sizeof(float))))
-            c->skw_floats = 0;
-    }
-    if (pl.counters > c->ncounters) {
-        scratch_free(c, c->counters);
-        c->ncounters = pl.counters * 2;
-        if (!(c->counters = scratch(c, sizeof(int) * (size_t)c->ncounters)) ||
-            cudaMemsetAsync(c->counters, 0, sizeof(int) * (size_t)c->ncounters, c->stream) !=
-                cudaSuccess) {
-            (void)cudaGetLastError();
-            scratch_free(c, c->counters);
-            c->counters = NULL;
-            c->ncounters = 0;
-        }
-    }
+    int cnt = 0;
+    const size_t need = kcu_w8a16_ws_bound(n, k, b->sms, NULL, &cnt);
+    pthread_mutex_lock(&b->mu);
+    b->ws_need = need > b->ws_need ? need : b->ws_need;
+    b->cnt_need = cnt > b->cnt_need ? cnt : b->cnt_need;
+    pthread_mutex_unlock(&b->mu);
+}
+
+mt_status ws_ensure(cu_ctx *c, mt_err *err)
+{
+    cu_backend *b = c->be;
+    pthread_mutex_lock(&b->mu);
+    const size_t need = b->ws_need;
+    const int cnt = b->cnt_need;
+    pthread_mutex_unlock(&b->mu);
+    if (!cup_ws_should_grow(&c->ws, need, c->capturing) && (c->capturing || cnt <= c->ncounters))
+        return MT_OK;
+    /* the old buffers go back stream-ordered; graphs that hold them carry
+     * the old generation and are re-recorded (cup_graph_decide) */
+    scratch_free(c, c->skw);
+    scratch_free(c, c->counters);
+    c->skw = NULL, c->counters = NULL, c->skw_floats = 0, c->ncounters = 0;
+    cup_ws_grown(&c->ws, 0);
+    CU(scratch(c, sizeof(float) * (need ? need : 1), (void **)&c->skw));
+    CU(scratch(c, sizeof(int) * (size_t)(cnt ? cnt : 1), (void **)&c->counters));
+    CU(cudaMemsetAsync(c->counters, 0, sizeof(int) * (size_t)(cnt ? cnt : 1), c->stream));
+    c->skw_floats = need;
+    c->ncounters = cnt;
+    c->ws.have = need;
+    return MT_OK;
 }
 
 /* The W8A16 kernel, with this thread's split-K workspace. */
@@ -189,11 +244,14 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
-    ensure_splitk(c, m, pw->n, pw->k);
-    CU(kcu_w8a16_gemm(x, pw->k, pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
-                      pw->scales, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n,
-                      m, pw->n, pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, NULL,
-                      c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
+    mt_status st = ws_ensure(c, err);
+    if (st != MT_OK)
+        return st;
+    CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
+                          pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3, pw->scales, bias,
+                          act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
+                          pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, NULL,
+                          c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
     atomic_fetch_add_explicit(&c->be->n_fused, 1, memory_order_relaxed);
     return MT_OK;
 }
@@ -206,16 +264,13 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, ld = round_up(k, 8);
     mt_status st = MT_OK;
-    void *wf = scratch(c, sizeof(uint16_t) * (size_t)n * ld);
-    void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * ld);
-    if (!wf || !xh) {
-        st = mt_fail(err, MT_ENOMEM, "out of GPU memory for a %dx%d FP16 weight scratch", n, k);
-        goto done;
-    }
+    void *wf = NULL, *xh = NULL;
+    CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)n * ld, &wf), done);
+    CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
     CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
                                pw->scales, n, k, wf, ld, c->stream),
             done);
-    CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, ld, 0, c->stream), done);
+    CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
     if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, NULL, NULL, y, err)) != MT_OK)
         goto done;
     if (act == MT_ACT_GELU)
@@ -237,11 +292,10 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
     mt_status st = MT_OK;
     const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
-    uint8_t *xq = scratch(c, (qbytes + 255) / 256 * 256 + sbytes);
-    if (!xq)
-        return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d FP8 activation rows", m);
+    uint8_t *xq = NULL;
+    CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
-    CU_GOTO(kcu_quant_rows_e4m3(x, k, m, k, xq, kq, xs, c->stream), done);
+    CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
     if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, pw->scales, xs, y,
                       err)) != MT_OK)
         goto done;
@@ -260,20 +314,27 @@ static q8_path alt_path(const cu_weight *w)
     return w->pub.prec == MT_PREC_FP8 && w->w8a8 ? P_W8A8 : P_DEQUANT;
 }
 
-/* Runs path pth; a W8A8 that cuBLASLt cannot do falls back to the dequant
- * path, and the weight remembers not to try again. */
-static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                         const float *bias, mt_act act, float *y, mt_err *err)
+/* Runs path pth as asked: MT_EUNSUPPORTED when cuBLASLt refuses W8A8. */
+static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                          const float *bias, mt_act act, float *y, mt_err *err)
 {
     if (pth == P_FUSED)
         return gemm_fused(c, w, x, m, bias, act, y, err);
-    if (pth == P_W8A8) {
-        mt_status st = gemm_w8a8(c, w, x, m, bias, act, y, err);
-        if (st != MT_EUNSUPPORTED)
-            return st;
-        w->w8a8 = 0; /* benign race: every thread would write the same */
-    }
+    if (pth == P_W8A8)
+        return gemm_w8a8(c, w, x, m, bias, act, y, err);
     return gemm_dequant(c, w, x, m, bias, act, y, err);
+}
+
+/* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
+ * remembers it) runs in the fused W8A16 kernel instead, and is counted. */
+static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                         const float *bias, mt_act act, float *y, mt_err *err)
+{
+    mt_status st = run_path(c, w, pth, x, m, bias, act, y, err);
+    if (st != MT_EUNSUPPORTED || pth != P_W8A8)
+        return st;
+    atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
+    return gemm_fused(c, w, x, m, bias, act, y, err);
 }
 
 /* y = act(x W^T + bias) by precision: see the top of this file. */
@@ -299,9 +360,8 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     case MT_PREC_FP16:
     case MT_PREC_BF16: {
         const int bf = pw->prec == MT_PREC_BF16;
-        void *xh = scratch(c, sizeof(uint16_t) * (size_t)m * w->ld);
-        if (!xh)
-            return mt_fail(err, MT_ENOMEM, "out of GPU memory for %d x %d activations", m, k);
+        void *xh = NULL;
+        CU(scratch(c, sizeof(uint16_t) * (size_t)m * w->ld, &xh));
         CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), h16_done);
         st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, NULL,
                      NULL, y, err);
@@ -331,15 +391,21 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
  * the measured crossover
  * ====================================================================== */
 
-/* Median of 3 timed runs of path pth at m (after one untimed run), in ms. */
+/* Median of 3 timed runs of path pth at m (after one untimed run), in ms;
+ * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan. */
 static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
                            const float *bias, float *y, double *ms_out, mt_err *err)
 {
     float t[3];
-    mt_status st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
+        atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
+        *ms_out = NAN;
+        return MT_OK;
+    }
     for (int r = 0; r < 3 && st == MT_OK; r++) {
         CU(cudaEventRecord(c->ev0, c->stream));
-        if ((st = gemm_q8(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
+        if ((st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
             break;
         CU(cudaEventRecord(c->ev1, c->stream));
         CU(cudaEventSynchronize(c->ev1));
@@ -388,15 +454,12 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     }
     const int mmax = ms[cnt - 1];
     mt_status st = MT_OK;
-    float *x = scratch(c, sizeof(float) * (size_t)mmax * k);
-    float *y = scratch(c, sizeof(float) * (size_t)mmax * n);
-    float *bias = scratch(c, sizeof(float) * (size_t)n);
+    float *x = NULL, *y = NULL, *bias = NULL;
     double tf[NMS], ta[NMS];
     int done = 0, alt_wins = 0;
-    if (!x || !y || !bias) {
-        st = mt_fail(err, MT_ENOMEM, "out of GPU memory tuning a %dx%d weight", n, k);
-        goto out;
-    }
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&x), out);
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * n, (void **)&y), out);
+    CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bias), out);
     CU_GOTO(kcu_fill_f32(x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
     CU_GOTO(kcu_fill_f32(bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
     for (; done < cnt; done++) {
@@ -421,6 +484,11 @@ out:
     if (st == MT_OK)
         CU(cudaStreamSynchronize(c->stream));
     return st;
+}
+
+bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
+{
+    return be && ((const cu_backend *)be)->fp8_w8a8;
 }
 
 int mt_cuda_weight_crossover(const mt_weight *w)

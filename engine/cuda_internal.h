@@ -12,10 +12,14 @@
 #include <stdatomic.h>
 
 #include "engine/backend_cuda.h"
+#include "engine/cuda_policy.h"
 #include "kernels/cuda/kcu.h"
 
-#if CUDART_VERSION >= 12090
-#define HAVE_OUTER_VEC 1 /* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F */
+/* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: a property of the cuBLAS
+ * headers (CUBLAS_VERSION), not of the CUDA runtime's version; the library
+ * found at run time is checked too (cup_fp8_w8a8_enabled). */
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+#define HAVE_OUTER_VEC 1
 #else
 #define HAVE_OUTER_VEC 0
 #endif
@@ -24,8 +28,7 @@ enum {
     LT_WORKSPACE = 32 << 20, /* cuBLASLt workspace per context (Hopper wants 32 MiB) */
     PLAN_SLOTS = 256,        /* cached cuBLASLt plans per context (one per m seen) */
     TUNE_SLOTS = 128,        /* measured crossovers per backend */
-    GRAPH_SLOTS = 16,        /* cached CUDA graphs per context */
-    DEFERRED_FREES = 64,     /* ->free calls held while a graph is recorded */
+    GRAPH_SLOTS = 16,        /* cached CUDA graphs (and keys seen) per context */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
 };
 
@@ -89,7 +92,7 @@ typedef struct {
 
 typedef struct {
     lt_key key;
-    int state; /* 0 empty, 1 ready, -1 no algorithm */
+    int state; /* 0 empty, 1 ready, -1 no algorithm, -2 FP8 plan refused (cup_lt_refused) */
     unsigned used;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -104,24 +107,28 @@ typedef struct cu_ctx {
     cudaStream_t stream;
     cudaEvent_t ev0, ev1;
     void *lt_ws;       /* cuBLASLt workspace, LT_WORKSPACE bytes, made on first use */
-    float *skw;        /* split-K partials */
+    float *skw;        /* split-K partials: the backend's ws_need floats once grown */
     size_t skw_floats;
     int *counters;     /* split-K tile counters, zero between launches */
     int ncounters;
+    cup_ws ws;         /* its size and generation (cuda_policy.h) */
     lt_plan plans[PLAN_SLOTS];
     unsigned clock;
     mt_precision last_prec; /* of the last GEMM: picks the attention kernel */
-    /* CUDA graphs (mt_cuda_graph_begin / _end) */
+    /* CUDA graphs (cuda_graph.c): a slot per key seen, with its graph once recorded */
     struct {
         unsigned long long key;
-        cudaGraphExec_t exec;
+        cudaGraphExec_t exec; /* NULL: seen (ran eagerly) but not recorded */
+        unsigned gen;         /* the workspace generation it was recorded with */
         unsigned used;
+        int seen;
     } graphs[GRAPH_SLOTS];
     int capturing;               /* between begin and end, recording */
+    int eager;                   /* between begin and end, ops running eagerly */
     unsigned long long cur_key;  /* the key being recorded */
+    unsigned gen_at_begin;
     cudaGraphExec_t pending;     /* begin found a graph: end launches it */
-    void *deferred[DEFERRED_FREES];
-    int ndeferred;
+    cup_ptr_list deferred;       /* ->free calls held while recording */
     struct cu_ctx *next_all, *next_free;
 } cu_ctx;
 
@@ -139,10 +146,13 @@ struct cu_backend {
     pthread_mutex_t mu; /* contexts and the tuning cache */
     cu_ctx *all, *free_list;
     mt_cuda_opts opts;
-    int fp8_w8a8; /* sm_89+ and a cuBLASLt with outer-vector scales */
+    size_t ws_need;  /* split-K floats: the largest kcu_w8a16_ws_bound of any 8-bit weight */
+    int cnt_need;    /* and tile counters (both under mu) */
+    int fp8_w8a8; /* cup_fp8_w8a8_enabled: sm_90 and cuBLASLt >= 12.9 with outer-vector scales */
     tune_entry tune[TUNE_SLOTS];
     int ntune;
     atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+    atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
 };
 
 /* A resident weight: the public part first, so an mt_weight * is a cu_weight *. */
@@ -151,6 +161,8 @@ typedef struct {
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     int crossover; /* 8-bit: m from which cuBLASLt is used */
     int w8a8;      /* fp8: cuBLASLt W8A8 still believed possible for this weight */
+    float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
+                    * chunks with ones (kcu_w8a16_gemm_mul), or NULL */
 } cu_weight;
 
 typedef enum { P_FUSED, P_DEQUANT, P_W8A8 } q8_path;
@@ -160,9 +172,21 @@ static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
 /* ---- backend_cuda.c ---- */
 /* The calling thread's context on b (made on first use, device current). */
 mt_status ctx_get(cu_backend *b, cu_ctx **out, mt_err *err);
-/* Stream-ordered scratch from the backend's pool (NULL when out of memory). */
-void *scratch(cu_ctx *c, size_t bytes);
+/* Stream-ordered scratch from the backend's pool: the CUDA error, whose
+ * cause cu_fail keeps (ENOMEM only for cudaErrorMemoryAllocation). */
+cudaError_t scratch(cu_ctx *c, size_t bytes, void **out);
 void scratch_free(cu_ctx *c, void *p);
+/* Raises the backend's split-K workspace need to an (n, k) weight's bound. */
+void ws_raise(cu_backend *b, int n, int k);
+/* Grows this thread's split-K workspace to the backend's need, unless a
+ * graph is being recorded; a new generation invalidates cached graphs. */
+mt_status ws_ensure(cu_ctx *c, mt_err *err);
+
+/* ---- cuda_graph.c ---- */
+/* Holds a ->free made while recording until the graph has launched. */
+void graph_defer_free(cu_ctx *c, void *p);
+/* Destroys the context's cached graphs and its deferred list. */
+void graph_ctx_release(cu_ctx *c);
 
 /* ---- cuda_gemm.c ---- */
 /* The backend table's gemm. */

@@ -20,6 +20,12 @@
  * model; each point is a CUDA graph of back-to-back launches, replayed
  * several times, timed with events, median per launch.
  *
+ * A point cuBLASLt refuses (FP8 outer-vector scales are refused for some
+ * m and k, reported on H100) or that fails is a row saying so ("refused",
+ * "failed"; null time and a note in JSON), and the run goes on. The JSON
+ * file is rewritten whole (temporary file + rename) after every row, so it
+ * stays valid when `timeout` cuts the run; "complete": true marks a full one.
+ *
  *   gemm_bench [--json FILE] [--quick] [--shapes llm|model|all] [--target-blocks N]
  * prints a markdown table per shape; --json writes every number;
  * --target-blocks sets the fused kernel's split-K planner target (default
@@ -56,6 +62,13 @@
         DIE_IF(s_ != CUBLAS_STATUS_SUCCESS, "%s:%d: %s: %s", __FILE__, __LINE__, #call,     \
                cublasLtGetStatusString(s_));                                                \
     } while (0)
+/* In a point: a failed cuBLASLt call ends the point with its status. */
+#define LQ(call)                                                                            \
+    do {                                                                                    \
+        cublasStatus_t s_ = (call);                                                         \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                    \
+            return s_;                                                                      \
+    } while (0)
 
 enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, NKERN };
 static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q"};
@@ -76,43 +89,55 @@ typedef struct {
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     int ok;
+    cublasStatus_t why; /* when !ok: the status that refused the plan */
 } lt_op;
+
+/* The descriptors and algorithm of one plan; a refusal is returned. */
+static cublasStatus_t lt_build(lt_op *o, cudaDataType_t ab, cudaDataType_t dt, int n, int m,
+                               int k, int lda, int ldb, const float *a_scale,
+                               const float *b_scale)
+{
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LQ(cublasLtMatmulDescCreate(&o->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (ab == CUDA_R_8F_E4M3) {
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120900
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+        LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+        LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+        LQ(cublasLtMatmulDescSetAttribute(o->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+#else
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+#endif
+    }
+    LQ(cublasLtMatrixLayoutCreate(&o->a, ab, k, n, lda));
+    LQ(cublasLtMatrixLayoutCreate(&o->b, ab, k, m, ldb));
+    LQ(cublasLtMatrixLayoutCreate(&o->d, dt, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    LQ(cublasLtMatmulPreferenceCreate(&pref));
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &LT_WS, sizeof LT_WS);
+    cublasLtMatmulHeuristicResult_t r;
+    int nr = 0;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(lt, o->desc, o->a, o->b, o->d, o->d, pref, 1, &r, &nr);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && nr == 0)
+        s = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        o->algo = r.algo;
+    return s;
+}
 
 static lt_op lt_make(cudaDataType_t ab, cudaDataType_t dt, int n, int m, int k, int lda, int ldb,
                      const float *a_scale, const float *b_scale)
 {
     lt_op o;
     memset(&o, 0, sizeof o);
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescCreate(&o.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (ab == CUDA_R_8F_E4M3) {
-#if CUDART_VERSION >= 12090
-        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
-        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
-        LK(cublasLtMatmulDescSetAttribute(o.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
-#else
-        return o;
-#endif
-    }
-    LK(cublasLtMatrixLayoutCreate(&o.a, ab, k, n, lda));
-    LK(cublasLtMatrixLayoutCreate(&o.b, ab, k, m, ldb));
-    LK(cublasLtMatrixLayoutCreate(&o.d, dt, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &LT_WS,
-                                            sizeof LT_WS));
-    cublasLtMatmulHeuristicResult_t r;
-    int nr = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt, o.desc, o.a, o.b, o.d, o.d, pref, 1, &r, &nr);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && nr > 0) {
-        o.algo = r.algo;
-        o.ok = 1;
-    }
+    o.why = lt_build(&o, ab, dt, n, m, k, lda, ldb, a_scale, b_scale);
+    o.ok = o.why == CUBLAS_STATUS_SUCCESS;
     return o;
 }
 
@@ -128,11 +153,33 @@ static void lt_free(lt_op *o)
         cublasLtMatrixLayoutDestroy(o->d);
 }
 
-static void lt_run(lt_op *o, const void *w, const void *x, void *y)
+/* Why the current point stopped ("" while it runs). */
+static char point_note[160];
+
+static int lt_run(lt_op *o, const void *w, const void *x, void *y)
 {
     const float one = 1.f, zero = 0.f;
-    LK(cublasLtMatmul(lt, o->desc, &one, w, o->a, x, o->b, &zero, y, o->d, y, o->d, &o->algo,
-                      lt_ws, LT_WS, stream));
+    const cublasStatus_t s = cublasLtMatmul(lt, o->desc, &one, w, o->a, x, o->b, &zero, y, o->d,
+                                            y, o->d, &o->algo, lt_ws, LT_WS, stream);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    snprintf(point_note, sizeof point_note, "%s: cublasLtMatmul: %s",
+             s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+                     s == CUBLAS_STATUS_ARCH_MISMATCH
+                 ? "refused"
+                 : "failed",
+             cublasLtGetStatusName(s));
+    return -1;
+}
+
+/* A kernel launch in a point: its error ends the point. */
+static int kq(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess)
+        return 0;
+    snprintf(point_note, sizeof point_note, "failed: %s: %s", what, cudaGetErrorName(e));
+    (void)cudaGetLastError();
+    return -1;
 }
 
 /* ------------------------------------------------------------------------
@@ -153,34 +200,36 @@ typedef struct {
     lt_op op;
 } point;
 
-static void launch(point *p, int i)
+/* One GEMM of the point's kind; -1 (point_note says why) when it failed. */
+static int launch(point *p, int i)
 {
     const int c = i % p->copies;
     switch (p->kind) {
     case K_FP16:
-        lt_run(&p->op, p->w16[c], p->x16, p->y16);
-        break;
+        return lt_run(&p->op, p->w16[c], p->x16, p->y16);
     case K_INT8:
     case K_FP8:
-        CK(kcu_w8a16_gemm(p->x, p->k, p->kind == K_INT8 ? p->w8[c] : p->w8e[c], p->ld8,
-                          p->kind == K_INT8 ? KCU_W_INT8 : KCU_W_E4M3, p->scale, NULL, KCU_ACT_NONE,
-                          p->y, p->n, p->m, p->n, p->k, KCU_A_F16, &fused_opts, p->ws, p->ws_floats,
-                          p->counters, p->ncounters, stream));
-        break;
+        return kq(kcu_w8a16_gemm(p->x, p->k, p->kind == K_INT8 ? p->w8[c] : p->w8e[c], p->ld8,
+                                 p->kind == K_INT8 ? KCU_W_INT8 : KCU_W_E4M3, p->scale, NULL,
+                                 KCU_ACT_NONE, p->y, p->n, p->m, p->n, p->k, KCU_A_F16,
+                                 &fused_opts, p->ws, p->ws_floats, p->counters, p->ncounters,
+                                 stream),
+                  "kcu_w8a16_gemm");
     case K_INT8LIB:
-        CK(kcu_dequant_to_f16(p->w8[c], p->ld8, KCU_W_INT8, p->scale, p->n, p->k, p->wdeq, p->ld16,
-                              stream));
-        CK(kcu_f32_to_16(p->x, p->k, p->m, p->k, p->x16, p->ld16, 0, stream));
-        lt_run(&p->op, p->wdeq, p->x16, p->y);
-        break;
+        if (kq(kcu_dequant_to_f16(p->w8[c], p->ld8, KCU_W_INT8, p->scale, p->n, p->k, p->wdeq,
+                                  p->ld16, stream), "kcu_dequant_to_f16") ||
+            kq(kcu_f32_to_16(p->x, p->k, p->m, p->k, p->x16, p->ld16, 0, stream), "kcu_f32_to_16"))
+            return -1;
+        return lt_run(&p->op, p->wdeq, p->x16, p->y);
     case K_W8A8:
-        lt_run(&p->op, p->w8e[c], p->xq, p->y);
-        break;
+        return lt_run(&p->op, p->w8e[c], p->xq, p->y);
     case K_W8A8Q:
-        CK(kcu_quant_rows_e4m3(p->x, p->k, p->m, p->k, p->xq, p->ld8, p->xs, stream));
-        lt_run(&p->op, p->w8e[c], p->xq, p->y);
-        break;
+        if (kq(kcu_quant_rows_e4m3(p->x, p->k, p->m, p->k, p->xq, p->ld8, p->xs, stream),
+               "kcu_quant_rows_e4m3"))
+            return -1;
+        return lt_run(&p->op, p->w8e[c], p->xq, p->y);
     }
+    return -1;
 }
 
 static int cmp_f(const void *a, const void *b)
@@ -189,47 +238,64 @@ static int cmp_f(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median microseconds per launch: a graph of `per` launches, replayed. */
+/* Launches of the point into a graph of `per` of them; NULL when a launch
+ * failed during the recording (the recording is then discarded). */
+static cudaGraphExec_t record_point(point *p, int per)
+{
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    if (kq(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture"))
+        return NULL;
+    int bad = 0;
+    for (int i = 0; i < per && !bad; i++)
+        bad = launch(p, i);
+    const cudaError_t e = cudaStreamEndCapture(stream, &g);
+    if (!bad && !kq(e, "end capture"))
+        bad = kq(cudaGraphInstantiate(&ge, g, 0), "graph instantiate");
+    if (g)
+        cudaGraphDestroy(g);
+    return bad ? NULL : ge;
+}
+
+/* Median microseconds per launch (a graph of `per` launches, replayed), or
+ * NaN with point_note saying why (refused by cuBLASLt, or failed). */
 static double time_point(point *p, int quick)
 {
     cudaEvent_t e0, e1;
+    point_note[0] = 0;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) /* warm-up: module load, smem attributes, cuBLASLt init */
-        launch(p, i);
-    CK(cudaEventRecord(e0, stream));
-    for (int i = 0; i < 3; i++)
-        launch(p, i);
-    CK(cudaEventRecord(e1, stream));
-    CK(cudaEventSynchronize(e1));
-    float est;
-    CK(cudaEventElapsedTime(&est, e0, e1));
-    est /= 3; /* ms per launch, rough */
-    int per = (int)(20.0 / (est > 1e-4 ? est : 1e-4)); /* ~20 ms per replay */
-    per = per < 4 ? 4 : per > 2000 ? 2000 : per;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; i++)
-        launch(p, i);
-    CK(cudaStreamEndCapture(stream, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    CK(cudaGraphLaunch(ge, stream));
-    const int reps = quick ? 3 : 7;
-    float t[16];
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(e0, stream));
-        CK(cudaGraphLaunch(ge, stream));
-        CK(cudaEventRecord(e1, stream));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&t[r], e0, e1));
+    double us = NAN;
+    float est = 0, t[16];
+    int bad = 0;
+    for (int i = 0; i < 3 && !bad; i++) /* warm-up: module load, smem attributes, cuBLASLt init */
+        bad = launch(p, i);
+    bad = bad || kq(cudaEventRecord(e0, stream), "event");
+    for (int i = 0; i < 3 && !bad; i++)
+        bad = launch(p, i);
+    bad = bad || kq(cudaEventRecord(e1, stream), "event") ||
+          kq(cudaEventSynchronize(e1), "synchronize") || kq(cudaEventElapsedTime(&est, e0, e1), "timing");
+    cudaGraphExec_t ge = NULL;
+    if (!bad) {
+        est /= 3; /* ms per launch, rough */
+        int per = (int)(20.0 / (est > 1e-4 ? est : 1e-4)); /* ~20 ms per replay */
+        per = per < 4 ? 4 : per > 2000 ? 2000 : per;
+        const int reps = quick ? 3 : 7;
+        bad = !(ge = record_point(p, per)) || kq(cudaGraphLaunch(ge, stream), "graph launch");
+        for (int r = 0; r < reps && !bad; r++)
+            bad = kq(cudaEventRecord(e0, stream), "event") || kq(cudaGraphLaunch(ge, stream), "graph launch") ||
+                  kq(cudaEventRecord(e1, stream), "event") || kq(cudaEventSynchronize(e1), "synchronize") ||
+                  kq(cudaEventElapsedTime(&t[r], e0, e1), "timing");
+        if (!bad) {
+            qsort(t, reps, sizeof *t, cmp_f);
+            us = t[reps / 2] * 1000.0 / per;
+        }
     }
-    qsort(t, reps, sizeof *t, cmp_f);
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return t[reps / 2] * 1000.0 / per;
+    if (ge)
+        cudaGraphExecDestroy(ge);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return us;
 }
 
 /* Device-to-device copy bandwidth, bytes read + written, GB/s. */
@@ -262,6 +328,134 @@ static double copy_bandwidth(void)
 
 static int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
+/* ------------------------------------------------------------------------
+ * gemm.json, rewritten whole after every row
+ * ---------------------------------------------------------------------- */
+
+static struct {
+    const char *path;
+    char head[512];
+    char *rows; /* the points so far, comma-separated */
+    size_t len;
+} js;
+
+/* A number, or null for NaN/Inf (JSON has neither). */
+static void jnum(FILE *f, const char *key, double v, int prec)
+{
+    if (isfinite(v))
+        fprintf(f, ", \"%s\": %.*f", key, prec, v);
+    else
+        fprintf(f, ", \"%s\": null", key);
+}
+
+/* Writes the header, the rows and "complete" to a temporary file, then
+ * renames it over the target: a reader never sees half a file. */
+static void json_flush(int complete)
+{
+    if (!js.path)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", js.path);
+    FILE *f = fopen(tmp, "w");
+    DIE_IF(!f, "cannot write %s", tmp);
+    fprintf(f, "%s\"points\": [\n%s\n], \"complete\": %s}\n", js.head, js.rows ? js.rows : "",
+            complete ? "true" : "false");
+    DIE_IF(fclose(f) != 0 || rename(tmp, js.path) != 0, "cannot write %s", js.path);
+}
+
+/* Appends one point (a JSON object) and rewrites the file. */
+static void json_row(const char *obj)
+{
+    const size_t add = strlen(obj) + 3;
+    js.rows = realloc(js.rows, js.len + add + 1);
+    DIE_IF(!js.rows, "out of memory");
+    js.len += (size_t)sprintf(js.rows + js.len, "%s%s", js.len ? ",\n" : "", obj);
+    json_flush(0);
+}
+
+/* A table cell: the time, or why there is none. */
+static void cell_us(double us, const char *note)
+{
+    if (isfinite(us))
+        printf(" %.2f |", us);
+    else
+        printf(" %s |", note && !strncmp(note, "refused", 7) ? "refused" : "failed");
+}
+
+/* Times every kind at (m, n, k); one markdown row and one JSON point. */
+static void bench_row(point *p, const char *what, int m, double copy_gbs, int quick)
+{
+    const int n = p->n, k = p->k;
+    double us[NKERN];
+    char notes[NKERN][160];
+    p->m = m;
+    kcu_w8a16_plan pl;
+    kcu_w8a16_make_plan(m, n, k, sms, &fused_opts, &pl);
+    p->ws_floats = pl.ws_floats;
+    p->ncounters = pl.counters;
+    p->ws = NULL;
+    p->counters = NULL;
+    if (pl.splits > 1) {
+        CK(cudaMalloc((void **)&p->ws, sizeof(float) * pl.ws_floats));
+        CK(cudaMalloc((void **)&p->counters, sizeof(int) * pl.counters));
+        CK(cudaMemset(p->counters, 0, sizeof(int) * pl.counters));
+    }
+    for (int kd = 0; kd < NKERN; kd++) {
+        p->kind = kd;
+        memset(&p->op, 0, sizeof p->op);
+        if (kd == K_FP16)
+            p->op = lt_make(CUDA_R_16F, CUDA_R_16F, n, m, k, p->ld16, p->ld16, NULL, NULL);
+        else if (kd == K_INT8LIB)
+            p->op = lt_make(CUDA_R_16F, CUDA_R_32F, n, m, k, p->ld16, p->ld16, NULL, NULL);
+        else if (kd == K_W8A8 || kd == K_W8A8Q)
+            p->op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, p->ld8, p->ld8, p->ld8, p->scale, p->xs);
+        else
+            p->op.ok = 1;
+        if (p->op.ok) {
+            us[kd] = time_point(p, quick);
+        } else {
+            us[kd] = NAN;
+            snprintf(point_note, sizeof point_note, "refused: plan: %s", cublasLtGetStatusName(p->op.why));
+        }
+        snprintf(notes[kd], sizeof notes[kd], "%s", isfinite(us[kd]) ? "" : point_note);
+        if (kd != K_INT8 && kd != K_FP8)
+            lt_free(&p->op);
+    }
+    cudaFree(p->ws);
+    cudaFree(p->counters);
+    /* bytes the fused kernels must move: weights once, x, y, scales */
+    const double bytes = (double)n * k + 4.0 * m * k + 4.0 * m * n + 4.0 * n;
+    const double gb8 = bytes / (us[K_INT8] * 1e-6) / 1e9, gbe = bytes / (us[K_FP8] * 1e-6) / 1e9;
+    printf("| %d |", m);
+    for (int kd = 0; kd < NKERN; kd++)
+        cell_us(us[kd], notes[kd]);
+    printf(" %.2fx | %.2fx | %.0f (%.0f%%) | %.0f (%.0f%%) | %.2fx |\n", us[K_FP16] / us[K_INT8],
+           us[K_FP16] / us[K_FP8], gb8, 100 * gb8 / copy_gbs, gbe, 100 * gbe / copy_gbs,
+           us[K_FP16] / us[K_W8A8]);
+    fflush(stdout);
+    char *obj = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&obj, &olen);
+    DIE_IF(!f, "out of memory");
+    fprintf(f, "{\"shape\": \"%s\", \"n\": %d, \"k\": %d, \"m\": %d, \"splits\": %d", what, n, k, m,
+            pl.splits);
+    for (int kd = 0; kd < NKERN; kd++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_us", kname[kd]);
+        jnum(f, key, us[kd], 3);
+    }
+    jnum(f, "int8_gbs", gb8, 1);
+    jnum(f, "fp8_gbs", gbe, 1);
+    fprintf(f, ", \"notes\": {");
+    for (int kd = 0, c = 0; kd < NKERN; kd++)
+        if (notes[kd][0])
+            fprintf(f, "%s\"%s\": \"%s\"", c++ ? ", " : "", kname[kd], notes[kd]);
+    fprintf(f, "}}");
+    fclose(f);
+    json_row(obj);
+    free(obj);
+}
+
 int main(int argc, char **argv)
 {
     const char *json = NULL, *which = "all";
@@ -289,7 +483,7 @@ int main(int argc, char **argv)
     LK(cublasLtCreate(&lt));
     CK(cudaMalloc(&lt_ws, LT_WS));
     const double copy_gbs = copy_bandwidth();
-    FILE *jf = json ? fopen(json, "w") : NULL;
+    js.path = json;
     time_t now = time(NULL);
     char date[64];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
@@ -297,10 +491,10 @@ int main(int argc, char **argv)
            "- measured device-to-device copy: %.0f GB/s (bytes read + written)\n"
            "- times: median microseconds per GEMM; speedups vs cuBLASLt FP16 in the same run\n\n",
            prop.name, prop.major, prop.minor, sms, l2_bytes >> 20, date, copy_gbs);
-    if (jf)
-        fprintf(jf, "{\"device\": \"%s\", \"sm\": \"%d%d\", \"date\": \"%s\", \"copy_gbs\": %.1f, "
-                    "\"points\": [\n",
-                prop.name, prop.major, prop.minor, date, copy_gbs);
+    snprintf(js.head, sizeof js.head,
+             "{\"device\": \"%s\", \"sm\": \"%d%d\", \"date\": \"%s\", \"copy_gbs\": %.1f, ",
+             prop.name, prop.major, prop.minor, date, copy_gbs);
+    json_flush(0);
 
     static const struct {
         int n, k, llm;
@@ -315,7 +509,6 @@ int main(int argc, char **argv)
     static const int ms_quick[] = {1, 16, 64, 1024};
     const int *ms = quick ? ms_quick : ms_full;
     const int nm = quick ? 4 : 11;
-    int first = 1;
 
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if ((!strcmp(which, "llm") && !shapes[si].llm) || (!strcmp(which, "model") && shapes[si].llm))
@@ -367,53 +560,7 @@ int main(int argc, char **argv)
                "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (int mi = 0; mi < nm; mi++) {
-            const int m = ms[mi];
-            double us[NKERN];
-            p.m = m;
-            kcu_w8a16_plan pl;
-            kcu_w8a16_make_plan(m, n, k, sms, &fused_opts, &pl);
-            p.ws_floats = pl.ws_floats;
-            p.ncounters = pl.counters;
-            p.ws = NULL;
-            p.counters = NULL;
-            if (pl.splits > 1) {
-                CK(cudaMalloc((void **)&p.ws, sizeof(float) * pl.ws_floats));
-                CK(cudaMalloc((void **)&p.counters, sizeof(int) * pl.counters));
-                CK(cudaMemset(p.counters, 0, sizeof(int) * pl.counters));
-            }
-            for (int kd = 0; kd < NKERN; kd++) {
-                p.kind = kd;
-                memset(&p.op, 0, sizeof p.op);
-                if (kd == K_FP16)
-                    p.op = lt_make(CUDA_R_16F, CUDA_R_16F, n, m, k, ld16, ld16, NULL, NULL);
-                else if (kd == K_INT8LIB)
-                    p.op = lt_make(CUDA_R_16F, CUDA_R_32F, n, m, k, ld16, ld16, NULL, NULL);
-                else if (kd == K_W8A8 || kd == K_W8A8Q)
-                    p.op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, ld8, ld8, ld8, p.scale, p.xs);
-                else
-                    p.op.ok = 1;
-                us[kd] = p.op.ok ? time_point(&p, quick) : NAN;
-                if (kd != K_INT8 && kd != K_FP8)
-                    lt_free(&p.op);
-            }
-            cudaFree(p.ws);
-            cudaFree(p.counters);
-            /* bytes the fused kernels must move: weights once, x, y, scales */
-            const double bytes = (double)n * k + 4.0 * m * k + 4.0 * m * n + 4.0 * n;
-            const double gb8 = bytes / (us[K_INT8] * 1e-6) / 1e9, gbe = bytes / (us[K_FP8] * 1e-6) / 1e9;
-            printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.0f (%.0f%%) | "
-                   "%.0f (%.0f%%) | %.2fx |\n",
-                   m, us[K_FP16], us[K_INT8], us[K_FP8], us[K_INT8LIB], us[K_W8A8], us[K_W8A8Q],
-                   us[K_FP16] / us[K_INT8], us[K_FP16] / us[K_FP8], gb8, 100 * gb8 / copy_gbs, gbe,
-                   100 * gbe / copy_gbs, us[K_FP16] / us[K_W8A8]);
-            if (jf) {
-                fprintf(jf, "%s{\"shape\": \"%s\", \"n\": %d, \"k\": %d, \"m\": %d, \"splits\": %d",
-                        first ? "" : ",\n", shapes[si].what, n, k, m, pl.splits);
-                for (int kd = 0; kd < NKERN; kd++)
-                    fprintf(jf, isnan(us[kd]) ? ", \"%s_us\": null" : ", \"%s_us\": %.3f", kname[kd], us[kd]);
-                fprintf(jf, ", \"int8_gbs\": %.1f, \"fp8_gbs\": %.1f}", gb8, gbe);
-                first = 0;
-            }
+            bench_row(&p, shapes[si].what, ms[mi], copy_gbs, quick);
             fflush(stdout);
         }
         printf("\n");
@@ -426,10 +573,7 @@ int main(int argc, char **argv)
         cudaFree(p.scale), cudaFree(p.x), cudaFree(p.y), cudaFree(p.x16), cudaFree(p.y16);
         cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
     }
-    if (jf) {
-        fprintf(jf, "\n]}\n");
-        fclose(jf);
-    }
+    json_flush(1);
     CK(cudaDeviceSynchronize());
     return 0;
 }

@@ -36,8 +36,22 @@ def machine(work):
             cuda.group(1) if cuda else "?")
 
 
+def gemm_notes(g):
+    """Rows gemm_bench could not time (cuBLASLt refusals, failures), and
+    whether the run finished (a run cut by `timeout` leaves complete: false)."""
+    lines = []
+    if not g.get("complete"):
+        lines.append("- **the GEMM run did not finish** (cut short): %d points recorded" %
+                     len(g.get("points", [])))
+    for p in g.get("points", []):
+        for kind, why in sorted((p.get("notes") or {}).items()):
+            lines.append("- %s m=%d %s: %s" % (p["shape"], p["m"], kind, why))
+    return lines
+
+
 def gemm_targets(g):
-    """The issue's targets on the LLM shapes, from gemm.json."""
+    """The issue's targets on the LLM shapes, from gemm.json (null times,
+    i.e. refused or failed points, are left out)."""
     lines = []
     for p in g["points"]:
         if not p["shape"].startswith("LLM"):
@@ -47,6 +61,8 @@ def gemm_targets(g):
             for kind in ("int8", "fp8"):
                 us = p.get(kind + "_us")
                 if not us:
+                    continue
+                if p.get(kind + "_gbs") is None:
                     continue
                 sp, pct = fp16 / us, 100 * p[kind + "_gbs"] / g["copy_gbs"]
                 ok = sp >= 1.7 and pct >= 80
@@ -93,7 +109,7 @@ def main():
         print("```\n")
     san = read(os.path.join(w, "logs", "sanitizer.log"))
     if san is not None:
-        print("## compute-sanitizer (test_gpu_kernels --quick)\n\n```")
+        print("## compute-sanitizer (test_gpu_kernels --quick; memcheck also on test_gpu_smooth --quick)\n\n```")
         for l in san.splitlines():
             if re.search(r"(ERROR SUMMARY|RACECHECK SUMMARY|^sanitizer|passed, \d+ failed)", l):
                 print(l)
@@ -106,6 +122,10 @@ def main():
         print("## GEMM microbenchmark (bench/gpu/gemm_bench)\n")
         print(body.replace("\n## ", "\n### "))
     if g:
+        notes = gemm_notes(g)
+        if notes:
+            print("### Points not timed\n")
+            print("\n".join(notes) + "\n")
         t = gemm_targets(g)
         if t:
             print("### Targets (LLM shapes)\n")

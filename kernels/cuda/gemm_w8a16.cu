@@ -55,6 +55,7 @@ struct Params {
     const uint8_t *w;
     const float *scale;
     const float *bias;
+    const float *mul; /* smoothing: per-input-channel multipliers (SM instantiations) */
     float *y;
     float *ws;
     int *counters;
@@ -252,8 +253,10 @@ __device__ __forceinline__ void load_stage(const Params &p, uint8_t *stage, int 
 }
 
 /* One block: 128 weight rows x 8*MT tokens x one K split; see the top of
- * this file for the layout, pipeline and split-K. */
-template <int MT, int WT, int AT>
+ * this file for the layout, pipeline and split-K. SM: activation smoothing,
+ * each activation times p.mul[k] in FP32 before its f16/bf16 rounding (a
+ * template argument, so the unsmoothed instantiations are unchanged). */
+template <int MT, int WT, int AT, bool SM>
 __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
 {
     constexpr int BM = Tile<MT>::BM;
@@ -305,11 +308,26 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         dec4<WT, AT>(wb.z, a[2][1], a[2][3]);
         dec4<WT, AT>(wa.w, a[3][0], a[3][2]);
         dec4<WT, AT>(wb.w, a[3][1], a[3][3]);
+        /* smoothing: this thread's 16 physical k are 16t .. 16t+15 of the
+         * chunk (step j: 16t + 4j ..); mul is padded to whole chunks */
+        float4 mul[4];
+        if (SM) {
+            const float4 *pm = reinterpret_cast<const float4 *>(p.mul + (c_begin + i) * KC + 16 * t);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                mul[j] = __ldg(pm + j);
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const float4 v = sx[(j * BM + mt * 8 + g) * 4 + t];
+                float4 v = sx[(j * BM + mt * 8 + g) * 4 + t];
+                if (SM) {
+                    v.x *= mul[j].x;
+                    v.y *= mul[j].y;
+                    v.z *= mul[j].z;
+                    v.w *= mul[j].w;
+                }
                 mma16816<AT>(acc[mt], a[j][0], a[j][1], a[j][2], a[j][3], pack2<AT>(v.x, v.y),
                              pack2<AT>(v.z, v.w));
             }
@@ -404,32 +422,60 @@ int device_sms(int *out_dev)
 
 /* Launches one instantiation, raising its dynamic shared-memory limit the
  * first time it runs on a device (the stages need more than the default 48 KiB). */
-template <int MT, int WT, int AT>
-cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
+template <int MT, int WT, int AT, bool SM>
+cudaError_t prepare(int dev)
 {
     static unsigned char ready[MAX_DEVICES];
-    const int smem = Tile<MT>::SMEM;
     if (!ready[dev]) {
-        cudaError_t e = cudaFuncSetAttribute(w8a16_kernel<MT, WT, AT>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        cudaError_t e = cudaFuncSetAttribute(w8a16_kernel<MT, WT, AT, SM>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             Tile<MT>::SMEM);
         if (e != cudaSuccess)
             return e;
         ready[dev] = 1;
     }
-    w8a16_kernel<MT, WT, AT><<<grid, THREADS, smem, stream>>>(p);
+    return cudaSuccess;
+}
+
+template <int MT, int WT, int AT, bool SM>
+cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    const cudaError_t e = prepare<MT, WT, AT, SM>(dev);
+    if (e != cudaSuccess)
+        return e;
+    w8a16_kernel<MT, WT, AT, SM><<<grid, THREADS, Tile<MT>::SMEM, stream>>>(p);
     return cudaGetLastError();
 }
 
 /* From the planner's token-tile count to the instantiation. */
-template <int WT, int AT>
+template <int WT, int AT, bool SM>
 cudaError_t dispatch_mt(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
     switch (mt) {
-    case 1: return launch<1, WT, AT>(p, grid, dev, stream);
-    case 2: return launch<2, WT, AT>(p, grid, dev, stream);
-    case 4: return launch<4, WT, AT>(p, grid, dev, stream);
-    default: return launch<8, WT, AT>(p, grid, dev, stream);
+    case 1: return launch<1, WT, AT, SM>(p, grid, dev, stream);
+    case 2: return launch<2, WT, AT, SM>(p, grid, dev, stream);
+    case 4: return launch<4, WT, AT, SM>(p, grid, dev, stream);
+    default: return launch<8, WT, AT, SM>(p, grid, dev, stream);
     }
+}
+
+template <int WT, int AT>
+cudaError_t dispatch_sm(bool sm, int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    return sm ? dispatch_mt<WT, AT, true>(mt, p, grid, dev, stream)
+              : dispatch_mt<WT, AT, false>(mt, p, grid, dev, stream);
+}
+
+/* Loads every instantiation and sets its shared-memory limit on device dev. */
+template <int WT, int AT, bool SM>
+cudaError_t warm_all(int dev)
+{
+    cudaError_t e;
+    if ((e = prepare<1, WT, AT, SM>(dev)) != cudaSuccess ||
+        (e = prepare<2, WT, AT, SM>(dev)) != cudaSuccess ||
+        (e = prepare<4, WT, AT, SM>(dev)) != cudaSuccess)
+        return e;
+    return prepare<8, WT, AT, SM>(dev);
 }
 
 /* Rounded-up integer division for the planner. */
@@ -490,10 +536,21 @@ extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, in
                                       size_t ws_floats, int *counters, int ncounters,
                                       cudaStream_t stream)
 {
+    return kcu_w8a16_gemm_mul(x, ldx, w, ldw, wt, scale, bias, act, y, ldy, m, n, k, at, NULL,
+                              opts, ws, ws_floats, counters, ncounters, stream);
+}
+
+extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w, int ldw,
+                                          kcu_wtype wt, const float *scale, const float *bias,
+                                          kcu_act act, float *y, int ldy, int m, int n, int k,
+                                          kcu_atype at, const float *in_mul,
+                                          const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
+                                          int *counters, int ncounters, cudaStream_t stream)
+{
     if (m == 0 || n == 0)
         return cudaSuccess;
     if (m < 0 || n < 0 || k < 1 || !x || !w || !scale || !y || ldx < k || ldy < n || ldw < k ||
-        (ldw & 15) || ((uintptr_t)w & 15))
+        (ldw & 15) || ((uintptr_t)w & 15) || ((uintptr_t)in_mul & 15))
         return cudaErrorInvalidValue;
     int dev = 0;
     const int sms = device_sms(&dev);
@@ -513,6 +570,7 @@ extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, in
     p.w = static_cast<const uint8_t *>(w);
     p.scale = scale;
     p.bias = bias;
+    p.mul = in_mul;
     p.y = y;
     p.ws = ws;
     p.counters = counters;
@@ -528,11 +586,55 @@ extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, in
     p.xvec = ((uintptr_t)x & 15) == 0 && (ldx & 3) == 0;
     const dim3 grid(plan.grid_n, plan.grid_m, plan.splits);
     const int mt = plan.bm / 8;
+    const bool sm = in_mul != NULL;
     if (wt == KCU_W_INT8)
-        return at == KCU_A_F16 ? dispatch_mt<0, 0>(mt, p, grid, dev, stream)
-                               : dispatch_mt<0, 1>(mt, p, grid, dev, stream);
-    return at == KCU_A_F16 ? dispatch_mt<1, 0>(mt, p, grid, dev, stream)
-                           : dispatch_mt<1, 1>(mt, p, grid, dev, stream);
+        return at == KCU_A_F16 ? dispatch_sm<0, 0>(sm, mt, p, grid, dev, stream)
+                               : dispatch_sm<0, 1>(sm, mt, p, grid, dev, stream);
+    return at == KCU_A_F16 ? dispatch_sm<1, 0>(sm, mt, p, grid, dev, stream)
+                           : dispatch_sm<1, 1>(sm, mt, p, grid, dev, stream);
+}
+
+/* Every (MT, WT, AT, SM) instantiation: 32 kernels. */
+extern "C" cudaError_t kcu_w8a16_warm(void)
+{
+    int dev = 0;
+    if (device_sms(&dev) < 0)
+        return cudaErrorInvalidDevice;
+    cudaError_t e;
+    if ((e = warm_all<0, 0, false>(dev)) != cudaSuccess || (e = warm_all<0, 1, false>(dev)) != cudaSuccess ||
+        (e = warm_all<1, 0, false>(dev)) != cudaSuccess || (e = warm_all<1, 1, false>(dev)) != cudaSuccess ||
+        (e = warm_all<0, 0, true>(dev)) != cudaSuccess || (e = warm_all<0, 1, true>(dev)) != cudaSuccess ||
+        (e = warm_all<1, 0, true>(dev)) != cudaSuccess)
+        return e;
+    return warm_all<1, 1, true>(dev);
+}
+
+/* The plan's workspace at every m that can split: m up to 32 has one token
+ * tile; from there on bm = 64 and grid_m grows until the tiles alone fill
+ * the target (no split), so the m = 64 * grid_m are the candidates. */
+extern "C" size_t kcu_w8a16_ws_bound(int n, int k, int sms, const kcu_w8a16_opts *o,
+                                     int *counters)
+{
+    static const int small[] = {8, 16, 32};
+    size_t best = 0;
+    int cnt = 0;
+    kcu_w8a16_plan pl;
+    for (int i = 0; i < 3; i++)
+        if (kcu_w8a16_make_plan(small[i], n, k, sms, o, &pl) == 0) {
+            best = pl.ws_floats > best ? pl.ws_floats : best;
+            cnt = pl.counters > cnt ? pl.counters : cnt;
+        }
+    for (int gm = 1; gm <= 65535; gm++) {
+        if (kcu_w8a16_make_plan(64 * gm, n, k, sms, o, &pl) != 0)
+            break;
+        best = pl.ws_floats > best ? pl.ws_floats : best;
+        cnt = pl.counters > cnt ? pl.counters : cnt;
+        if (pl.splits == 1 && !(o && o->force_splits > 0))
+            break; /* more tiles only split less */
+    }
+    if (counters)
+        *counters = cnt;
+    return best;
 }
 
 /* Walks back from the largest m while the alternative keeps winning. */

@@ -85,6 +85,27 @@ cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, int ldw, kcu_
                            float *ws, size_t ws_floats, int *counters, int ncounters,
                            cudaStream_t stream);
 
+/* The same with activation smoothing: every activation x[m][c] is
+ * multiplied by in_mul[c] in FP32 before its f16/bf16 rounding, so the
+ * result is bitwise that of kcu_w8a16_gemm on the pre-multiplied x. in_mul:
+ * NULL (none), or 16-byte aligned with ceil(k / 64) * 64 finite floats (the
+ * kernel reads whole 64-wide chunks; entries past k meet zero activations). */
+cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w, int ldw, kcu_wtype wt,
+                               const float *scale, const float *bias, kcu_act act, float *y,
+                               int ldy, int m, int n, int k, kcu_atype at, const float *in_mul,
+                               const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
+                               int *counters, int ncounters, cudaStream_t stream);
+
+/* Host only, pure: the largest split-K workspace (FP32 floats; *counters:
+ * tile counters, may be NULL) that kcu_w8a16_make_plan asks for at any m
+ * for this (n, k) and device: what a caller allocates once so that no m
+ * ever needs a bigger one. */
+size_t kcu_w8a16_ws_bound(int n, int k, int sms, const kcu_w8a16_opts *o, int *counters);
+
+/* Loads every W8A16 instantiation and raises its shared-memory limit on the
+ * current device (what a first launch would do: not inside a graph capture). */
+cudaError_t kcu_w8a16_warm(void);
+
 /* Host only, pure: the smallest m from which the alternative path (cuBLASLt)
  * beat the fused kernel at every measured m from there on, given timings
  * t_fused[i] and t_alt[i] at increasing ms[i]; INT32_MAX when it never did.
@@ -99,6 +120,9 @@ int kcu_pick_crossover(const int *ms, const double *t_fused, const double *t_alt
  * selects bfloat16 over IEEE half. Round to nearest even. */
 cudaError_t kcu_f32_to_16(const float *x, int ldx, int m, int k, void *out, int ldo, int bf16,
                           cudaStream_t stream);
+/* The same with x[r][c] * mul[c] (FP32) rounded; mul NULL or k floats. */
+cudaError_t kcu_f32_to_16_mul(const float *x, int ldx, int m, int k, const float *mul, void *out,
+                              int ldo, int bf16, cudaStream_t stream);
 
 /* y (m, n) += bias (may be NULL), then GELU when act says so. */
 cudaError_t kcu_bias_act(float *y, int ldy, int m, int n, const float *bias, kcu_act act,
@@ -114,6 +138,9 @@ cudaError_t kcu_dequant_to_f16(const void *w, int ldw, kcu_wtype wt, const float
  * xq[r][c] = e4m3_satfinite(x[r][c] / row_scale[r]), columns k..ldq-1 = 0. */
 cudaError_t kcu_quant_rows_e4m3(const float *x, int ldx, int m, int k, uint8_t *xq, int ldq,
                                 float *row_scale, cudaStream_t stream);
+/* The same on x[r][c] * mul[c] (FP32; absmax and codes); mul NULL or k floats. */
+cudaError_t kcu_quant_rows_e4m3_mul(const float *x, int ldx, int m, int k, const float *mul,
+                                    uint8_t *xq, int ldq, float *row_scale, cudaStream_t stream);
 
 /* Deterministic pseudo-random fills (a hash of seed and index), for
  * benchmarks and the backend's GEMM autotuning: timing on zeros would flatter
@@ -127,6 +154,12 @@ cudaError_t kcu_fill_codes(uint8_t *p, size_t n, uint32_t seed, kcu_wtype wt, cu
  * (SASS for its architecture or PTX the driver can compile), else the error
  * (cudaErrorNoKernelImageForDevice): for a clear start-up message. */
 cudaError_t kcu_check_image(void);
+
+/* Loads every kernel of ops.cu and gemm_w8a16.cu on the current device and
+ * sets the W8A16 shared-memory limits (the backend calls it at creation, so
+ * that no lazy loading happens inside a CUDA graph capture). attention.cu's
+ * kernels load at the eager first run of each graph key. */
+cudaError_t kcu_warm(void);
 
 /* ========================================================================
  * encoder kernels (ops.cu, attention.cu). offsets/ids are device arrays of

@@ -46,6 +46,7 @@ typedef struct {
     mt_backend *be;
     const char *name;
     mt_cuda_gemm_path path;
+    int expect_refusal; /* the fake refusal knob covers this case */
 } gemm_backend;
 
 /* One GEMM of precision prec on backend gb at (m, n, k) against FP64. */
@@ -99,7 +100,7 @@ static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, i
     if (MT_OK_OR(st, err)) {
         const long fused = c1.fused - c0.fused, deq16 = c1.lt_dequant - c0.lt_dequant,
                    w8a8 = c1.lt_w8a8 - c0.lt_w8a8, lt16 = c1.lt_16 - c0.lt_16,
-                   lt32 = c1.lt_32 - c0.lt_32;
+                   lt32 = c1.lt_32 - c0.lt_32, refused = c1.w8a8_refused - c0.w8a8_refused;
         const char *path = fused ? "fused" : deq16 ? "dequant+lt" : w8a8 ? "w8a8" : lt16 ? "lt16" : lt32 ? "lt32" : "?";
         int path_ok = fused + deq16 + w8a8 + lt16 + lt32 == 1;
         double tol;
@@ -112,8 +113,10 @@ static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, i
             tol = w8a8 ? 8e-2 : 3e-3;
             if (gb->path == MT_CUDA_GEMM_FUSED)
                 path_ok &= fused == 1;
-            else if (gb->path == MT_CUDA_GEMM_LIBRARY)
-                path_ok &= fused == 0;
+            else if (gb->path == MT_CUDA_GEMM_LIBRARY) /* or cuBLASLt refused W8A8 */
+                path_ok &= fused == 0 || (refused == 1 && prec == MT_PREC_FP8);
+            if (gb->expect_refusal)
+                path_ok &= refused == 1 && fused == 1;
         }
         const double e = gt_rel_l2(y, ref, (size_t)m * n);
         CHECK(path_ok && gt_first_nonfinite(y, (size_t)m * n) < 0 && e <= tol,
@@ -128,6 +131,58 @@ out:
     free(w), free(x), free(bias), free(y), free(deq), free(ref), free(q), free(scales);
 }
 
+/* cuBLASLt refusing FP8 W8A8 (faked below m = 64 through the test knob)
+ * runs the GEMM in the fused kernel, counted; a load that autotunes with
+ * every m refused still succeeds, the crossover saying "never". */
+static void w8a8_refusal_falls_back_to_fused(void)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.gemm = MT_CUDA_GEMM_LIBRARY;
+    o.autotune = 0;
+    o.fake_w8a8_refusal_below_m = 64;
+    gemm_backend gb = {NULL, "library+refusal", MT_CUDA_GEMM_LIBRARY, 1};
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &gb.be, &err), err))
+        return;
+    if (!mt_cuda_fp8_w8a8_enabled(gb.be)) {
+        printf("gpu backend: SKIP w8a8 refusal: FP8 W8A8 is off on this GPU (sm_90 + cuBLASLt 12.9 only)\n");
+        gt_skip++;
+        mt_backend_destroy(gb.be);
+        return;
+    }
+    gemm_case(&gb, MT_PREC_FP8, 16, 1152, 384, 0);
+    gemm_case(&gb, MT_PREC_FP8, 1, 4096, 4096, 1);
+    gb.expect_refusal = 0;
+    gemm_case(&gb, MT_PREC_FP8, 200, 384, 1536, 0); /* above the knob: W8A8 */
+    mt_backend_destroy(gb.be);
+
+    o.gemm = MT_CUDA_GEMM_AUTO;
+    o.autotune = 1;
+    o.fake_w8a8_refusal_below_m = 1 << 30;
+    mt_backend *be = NULL;
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+        return;
+    const int n = 384, k = 384;
+    uint8_t *q = calloc((size_t)n * k, 1);
+    float *sc = malloc(sizeof(float) * n);
+    for (int i = 0; i < n * k; i++)
+        q[i] = (uint8_t)gt_randint(0, 0x7e); /* positive E4M3 codes, no NaN */
+    for (int i = 0; i < n; i++)
+        sc[i] = 0.01f;
+    mt_weight *w = NULL;
+    mt_status st = be->ops->weight_upload(be, MT_PREC_FP8, n, k, q, sc, &w, &err);
+    mt_cuda_counts c;
+    mt_cuda_get_counts(be, &c);
+    CHECK(st == MT_OK && mt_cuda_weight_crossover(w) == INT32_MAX && c.w8a8_refused > 0,
+          "autotune with every W8A8 refused: load %s, crossover %d, refusals %ld", err.msg,
+          w ? mt_cuda_weight_crossover(w) : -1, c.w8a8_refused);
+    if (w)
+        be->ops->weight_destroy(be, w);
+    free(q), free(sc);
+    mt_backend_destroy(be);
+}
+
 static void gemm_every_precision_and_path_matches_fp64(void)
 {
     static const int ms_full[] = {1, 7, 16, 33, 64, 65, 128, 300, 1000};
@@ -135,9 +190,9 @@ static void gemm_every_precision_and_path_matches_fp64(void)
     static const int nk[][2] = {{384, 384}, {1152, 384}, {1536, 384}, {384, 1536}, {100, 77}, {33, 1000}};
     const int *ms = quick ? ms_quick : ms_full;
     const int nm = quick ? 3 : 9;
-    gemm_backend bs[3] = {{NULL, "auto", MT_CUDA_GEMM_AUTO},
-                          {NULL, "fused", MT_CUDA_GEMM_FUSED},
-                          {NULL, "library", MT_CUDA_GEMM_LIBRARY}};
+    gemm_backend bs[3] = {{NULL, "auto", MT_CUDA_GEMM_AUTO, 0},
+                          {NULL, "fused", MT_CUDA_GEMM_FUSED, 0},
+                          {NULL, "library", MT_CUDA_GEMM_LIBRARY, 0}};
     mt_err err = {{0}};
     for (int i = 0; i < 3; i++) {
         mt_cuda_opts o;
@@ -161,8 +216,8 @@ static void gemm_every_precision_and_path_matches_fp64(void)
         mt_cuda_counts c;
         mt_cuda_get_counts(bs[b].be, &c);
         printf("gpu backend: %s backend paths: fused %ld, dequant+lt %ld, w8a8 %ld, lt16 %ld, "
-               "lt32 %ld\n",
-               bs[b].name, c.fused, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_32);
+               "lt32 %ld, w8a8 refused %ld\n",
+               bs[b].name, c.fused, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_32, c.w8a8_refused);
         mt_backend_destroy(bs[b].be);
     }
 }
@@ -426,6 +481,39 @@ static mt_status mini_forward(const mini_model *mm, mt_err *err)
     return op->mean_pool(be, mm->x, mm->doff, mm->nseq, h, true, mm->pooled, err);
 }
 
+/* MT_CUDA_DEBUG_SYNC: no graph is ever recorded, ops still compute, and an
+ * error surfaces at the op that caused it. */
+static void debug_sync_records_nothing(void)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.debug_sync = 1;
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+        return;
+    const mt_backend_ops *op = be->ops;
+    const int t = 3, h = 64;
+    float *x = op->alloc(be, sizeof(float) * t * h), *g = op->alloc(be, sizeof(float) * h);
+    float hx[3 * 64], hg[64], out[3 * 64];
+    for (int i = 0; i < t * h; i++)
+        hx[i] = gt_unif(-1, 1);
+    for (int i = 0; i < h; i++)
+        hg[i] = 1.f;
+    int ok = op->upload(be, x, hx, sizeof hx, &err) == MT_OK && op->upload(be, g, hg, sizeof hg, &err) == MT_OK;
+    for (int round = 0; round < 3 && ok; round++) {
+        bool replay = true;
+        ok = mt_cuda_graph_begin(be, 7, &replay, &err) == MT_OK && !replay &&
+             op->layernorm(be, x, NULL, g, g, t, h, 1e-5f, x, &err) == MT_OK &&
+             mt_cuda_graph_end(be, &err) == MT_OK;
+    }
+    ok = ok && op->download(be, out, x, sizeof out, &err) == MT_OK;
+    CHECK(ok && gt_first_nonfinite(out, (size_t)t * h) < 0,
+          "debug sync: begin never replays or records, ops run: %s", err.msg);
+    op->free(be, x), op->free(be, g);
+    mt_backend_destroy(be);
+}
+
 static void graphs_replay_what_eager_computes(void)
 {
     mt_backend *be = NULL;
@@ -480,7 +568,18 @@ static void graphs_replay_what_eager_computes(void)
         MT_OK_OR(st, err);
         goto out;
     }
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 5; round++) {
+        if (round == 3) { /* a larger 8-bit weight grows the split-K workspace: re-record */
+            mt_weight *big = NULL;
+            void *bq = calloc((size_t)4096 * 4096, 1);
+            float *bs = malloc(sizeof(float) * 4096);
+            for (int i = 0; i < 4096; i++)
+                bs[i] = 1.f;
+            st = op->weight_upload(be, MT_PREC_INT8, 4096, 4096, bq, bs, &big, &err);
+            MT_OK_OR(st, err);
+            op->weight_destroy(be, big);
+            free(bq), free(bs);
+        }
         for (int i = 0; i < t; i++)
             ids[i] = gt_randint(0, mm.vocab - 1);
         /* eager */
@@ -490,7 +589,8 @@ static void graphs_replay_what_eager_computes(void)
             MT_OK_OR(st, err);
             goto out;
         }
-        /* recorded on round 0, replayed after */
+        /* eager on round 0, recorded on round 1, replayed after (but
+         * recorded again on round 3, after the workspace grew) */
         bool replay = false;
         memset(ga, 0xff, sizeof(float) * mm.nseq * h);
         if ((st = op->upload(be, mm.dids, ids, sizeof(int32_t) * t, &err)) ||
@@ -501,14 +601,19 @@ static void graphs_replay_what_eager_computes(void)
             mt_cuda_graph_end(be, &err);
             goto out;
         }
-        CHECK(replay == (round > 0) && !memcmp(ra, ga, sizeof(float) * mm.nseq * h),
+        CHECK(replay == (round == 2 || round == 4) && !memcmp(ra, ga, sizeof(float) * mm.nseq * h),
               "graph round %d: replayed %d, same bits as eager %d", round, replay,
               !memcmp(ra, ga, sizeof(float) * mm.nseq * h));
     }
-    /* the rules between begin and end */
+    /* the rules between begin and end (a key's second begin records) */
     bool replay;
+    void *tmp = op->alloc(be, 4096);
     st = mt_cuda_graph_begin(be, 43, &replay, &err);
-    CHECK(st == MT_OK && !replay, "begin a new key: %s", err.msg);
+    CHECK(st == MT_OK && !replay && (st = mt_cuda_graph_end(be, &err)) == MT_OK,
+          "first begin of a new key runs eagerly: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "second begin records: %s", err.msg);
+    op->free(be, tmp); /* deferred: the recording is then not kept */
     CHECK(op->alloc(be, 1024) == NULL, "alloc while recording is refused");
     CHECK(op->upload(be, mm.dids, ids, 4, &err) == MT_EINVAL && strstr(err.msg, "recorded"),
           "upload while recording: %s", err.msg);
@@ -517,6 +622,9 @@ static void graphs_replay_what_eager_computes(void)
     CHECK(st == MT_OK, "end of an empty recording: %s", err.msg);
     st = op->download(be, ga, mm.pooled, sizeof(float) * h, &err);
     CHECK(st == MT_OK, "the stream works after: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "a recording that freed memory was not kept: %s", err.msg);
+    mt_cuda_graph_end(be, &err);
 out:
     op->weight_destroy(be, mm.wqkv);
     op->weight_destroy(be, mm.wout);
@@ -546,7 +654,9 @@ int main(int argc, char **argv)
     memory_ops_round_trip_and_survive_oom();
     encoder_ops_match_cpu_twins();
     gemm_every_precision_and_path_matches_fp64();
+    w8a8_refusal_falls_back_to_fused();
     threads_share_a_backend_with_a_stream_each();
     graphs_replay_what_eager_computes();
+    debug_sync_records_nothing();
     return gt_finish(suite);
 }

@@ -5,7 +5,9 @@
  * 0.995 (fp8); fp32 must match the CPU FP32 path to rounding (mean >=
  * 0.999999, min >= 0.99999); tf32 as fp16 (same 10-bit mantissa) but one 9
  * looser until measured. The 8-bit precisions run three times: measured
- * crossover, fused kernel only, cuBLASLt only.
+ * crossover, fused kernel only, cuBLASLt only. "int8/prequant" loads a file
+ * written by mt_model_save_quantized (what `mantissa quantize` writes: int8
+ * with activation smoothing) on the CUDA backend.
  *
  *   test_gpu_model [--model DIR] [--ref FILE] [--quick] [--seed N]
  *   test_gpu_model --make-ref FILE [--model DIR]   (CPU only: writes the reference)
@@ -26,6 +28,7 @@
 #define REF_SENTENCES "tests/fixtures/reference/sentences.jsonl"
 
 static const char *model_dir = "models/all-MiniLM-L6-v2";
+static char prequant_path[64]; /* the pre-quantized int8 file, made in main */
 
 /* Reads the reference sentences (one JSON string per line). */
 static int load_sentences(char ***out)
@@ -91,6 +94,7 @@ typedef struct {
     mt_precision prec;
     mt_cuda_gemm_path path;
     double min_mean_cos, min_min_cos;
+    int prequant; /* load prequant_path, not the FP32 file quantized at load */
 } variant;
 
 static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const float *ref, int h)
@@ -101,7 +105,7 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     mt_backend *be = NULL;
     mt_model *m = NULL;
     mt_err err = {{0}};
-    mt_model_opts lo = {.precision = v->prec};
+    mt_model_opts lo = {.precision = v->prec, .weights = v->prequant ? prequant_path : NULL};
     float *out = malloc(sizeof(float) * (size_t)n * h);
     for (size_t i = 0; i < (size_t)n * h; i++)
         out[i] = NAN;
@@ -223,22 +227,30 @@ int main(int argc, char **argv)
     printf("%s: %d sentences, hidden %d, model %s\n", suite, n, h, model_dir);
 
     static const variant vs[] = {
-        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999},
-        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999},
-        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999},
-        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999},
-        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99},
-        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99},
-        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99},
-        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97},
-        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97},
-        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97},
+        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999, 0},
+        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0},
+        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0},
+        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0},
+        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0},
+        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99, 0},
+        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0},
+        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0},
+        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0},
+        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0},
+        {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1},
     };
+    /* what `mantissa quantize` writes for int8 (smoothed, on the CPU) */
+    snprintf(prequant_path, sizeof prequant_path, "/tmp/mantissa-gpu-int8-%d.safetensors",
+             (int)getpid());
+    const mt_calib_opts calib = {MT_CALIB_ABSMAX, 99.9};
+    CHECK(mt_model_save_quantized(model_dir, MT_PREC_INT8, &calib, NULL, prequant_path, &err) == MT_OK,
+          "writing the pre-quantized int8 file: %s", err.msg);
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
         if (quick && vs[i].path != MT_CUDA_GEMM_AUTO)
             continue;
         variant_matches_cpu_fp32(&vs[i], sent, n, ref, h);
     }
+    unlink(prequant_path);
     for (int i = 0; i < n; i++)
         free(sent[i]);
     free(sent);

@@ -1,0 +1,63 @@
+/* cuda_policy.c: the CUDA backend's pure decisions (see cuda_policy.h);
+ * no device calls, so tests/gpu checks them on machines without a GPU. */
+#include "engine/cuda_policy.h"
+
+#include <stdlib.h>
+
+int cup_lt_refused(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+           s == CUBLAS_STATUS_ARCH_MISMATCH;
+}
+
+int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec)
+{
+    return built_with_outer_vec && cc == 90 && lt_version >= CUP_LT_OUTER_VEC_VERSION;
+}
+
+int cup_ws_should_grow(const cup_ws *w, size_t need, int capturing)
+{
+    return !capturing && need > w->have;
+}
+
+void cup_ws_grown(cup_ws *w, size_t need)
+{
+    w->have = need;
+    w->gen++;
+}
+
+cup_graph_action cup_graph_decide(int cached, unsigned graph_gen, unsigned cur_gen, int seen,
+                                  int debug_sync)
+{
+    if (debug_sync)
+        return CUP_GRAPH_EAGER;
+    if (cached)
+        return graph_gen == cur_gen ? CUP_GRAPH_REPLAY : CUP_GRAPH_RERECORD;
+    return seen ? CUP_GRAPH_RECORD : CUP_GRAPH_EAGER;
+}
+
+int cup_graph_keep(int nfreed, unsigned gen_at_begin, unsigned gen_at_end)
+{
+    return nfreed == 0 && gen_at_begin == gen_at_end;
+}
+
+int cup_ptr_list_push(cup_ptr_list *l, void *p)
+{
+    if (l->n == l->cap) {
+        const int cap = l->cap ? 2 * l->cap : 16;
+        void **q = realloc(l->p, sizeof *q * (size_t)cap);
+        if (!q)
+            return -1;
+        l->p = q;
+        l->cap = cap;
+    }
+    l->p[l->n++] = p;
+    return 0;
+}
+
+void cup_ptr_list_release(cup_ptr_list *l)
+{
+    free(l->p);
+    l->p = NULL;
+    l->n = l->cap = 0;
+}

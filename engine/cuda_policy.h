@@ -1,0 +1,83 @@
+/* cuda_policy.h: the CUDA backend's decisions as pure functions, so that
+ * they are unit-tested on machines without a GPU (tests/gpu host parts):
+ * which cuBLASLt statuses mean "this FP8 plan is unsupported, use the fused
+ * kernel", where FP8 W8A8 with outer-vector scales is enabled at all, the
+ * split-K workspace bound, and the CUDA-graph bookkeeping (when a cached
+ * graph may be replayed, when a recording may be kept). engine/cuda_gemm.c
+ * and engine/cuda_graph.c act on these answers; nothing here touches a
+ * device. */
+#ifndef MT_ENGINE_CUDA_POLICY_H
+#define MT_ENGINE_CUDA_POLICY_H
+
+#include <stddef.h>
+
+#include <cublasLt.h>
+
+/* Whether status s, from cublasLtMatmulAlgoGetHeuristic, from setting the
+ * outer-vector scale mode or from cublasLtMatmul itself, says that cuBLASLt
+ * cannot run this FP8 plan (NOT_SUPPORTED, INVALID_VALUE, ARCH_MISMATCH):
+ * the GEMM then runs in the fused W8A16 kernel. Any other failure is an
+ * error. 0 for success. */
+int cup_lt_refused(cublasStatus_t s);
+
+/* The cuBLASLt version (cublasLtGetVersion(): major*10000 + minor*100 +
+ * patch) from which FP8 matmuls take outer-vector (per-row/per-column)
+ * scales. */
+enum { CUP_LT_OUTER_VEC_VERSION = 120900 };
+
+/* Whether the backend uses FP8 W8A8 (cuBLASLt, outer-vector scales) for
+ * FP8 weights at large m: only on compute capability 9.0 (cc = 90: Hopper;
+ * cuBLASLt has no such kernels on 8.9 or on Blackwell's 10.x/12.x), with a
+ * cuBLASLt of at least 12.9 at run time (lt_version) and a build whose
+ * headers had the scale mode (built_with_outer_vec). */
+int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec);
+
+/* ---- the split-K workspace ------------------------------------------------
+ * Every 8-bit weight upload raises the backend-wide need to
+ * kcu_w8a16_ws_bound(n, k); each thread's workspace grows to the need once,
+ * outside a recording, and its generation counts the (re)allocations. */
+typedef struct {
+    size_t have;     /* floats this thread's workspace holds */
+    unsigned gen;    /* bumped on every reallocation (graphs remember it) */
+} cup_ws;
+
+/* Whether the thread's workspace must grow to need now: only when short and
+ * not recording a graph (memory allocated then would belong to the graph). */
+int cup_ws_should_grow(const cup_ws *w, size_t need, int capturing);
+
+/* After a successful growth to need: records the size and a new generation. */
+void cup_ws_grown(cup_ws *w, size_t need);
+
+/* ---- CUDA graphs ------------------------------------------------------------ */
+typedef enum {
+    CUP_GRAPH_EAGER,   /* first begin for this key: run the ops eagerly (warms every
+                        * kernel and cuBLASLt plan), record nothing */
+    CUP_GRAPH_RECORD,  /* record the ops into a new graph */
+    CUP_GRAPH_REPLAY,  /* the cached graph is valid: skip the ops, replay it */
+    CUP_GRAPH_RERECORD /* the cached graph saw another workspace: drop it, record */
+} cup_graph_action;
+
+/* What begin does for a key: cached says whether a graph is cached for it
+ * (recorded at workspace generation graph_gen), seen whether the key was
+ * begun before on this thread, cur_gen the workspace's generation now, and
+ * debug_sync whether MT_CUDA_DEBUG_SYNC asks for eager ops only. */
+cup_graph_action cup_graph_decide(int cached, unsigned graph_gen, unsigned cur_gen, int seen,
+                                  int debug_sync);
+
+/* Whether a finished recording may be cached: not when a buffer was freed
+ * while it was recorded (the free runs after its first launch, and a replay
+ * would touch freed memory), nor when the workspace changed meanwhile. */
+int cup_graph_keep(int nfreed, unsigned gen_at_begin, unsigned gen_at_end);
+
+/* A growable list of pointers whose frees wait for the end of a recording. */
+typedef struct {
+    void **p;
+    int n, cap;
+} cup_ptr_list;
+
+/* Appends p; -1 when out of memory (then the caller must not free p at all
+ * until the graph has run: it synchronises instead). */
+int cup_ptr_list_push(cup_ptr_list *l, void *p);
+void cup_ptr_list_release(cup_ptr_list *l);
+
+#endif
