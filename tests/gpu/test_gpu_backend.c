@@ -518,7 +518,10 @@ static void graphs_replay_what_eager_computes(void)
 {
     mt_backend *be = NULL;
     mt_err err = {{0}};
-    if (!MT_OK_OR(mt_backend_cuda_create(0, &be, &err), err))
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.debug_sync = 0; /* graphs even in bench/gpu.sh's MT_CUDA_DEBUG_SYNC=1 pass */
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
         return;
     const mt_backend_ops *op = be->ops;
     mini_model mm = {.be = be, .nseq = 5, .h = 384, .heads = 12, .vocab = 300};
