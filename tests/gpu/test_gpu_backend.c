@@ -365,6 +365,14 @@ static void memory_ops_round_trip_and_survive_oom(void)
         free(src), free(dst);
     }
     CHECK(op->supports(be, MT_PREC_TF32) && op->supports(be, MT_PREC_FP8), "supports tf32 and fp8");
+    /* a weight too large for the GPU: ENOMEM with the CUDA error's own name
+     * (nothing is read from the host buffers before the allocation fails) */
+    int8_t dummy[16] = {0};
+    float dscale[1] = {1.f};
+    mt_weight *w = NULL;
+    mt_status st = op->weight_upload(be, MT_PREC_INT8, 1 << 20, 1 << 20, dummy, dscale, &w, &err);
+    CHECK(st == MT_ENOMEM && !w && strstr(err.msg, "cudaErrorMemoryAllocation"),
+          "a 1 TiB weight: %s", err.msg);
     mt_backend_destroy(be);
 }
 
