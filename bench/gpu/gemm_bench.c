@@ -456,6 +456,69 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
     free(obj);
 }
 
+/* One shape: weights (rotated through DRAM for the LLM ones), inputs, a
+ * table of every m. */
+static void bench_shape(int n, int k, int llm, const char *what, const int *ms, int nm,
+                        double copy_gbs, int quick)
+{
+    const int ld16 = round_up(k, 8), ld8 = round_up(k, 16);
+    const size_t wbytes16 = (size_t)n * ld16 * 2, wbytes8 = (size_t)n * ld8;
+    /* rotate LLM weights through > 3x L2 so every launch reads DRAM */
+    int copies = 1;
+    if (llm) {
+        copies = (int)((3.0 * l2_bytes) / wbytes8) + 1;
+        copies = copies < 2 ? 2 : copies > 64 ? 64 : copies;
+    }
+    point p;
+    memset(&p, 0, sizeof p);
+    p.n = n, p.k = k, p.ld16 = ld16, p.ld8 = ld8, p.copies = copies;
+    p.w16 = calloc(copies, sizeof(void *));
+    p.w8 = calloc(copies, sizeof(void *));
+    p.w8e = calloc(copies, sizeof(void *));
+    float *tmp;
+    CK(cudaMalloc((void **)&tmp, sizeof(float) * (size_t)n * ld16));
+    for (int c = 0; c < copies; c++) {
+        CK(cudaMalloc(&p.w16[c], wbytes16));
+        CK(cudaMalloc(&p.w8[c], wbytes8));
+        CK(cudaMalloc(&p.w8e[c], wbytes8));
+        CK(kcu_fill_f32(tmp, (size_t)n * ld16, 100 + c, -0.05f, 0.05f, stream));
+        CK(kcu_f32_to_16(tmp, ld16, n, ld16, p.w16[c], ld16, 0, stream));
+        CK(kcu_fill_codes(p.w8[c], wbytes8, 200 + c, KCU_W_INT8, stream));
+        CK(kcu_fill_codes(p.w8e[c], wbytes8, 300 + c, KCU_W_E4M3, stream));
+    }
+    cudaFree(tmp);
+    const int mmax = ms[nm - 1];
+    CK(cudaMalloc((void **)&p.scale, sizeof(float) * n));
+    CK(kcu_fill_f32(p.scale, n, 7, 0.001f, 0.01f, stream));
+    CK(cudaMalloc((void **)&p.x, sizeof(float) * (size_t)mmax * k));
+    CK(kcu_fill_f32(p.x, (size_t)mmax * k, 9, -1.f, 1.f, stream));
+    CK(cudaMalloc((void **)&p.y, sizeof(float) * (size_t)mmax * n));
+    CK(cudaMalloc(&p.x16, 2 * (size_t)mmax * ld16));
+    CK(cudaMalloc(&p.y16, 2 * (size_t)mmax * n));
+    CK(cudaMalloc(&p.xq, (size_t)mmax * ld8));
+    CK(cudaMalloc((void **)&p.xs, sizeof(float) * mmax));
+    CK(cudaMalloc(&p.wdeq, wbytes16));
+    CK(kcu_f32_to_16(p.x, k, mmax, k, p.x16, ld16, 0, stream));
+    CK(kcu_quant_rows_e4m3(p.x, k, mmax, k, p.xq, ld8, p.xs, stream));
+
+    printf("## %s (n=%d, k=%d)%s\n\n", what, n, k,
+           llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
+    printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8 x | fp8 x | "
+           "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int mi = 0; mi < nm; mi++)
+        bench_row(&p, what, ms[mi], copy_gbs, quick);
+    printf("\n");
+    for (int c = 0; c < copies; c++) {
+        cudaFree(p.w16[c]);
+        cudaFree(p.w8[c]);
+        cudaFree(p.w8e[c]);
+    }
+    free(p.w16), free(p.w8), free(p.w8e);
+    cudaFree(p.scale), cudaFree(p.x), cudaFree(p.y), cudaFree(p.x16), cudaFree(p.y16);
+    cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
+}
+
 int main(int argc, char **argv)
 {
     const char *json = NULL, *which = "all";
@@ -507,71 +570,11 @@ int main(int argc, char **argv)
     };
     static const int ms_full[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
     static const int ms_quick[] = {1, 16, 64, 1024};
-    const int *ms = quick ? ms_quick : ms_full;
-    const int nm = quick ? 4 : 11;
-
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         if ((!strcmp(which, "llm") && !shapes[si].llm) || (!strcmp(which, "model") && shapes[si].llm))
             continue;
-        const int n = shapes[si].n, k = shapes[si].k;
-        const int ld16 = round_up(k, 8), ld8 = round_up(k, 16);
-        const size_t wbytes16 = (size_t)n * ld16 * 2, wbytes8 = (size_t)n * ld8;
-        /* rotate LLM weights through > 3x L2 so every launch reads DRAM */
-        int copies = 1;
-        if (shapes[si].llm) {
-            copies = (int)((3.0 * l2_bytes) / wbytes8) + 1;
-            copies = copies < 2 ? 2 : copies > 64 ? 64 : copies;
-        }
-        point p;
-        memset(&p, 0, sizeof p);
-        p.n = n, p.k = k, p.ld16 = ld16, p.ld8 = ld8, p.copies = copies;
-        p.w16 = calloc(copies, sizeof(void *));
-        p.w8 = calloc(copies, sizeof(void *));
-        p.w8e = calloc(copies, sizeof(void *));
-        float *tmp;
-        CK(cudaMalloc((void **)&tmp, sizeof(float) * (size_t)n * ld16));
-        for (int c = 0; c < copies; c++) {
-            CK(cudaMalloc(&p.w16[c], wbytes16));
-            CK(cudaMalloc(&p.w8[c], wbytes8));
-            CK(cudaMalloc(&p.w8e[c], wbytes8));
-            CK(kcu_fill_f32(tmp, (size_t)n * ld16, 100 + c, -0.05f, 0.05f, stream));
-            CK(kcu_f32_to_16(tmp, ld16, n, ld16, p.w16[c], ld16, 0, stream));
-            CK(kcu_fill_codes(p.w8[c], wbytes8, 200 + c, KCU_W_INT8, stream));
-            CK(kcu_fill_codes(p.w8e[c], wbytes8, 300 + c, KCU_W_E4M3, stream));
-        }
-        cudaFree(tmp);
-        const int mmax = ms[nm - 1];
-        CK(cudaMalloc((void **)&p.scale, sizeof(float) * n));
-        CK(kcu_fill_f32(p.scale, n, 7, 0.001f, 0.01f, stream));
-        CK(cudaMalloc((void **)&p.x, sizeof(float) * (size_t)mmax * k));
-        CK(kcu_fill_f32(p.x, (size_t)mmax * k, 9, -1.f, 1.f, stream));
-        CK(cudaMalloc((void **)&p.y, sizeof(float) * (size_t)mmax * n));
-        CK(cudaMalloc(&p.x16, 2 * (size_t)mmax * ld16));
-        CK(cudaMalloc(&p.y16, 2 * (size_t)mmax * n));
-        CK(cudaMalloc(&p.xq, (size_t)mmax * ld8));
-        CK(cudaMalloc((void **)&p.xs, sizeof(float) * mmax));
-        CK(cudaMalloc(&p.wdeq, wbytes16));
-        CK(kcu_f32_to_16(p.x, k, mmax, k, p.x16, ld16, 0, stream));
-        CK(kcu_quant_rows_e4m3(p.x, k, mmax, k, p.xq, ld8, p.xs, stream));
-
-        printf("## %s (n=%d, k=%d)%s\n\n", shapes[si].what, n, k,
-               shapes[si].llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
-        printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8 x | fp8 x | "
-               "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for (int mi = 0; mi < nm; mi++) {
-            bench_row(&p, shapes[si].what, ms[mi], copy_gbs, quick);
-            fflush(stdout);
-        }
-        printf("\n");
-        for (int c = 0; c < copies; c++) {
-            cudaFree(p.w16[c]);
-            cudaFree(p.w8[c]);
-            cudaFree(p.w8e[c]);
-        }
-        free(p.w16), free(p.w8), free(p.w8e);
-        cudaFree(p.scale), cudaFree(p.x), cudaFree(p.y), cudaFree(p.x16), cudaFree(p.y16);
-        cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
+        bench_shape(shapes[si].n, shapes[si].k, shapes[si].llm, shapes[si].what,
+                    quick ? ms_quick : ms_full, quick ? 4 : 11, copy_gbs, quick);
     }
     json_flush(1);
     CK(cudaDeviceSynchronize());

@@ -365,6 +365,14 @@ static void memory_ops_round_trip_and_survive_oom(void)
         free(src), free(dst);
     }
     CHECK(op->supports(be, MT_PREC_TF32) && op->supports(be, MT_PREC_FP8), "supports tf32 and fp8");
+    /* a weight too large for the GPU: ENOMEM with the CUDA error's own name
+     * (nothing is read from the host buffers before the allocation fails) */
+    int8_t dummy[16] = {0};
+    float dscale[1] = {1.f};
+    mt_weight *w = NULL;
+    mt_status st = op->weight_upload(be, MT_PREC_INT8, 1 << 20, 1 << 20, dummy, dscale, &w, &err);
+    CHECK(st == MT_ENOMEM && !w && strstr(err.msg, "cudaErrorMemoryAllocation"),
+          "a 1 TiB weight: %s", err.msg);
     mt_backend_destroy(be);
 }
 
@@ -514,11 +522,61 @@ static void debug_sync_records_nothing(void)
     mt_backend_destroy(be);
 }
 
+/* Uploads (and drops) a 4096x4096 int8 weight: the backend's split-K
+ * workspace need grows, so every thread's workspace is reallocated. */
+static void upload_large_int8_weight(mt_backend *be)
+{
+    mt_err err = {{0}};
+    mt_weight *big = NULL;
+    void *bq = calloc((size_t)4096 * 4096, 1);
+    float *bs = malloc(sizeof(float) * 4096);
+    for (int i = 0; i < 4096; i++)
+        bs[i] = 1.f;
+    const mt_status st = be->ops->weight_upload(be, MT_PREC_INT8, 4096, 4096, bq, bs, &big, &err);
+    MT_OK_OR(st, err);
+    be->ops->weight_destroy(be, big);
+    free(bq), free(bs);
+}
+
+/* The rules between begin and end, on a key of its own: the first begin
+ * runs eagerly, the second records; no alloc, upload or nested begin while
+ * recording; a free while recording is deferred and the recording dropped. */
+static void graph_rules_hold(mt_backend *be, mini_model *mm_, int32_t *ids, float *ga)
+{
+    const mt_backend_ops *op = be->ops;
+    mini_model mm = *mm_;
+    const int h = mm.h;
+    mt_err err = {{0}};
+    mt_status st;
+    bool replay;
+    void *tmp = op->alloc(be, 4096);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay && (st = mt_cuda_graph_end(be, &err)) == MT_OK,
+          "first begin of a new key runs eagerly: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "second begin records: %s", err.msg);
+    op->free(be, tmp); /* deferred: the recording is then not kept */
+    CHECK(op->alloc(be, 1024) == NULL, "alloc while recording is refused");
+    CHECK(op->upload(be, mm.dids, ids, 4, &err) == MT_EINVAL && strstr(err.msg, "recorded"),
+          "upload while recording: %s", err.msg);
+    CHECK(mt_cuda_graph_begin(be, 44, &replay, &err) == MT_EINVAL, "nested begin: %s", err.msg);
+    st = mt_cuda_graph_end(be, &err);
+    CHECK(st == MT_OK, "end of an empty recording: %s", err.msg);
+    st = op->download(be, ga, mm.pooled, sizeof(float) * h, &err);
+    CHECK(st == MT_OK, "the stream works after: %s", err.msg);
+    st = mt_cuda_graph_begin(be, 43, &replay, &err);
+    CHECK(st == MT_OK && !replay, "a recording that freed memory was not kept: %s", err.msg);
+    mt_cuda_graph_end(be, &err);
+}
+
 static void graphs_replay_what_eager_computes(void)
 {
     mt_backend *be = NULL;
     mt_err err = {{0}};
-    if (!MT_OK_OR(mt_backend_cuda_create(0, &be, &err), err))
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.debug_sync = 0; /* graphs even in bench/gpu.sh's MT_CUDA_DEBUG_SYNC=1 pass */
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
         return;
     const mt_backend_ops *op = be->ops;
     mini_model mm = {.be = be, .nseq = 5, .h = 384, .heads = 12, .vocab = 300};
@@ -569,17 +627,8 @@ static void graphs_replay_what_eager_computes(void)
         goto out;
     }
     for (int round = 0; round < 5; round++) {
-        if (round == 3) { /* a larger 8-bit weight grows the split-K workspace: re-record */
-            mt_weight *big = NULL;
-            void *bq = calloc((size_t)4096 * 4096, 1);
-            float *bs = malloc(sizeof(float) * 4096);
-            for (int i = 0; i < 4096; i++)
-                bs[i] = 1.f;
-            st = op->weight_upload(be, MT_PREC_INT8, 4096, 4096, bq, bs, &big, &err);
-            MT_OK_OR(st, err);
-            op->weight_destroy(be, big);
-            free(bq), free(bs);
-        }
+        if (round == 3) /* a larger 8-bit weight grows the split-K workspace: re-record */
+            upload_large_int8_weight(be);
         for (int i = 0; i < t; i++)
             ids[i] = gt_randint(0, mm.vocab - 1);
         /* eager */
@@ -605,26 +654,7 @@ static void graphs_replay_what_eager_computes(void)
               "graph round %d: replayed %d, same bits as eager %d", round, replay,
               !memcmp(ra, ga, sizeof(float) * mm.nseq * h));
     }
-    /* the rules between begin and end (a key's second begin records) */
-    bool replay;
-    void *tmp = op->alloc(be, 4096);
-    st = mt_cuda_graph_begin(be, 43, &replay, &err);
-    CHECK(st == MT_OK && !replay && (st = mt_cuda_graph_end(be, &err)) == MT_OK,
-          "first begin of a new key runs eagerly: %s", err.msg);
-    st = mt_cuda_graph_begin(be, 43, &replay, &err);
-    CHECK(st == MT_OK && !replay, "second begin records: %s", err.msg);
-    op->free(be, tmp); /* deferred: the recording is then not kept */
-    CHECK(op->alloc(be, 1024) == NULL, "alloc while recording is refused");
-    CHECK(op->upload(be, mm.dids, ids, 4, &err) == MT_EINVAL && strstr(err.msg, "recorded"),
-          "upload while recording: %s", err.msg);
-    CHECK(mt_cuda_graph_begin(be, 44, &replay, &err) == MT_EINVAL, "nested begin: %s", err.msg);
-    st = mt_cuda_graph_end(be, &err);
-    CHECK(st == MT_OK, "end of an empty recording: %s", err.msg);
-    st = op->download(be, ga, mm.pooled, sizeof(float) * h, &err);
-    CHECK(st == MT_OK, "the stream works after: %s", err.msg);
-    st = mt_cuda_graph_begin(be, 43, &replay, &err);
-    CHECK(st == MT_OK && !replay, "a recording that freed memory was not kept: %s", err.msg);
-    mt_cuda_graph_end(be, &err);
+    graph_rules_hold(be, &mm, ids, ga);
 out:
     op->weight_destroy(be, mm.wqkv);
     op->weight_destroy(be, mm.wout);
