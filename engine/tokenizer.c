@@ -163,40 +163,18 @@ static mt_status tok_read_file(const char *path, char **out, size_t *out_len, mt
     return MT_OK;
 }
 
-/* Loads vocab.txt: one token a line, its id the line number. Trailing ASCII
- * whitespace is trimmed (HF trims the line end). */
-mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, mt_err *err)
+/* Indexes the vocabulary read into t->pool (size bytes): one entry per
+ * line (trailing blanks dropped), the hash table, the powers of the hash
+ * base. On failure the caller frees t. */
+static mt_status tok_index(tok_t *t, size_t size, const char *vocab_path, mt_err *err)
 {
-    if (!vocab_path || !out)
-        return mt_fail(err, MT_EINVAL, "tok_load: NULL argument");
-    *out = NULL;
-    tok_options o = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
-    if (opt)
-        o = *opt;
-    if (o.max_word_chars <= 0)
-        return mt_fail(err, MT_EINVAL, "tok_load: max_word_chars must be positive, not %d",
-                       o.max_word_chars);
-
-    tok_t *t = calloc(1, sizeof *t);
-    if (!t)
-        return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    t->opt = o;
-    size_t size = 0;
-    mt_status s = tok_read_file(vocab_path, &t->pool, &size, err);
-    if (s != MT_OK) {
-        free(t);
-        return s;
-    }
-
     size_t lines = 0;
     for (size_t i = 0; i < size; i++)
         lines += t->pool[i] == '\n';
     if (size > 0 && t->pool[size - 1] != '\n')
         lines++;
-    if (lines > (size_t)INT32_MAX / 2) {
-        tok_free(t);
+    if (lines > (size_t)INT32_MAX / 2)
         return mt_fail(err, MT_ELIMIT, "%s: too many lines (%zu)", vocab_path, lines);
-    }
     t->n = (int)lines;
     size_t cap = 16;
     while (cap < lines * 2)
@@ -206,10 +184,8 @@ mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, 
     t->len = malloc((lines ? lines : 1) * sizeof *t->len);
     t->hash = malloc((lines ? lines : 1) * sizeof *t->hash);
     t->slots = malloc(cap * sizeof *t->slots);
-    if (!t->off || !t->len || !t->hash || !t->slots) {
-        tok_free(t);
+    if (!t->off || !t->len || !t->hash || !t->slots)
         return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    }
     memset(t->slots, 0xff, cap * sizeof *t->slots);
 
     size_t pos = 0;
@@ -229,24 +205,26 @@ mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, 
         tok_insert(t, id);
     }
     t->pow = malloc((t->max_bytes + 1) * sizeof *t->pow);
-    if (!t->pow) {
-        tok_free(t);
+    if (!t->pow)
         return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    }
     t->pow[0] = 1;
     for (size_t i = 1; i <= t->max_bytes; i++)
         t->pow[i] = t->pow[i - 1] * TOK_HB;
     t->cont_hash = tok_poly(0, "##", 2);
+    return MT_OK;
+}
 
+/* The special tokens: [PAD], [UNK], [CLS] and [SEP] must be there; the
+ * others are kept when present. */
+static mt_status tok_find_specials(tok_t *t, const char *vocab_path, mt_err *err)
+{
     int32_t *req[] = {&t->pad, &t->unk, &t->cls, &t->sep};
     for (int k = 0; k < TOK_NSPECIAL; k++) {
         const char *name = tok_special_names[k];
         int32_t id = tok_lookup(t, name, strlen(name));
         if (k < 4) {
-            if (id < 0) {
-                tok_free(t);
+            if (id < 0)
                 return mt_fail(err, MT_EFORMAT, "%s: vocabulary has no %s token", vocab_path, name);
-            }
             *req[k] = id;
         }
         if (id >= 0) {
@@ -255,6 +233,37 @@ mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, 
             t->special_id[t->nspecial] = id;
             t->nspecial++;
         }
+    }
+    return MT_OK;
+}
+
+/* Loads vocab.txt: one token a line, its id the line number. Trailing ASCII
+ * whitespace is trimmed (HF trims the line end). */
+mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, mt_err *err)
+{
+    if (!vocab_path || !out)
+        return mt_fail(err, MT_EINVAL, "tok_load: NULL argument");
+    *out = NULL;
+    tok_options o = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
+    if (opt)
+        o = *opt;
+    if (o.max_word_chars <= 0)
+        return mt_fail(err, MT_EINVAL, "tok_load: max_word_chars must be positive, not %d",
+                       o.max_word_chars);
+    tok_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
+    t->opt = o;
+    size_t size = 0;
+    mt_status s = tok_read_file(vocab_path, &t->pool, &size, err);
+    if (s != MT_OK) {
+        free(t);
+        return s;
+    }
+    if ((s = tok_index(t, size, vocab_path, err)) != MT_OK ||
+        (s = tok_find_specials(t, vocab_path, err)) != MT_OK) {
+        tok_free(t);
+        return s;
     }
     *out = t;
     return MT_OK;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: runs every test: the check unit suites (one program per module,
 # build/<cfg>/tests/test_*) and the Python integration tests that start the
-# real binary (tests/integration, pytest). Ends with one line
+# real binary (tests/integration, pytest), with the tree's structure checks
+# (tests/structure). Ends with one line
 # "tests: N passed, N failed, N skipped" summed over all of them.
 set -u
 cd "$(dirname "$0")/.."
@@ -30,9 +31,11 @@ for t in "$BUILD"/tests/test_*; do
   fi
 done
 
+# the source tree's structure (layers, cycles, file headers, sizes), then
+# the integration tests, in one pytest run
 if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then
-  echo "== tests/integration (pytest)"
-  out=$("$PYTHON" -m pytest -q -rs tests/integration 2>&1); rc=$?
+  echo "== tests/structure tests/integration (pytest)"
+  out=$("$PYTHON" -m pytest -q -rs tests/structure tests/integration 2>&1); rc=$?
   printf '%s\n' "$out"
   line=$(printf '%s\n' "$out" | grep -E '(passed|failed|skipped|error)' | tail -1)
   p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
@@ -41,7 +44,7 @@ if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; t
   pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skip=$((skip + ${s:-0}))
   if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then
     [ -n "${f:-}" ] && [ "${f:-0}" -gt 0 ] || fail=$((fail + 1))
-    failed+=("tests/integration")
+    failed+=("tests/structure tests/integration")
   fi
 fi
 

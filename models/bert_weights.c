@@ -1,0 +1,448 @@
+/* bert_weights.c: the BERT encoder's weights read into the backend: FP32
+ * vectors and tables as they are, each GEMM weight in the precision its
+ * variant (and mix) gives it, quantized at load or taken as stored from a
+ * file written by bert_save.c, with int8's activation smoothing; and the
+ * checks that a file and a variant agree. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/quant.h"
+#include "models/bert_internal.h"
+
+/* ========================================================================
+ * weights
+ * ====================================================================== */
+
+/* Finds name (or "bert." + name) and checks it is F32 of the given shape. */
+mt_status bert_find_f32(const st_file *f, const char *name, int64_t d0, int64_t d1,
+                          const float **out, mt_err *err)
+{
+    const st_tensor *t = st_find(f, name);
+    char alt[256];
+    if (!t) {
+        snprintf(alt, sizeof alt, "bert.%s", name);
+        t = st_find(f, alt);
+    }
+    if (!t)
+        return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), name);
+    int want_dims = d1 > 0 ? 2 : 1;
+    if (t->dtype != ST_F32 || t->ndim != want_dims || t->shape[0] != d0 ||
+        (want_dims == 2 && t->shape[1] != d1))
+        return mt_fail(err, MT_EFORMAT,
+                       "%s: tensor '%s' is %s with %d dims, expected F32 [%lld%s%lld]",
+                       st_path(f), name, st_dtype_name(t->dtype), t->ndim, (long long)d0,
+                       want_dims == 2 ? "," : "", want_dims == 2 ? (long long)d1 : 0LL);
+    *out = (const float *)t->data;
+    return MT_OK;
+}
+
+/* Copies a host FP32 vector/table into backend memory. */
+mt_status bert_to_backend(bert_model *m, const float *src, size_t n, float **out, mt_err *err)
+{
+    size_t bytes = n * sizeof(float);
+    float *p = m->be->ops->alloc(m->be, bytes);
+    if (!p)
+        return mt_fail(err, MT_ENOMEM, "out of %s memory for %zu bytes", m->be->device, bytes);
+    mt_status st = m->be->ops->upload(m->be, p, src, bytes, err);
+    if (st != MT_OK) {
+        m->be->ops->free(m->be, p);
+        return st;
+    }
+    m->other_bytes += bytes;
+    *out = p;
+    return MT_OK;
+}
+
+mt_status bert_load_vec(bert_model *m, const st_file *f, const char *name, int64_t n,
+                          float **out, mt_err *err)
+{
+    const float *src;
+    mt_status st = bert_find_f32(f, name, n, 0, &src, err);
+    return st != MT_OK ? st : bert_to_backend(m, src, (size_t)n, out, err);
+}
+
+/* NaN or Inf in a weight is a load error: it would only show up later as
+ * NaN embeddings for every request. */
+static mt_status check_finite(const st_file *f, const char *name, const float *w, size_t n,
+                              mt_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(w[i] - w[i] == 0.0f))
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' has a non-finite value at index %zu",
+                           st_path(f), name, i);
+    return MT_OK;
+}
+
+/* "x.weight" -> "x.weight_scale": where a pre-quantized file keeps the
+ * per-channel scales of a weight. */
+void bert_scale_name(const char *weight, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s_scale", weight);
+}
+
+/* SmoothQuant's migration strength: s_j = max|x_j|^a / max|w_j|^(1-a). */
+#define SMOOTH_ALPHA 0.5
+
+/* The smoothing factors of one GEMM input: activation outliers (a few
+ * hidden dimensions of BERT are 10-100x the others after LayerNorm) make
+ * per-token int8 scales coarse for every other dimension; dividing x by s
+ * per column and multiplying W's columns by s moves that range into the
+ * weights, which per-channel scales absorb better. */
+void bert_col_absmax(const float *w, int n, int k, float *colmax)
+{
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < k; j++) {
+            float a = fabsf(w[(size_t)r * k + j]);
+            colmax[j] = a > colmax[j] ? a : colmax[j];
+        }
+}
+
+/* s from the activation maxima and the weight's column maxima (in place). */
+void bert_smooth_finish(const float *act_max, float *s, int k)
+{
+    for (int j = 0; j < k; j++) {
+        double a = act_max[j] > 1e-5f ? act_max[j] : 1e-5, b = s[j] > 1e-5f ? s[j] : 1e-5;
+        s[j] = (float)(pow(a, SMOOTH_ALPHA) / pow(b, 1.0 - SMOOTH_ALPHA));
+    }
+}
+
+static void smooth_factors(const float *act_max, const float *w, int n, int k, float *s)
+{
+    memset(s, 0, sizeof(float) * (size_t)k);
+    bert_col_absmax(w, n, k, s);
+    bert_smooth_finish(act_max, s, k);
+}
+
+void bert_smooth_name(const char *weight, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s_input_smooth", weight);
+}
+
+typedef struct {
+    mt_precision p;
+    const void *src[4];   /* each part's codes (or FP32 values) in the file */
+    const float *ssrc[4]; /* each part's stored scales (pre-quantized int8/fp8) */
+    const void *data;     /* all parts together */
+    const float *scales;
+    void *packed;         /* owned: the parts packed, or the smoothed FP32 copy */
+    float *pscales;       /* owned: the scales packed */
+    float *smooth;        /* owned: the smoothing factors, or NULL */
+} gemm_src;
+
+/* Finds and checks every part of a GEMM weight (and its stored scales). */
+static mt_status gemm_find(bert_model *m, const st_file *f, const char *const *names,
+                           const int *rows, int nparts, int k, gemm_src *g, mt_err *err)
+{
+    const st_dtype want = m->prequant ? mt_prec(g->p)->file_dtype : ST_F32;
+    for (int i = 0; i < nparts; i++) {
+        const st_tensor *t = st_find(f, names[i]);
+        if (!t)
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), names[i]);
+        if (t->dtype != want || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is %s [%lld,%lld], expected %s [%d,%d]",
+                           st_path(f), names[i], st_dtype_name(t->dtype),
+                           (long long)t->shape[0], t->ndim > 1 ? (long long)t->shape[1] : 0LL,
+                           st_dtype_name(want), rows[i], k);
+        g->src[i] = t->data;
+        if (!m->prequant) {
+            mt_status st = check_finite(f, names[i], t->data, (size_t)rows[i] * k, err);
+            if (st != MT_OK)
+                return st;
+        } else if (!nf_all_finite(mt_prec(g->p)->format, t->data, (size_t)rows[i] * k)) {
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' holds a NaN or Inf code",
+                           st_path(f), names[i]);
+        }
+        if (m->prequant && mt_prec(g->p)->has_scales) {
+            char sn[160];
+            bert_scale_name(names[i], sn, sizeof sn);
+            const float *sc;
+            mt_status st = bert_find_f32(f, sn, rows[i], 0, &sc, err);
+            if (st != MT_OK)
+                return st;
+            for (int r = 0; r < rows[i]; r++)
+                if (!(sc[r] > 0.f) || sc[r] > 3.0e38f)
+                    return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': scale %d is %g, not a "
+                                   "positive finite number", st_path(f), sn, r, (double)sc[r]);
+            g->ssrc[i] = sc;
+        }
+    }
+    return MT_OK;
+}
+
+/* Packs the parts into one (a single part is used in place). */
+static mt_status gemm_pack(bert_model *m, const char *name, const int *rows, int nparts, int n,
+                           int k, gemm_src *g, mt_err *err)
+{
+    g->data = g->src[0];
+    g->scales = g->ssrc[0];
+    if (nparts == 1)
+        return MT_OK;
+    const size_t esz = st_dtype_size(m->prequant ? mt_prec(g->p)->file_dtype : ST_F32);
+    const bool scaled = m->prequant && mt_prec(g->p)->has_scales;
+    g->packed = malloc(esz * (size_t)n * k);
+    g->pscales = scaled ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!g->packed || (scaled && !g->pscales))
+        return mt_fail(err, MT_ENOMEM, "out of memory packing '%s'", name);
+    size_t off = 0;
+    for (int i = 0; i < nparts; i++) {
+        memcpy((char *)g->packed + off * k * esz, g->src[i], esz * (size_t)rows[i] * k);
+        if (g->pscales)
+            memcpy(g->pscales + off, g->ssrc[i], sizeof(float) * (size_t)rows[i]);
+        off += (size_t)rows[i];
+    }
+    g->data = g->packed;
+    g->scales = g->pscales;
+    return MT_OK;
+}
+
+/* The smoothing factors: stored with a pre-quantized weight, or computed
+ * for int8 from the calibration maxima (then W's columns are scaled). */
+static mt_status gemm_smooth(bert_model *m, const st_file *f, const char *name, int n, int k,
+                             const float *act_max, gemm_src *g, mt_err *err)
+{
+    char smn[192];
+    bert_smooth_name(name, smn, sizeof smn);
+    if (m->prequant && st_find(f, smn)) {
+        const float *fs;
+        mt_status st = bert_find_f32(f, smn, k, 0, &fs, err);
+        if (st != MT_OK)
+            return st;
+        if (!(g->smooth = malloc(sizeof(float) * (size_t)k)))
+            return mt_fail(err, MT_ENOMEM, "out of memory");
+        memcpy(g->smooth, fs, sizeof(float) * (size_t)k);
+    } else if (!m->prequant && act_max && g->p == MT_PREC_INT8) {
+        g->smooth = malloc(sizeof(float) * (size_t)k);
+        float *scaled = malloc(sizeof(float) * (size_t)n * k);
+        if (!g->smooth || !scaled) {
+            free(scaled);
+            return mt_fail(err, MT_ENOMEM, "out of memory smoothing '%s'", name);
+        }
+        smooth_factors(act_max, g->data, n, k, g->smooth);
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < k; j++)
+                scaled[(size_t)r * k + j] = ((const float *)g->data)[(size_t)r * k + j] * g->smooth[j];
+        free(g->packed);
+        g->packed = scaled;
+        g->data = scaled;
+    }
+    if (g->smooth && !m->be->ops->weight_set_input_scale)
+        return mt_fail(err, MT_EUNSUPPORTED, "%s: '%s' uses activation smoothing, which the %s "
+                       "backend does not support", st_path(f), name, m->be->device);
+    return MT_OK;
+}
+
+/* Places the weight in the backend (as stored, or quantized now), with
+ * the inverse smoothing factors as its input scale. */
+static mt_status gemm_place(bert_model *m, int n, int k, const gemm_src *g, mt_weight **out,
+                            mt_err *err)
+{
+    mt_status st = m->prequant
+                       ? m->be->ops->weight_upload(m->be, g->p, n, k, g->data, g->scales, out, err)
+                       : mt_weight_create(m->be, g->data, n, k, g->p, &m->calib, out, err);
+    if (st != MT_OK || !g->smooth)
+        return st;
+    float *inv = malloc(sizeof(float) * (size_t)k);
+    if (!inv) {
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+    } else {
+        for (int j = 0; j < k; j++)
+            inv[j] = 1.0f / g->smooth[j];
+        st = m->be->ops->weight_set_input_scale(m->be, *out, inv, err);
+        free(inv);
+    }
+    if (st != MT_OK) {
+        m->be->ops->weight_destroy(m->be, *out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Loads one GEMM weight made of nparts tensors stacked along the output
+ * dimension (parts of rows[i] x k each; QKV is three parts), and places it
+ * in the backend in the precision its variant and mix give its (layer,
+ * kind). From an FP32 file it packs then quantizes (per-channel scales do
+ * not mix across rows, so packing first is the same as quantizing each
+ * part); from a pre-quantized file it packs the stored codes and scales as
+ * they are, with no re-quantization. */
+static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *names,
+                           const int *rows, int nparts, int k, const float *act_max,
+                           int layer, mt_gemm_kind kind, mt_weight **out, mt_err *err)
+{
+    gemm_src g = {.p = mt_op_precision(MT_OP_GEMM_WEIGHT,
+                                       mt_mix_precision(&m->mix, layer, kind, m->prec))};
+    int n = 0;
+    for (int i = 0; i < nparts; i++)
+        n += rows[i];
+    mt_status st;
+    if ((st = gemm_find(m, f, names, rows, nparts, k, &g, err)) == MT_OK &&
+        (st = gemm_pack(m, names[0], rows, nparts, n, k, &g, err)) == MT_OK &&
+        (st = gemm_smooth(m, f, names[0], n, k, act_max, &g, err)) == MT_OK) {
+        st = gemm_place(m, n, k, &g, out, err);
+        if (st != MT_OK)
+            mt_prefix(err, st, "tensor '%s': ", names[0]);
+        else
+            m->gemm_bytes += (*out)->bytes;
+    }
+    free(g.smooth);
+    free(g.packed);
+    free(g.pscales);
+    return st;
+}
+
+/* Q, K and V are packed into one (3h, h) weight so that one GEMM produces
+ * the packed qkv rows that the attention op reads. */
+mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
+{
+    const int h = m->cfg.hidden, in = m->cfg.intermediate;
+    bert_layer *L = &m->layer[l];
+    char n1[128], n2[128], n3[128];
+    mt_status st;
+    const char *p = "encoder.layer";
+
+    /* packed qkv */
+    const float *bq, *bk, *bv;
+    snprintf(n1, sizeof n1, "%s.%d.attention.self.query.weight", p, l);
+    snprintf(n2, sizeof n2, "%s.%d.attention.self.key.weight", p, l);
+    snprintf(n3, sizeof n3, "%s.%d.attention.self.value.weight", p, l);
+    const char *qkv_names[3] = {n1, n2, n3};
+    const int qkv_rows[3] = {h, h, h};
+    const int maxk = in > h ? in : h;
+    const float *sm = m->smooth_stats ? m->smooth_stats + (size_t)l * GEMMS_PER_LAYER * maxk : NULL;
+    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, l, MT_GEMM_QKV, &L->qkv, err)))
+        return st;
+    snprintf(n1, sizeof n1, "%s.%d.attention.self.query.bias", p, l);
+    snprintf(n2, sizeof n2, "%s.%d.attention.self.key.bias", p, l);
+    snprintf(n3, sizeof n3, "%s.%d.attention.self.value.bias", p, l);
+    if ((st = bert_find_f32(f, n1, h, 0, &bq, err)) || (st = bert_find_f32(f, n2, h, 0, &bk, err)) ||
+        (st = bert_find_f32(f, n3, h, 0, &bv, err)))
+        return st;
+    float *bqkv = malloc(sizeof(float) * 3 * (size_t)h);
+    if (!bqkv)
+        return mt_fail(err, MT_ENOMEM, "out of memory packing layer %d qkv bias", l);
+    memcpy(bqkv, bq, h * sizeof(float));
+    memcpy(bqkv + h, bk, h * sizeof(float));
+    memcpy(bqkv + 2 * h, bv, h * sizeof(float));
+    st = bert_to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
+    free(bqkv);
+    if (st != MT_OK)
+        return st;
+
+    /* the other three GEMMs and two LayerNorms */
+    struct {
+        const char *w, *b;
+        int n, k;
+        mt_weight **wt;
+        float **bias;
+    } g[] = {
+        {"attention.output.dense.weight", "attention.output.dense.bias", h, h, &L->attn_out,
+         &L->b_attn_out},
+        {"intermediate.dense.weight", "intermediate.dense.bias", in, h, &L->inter, &L->b_inter},
+        {"output.dense.weight", "output.dense.bias", h, in, &L->out, &L->b_out},
+    };
+    for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
+        snprintf(n1, sizeof n1, "%s.%d.%s", p, l, g[i].w);
+        snprintf(n2, sizeof n2, "%s.%d.%s", p, l, g[i].b);
+        const char *names[1] = {n1};
+        if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
+                            l, (mt_gemm_kind)(i + 1), g[i].wt, err)) ||
+            (st = bert_load_vec(m, f, n2, g[i].n, g[i].bias, err)))
+            return st;
+    }
+    struct {
+        const char *name;
+        float **dst;
+    } v[] = {
+        {"attention.output.LayerNorm.weight", &L->ln1_g},
+        {"attention.output.LayerNorm.bias", &L->ln1_b},
+        {"output.LayerNorm.weight", &L->ln2_g},
+        {"output.LayerNorm.bias", &L->ln2_b},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        snprintf(n1, sizeof n1, "%s.%d.%s", p, l, v[i].name);
+        if ((st = bert_load_vec(m, f, n1, h, v[i].dst, err)))
+            return st;
+    }
+    return MT_OK;
+}
+
+/* A pre-quantized file says in its metadata how it was made; refuse one
+ * that does not match what the variant asks for, so a config edit can never
+ * silently serve other weights than it names. */
+mt_status bert_check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
+                                  const char *mix, mt_err *err)
+{
+    const char *fmt = st_meta(f, "mantissa.format");
+    const char *fmix = st_meta(f, "mantissa.mix");
+    if (strcmp(fmix ? fmix : "", mix))
+        return mt_fail(err, MT_EINVAL, "%s: quantized with mix \"%s\", but the variant asks for "
+                       "\"%s\"", st_path(f), fmix ? fmix : "", mix);
+    const char *prec = st_meta(f, "mantissa.precision");
+    const char *cal = st_meta(f, "mantissa.calibration");
+    if (!fmt || strcmp(fmt, "1") != 0 || !prec)
+        return mt_fail(err, MT_EFORMAT, "%s: not a mantissa quantized file (metadata "
+                       "mantissa.format/mantissa.precision missing; make one with mantissa quantize)",
+                       st_path(f));
+    if (strcmp(prec, mt_precision_name(p)) != 0)
+        return mt_fail(err, MT_EINVAL, "%s: quantized as %s, but the variant asks for %s",
+                       st_path(f), prec, mt_precision_name(p));
+    if ((mt_prec(p)->has_scales || *mix) && (!cal || strcmp(cal, mt_calib_name(c->method)) != 0))
+        return mt_fail(err, MT_EINVAL, "%s: calibrated with %s, but the variant asks for %s",
+                       st_path(f), cal ? cal : "(none)", mt_calib_name(c->method));
+    if ((mt_prec(p)->has_scales || *mix) && c->method == MT_CALIB_PERCENTILE) {
+        const char *pc = st_meta(f, "mantissa.percentile");
+        if (!pc || fabs(atof(pc) - c->percentile) > 1e-9)
+            return mt_fail(err, MT_EINVAL, "%s: calibrated at percentile %s, but the variant asks "
+                           "for %g", st_path(f), pc ? pc : "(none)", c->percentile);
+    }
+    return MT_OK;
+}
+
+/* Whether any GEMM weight of the model is in precision p. */
+bool bert_uses_precision(const bert_model *m, mt_precision p)
+{
+    for (int l = 0; l < m->cfg.layers; l++)
+        for (int k = 0; k < MT_GEMM_KINDS; k++)
+            if (mt_op_precision(MT_OP_GEMM_WEIGHT, mt_mix_precision(&m->mix, l, k, m->prec)) == p)
+                return true;
+    return false;
+}
+
+/* Parses the variant's mix (kept in its normalised text form, which a
+ * quantized file's metadata must match) and checks that the backend runs
+ * every precision it gives. */
+mt_status bert_setup_mix(bert_model *m, const char *text, mt_err *err)
+{
+    mt_status st = mt_mix_parse(text, &m->mix, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "mix: ");
+    if (!mt_mix_format(&m->mix, m->mix_text, sizeof m->mix_text))
+        return mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof m->mix_text);
+    for (int p = 0; p < MT_PREC_COUNT; p++)
+        if ((p == (int)m->prec || bert_uses_precision(m, (mt_precision)p)) &&
+            !m->be->ops->supports(m->be, (mt_precision)p))
+            return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the %s backend",
+                           mt_precision_name((mt_precision)p), m->be->device);
+    return MT_OK;
+}
+
+mt_status bert_load_embeddings(bert_model *m, const st_file *f, mt_err *err)
+{
+    const int h = m->cfg.hidden;
+    const float *word, *pos, *type;
+    mt_status st;
+    if ((st = bert_find_f32(f, "embeddings.word_embeddings.weight", m->cfg.vocab, h, &word,
+                            err)) ||
+        (st = bert_find_f32(f, "embeddings.position_embeddings.weight", m->cfg.max_positions, h,
+                            &pos, err)) ||
+        (st = bert_find_f32(f, "embeddings.token_type_embeddings.weight", m->cfg.type_vocab, h,
+                            &type, err)))
+        return st;
+    if ((st = bert_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) ||
+        (st = bert_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err)) ||
+        (st = bert_to_backend(m, type, (size_t)h, &m->type0, err)) ||
+        (st = bert_load_vec(m, f, "embeddings.LayerNorm.weight", h, &m->emb_ln_g, err)))
+        return st;
+    return bert_load_vec(m, f, "embeddings.LayerNorm.bias", h, &m->emb_ln_b, err);
+}
