@@ -52,7 +52,7 @@ VPY      := $(VENV)/bin/python
 MODEL_DIR := models/all-MiniLM-L6-v2
 CONFIG   ?= config/mantissa.json
 
-.PHONY: all build deps model run test test-deploy soak unit integration eval bench clean distclean
+.PHONY: all build deps model run test test-deploy test-image soak unit integration eval bench clean distclean
 all build: $(BIN) $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
@@ -204,6 +204,15 @@ test-deploy: deps model
 	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
 	BUILD=$(BUILD) $(VPY) tests/deploy/multi_replica.py nginx
+
+# make test-image: the cpu image built for real (Debian's Docker engine, a
+# debootstrapped base; tests/deploy/image_test.sh) and the deployment scenario
+# on 3 containers of it. Not in make test: it needs root and Debian's mirror,
+# and takes 1-4 minutes.
+test-image: deps model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(BIN)
+	PYTHON=$(abspath $(VPY)) BUILD=$(BUILD) tests/deploy/image_test.sh cpu
 
 eval: deps model
 	$(MAKE) --no-print-directory $(BIN)

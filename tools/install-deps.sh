@@ -6,6 +6,8 @@
 #   tools/install-deps.sh                 install what is missing
 #   tools/install-deps.sh --check-debian  only check that the packages are there
 #   tools/install-deps.sh --dev-tools     only bear (make compile_commands.json)
+#   tools/install-deps.sh --image-tools   only Debian's container engine and
+#                                         debootstrap (make test-image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,25 @@ if [ "${1:-}" = "--dev-tools" ]; then
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends bear
+  fi
+  exit 0
+fi
+
+# make test-image: Debian's Docker engine (docker.io: dockerd, containerd,
+# runc and the 20.10 client with BuildKit) and debootstrap, which makes the
+# base image (no registry is reachable from our machines).
+if [ "${1:-}" = "--image-tools" ]; then
+  IMG_PKGS=(docker.io debootstrap)
+  imissing=()
+  for p in "${IMG_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || imissing+=("$p")
+  done
+  if [ ${#imissing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${imissing[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${imissing[@]}"
   fi
   exit 0
 fi

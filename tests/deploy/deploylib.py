@@ -4,6 +4,11 @@ from the committed configs with only their addresses rewritten, plus a
 small HTTP client. Everything started here is a child process that
 `Procs.stop_all()` ends by its own pid; every wait is bounded.
 
+A replica is a process, or (with IMAGE set, make test-image) a container of
+that image: `Container` has the process's interface (name, port,
+send_signal, poll, wait, kill) and its config is a mounted folder swapped
+the way a Kubernetes ConfigMap is (`write_config`).
+
 Standard library only, so the tests run with the system python3 too.
 """
 import http.client
@@ -74,6 +79,7 @@ class Procs:
     def __init__(self, workdir):
         self.workdir = workdir
         self.procs = []
+        self.containers = []
 
     def start(self, name, argv):
         log = open(os.path.join(self.workdir, name + ".log"), "ab")
@@ -85,6 +91,8 @@ class Procs:
         return p
 
     def log_tail(self, p, n=15):
+        if isinstance(p, Container):
+            return docker_logs(p.name, n)
         try:
             with open(p.log_path, "rb") as f:
                 return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
@@ -92,6 +100,8 @@ class Procs:
             return ""
 
     def stop_all(self):
+        for c in self.containers:
+            c.remove()
         # SIGTERM first, so that nginx's master reaps its workers; then a
         # SIGKILL to each child's process group (each leads its own, see
         # start), for whatever is left.
@@ -115,7 +125,101 @@ class Procs:
                 pass
 
 
+IMAGE = None               # a container image: replicas are containers of it
+DOCKER = os.environ.get("DOCKER", "/usr/bin/docker")
+IMAGE_MODEL = "/opt/mantissa/models/all-MiniLM-L6-v2"
+IMAGE_UID = "10001"
+
+
+def docker(*args, timeout=60, check=True):
+    r = subprocess.run([DOCKER] + list(args), capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError("docker %s: %s" % (" ".join(args), (r.stderr or r.stdout).strip()))
+    return r.stdout.strip()
+
+
+def docker_logs(name, tail=None):
+    """A container's output (its stdout and stderr, in order)."""
+    args = [DOCKER, "logs"] + (["--tail", str(tail)] if tail else []) + [name]
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                        timeout=30)
+    return r.stdout
+
+
+class Container:
+    """A replica in a container of IMAGE, published on 127.0.0.1:port, its
+    root filesystem read-only, the weights and a ConfigMap-style config
+    folder mounted read-only (/etc/mantissa: mantissa.json -> ..data/
+    mantissa.json, ..data -> a timestamped folder, swapped by renaming a new
+    ..data link over the old one)."""
+
+    def __init__(self, workdir, name, port, cfg):
+        self.name, self.port, self.workdir = name, port, workdir
+        self.cfgdir = os.path.join(workdir, name + ".configmap")
+        os.makedirs(self.cfgdir)
+        self.generation = 0
+        self.write_config(cfg)
+        os.symlink("..data/mantissa.json", os.path.join(self.cfgdir, "mantissa.json"))
+        self.log_path = os.path.join(workdir, name + ".log")
+        self.cid = docker("run", "-d", "--name", name, "--read-only", "--tmpfs", "/tmp",
+                          "-p", "127.0.0.1:%d:8080" % port,
+                          "-v", "%s:/etc/mantissa:ro" % self.cfgdir,
+                          "-v", "%s:%s:ro" % (MODEL_DIR, IMAGE_MODEL), IMAGE)
+        self.exit = None
+
+    def write_config(self, cfg):
+        cfg = json.loads(json.dumps(cfg))
+        cfg["server"]["listen"] = "0.0.0.0:8080"
+        for m in cfg["models"]:
+            m["path"] = IMAGE_MODEL
+        self.generation += 1
+        gen = "..%s_%d" % (time.strftime("%Y_%m_%d_%H_%M_%S"), self.generation)
+        os.makedirs(os.path.join(self.cfgdir, gen))
+        with open(os.path.join(self.cfgdir, gen, "mantissa.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        os.chmod(os.path.join(self.cfgdir, gen), 0o755)
+        tmp = os.path.join(self.cfgdir, "..data_tmp")
+        os.symlink(gen, tmp)
+        os.replace(tmp, os.path.join(self.cfgdir, "..data"))
+
+    def state(self, fmt):
+        return docker("inspect", "-f", fmt, self.name, check=False)
+
+    def poll(self):
+        if self.exit is None:
+            out = self.state("{{.State.Running}} {{.State.ExitCode}}").split()
+            if len(out) == 2 and out[0] == "false":
+                self.exit = int(out[1])
+        return self.exit
+
+    def wait(self, timeout=None):
+        end = time.time() + (timeout if timeout is not None else 3600)
+        while self.poll() is None:
+            if time.time() > end:
+                raise subprocess.TimeoutExpired(self.name, timeout)
+            time.sleep(0.1)
+        return self.exit
+
+    def send_signal(self, sig):
+        docker("kill", "-s", signal.Signals(sig).name, self.name, check=False)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def health(self):
+        return self.state("{{.State.Health.Status}}")
+
+    def remove(self):
+        with open(self.log_path, "w") as f:
+            f.write(docker_logs(self.name))
+        docker("rm", "-f", self.name, check=False, timeout=60)
+
+
 def start_replica(procs, name, port, cfg):
+    if IMAGE:
+        c = Container(procs.workdir, name, port, cfg)
+        procs.containers.append(c)
+        return c
     path = os.path.join(procs.workdir, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f, indent=2)
@@ -123,6 +227,19 @@ def start_replica(procs, name, port, cfg):
                            "--listen", "127.0.0.1:%d" % port])
     p.port, p.config_path = port, path
     return p
+
+
+def write_replica_config(r, cfg):
+    """A replica's new config, as a deployment would write it: a container's
+    by a ConfigMap swap, a process's as editors and the kubelet do (a new
+    file renamed over the old one)."""
+    if isinstance(r, Container):
+        r.write_config(cfg)
+        return
+    tmp = r.config_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(cfg, f, indent=2)
+    os.replace(tmp, r.config_path)
 
 
 def wait_ready(port, proc=None, timeout=60):

@@ -17,8 +17,12 @@ Passes only if every request of the load was answered 200 (zero failed
 requests, connection errors included) and every step above held.
 Bounded: at most about 3 minutes; ends everything it started.
 
-  python3 tests/deploy/multi_replica.py [nginx|haproxy]
-  (MANTISSA_BIN or BUILD pick the binary)
+  python3 tests/deploy/multi_replica.py [nginx|haproxy] [--image IMAGE]
+  (MANTISSA_BIN or BUILD pick the binary; with --image the replicas are
+  containers of IMAGE instead (deploylib.Container): the config edits are
+  ConfigMap-style swaps of a mounted folder, and it also checks that the
+  image's HEALTHCHECK turns healthy, that the server runs as uid 10001 and
+  that its root filesystem is read-only)
 Ends with "multi_replica: N passed, N failed".
 """
 import collections
@@ -26,6 +30,7 @@ import http.client
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -146,6 +151,26 @@ def sigterm_one(c, procs, r):
             "exit %s; log: %s" % (rc, procs.log_tail(r, 5)))
 
 
+def container_checks(c, r, when):
+    """The image's own promises, on a running container replica."""
+    t0, health = time.time(), ""
+    while time.time() - t0 < 60:
+        health = r.health()
+        if health == "healthy":
+            break
+        time.sleep(0.5)
+    c.check("%s: HEALTHCHECK healthy %s (after %.0fs)" % (r.name, when, time.time() - t0),
+            health == "healthy", "health: %s" % health)
+    uid = d.docker("exec", r.name, "id", "-u", check=False)
+    c.check("%s: the server runs as uid %s" % (r.name, d.IMAGE_UID), uid == d.IMAGE_UID,
+            "id -u: %s" % uid)
+    rr = subprocess.run([d.DOCKER, "exec", r.name, "sh", "-c", "touch /opt/mantissa/probe"],
+                        capture_output=True, text=True, timeout=30)
+    c.check("%s: the root filesystem is read-only" % r.name,
+            rr.returncode != 0 and "Read-only file system" in rr.stderr,
+            "touch: exit %d %s" % (rr.returncode, rr.stderr.strip()))
+
+
 WD = None
 LB = "nginx"
 
@@ -158,8 +183,9 @@ def main():
     load = None
     try:
         new_prec = "int8" if d.supports_precision("int8", wd) else "fp16"
-        print("multi_replica: %s; work folder %s; binary %s; edit 1 switches fp32 -> %s"
-              % (LB, wd, d.mantissa_bin(), new_prec), flush=True)
+        print("multi_replica: %s; work folder %s; %s; edit 1 switches fp32 -> %s"
+              % (LB, wd, "image " + d.IMAGE if d.IMAGE else "binary " + d.mantissa_bin(),
+                 new_prec), flush=True)
         server = {"engine_threads": 1, "shutdown_grace_ms": SHUTDOWN_GRACE_MS,
                   "drain_delay_ms": DRAIN_DELAY_MS}
         cfg = d.replica_config(VARIANT, "fp32", server)
@@ -175,6 +201,8 @@ def main():
             if not c.check("%s ready on :%d" % (r.name, r.port), d.wait_ready(r.port, r),
                            procs.log_tail(r)):
                 return c.summary()
+        if d.IMAGE:
+            container_checks(c, reps[0], "at the start")
         mapping = {8081: ports[0], 8082: ports[1], 8083: ports[2], 8080: lb_port,
                    8090: split_port, 8091: ports[0], 8092: ports[1]}
         start = d.start_haproxy if LB == "haproxy" else d.start_nginx
@@ -203,10 +231,7 @@ def main():
             edited["models"] = [dict(cfg["models"][0], variants=[
                 {"name": name, "precision": precision, "traffic": 100}])]
             for r in reps:
-                tmp = r.config_path + ".tmp"
-                with open(tmp, "w") as f:
-                    json.dump(edited, f, indent=2)
-                os.replace(tmp, r.config_path)  # as editors and the kubelet do: a new file
+                d.write_replica_config(r, edited)
 
         def wait_all(done):
             t0, pending = time.time(), {r.name: r for r in reps}
@@ -252,6 +277,8 @@ def main():
         c.check("load: zero failed requests", load.outcomes[200] == total,
                 "%d of %d failed; first: %s" % (total - load.outcomes[200], total, load.failures))
 
+        if d.IMAGE:
+            container_checks(c, reps[-1], "at the end")
         # the restarted replicas also stop cleanly
         for r in reps:
             r.send_signal(signal.SIGTERM)
@@ -269,9 +296,16 @@ def main():
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        if sys.argv[1] not in ("nginx", "haproxy"):
-            sys.exit("usage: multi_replica.py [nginx|haproxy]")
-        LB = sys.argv[1]
+    args = sys.argv[1:]
+    if "--image" in args:
+        i = args.index("--image")
+        if i + 1 >= len(args):
+            sys.exit("usage: multi_replica.py [nginx|haproxy] [--image IMAGE]")
+        d.IMAGE = args[i + 1]
+        del args[i:i + 2]
+    if args:
+        if args[0] not in ("nginx", "haproxy") or len(args) > 1:
+            sys.exit("usage: multi_replica.py [nginx|haproxy] [--image IMAGE]")
+        LB = args[0]
     rc = main()
     sys.exit(d.remove_workdir(WD, rc) if WD else rc)
