@@ -222,6 +222,22 @@ bench: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
 
+# The load generator every server of make bench-peers is driven with.
+$(BUILD)/bench/loadgen: bench/loadgen.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow $< -lm -o $@
+
+# make bench-peers: Mantissa against llama.cpp's llama-server and
+# infinity-emb (bench/peers_bench.py; installs the peers once with
+# bench/peers/setup.sh: ~6 GB and ~10 minutes the first time); writes
+# bench/results/peers-<date>.md. Not in make test.
+.PHONY: bench-peers
+bench-peers: deps model
+	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
+	bench/peers/setup.sh
+	$(VPY) bench/peers_bench.py --out bench/results/peers-$(shell date +%F).md \
+	  --json build/peers/peers-$(shell date +%F).json
+
 # compile_commands.json for clangd and other editors: every compile of a
 # full build (into build/compdb, so the usual builds are not touched),
 # recorded by bear (Debian's package, installed when missing).
