@@ -126,7 +126,7 @@ static int by_ratio_desc(const void *a, const void *b)
 static mt_status mix_of(const search *s, const cand *order, int up, char *out, size_t cap,
                         mt_err *err)
 {
-    static mt_precision map[MT_MIX_MAX_LAYERS * MT_GEMM_KINDS];
+    mt_precision map[MT_MIX_MAX_LAYERS * MT_GEMM_KINDS]; /* 2 KiB */
     const int L = s->res->layers;
     for (int i = 0; i < L * MT_GEMM_KINDS; i++)
         map[i] = s->o->low;
