@@ -432,7 +432,7 @@ static mt_status parse_batching(ctx *c, const cJSON *b, const char *path, cfg_mo
     mt_status st = apply(c, b ? b : &(cJSON){.type = cJSON_Object}, path, batching_fields,
                          N(batching_fields), m);
     /* the default is "auto": it does not wait at low load (a lone request
-     * gets batch-1 latency) and waits at most a batch's fixed cost under
+     * gets batch-1 latency) and waits at most a batch's service time under
      * load; a fixed 2 ms cost a lone client 2.1 ms per request (int8:
      * 293 against 733 requests/s at concurrency 1), bench/results/
      * auto-delay-2026-11-24.md */
