@@ -214,6 +214,15 @@ test-image: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	PYTHON=$(abspath $(VPY)) BUILD=$(BUILD) tests/deploy/image_test.sh cpu
 
+# make test-image-gpu: the gpu target on stand-ins for NVIDIA's CUDA images
+# made from this machine's toolkit (deploy/base/make-cuda-bases.sh); the
+# scenario runs on the CPU where there is no GPU.
+.PHONY: test-image-gpu
+test-image-gpu: deps model
+	tools/install-deps.sh --test-tools
+	$(MAKE) --no-print-directory $(BIN)
+	PYTHON=$(abspath $(VPY)) BUILD=$(BUILD) tests/deploy/image_test.sh gpu
+
 eval: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(BIN) eval --config $(CONFIG) --stsb ../shared/data/stsb/sts-test.csv

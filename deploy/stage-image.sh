@@ -11,7 +11,9 @@
 #                                              own the binary's direct shared
 #                                              libraries (apt pulls in the rest)
 # The runtime stage installs that package list, so it never drifts from what
-# the binary links. Fails when a library belongs to no package.
+# the binary links. Fails when a library belongs to no package, except the
+# CUDA toolkit's (under /usr/local/cuda*), which the gpu target's runtime base
+# image provides.
 #
 #   deploy/stage-image.sh BIN OUT
 set -euo pipefail
@@ -56,6 +58,11 @@ for lib in $(objdump -p "$BIN" | awk '$1 == "NEEDED" {print $2}'); do
     echo "stage-image: $lib (needed by $BIN) is not found by ldd" >&2
     exit 1
   fi
+  case $(readlink -f "$path") in
+    /usr/local/cuda*) # the CUDA runtime and cuBLAS(Lt): the gpu target's runtime base has them
+      echo "stage-image: $lib comes with the CUDA runtime base image"
+      continue ;;
+  esac
   if ! pkg=$(owner "$path"); then
     echo "stage-image: $path ($lib) belongs to no installed package" >&2
     exit 1

@@ -17,12 +17,18 @@
 #      ConfigMap-style swaps of the mounted config folder, zero failed
 #      requests, HEALTHCHECK healthy, uid 10001, read-only root.
 #
+# The gpu target (make test-image-gpu) builds on local stand-ins for
+# NVIDIA's CUDA images (deploy/base/make-cuda-bases.sh: this machine's CUDA
+# toolkit in the debootstrapped root), checks that the binary finds
+# libcudart and libcublasLt inside the image, and runs the same scenario
+# (on the CPU where there is no GPU, as device "auto" does).
+#
 # Where no container engine can run it prints one SKIP line naming why and
-# exits 0. Each step prints its time. Usage: tests/deploy/image_test.sh [cpu]
+# exits 0. Each step prints its time. Usage: tests/deploy/image_test.sh [cpu|gpu]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TARGET=${1:-cpu}
-[ "$TARGET" = cpu ] || { echo "image_test: only the cpu target is tested here" >&2; exit 2; }
+case $TARGET in cpu|gpu) ;; *) echo "usage: image_test.sh [cpu|gpu]" >&2; exit 2 ;; esac
 DOCKER=/usr/bin/docker
 export DOCKER DOCKER_BUILDKIT=1
 IMAGE=mantissa:test-$TARGET
@@ -62,7 +68,8 @@ if ! $DOCKER info >/dev/null 2>&1; then
   fi
 fi
 
-if ! $DOCKER image inspect debian:12-slim >/dev/null 2>&1; then
+if ! $DOCKER image inspect debian:12-slim >/dev/null 2>&1 ||
+   { [ "$TARGET" = gpu ] && [ ! -f "$BASE/rootfs/etc/debian_version" ]; }; then
   if [ ! -f "$BASE/rootfs/etc/debian_version" ]; then
     step "debootstrap of Debian 12 (minbase) into $BASE/rootfs"
     rm -rf "$BASE/rootfs"
@@ -75,10 +82,24 @@ if ! $DOCKER image inspect debian:12-slim >/dev/null 2>&1; then
   tar -C "$BASE/rootfs" -c . | $DOCKER import - debian:12-slim >/dev/null
 fi
 
+ARGS=(--build-arg BAKE_MODEL=0)
+if [ "$TARGET" = gpu ]; then
+  step "CUDA base images from this machine's toolkit (deploy/base/make-cuda-bases.sh)"
+  VER=$(deploy/base/make-cuda-bases.sh "$BASE/rootfs" "$BASE" | tail -1)
+  ARGS+=(--build-arg "CUDA_VERSION=$VER" --build-arg CUDA_OS=debian12)
+  step "made nvidia/cuda:$VER-devel-debian12 and -runtime-debian12"
+fi
 step "docker build --target $TARGET -> $IMAGE"
-$DOCKER build --network host -f deploy/Dockerfile --target "$TARGET" --build-arg BAKE_MODEL=0 \
+$DOCKER build --network host -f deploy/Dockerfile --target "$TARGET" "${ARGS[@]}" \
   -t "$IMAGE" . >build/image-build-$TARGET.log 2>&1 || { tail -30 build/image-build-$TARGET.log; exit 1; }
 step "built: $($DOCKER image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}')"
+if [ "$TARGET" = gpu ]; then
+  libs=$($DOCKER run --rm --entrypoint ldd "$IMAGE" /opt/mantissa/bin/mantissa)
+  for l in libcudart libcublasLt; do
+    grep -q "$l.* => /" <<<"$libs" || { echo "image_test gpu: $l not found in the image:"; echo "$libs"; exit 1; }
+  done
+  step "ldd in the image: libcudart and libcublasLt found"
+fi
 
 step "deployment scenario on 3 containers behind nginx"
 rc=0
