@@ -31,8 +31,11 @@ from deploylib import request as http_request  # noqa: E402
 
 
 def request(port, method, path, body=None, headers=None):
-    """(status, body bytes); valgrind makes a forward take seconds."""
-    st, _, data = http_request(port, method, path, body, headers, timeout=300)
+    """(status, body bytes); valgrind makes a forward take seconds and a
+    build (what /v2/admin/reload waits for) minutes: 268 s was seen on a
+    loaded machine, so the wait is generous (it bounds a hang, it is not a
+    speed check)."""
+    st, _, data = http_request(port, method, path, body, headers, timeout=900)
     if st is None:
         raise OSError(data.decode(errors="replace"))
     return st, data
