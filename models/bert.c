@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/calib_text.h"
 #include "engine/jsonfile.h"
@@ -157,9 +158,12 @@ static const mt_model_ops bert_ops;
 /* The WordPiece vocabulary, which must be as long as config.json says. */
 static mt_status load_tokenizer(bert_model *m, const char *dir, mt_err *err)
 {
-    char path[4096];
+    char path[4096], tj[4096];
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    /* The added tokens come from tokenizer.json when the folder has one. */
+    tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
+                        .added_tokens_json = access(tj, R_OK) == 0 ? tj : NULL};
     mt_status st = tok_load(path, &topt, &m->tok, err);
     if (st == MT_OK && tok_vocab_size(m->tok) != m->cfg.vocab)
         st = mt_fail(err, MT_EFORMAT, "%s has %d entries but config.json vocab_size is %d", path,
