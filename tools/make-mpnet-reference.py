@@ -16,6 +16,9 @@
 #
 # Run (venv from tools/reference-requirements.txt, gitignored .venv-ref):
 #   .venv-ref/bin/python tools/make-mpnet-reference.py
+# With --stsb CSV it writes nothing and prints sentence-transformers' STS-B
+# Spearman (x100) on that split instead, for bench/results/mpnet-*.md:
+#   .venv-ref/bin/python tools/make-mpnet-reference.py --stsb /work/shared/data/stsb/sts-test.csv
 import json
 import os
 
@@ -73,5 +76,28 @@ def main():
                                         sentence_transformers.__version__))
 
 
+def stsb(path):
+    """sentence-transformers' Spearman x 100 of cosine vs gold score."""
+    import csv
+    from scipy.stats import spearmanr
+    from sentence_transformers import SentenceTransformer
+    gold, a, b = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            gold.append(float(row[4]))
+            a.append(row[5])
+            b.append(row[6])
+    model = SentenceTransformer(MODEL, device="cpu")
+    ea = model.encode(a, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    eb = model.encode(b, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    cos = (ea * eb).sum(axis=1)
+    print("sentence-transformers STS-B test Spearman: %.4f (%d pairs)"
+          % (100 * spearmanr(cos, gold).correlation, len(gold)))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "--stsb":
+        stsb(sys.argv[2])
+    else:
+        main()

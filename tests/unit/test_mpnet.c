@@ -337,6 +337,31 @@ START_TEST(mpnet_token_text)
 }
 END_TEST
 
+/* A quantized MPNet file (mt_model_save_quantized) reloads to the vectors
+ * that quantizing at load gives. fp16: no calibration, so the test is quick. */
+START_TEST(mpnet_quantized_file_reloads_to_the_same_vectors)
+{
+    char path[] = "/tmp/mt-mpnet-q-XXXXXX.safetensors";
+    int fd = mkstemps(path, 12);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    mt_err err = {{0}};
+    ck_assert_msg(mt_model_save_quantized(MODEL_DIR, MT_PREC_FP16, NULL, NULL, path, &err) == MT_OK,
+                  "%s", err.msg);
+    mt_model *q = NULL, *live = load(MT_PREC_FP16);
+    mt_model_opts o = {.precision = MT_PREC_FP16, .weights = path};
+    ck_assert_msg(mt_model_load(MODEL_DIR, be, &o, &q, &err) == MT_OK, "%s", err.msg);
+    char *texts[] = {"A man is playing a guitar.", "A woman <pad> slices an onion."};
+    float a[2 * H], b[2 * H];
+    embed(q, texts, 2, a, NULL);
+    embed(live, texts, 2, b, NULL);
+    ck_assert_mem_eq(a, b, sizeof a);
+    mt_model_free(q);
+    mt_model_free(live);
+    unlink(path);
+}
+END_TEST
+
 static Suite *test_suite(void)
 {
     Suite *s = suite_create("mpnet");
@@ -348,6 +373,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, mpnet_refuses_configs_it_cannot_serve);
     tcase_add_test(tc, mpnet_cls_pooling_is_the_first_token);
     tcase_add_test(tc, mpnet_token_text);
+    tcase_add_test(tc, mpnet_quantized_file_reloads_to_the_same_vectors);
     tcase_add_test(tc, mpnet_precisions_drift_little);
     suite_add_tcase(s, tc);
     return s;
