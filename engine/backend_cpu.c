@@ -222,10 +222,15 @@ static mt_status cpu_layernorm(mt_backend *be, const float *x, const float *res,
 }
 
 static mt_status cpu_attention(mt_backend *be, const float *qkv, const int32_t *offsets,
-                               int nseq, int heads, int head_dim, float *out, mt_err *err)
+                               int nseq, int heads, int head_dim, const float *pos_bias,
+                               int maxrel, float *out, mt_err *err)
 {
     bind_threads(be);
-    if (kc_attention(qkv, offsets, nseq, heads, head_dim, out) != 0)
+    int rc = kc_attention_bias(qkv, offsets, nseq, heads, head_dim, pos_bias, maxrel, out);
+    if (rc == -2)
+        return mt_fail(err, MT_EINVAL, "a sequence is longer than the position bias (%d)",
+                       maxrel + 1);
+    if (rc != 0)
         return mt_fail(err, MT_ENOMEM, "out of memory for attention scratch");
     return MT_OK;
 }

@@ -459,7 +459,8 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
  * precision argument, so the precision of this thread's last GEMM (the QKV
  * projection just before) stands in for it. */
 static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
-                              int heads, int head_dim, float *out, mt_err *err)
+                              int heads, int head_dim, const float *pos_bias, int maxrel,
+                              float *out, mt_err *err)
 {
     cu_backend *b = (cu_backend *)be;
     cu_ctx *c;
@@ -475,8 +476,8 @@ static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *o
     if (!kcu_attention_supported(mode, head_dim))
         return mt_fail(err, MT_EUNSUPPORTED, "attention head size %d is not supported on CUDA",
                        head_dim);
-    CU(kcu_attention(qkv, offsets, nseq, heads, head_dim, b->opts.max_len_hint, b->sms, mode, out,
-                     c->stream));
+    CU(kcu_attention_bias(qkv, offsets, nseq, heads, head_dim, pos_bias, maxrel,
+                          b->opts.max_len_hint, b->sms, mode, out, c->stream));
     return MT_OK;
 }
 

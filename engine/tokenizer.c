@@ -29,16 +29,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/tok_special.h"
 #include "engine/unicode_data.h"
 
 /* Code points above Unicode stand for special tokens found in the raw text
  * while the normalized text is a code point array: TOK_MARK + index. */
 #define TOK_MARK 0x110000u
 
-/* The special tokens HF matches in raw text for this family of models (the
- * tokenizer.json "added_tokens"; normalized=false, so matched verbatim). */
-static const char *const tok_special_names[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-#define TOK_NSPECIAL 5
+/* BERT's special tokens, which HF matches in raw text (its tokenizer.json
+ * "added_tokens", normalized=false), used when no tokenizer.json is given. */
+static const char *const tok_bert_specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
 
 struct tok {
     tok_options opt;
@@ -53,10 +53,8 @@ struct tok {
     uint64_t *pow;      /* (max_bytes + 1) TOK_HB^k, to combine hashes */
     uint64_t cont_hash; /* tok_poly of "##" */
     int32_t pad, unk, cls, sep;
-    int nspecial;       /* special tokens present, matched in raw text */
-    int32_t special_id[TOK_NSPECIAL];
-    size_t special_len[TOK_NSPECIAL];
-    const char *special_name[TOK_NSPECIAL];
+    tok_added_list added; /* special tokens matched in the text */
+    bool any_normalized;  /* some added token is matched in normalized text */
 };
 
 /* ======================================================================
@@ -214,27 +212,40 @@ static mt_status tok_index(tok_t *t, size_t size, const char *vocab_path, mt_err
     return MT_OK;
 }
 
-/* The special tokens: [PAD], [UNK], [CLS] and [SEP] must be there; the
- * others are kept when present. */
+/* The added tokens (tokenizer.json, or BERT's names the vocabulary has),
+ * each of which must be the vocabulary's entry at its id, and the tokens of
+ * the four roles, which must be in the vocabulary. */
 static mt_status tok_find_specials(tok_t *t, const char *vocab_path, mt_err *err)
 {
-    int32_t *req[] = {&t->pad, &t->unk, &t->cls, &t->sep};
-    for (int k = 0; k < TOK_NSPECIAL; k++) {
-        const char *name = tok_special_names[k];
-        int32_t id = tok_lookup(t, name, strlen(name));
-        if (k < 4) {
-            if (id < 0)
-                return mt_fail(err, MT_EFORMAT, "%s: vocabulary has no %s token", vocab_path, name);
-            *req[k] = id;
-        }
-        if (id >= 0) {
-            t->special_name[t->nspecial] = name;
-            t->special_len[t->nspecial] = strlen(name);
-            t->special_id[t->nspecial] = id;
-            t->nspecial++;
+    const tok_options *o = &t->opt;
+    mt_status s = MT_OK;
+    if (o->added_tokens_json) {
+        s = tok_added_load(o->added_tokens_json, &t->added, err);
+    } else {
+        for (int k = 0; k < 5 && s == MT_OK; k++) {
+            int32_t id = tok_lookup(t, tok_bert_specials[k], strlen(tok_bert_specials[k]));
+            if (id >= 0)
+                s = tok_added_push(&t->added, tok_bert_specials[k], id, false, err);
         }
     }
-    return MT_OK;
+    for (int k = 0; k < t->added.n && s == MT_OK; k++) {
+        const tok_added *a = &t->added.tok[k];
+        const char *v = tok_token(t, a->id);
+        if (!v || strcmp(v, a->content) != 0)
+            return mt_fail(err, MT_EFORMAT, "%s: added token \"%s\" has id %d, but %s has %s%s%s there",
+                           o->added_tokens_json, a->content, a->id, vocab_path, v ? "\"" : "",
+                           v ? v : "no entry", v ? "\"" : "");
+        t->any_normalized |= a->normalized;
+    }
+    const char *names[4] = {o->pad_token ? o->pad_token : "[PAD]", o->unk_token ? o->unk_token : "[UNK]",
+                            o->cls_token ? o->cls_token : "[CLS]", o->sep_token ? o->sep_token : "[SEP]"};
+    int32_t *req[] = {&t->pad, &t->unk, &t->cls, &t->sep};
+    for (int k = 0; k < 4 && s == MT_OK; k++) {
+        *req[k] = tok_lookup(t, names[k], strlen(names[k]));
+        if (*req[k] < 0)
+            return mt_fail(err, MT_EFORMAT, "%s: vocabulary has no %s token", vocab_path, names[k]);
+    }
+    return s;
 }
 
 /* Loads vocab.txt: one token a line, its id the line number. Trailing ASCII
@@ -280,6 +291,7 @@ void tok_free(tok_t *t)
     free(t->hash);
     free(t->pow);
     free(t->slots);
+    tok_added_free(&t->added);
     free(t);
 }
 
@@ -497,15 +509,6 @@ static bool tok_emit(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
     return true;
 }
 
-/* Index of the special token spelled at s, or -1. */
-static int tok_special_at(const tok_t *t, const char *s, size_t n)
-{
-    for (int k = 0; k < t->nspecial; k++)
-        if (t->special_len[k] <= n && memcmp(s, t->special_name[k], t->special_len[k]) == 0)
-            return k;
-    return -1;
-}
-
 /* Pass 1 over the whole input into nm (code points and TOK_MARK+k). */
 static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok_norm *nm,
                                mt_err *err)
@@ -514,14 +517,12 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
     size_t i = 0;
     while (i < len) {
         uint32_t c;
-        if (s[i] == '[') {
-            int k = tok_special_at(t, text + i, len - i);
-            if (k >= 0) {
-                if (!tok_emit(t, nm, TOK_MARK + (uint32_t)k, 0))
-                    return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
-                i += t->special_len[k];
-                continue;
-            }
+        int k = tok_added_raw_at(&t->added, text + i, len - i);
+        if (k >= 0) {
+            if (!tok_emit(t, nm, TOK_MARK + (uint32_t)k, 0))
+                return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+            i += t->added.tok[k].len;
+            continue;
         }
         const char *why = NULL;
         size_t l = tok_utf8_next(s + i, len - i, &c, &why);
@@ -678,9 +679,16 @@ static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, size_t n, mt_err *
     for (size_t i = 0; i < n; i++) {
         uint32_t c = cps[i];
         bool ok;
-        if (c >= TOK_MARK) {
+        size_t used = 0;
+        int sp = c >= TOK_MARK ? (int)(c - TOK_MARK)
+                : t->any_normalized ? tok_added_norm_at(&t->added, cps + i, n - i,
+                                                        t->opt.lowercase, &used)
+                                    : -1;
+        if (sp >= 0) {
             ok = tok_flush(p);
-            tok_put(p, t->special_id[c - TOK_MARK]);
+            tok_put(p, t->added.tok[sp].id);
+            if (used > 0)
+                i += used - 1;
         } else {
             unsigned f = ucd_flags(c);
             if (t->opt.lowercase && (f & UCD_LOWER)) {

@@ -20,10 +20,18 @@ typedef struct {
     bool lowercase;        /* and strip accents, as BertNormalizer with strip_accents=null */
     bool chinese_chars;    /* put spaces around CJK ideographs */
     int max_word_chars;    /* longer words become [UNK]; 100 in BERT */
+    /* The model's tokenizer.json, whose "added_tokens" are the special
+     * tokens matched in the text; NULL: BERT's [PAD] [UNK] [CLS] [SEP]
+     * [MASK], those the vocabulary has. */
+    const char *added_tokens_json;
+    /* The tokens of each role; NULL: BERT's "[CLS]" "[SEP]" "[PAD]" "[UNK]".
+     * MPNet: "<s>" "</s>" "<pad>" "[UNK]". */
+    const char *cls_token, *sep_token, *pad_token, *unk_token;
 } tok_options;
 
-/* Loads vocab.txt (one token a line, id = line number). Finds the special
- * tokens [PAD] [UNK] [CLS] [SEP]; their absence is an error naming the file. */
+/* Loads vocab.txt (one token a line, id = line number). Finds the tokens of
+ * the cls/sep/pad/unk roles; their absence is an error naming the file, as
+ * is an added token whose id's vocabulary entry is another string. */
 mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, mt_err *err);
 void tok_free(tok_t *t);
 

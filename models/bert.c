@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/calib_text.h"
 #include "engine/jsonfile.h"
@@ -44,68 +45,124 @@ static mt_status json_int(const cJSON *o, const char *file, const char *key, int
     return MT_OK;
 }
 
+/* config.json's fields that BERT and MPNet share. */
+static mt_status read_dims(const cJSON *j, const char *path, bert_config *c, mt_err *err)
+{
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+    mt_status st;
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu") != 0)
+        return mt_fail(err, MT_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (gelu only)",
+                       path, act->valuestring);
+    if ((st = json_int(j, path, "vocab_size", 1, 1 << 22, &c->vocab, err)) ||
+        (st = json_int(j, path, "hidden_size", 1, 1 << 16, &c->hidden, err)) ||
+        (st = json_int(j, path, "num_hidden_layers", 1, 1024, &c->layers, err)) ||
+        (st = json_int(j, path, "num_attention_heads", 1, 1024, &c->heads, err)) ||
+        (st = json_int(j, path, "intermediate_size", 1, 1 << 18, &c->intermediate, err)) ||
+        (st = json_int(j, path, "max_position_embeddings", 2, 1 << 16, &c->max_positions, err)))
+        return st;
+    if (c->hidden % c->heads != 0)
+        return mt_fail(err, MT_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d",
+                       path, c->hidden, c->heads);
+    return MT_OK;
+}
+
+/* config.json: the architecture (BERT, or MPNet's extra fields). */
+static mt_status read_arch(const char *dir, bert_config *c, mt_err *err)
+{
+    char path[4096];
+    cJSON *j = NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    mt_status st = mt_json_load(path, &j, err);
+    if (st != MT_OK)
+        return st;
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
+    const cJSON *pet = cJSON_GetObjectItemCaseSensitive(j, "position_embedding_type");
+    c->mpnet = cJSON_IsString(mt) && strcmp(mt->valuestring, "mpnet") == 0;
+    if (!c->mpnet && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "bert") != 0))
+        st = mt_fail(err, MT_EUNSUPPORTED, "%s: model_type must be \"bert\" or \"mpnet\"", path);
+    else if (pet && (!cJSON_IsString(pet) || strcmp(pet->valuestring, "absolute") != 0))
+        st = mt_fail(err, MT_EUNSUPPORTED, "%s: position_embedding_type must be \"absolute\"", path);
+    else if ((st = read_dims(j, path, c, err)))
+        ;
+    else if (c->mpnet)
+        st = mpnet_read_config(j, path, c, err);
+    else
+        st = json_int(j, path, "type_vocab_size", 1, 1 << 16, &c->type_vocab, err);
+    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
+    cJSON_Delete(j);
+    return st;
+}
+
+/* 1_Pooling/config.json: mean or CLS pooling, one of them true; any other
+ * mode, an unknown field or a non-bool value is refused, naming the field. */
+static mt_status read_pooling(const char *dir, bert_config *c, mt_err *err)
+{
+    char path[4096];
+    cJSON *j = NULL;
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    if (mt_json_load(path, &j, NULL) != MT_OK)
+        return MT_OK; /* no pooling config: mean, as sentence-transformers defaults */
+    static const char *const modes[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token",
+                                        "pooling_mode_max_tokens",
+                                        "pooling_mode_mean_sqrt_len_tokens",
+                                        "pooling_mode_weightedmean_tokens",
+                                        "pooling_mode_lasttoken"};
+    int on[6] = {0}, non = 0;
+    mt_status st = MT_OK;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j)
+    {
+        size_t k = 0;
+        while (k < 6 && strcmp(it->string, modes[k]) != 0)
+            k++;
+        if (k == 6 && !strcmp(it->string, "word_embedding_dimension") && cJSON_IsNumber(it))
+            continue;
+        if (k == 6 && !strcmp(it->string, "include_prompt") && cJSON_IsBool(it))
+            continue;
+        if (k == 6)
+            st = mt_fail(err, MT_EUNSUPPORTED, "%s: field '%s' is not supported", path, it->string);
+        else if (!cJSON_IsBool(it))
+            st = mt_fail(err, MT_EFORMAT, "%s: field '%s' must be true or false", path, it->string);
+        else if (cJSON_IsTrue(it) && k >= 2)
+            st = mt_fail(err, MT_EUNSUPPORTED, "%s: field '%s': only mean or CLS pooling is supported",
+                         path, it->string);
+        else if (cJSON_IsTrue(it))
+            on[k] = 1, non++;
+        if (st != MT_OK)
+            break;
+    }
+    cJSON_Delete(j);
+    if (st == MT_OK && non != 1)
+        st = mt_fail(err, MT_EUNSUPPORTED,
+                     "%s: exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token must be true",
+                     path);
+    c->pool_cls = on[1];
+    return st;
+}
+
 /* Reads config.json (the architecture), sentence_bert_config.json
- * (max_seq_length), 1_Pooling/config.json (must be mean pooling) and
+ * (max_seq_length), 1_Pooling/config.json (mean or CLS pooling) and
  * modules.json (whether a Normalize module follows). */
 mt_status bert_read_configs(const char *dir, bert_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
     mt_status st;
-
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((st = mt_json_load(path, &j, err)) != MT_OK)
-        return st;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
-    const cJSON *pet = cJSON_GetObjectItemCaseSensitive(j, "position_embedding_type");
-    if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "bert") != 0)
-        st = mt_fail(err, MT_EUNSUPPORTED, "%s: model_type must be \"bert\"", path);
-    else if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu") != 0)
-        st = mt_fail(err, MT_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (gelu only)",
-                     path, act->valuestring);
-    else if (pet && (!cJSON_IsString(pet) || strcmp(pet->valuestring, "absolute") != 0))
-        st = mt_fail(err, MT_EUNSUPPORTED, "%s: position_embedding_type must be \"absolute\"", path);
-    else if ((st = json_int(j, path, "vocab_size", 1, 1 << 22, &c->vocab, err)) ||
-             (st = json_int(j, path, "hidden_size", 1, 1 << 16, &c->hidden, err)) ||
-             (st = json_int(j, path, "num_hidden_layers", 1, 1024, &c->layers, err)) ||
-             (st = json_int(j, path, "num_attention_heads", 1, 1024, &c->heads, err)) ||
-             (st = json_int(j, path, "intermediate_size", 1, 1 << 18, &c->intermediate, err)) ||
-             (st = json_int(j, path, "max_position_embeddings", 2, 1 << 16, &c->max_positions,
-                            err)) ||
-             (st = json_int(j, path, "type_vocab_size", 1, 1 << 16, &c->type_vocab, err)))
-        ;
-    else if (c->hidden % c->heads != 0)
-        st = mt_fail(err, MT_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d",
-                     path, c->hidden, c->heads);
-    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
-    cJSON_Delete(j);
-    if (st != MT_OK)
+    memset(c, 0, sizeof *c);
+    if ((st = read_arch(dir, c, err)) != MT_OK)
         return st;
 
-    c->max_seq_len = c->max_positions;
+    c->max_seq_len = c->mpnet ? c->max_positions - c->pad_id - 1 : c->max_positions;
     snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
     if (mt_json_load(path, &j, NULL) == MT_OK) {
-        st = json_int(j, path, "max_seq_length", 2, c->max_positions, &c->max_seq_len, err);
+        st = json_int(j, path, "max_seq_length", 2, c->max_seq_len, &c->max_seq_len, err);
         cJSON_Delete(j);
         if (st != MT_OK)
             return st;
     }
-
-    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
-    if (mt_json_load(path, &j, NULL) == MT_OK) {
-        const cJSON *mean = cJSON_GetObjectItemCaseSensitive(j, "pooling_mode_mean_tokens");
-        int ok = cJSON_IsTrue(mean);
-        static const char *const others[] = {"pooling_mode_cls_token", "pooling_mode_max_tokens",
-                                             "pooling_mode_mean_sqrt_len_tokens"};
-        for (size_t i = 0; i < sizeof others / sizeof *others; i++)
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, others[i])))
-                ok = 0;
-        cJSON_Delete(j);
-        if (!ok)
-            return mt_fail(err, MT_EUNSUPPORTED, "%s: only mean pooling is supported", path);
-    }
+    if ((st = read_pooling(dir, c, err)) != MT_OK)
+        return st;
 
     c->normalize = 0;
     snprintf(path, sizeof path, "%s/modules.json", dir);
@@ -157,9 +214,18 @@ static const mt_model_ops bert_ops;
 /* The WordPiece vocabulary, which must be as long as config.json says. */
 static mt_status load_tokenizer(bert_model *m, const char *dir, mt_err *err)
 {
-    char path[4096];
+    char path[4096], tj[4096];
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    /* The added tokens come from tokenizer.json when the folder has one. */
+    tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
+                        .added_tokens_json = access(tj, R_OK) == 0 ? tj : NULL};
+    if (m->cfg.mpnet) { /* MPNetTokenizer: <s> A </s>, <pad>, WordPiece's [UNK] */
+        topt.cls_token = "<s>";
+        topt.sep_token = "</s>";
+        topt.pad_token = "<pad>";
+        topt.unk_token = "[UNK]";
+    }
     mt_status st = tok_load(path, &topt, &m->tok, err);
     if (st == MT_OK && tok_vocab_size(m->tok) != m->cfg.vocab)
         st = mt_fail(err, MT_EFORMAT, "%s has %d entries but config.json vocab_size is %d", path,
@@ -226,7 +292,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
         goto fail;
     st_close(f);
     m->base.ops = &bert_ops;
-    m->base.info = (mt_model_info){.arch = "bert",
+    m->base.info = (mt_model_info){.arch = m->cfg.mpnet ? "mpnet" : "bert",
                                    .hidden = m->cfg.hidden,
                                    .max_seq_len = m->cfg.max_seq_len,
                                    .vocab = m->cfg.vocab,
@@ -234,7 +300,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
                                    .intermediate = m->cfg.intermediate,
                                    .precision = m->prec,
                                    .mix = m->mix_text,
-                                   .pooling = MT_POOL_MEAN,
+                                   .pooling = m->cfg.pool_cls ? MT_POOL_CLS : MT_POOL_MEAN,
                                    .normalize = m->cfg.normalize,
                                    .gemm_bytes = m->gemm_bytes,
                                    .resident_bytes = m->gemm_bytes + m->other_bytes};
@@ -279,7 +345,7 @@ static void bert_free(mt_model *base)
         }
         free(m->layer);
     }
-    float *v[] = {m->word, m->pos, m->type0, m->emb_ln_g, m->emb_ln_b};
+    float *v[] = {m->word, m->pos, m->type0, m->emb_ln_g, m->emb_ln_b, m->pos_bias};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (v[i])
             be->ops->free(be, v[i]);
@@ -328,6 +394,46 @@ static mt_status record(bert_model *m, int l, int g, const float *x, int t, int 
     return st;
 }
 
+/* CLS pooling: each sequence's first row, L2-normalised when the model has
+ * a Normalize module. */
+static mt_status cls_pool(bert_model *m, const float *x, const int32_t *offsets, int nseq,
+                          float *out, mt_err *err)
+{
+    const int h = m->cfg.hidden;
+    mt_status st = MT_OK;
+    for (int s = 0; s < nseq && st == MT_OK; s++) {
+        float *o = out + (size_t)s * h;
+        st = m->be->ops->download(m->be, o, x + (size_t)offsets[s] * h, sizeof(float) * h, err);
+        if (st != MT_OK || !m->cfg.normalize)
+            continue;
+        double ss = 0;
+        for (int j = 0; j < h; j++)
+            ss += (double)o[j] * o[j];
+        float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.f;
+        for (int j = 0; j < h; j++)
+            o[j] *= inv;
+    }
+    return st;
+}
+
+/* The end of a forward: the hidden states x (t, h) as they are (pool
+ * false), or pooled (mean on the backend, or CLS) into out. */
+static mt_status finish(bert_model *m, const float *x, const int32_t *d_off,
+                        const int32_t *offsets, int nseq, int t, bool pool, float *pooled,
+                        float *out, mt_err *err)
+{
+    const mt_backend_ops *op = m->be->ops;
+    const int h = m->cfg.hidden;
+    mt_status st;
+    if (!pool)
+        return op->download(m->be, out, x, sizeof(float) * (size_t)t * h, err);
+    if (m->cfg.pool_cls)
+        return cls_pool(m, x, offsets, nseq, out, err);
+    if ((st = op->mean_pool(m->be, x, d_off, nseq, h, m->cfg.normalize, pooled, err)) != MT_OK)
+        return st;
+    return op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
+}
+
 /* Embeddings, then the first nlayers layers; then either pooling into out
  * (nseq, h) or, when pool is false, the hidden states into out (t, h). */
 static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
@@ -370,7 +476,8 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
         goto done;
 
     /* embeddings */
-    if ((st = op->embed(be, d_ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
+    if ((st = c->mpnet ? mpnet_embed(m, ids, offsets, nseq, d_ids, x, err)
+                       : op->embed(be, d_ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
         (st = op->layernorm(be, x, NULL, m->emb_ln_g, m->emb_ln_b, t, h, c->eps, x, err)))
         goto done;
 
@@ -379,7 +486,8 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
         /* self-attention, then residual + LayerNorm */
         if ((st = record(m, l, 0, x, t, h, err)) ||
             (st = op->gemm(be, x, t, L->qkv, L->b_qkv, MT_ACT_NONE, qkv, err)) ||
-            (st = op->attention(be, qkv, d_off, nseq, c->heads, h / c->heads, ctx, err)) ||
+            (st = op->attention(be, qkv, d_off, nseq, c->heads, h / c->heads, m->pos_bias,
+                                        m->maxrel, ctx, err)) ||
             (st = record(m, l, 1, ctx, t, h, err)) ||
             (st = op->gemm(be, ctx, t, L->attn_out, L->b_attn_out, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln1_g, L->ln1_b, t, h, c->eps, x, err)))
@@ -393,10 +501,7 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
             goto done;
     }
 
-    if (!pool)
-        st = op->download(be, out, x, sizeof(float) * (size_t)t * h, err);
-    else if ((st = op->mean_pool(be, x, d_off, nseq, h, c->normalize, pooled, err)) == MT_OK)
-        st = op->download(be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
+    st = finish(m, x, d_off, offsets, nseq, t, pool, pooled, out, err);
 
 done:
     op->free(be, d_ids);

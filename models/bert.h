@@ -25,9 +25,14 @@ typedef struct {
     float eps;
     int max_seq_len;  /* sentence-transformers' max_seq_length (256 for MiniLM) */
     int normalize;    /* modules.json has a Normalize module */
+    int pool_cls;     /* 1_Pooling/config.json: CLS pooling (else mean) */
+    int mpnet;        /* model_type "mpnet": relative position bias, RoBERTa positions */
+    int buckets;      /* MPNet relative_attention_num_buckets (32) */
+    int pad_id;       /* MPNet pad_token_id (its position embeddings' padding_idx) */
 } bert_config;
 
-/* Loads dir onto be (models/registry.c's entry for model_type "bert").
+/* Loads dir onto be (models/registry.c's entry for model_type "bert" and
+ * "mpnet": MPNet shares BERT's layers, see models/mpnet.c).
  * Errors name the file and field or tensor at fault. */
 mt_status bert_load_model(const char *dir, mt_backend *be, const mt_model_opts *opts,
                           mt_model **out, mt_err *err);

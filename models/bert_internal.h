@@ -33,6 +33,8 @@ struct bert_model {
     const float *smooth_stats; /* while loading int8: another model's act_max */
     tok_t *tok;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
+    float *pos_bias; /* MPNet: (heads, 2*maxrel+1) relative position bias, or NULL */
+    int maxrel;
     bert_layer *layer;
     size_t gemm_bytes, other_bytes;
 };
@@ -45,6 +47,25 @@ mt_status bert_read_configs(const char *dir, bert_config *c, mt_err *err);
  * the built-in calibration text: *out gets layers x 4 x max(h, i) floats. */
 mt_status bert_calibrate(const char *dir, mt_backend *be, int max_seq_len, float **out,
                          mt_err *err);
+
+/* mpnet.c: what MPNet adds to BERT's layers */
+#include <cJSON.h>
+/* config.json's MPNet fields (relative_attention_num_buckets, pad_token_id). */
+mt_status mpnet_read_config(const cJSON *j, const char *path, bert_config *c, mt_err *err);
+/* transformers' MPNet relative_position_bucket (bidirectional, max distance 128). */
+int mpnet_bucket(int rel, int buckets, int max_distance);
+/* The relative position bias table (encoder.relative_attention_bias) and a
+ * zero token-type row. */
+mt_status mpnet_load_extras(bert_model *m, const st_file *f, mt_err *err);
+/* Embeddings with RoBERTa's position ids: position pad_id + 1 + (non-pad
+ * tokens before) for each non-pad token, pad_id for a <pad> in the text. */
+mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                      const int32_t *d_ids, float *x, mt_err *err);
+/* The names of a layer's tensors: BERT's or MPNet's. */
+typedef struct {
+    const char *q, *k, *v, *o, *ln1, *inter, *out, *ln2;
+} bert_names;
+const bert_names *bert_layer_names(const bert_model *m);
 
 /* bert_weights.c */
 mt_status bert_find_f32(const st_file *f, const char *name, int64_t d0, int64_t d1,

@@ -21,6 +21,9 @@ static bool gemm_slot(const char *name, int *layer, int *g)
         {"attention.self.query.weight", 0}, {"attention.self.key.weight", 0},
         {"attention.self.value.weight", 0}, {"attention.output.dense.weight", 1},
         {"intermediate.dense.weight", 2},   {"output.dense.weight", 3},
+        /* MPNet's names (models/mpnet.c) */
+        {"attention.attn.q.weight", 0}, {"attention.attn.k.weight", 0},
+        {"attention.attn.v.weight", 0}, {"attention.attn.o.weight", 1},
     };
     int l, at = 0;
     if (!strncmp(name, "bert.", 5))
@@ -44,6 +47,8 @@ static bool is_gemm_weight(const char *name)
         ".attention.self.query.weight", ".attention.self.key.weight",
         ".attention.self.value.weight", ".attention.output.dense.weight",
         ".intermediate.dense.weight",   ".output.dense.weight",
+        ".attention.attn.q.weight",     ".attention.attn.k.weight",
+        ".attention.attn.v.weight",     ".attention.attn.o.weight",
     };
     if (strncmp(name, "encoder.layer.", 14) && strncmp(name, "bert.encoder.layer.", 19))
         return false;

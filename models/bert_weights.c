@@ -300,21 +300,22 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     char n1[128], n2[128], n3[128];
     mt_status st;
     const char *p = "encoder.layer";
+    const bert_names *nm = bert_layer_names(m);
 
     /* packed qkv */
     const float *bq, *bk, *bv;
-    snprintf(n1, sizeof n1, "%s.%d.attention.self.query.weight", p, l);
-    snprintf(n2, sizeof n2, "%s.%d.attention.self.key.weight", p, l);
-    snprintf(n3, sizeof n3, "%s.%d.attention.self.value.weight", p, l);
+    snprintf(n1, sizeof n1, "%s.%d.%s.weight", p, l, nm->q);
+    snprintf(n2, sizeof n2, "%s.%d.%s.weight", p, l, nm->k);
+    snprintf(n3, sizeof n3, "%s.%d.%s.weight", p, l, nm->v);
     const char *qkv_names[3] = {n1, n2, n3};
     const int qkv_rows[3] = {h, h, h};
     const int maxk = in > h ? in : h;
     const float *sm = m->smooth_stats ? m->smooth_stats + (size_t)l * GEMMS_PER_LAYER * maxk : NULL;
     if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, l, MT_GEMM_QKV, &L->qkv, err)))
         return st;
-    snprintf(n1, sizeof n1, "%s.%d.attention.self.query.bias", p, l);
-    snprintf(n2, sizeof n2, "%s.%d.attention.self.key.bias", p, l);
-    snprintf(n3, sizeof n3, "%s.%d.attention.self.value.bias", p, l);
+    snprintf(n1, sizeof n1, "%s.%d.%s.bias", p, l, nm->q);
+    snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, nm->k);
+    snprintf(n3, sizeof n3, "%s.%d.%s.bias", p, l, nm->v);
     if ((st = bert_find_f32(f, n1, h, 0, &bq, err)) || (st = bert_find_f32(f, n2, h, 0, &bk, err)) ||
         (st = bert_find_f32(f, n3, h, 0, &bv, err)))
         return st;
@@ -331,19 +332,18 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
 
     /* the other three GEMMs and two LayerNorms */
     struct {
-        const char *w, *b;
+        const char *w;
         int n, k;
         mt_weight **wt;
         float **bias;
     } g[] = {
-        {"attention.output.dense.weight", "attention.output.dense.bias", h, h, &L->attn_out,
-         &L->b_attn_out},
-        {"intermediate.dense.weight", "intermediate.dense.bias", in, h, &L->inter, &L->b_inter},
-        {"output.dense.weight", "output.dense.bias", h, in, &L->out, &L->b_out},
+        {nm->o, h, h, &L->attn_out, &L->b_attn_out},
+        {nm->inter, in, h, &L->inter, &L->b_inter},
+        {nm->out, h, in, &L->out, &L->b_out},
     };
     for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
-        snprintf(n1, sizeof n1, "%s.%d.%s", p, l, g[i].w);
-        snprintf(n2, sizeof n2, "%s.%d.%s", p, l, g[i].b);
+        snprintf(n1, sizeof n1, "%s.%d.%s.weight", p, l, g[i].w);
+        snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, g[i].w);
         const char *names[1] = {n1};
         if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
                             l, (mt_gemm_kind)(i + 1), g[i].wt, err)) ||
@@ -351,16 +351,16 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
             return st;
     }
     struct {
-        const char *name;
+        const char *name, *part;
         float **dst;
     } v[] = {
-        {"attention.output.LayerNorm.weight", &L->ln1_g},
-        {"attention.output.LayerNorm.bias", &L->ln1_b},
-        {"output.LayerNorm.weight", &L->ln2_g},
-        {"output.LayerNorm.bias", &L->ln2_b},
+        {nm->ln1, "weight", &L->ln1_g},
+        {nm->ln1, "bias", &L->ln1_b},
+        {nm->ln2, "weight", &L->ln2_g},
+        {nm->ln2, "bias", &L->ln2_b},
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        snprintf(n1, sizeof n1, "%s.%d.%s", p, l, v[i].name);
+        snprintf(n1, sizeof n1, "%s.%d.%s.%s", p, l, v[i].name, v[i].part);
         if ((st = bert_load_vec(m, f, n1, h, v[i].dst, err)))
             return st;
     }
@@ -430,18 +430,19 @@ mt_status bert_setup_mix(bert_model *m, const char *text, mt_err *err)
 mt_status bert_load_embeddings(bert_model *m, const st_file *f, mt_err *err)
 {
     const int h = m->cfg.hidden;
-    const float *word, *pos, *type;
+    const float *word, *pos, *type = NULL;
     mt_status st;
     if ((st = bert_find_f32(f, "embeddings.word_embeddings.weight", m->cfg.vocab, h, &word,
                             err)) ||
         (st = bert_find_f32(f, "embeddings.position_embeddings.weight", m->cfg.max_positions, h,
                             &pos, err)) ||
-        (st = bert_find_f32(f, "embeddings.token_type_embeddings.weight", m->cfg.type_vocab, h,
-                            &type, err)))
+        (!m->cfg.mpnet && (st = bert_find_f32(f, "embeddings.token_type_embeddings.weight",
+                                              m->cfg.type_vocab, h, &type, err))))
         return st;
     if ((st = bert_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) ||
         (st = bert_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err)) ||
-        (st = bert_to_backend(m, type, (size_t)h, &m->type0, err)) ||
+        (st = m->cfg.mpnet ? mpnet_load_extras(m, f, err)
+                           : bert_to_backend(m, type, (size_t)h, &m->type0, err)) ||
         (st = bert_load_vec(m, f, "embeddings.LayerNorm.weight", h, &m->emb_ln_g, err)))
         return st;
     return bert_load_vec(m, f, "embeddings.LayerNorm.bias", h, &m->emb_ln_b, err);

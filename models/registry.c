@@ -19,6 +19,7 @@ typedef struct {
 
 static const arch archs[] = {
     {"bert", bert_load_model, bert_save_quantized},
+    {"mpnet", bert_load_model, bert_save_quantized}, /* models/mpnet.c */
 };
 
 /* The architecture of dir (its config.json's model_type). */

@@ -568,7 +568,61 @@ def escape_json(s):
     return text
 
 
+# Texts spelling the special and added tokens of both models, checked
+# against each model's tokenizer.json (specials.jsonl, specials-<model>.jsonl).
+SPECIAL_TEXTS = [
+    "[CLS] hello [SEP] world [PAD] [MASK] [UNK]",
+    "<s> hello </s> world <pad> <mask> <unk>",
+    "<UNK> and <Unk> and <unk>x and x<unk> and <unk><unk>",
+    "a<s>b</s>c<pad>d<mask>e",
+    "  <mask>  lstrip and [MASK]rstrip",
+    "<s<s>> </s </s>> <<unk>> [[UNK]]",
+    "\u00c9l\u00e8ve <\u00dcNK> caf\u00e9 [unk] [Unk]",
+    "<unk\u0301> <un\u200bk> <u nk>",
+]
+
+
+def encode_all(model_json, texts):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(model_json)
+    tok.no_padding()
+    tok.enable_truncation(MAX_LEN)
+    full = Tokenizer.from_file(model_json)
+    full.no_padding()
+    full.no_truncation()
+    out = []
+    for s in texts:
+        ids = tok.encode(s).ids
+        n = len(full.encode(s).ids)
+        assert len(ids) == min(n, MAX_LEN)
+        out.append({"ids": ids, "full_len": n})
+    return out
+
+
+def write_expected(path, rows):
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for r in rows:
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
+def main_models():
+    """--models: the expected ids of MPNet on the committed corpus, and of
+    both models on SPECIAL_TEXTS (needs both models fetched)."""
+    with open(os.path.join(OUT, "corpus.jsonl"), encoding="utf-8") as f:
+        corpus = [json.loads(line) for line in f]
+    mpnet = os.path.join(ROOT, "models", "all-mpnet-base-v2", "tokenizer.json")
+    write_expected(os.path.join(OUT, "expected-mpnet.jsonl"), encode_all(mpnet, corpus))
+    with open(os.path.join(OUT, "specials.jsonl"), "w", encoding="utf-8", newline="\n") as f:
+        for s in SPECIAL_TEXTS:
+            f.write(escape_json(s) + "\n")
+    write_expected(os.path.join(OUT, "specials-minilm.jsonl"), encode_all(MODEL, SPECIAL_TEXTS))
+    write_expected(os.path.join(OUT, "specials-mpnet.jsonl"), encode_all(mpnet, SPECIAL_TEXTS))
+    print("mpnet: %d corpus texts, %d special texts" % (len(corpus), len(SPECIAL_TEXTS)))
+
+
 def main():
+    if sys.argv[1:] == ["--models"]:
+        return main_models()
     import tokenizers
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(MODEL)
@@ -613,6 +667,12 @@ To regenerate (needs the model, `make model`):
 
     python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers==%(version)s
     /tmp/tokvenv/bin/python tools/make-tokenizer-fixtures.py
+
+`expected-mpnet.jsonl` (the same corpus through
+`models/all-mpnet-base-v2/tokenizer.json`), `specials.jsonl` (texts spelling
+special and added tokens) and `specials-minilm.jsonl` / `specials-mpnet.jsonl`
+(their ids) come from `tools/make-tokenizer-fixtures.py --models` (needs both
+models: `make model-all`).
 
 The corpus is deterministic, but its code-point sweeps skip what unicodedata
 calls unassigned, so a Python with another Unicode version (here %(unidata)s)

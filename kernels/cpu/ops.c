@@ -104,6 +104,12 @@ void kc_layernorm(const float *x, const float *res, const float *g, const float 
 int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
                  float *out)
 {
+    return kc_attention_bias(qkv, offsets, nseq, heads, dh, NULL, 0, out);
+}
+
+int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                      const float *pos_bias, int maxrel, float *out)
+{
     const int hid = heads * dh, stride = 3 * hid;
     const float scale = 1.0f / sqrtf((float)dh);
     int maxlen = 0, failed = 0;
@@ -112,6 +118,8 @@ int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, 
             maxlen = offsets[s + 1] - offsets[s];
     if (maxlen == 0)
         return 0;
+    if (pos_bias && maxlen > maxrel + 1)
+        return -2;
 
 #pragma omp parallel
     {
@@ -131,7 +139,13 @@ int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, 
                 continue;
             }
             for (int i = 0; i < len; i++) {
-                float *row = sc + (size_t)i * len, mx = row[0], sum = 0.f;
+                float *row = sc + (size_t)i * len;
+                if (pos_bias) {
+                    const float *pb = pos_bias + (size_t)hd * (2 * maxrel + 1) + maxrel - i;
+                    for (int j = 0; j < len; j++)
+                        row[j] += pb[j];
+                }
+                float mx = row[0], sum = 0.f;
                 for (int j = 1; j < len; j++)
                     mx = row[j] > mx ? row[j] : mx;
                 for (int j = 0; j < len; j++)

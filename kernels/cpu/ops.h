@@ -25,6 +25,12 @@ void kc_layernorm(const float *x, const float *res, const float *g, const float 
  * Returns 0, or -1 when its scratch memory could not be allocated. */
 int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
                  float *out);
+/* The same with a relative position bias added to the scores before the
+ * softmax (MPNet): score(i, j) += pos_bias[hd * (2*maxrel+1) + (j - i) + maxrel]
+ * for head hd; pos_bias NULL: none. Sequences must be <= maxrel + 1 long
+ * (-2 otherwise). */
+int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                      const float *pos_bias, int maxrel, float *out);
 
 /* out (t, h) = word[ids] + pos[position in sequence] + type0. */
 void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,

@@ -72,7 +72,8 @@ constexpr int TC_THREADS = 128;
 template <int DH>
 __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
                                                               const int32_t *offsets, int heads,
-                                                              float qscale, float *out)
+                                                              float qscale, const float *pos_bias,
+                                                              int maxrel, float *out)
 {
     constexpr int LD = DH + 8; /* halves per smem row: 16 B of padding, conflict-free */
     constexpr int KSTEPS = DH / 16;
@@ -147,13 +148,18 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
                     mma_f16(sc[nt], qf[kk], b0, b1);
                 }
             }
-            /* mask keys past the end, then the online softmax per row (g, g+8) */
+            /* the relative position bias (MPNet; log2 domain like the scores),
+             * mask keys past the end, then the online softmax per row (g, g+8) */
             float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int nt = 0; nt < TK / 8; nt++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    if (k0 + nt * 8 + 2 * t + (e & 1) >= len)
+                    const int key = k0 + nt * 8 + 2 * t + (e & 1), row = (e >> 1) ? r1 : r0;
+                    if (pos_bias && key < len && row < len)
+                        sc[nt][e] += 1.4426950408889634f *
+                                     pos_bias[(size_t)hd * (2 * maxrel + 1) + key - row + maxrel];
+                    if (key >= len)
                         sc[nt][e] = -INFINITY;
                     mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
                 }
@@ -238,7 +244,9 @@ constexpr int F_MAXDH = 128;
 template <int NV>
 __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
                                                              const int32_t *offsets, int heads,
-                                                             int dh, float qscale, float *out)
+                                                             int dh, float qscale,
+                                                             const float *pos_bias, int maxrel,
+                                                             float *out)
 {
     __shared__ float qs[FQ * F_MAXDH];
     __shared__ float ks[FK * (F_MAXDH + 1)];
@@ -290,6 +298,8 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
                 float sc = 0.f;
                 for (int c = 0; c < dh; c++)
                     sc = fmaf(qs[qi * dh + c], ks[lane * kld + c], sc);
+                if (pos_bias && valid) /* MPNet's relative position bias */
+                    sc += pos_bias[(size_t)hd * (2 * maxrel + 1) + (k0 + lane) - (q0 + qi) + maxrel];
                 sc = valid ? sc : -INFINITY;
                 float mx = sc;
 #pragma unroll
@@ -353,10 +363,21 @@ extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, i
                                      int dh, int max_len_hint, int sms, kcu_attn_mode mode,
                                      float *out, cudaStream_t stream)
 {
+    return kcu_attention_bias(qkv, offsets, nseq, heads, dh, NULL, 0, max_len_hint, sms, mode,
+                              out, stream);
+}
+
+/* The caller guarantees every sequence is at most maxrel + 1 long when
+ * pos_bias is given (the model refuses longer ones before the forward). */
+extern "C" cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nseq,
+                                          int heads, int dh, const float *pos_bias, int maxrel,
+                                          int max_len_hint, int sms, kcu_attn_mode mode,
+                                          float *out, cudaStream_t stream)
+{
     if (nseq <= 0)
         return cudaSuccess;
     if (!qkv || !offsets || !out || heads <= 0 || nseq > 65535 || heads > 65535 ||
-        !kcu_attention_supported(mode, dh))
+        !kcu_attention_supported(mode, dh) || (pos_bias && maxrel < 0))
         return cudaErrorInvalidValue;
     /* the tensor-core kernel loads K/V rows as float4 and stores float2 */
     if (mode == KCU_ATTN_F16 && (((uintptr_t)qkv & 15) || ((uintptr_t)out & 7)))
@@ -376,18 +397,18 @@ extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, i
     if (mode == KCU_ATTN_F16) {
         const float qscale = 1.4426950408889634f / sqrtf((float)dh); /* log2(e) / sqrt(dh) */
         if (dh == 32)
-            attn_f16_kernel<32><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+            attn_f16_kernel<32><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
         else if (dh == 64)
-            attn_f16_kernel<64><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+            attn_f16_kernel<64><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
         else
-            attn_f16_kernel<128><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, out);
+            attn_f16_kernel<128><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
     } else {
         const float qscale = 1.0f / sqrtf((float)dh);
         switch (ceil_div(dh, 32)) {
-        case 1: attn_f32_kernel<1><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
-        case 2: attn_f32_kernel<2><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
-        case 3: attn_f32_kernel<3><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
-        default: attn_f32_kernel<4><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, out); break;
+        case 1: attn_f32_kernel<1><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        case 2: attn_f32_kernel<2><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        case 3: attn_f32_kernel<3><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        default: attn_f32_kernel<4><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
         }
     }
     return cudaGetLastError();

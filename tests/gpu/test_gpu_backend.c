@@ -306,7 +306,7 @@ static void encoder_ops_match_cpu_twins(void)
         CHECK(e <= 5e-6, "residual layernorm vs CPU: rel err %.3g", e);
         /* attention */
         CHECK(kc_attention(qkv, off, nseq, heads, dh, cpu) == 0, "CPU attention");
-        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, dout, &err)) ||
+        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, NULL, 0, dout, &err)) ||
             (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
             MT_OK_OR(st, err);
             goto done;
@@ -315,7 +315,7 @@ static void encoder_ops_match_cpu_twins(void)
             ref[i] = cpu[i];
         e = gt_rel_l2(gpu, ref, (size_t)t * h);
         CHECK(e <= (mode ? 4e-3 : 5e-6), "attention (%s) vs CPU: rel err %.3g", mode ? "f16" : "fp32", e);
-        st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, dout, &err);
+        st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, NULL, 0, dout, &err);
         CHECK(st == MT_EUNSUPPORTED && strstr(err.msg, "head size"), "head size %d: %s", 3 * h, err.msg);
         /* mean pool + normalise */
         kc_mean_pool(cpu, off, nseq, h, true, cpu + (size_t)t * h);
@@ -482,7 +482,8 @@ static mt_status mini_forward(const mini_model *mm, mt_err *err)
     if ((st = op->embed(be, mm->dids, mm->doff, mm->nseq, mm->word, mm->pos, mm->word, h, mm->x, err)) ||
         (st = op->layernorm(be, mm->x, NULL, mm->g, mm->b, t, h, 1e-12f, mm->x, err)) ||
         (st = op->gemm(be, mm->x, t, mm->wqkv, NULL, MT_ACT_NONE, mm->qkv, err)) ||
-        (st = op->attention(be, mm->qkv, mm->doff, mm->nseq, mm->heads, h / mm->heads, mm->ctx, err)) ||
+        (st = op->attention(be, mm->qkv, mm->doff, mm->nseq, mm->heads, h / mm->heads, NULL, 0,
+                                    mm->ctx, err)) ||
         (st = op->gemm(be, mm->ctx, t, mm->wout, mm->bias, MT_ACT_GELU, mm->y, err)) ||
         (st = op->layernorm(be, mm->y, mm->x, mm->g, mm->b, t, h, 1e-12f, mm->x, err)))
         return st;

@@ -17,8 +17,9 @@
 
 /* ---- plain twins --------------------------------------------------------- */
 
+/* pb: relative position bias (heads, 2*maxrel+1), or NULL. */
 static void ref_attention(const float *qkv, const int32_t *off, int nseq, int heads, int dh,
-                          double *out)
+                          const float *pb, int maxrel, double *out)
 {
     int hid = heads * dh, stride = 3 * hid;
     for (int s = 0; s < nseq; s++)
@@ -32,6 +33,8 @@ static void ref_attention(const float *qkv, const int32_t *off, int nseq, int he
                         d += (double)qkv[(size_t)i * stride + h * dh + k] *
                              qkv[(size_t)(off[s] + j) * stride + hid + h * dh + k];
                     p[j] = d / sqrt((double)dh);
+                    if (pb)
+                        p[j] += pb[(size_t)h * (2 * maxrel + 1) + j - (i - off[s]) + maxrel];
                     if (p[j] > mx)
                         mx = p[j];
                 }
@@ -62,13 +65,35 @@ START_TEST(attention_matches_double_reference_on_ragged_batches)
         float *out = poisoned((size_t)t * heads * dh);
         double *ref = malloc(sizeof(double) * t * heads * dh);
         ck_assert_int_eq(kc_attention(qkv, off, nseq, heads, dh, out), 0);
-        ref_attention(qkv, off, nseq, heads, dh, ref);
+        ref_attention(qkv, off, nseq, heads, dh, NULL, 0, ref);
         double e = rel_err(out, ref, (size_t)t * heads * dh, 1e-2);
         ck_assert_msg(e < 1e-5, "case %zu: relative error %g", c, e);
         free(qkv);
         free(out);
         free(ref);
     }
+}
+END_TEST
+
+/* MPNet's relative position bias, added to the scores before the softmax. */
+START_TEST(attention_with_position_bias_matches_double_reference)
+{
+    static const int lens[] = {5, 1, 300, 37};
+    int32_t off[5] = {0};
+    for (int s = 0; s < 4; s++)
+        off[s + 1] = off[s] + lens[s];
+    const int heads = 12, dh = 64, t = off[4], maxrel = 383;
+    float *qkv = rand_vec((size_t)t * 3 * heads * dh, 1.0f);
+    float *pb = rand_vec((size_t)heads * (2 * maxrel + 1), 4.0f);
+    float *out = poisoned((size_t)t * heads * dh);
+    double *ref = malloc(sizeof(double) * t * heads * dh);
+    ck_assert_int_eq(kc_attention_bias(qkv, off, 4, heads, dh, pb, maxrel, out), 0);
+    ref_attention(qkv, off, 4, heads, dh, pb, maxrel, ref);
+    double e = rel_err(out, ref, (size_t)t * heads * dh, 1e-2);
+    ck_assert_msg(e < 1e-5, "relative error %g", e);
+    /* a sequence longer than the bias table is refused */
+    ck_assert_int_eq(kc_attention_bias(qkv, off, 4, heads, dh, pb, 200, out), -2);
+    free(qkv), free(pb), free(out), free(ref);
 }
 END_TEST
 
@@ -262,6 +287,7 @@ static Suite *test_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, attention_matches_double_reference_on_ragged_batches);
+    tcase_add_test(tc, attention_with_position_bias_matches_double_reference);
     tcase_add_test(tc, layernorm_with_residual_matches_reference);
     tcase_add_test(tc, gelu_and_exp_match_libm_in_double_on_every_tail_length);
     tcase_add_test(tc, mean_pool_normalises_each_sequence_over_its_own_tokens);

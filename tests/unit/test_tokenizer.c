@@ -204,13 +204,16 @@ static void assert_utf8_error(const tok_t *t, const char *bytes, size_t len, siz
 /* Parity with Hugging Face tokenizers                                      */
 /* ---------------------------------------------------------------------- */
 
-START_TEST(tokenizer_matches_hf_on_corpus)
+/* Encodes every text of corpus_path with t and compares with the ids and
+ * lengths Hugging Face gave (expected_path); prints the first mismatches.
+ * Returns how many lines differ; *nlines gets the number of lines. */
+static int corpus_mismatches(const tok_t *t, const char *corpus_path, const char *expected_path,
+                             int *nlines)
 {
-    tok_t *t = load_minilm();
     size_t clen = 0, elen = 0;
-    char *corpus = read_all(CORPUS, &clen);
-    char *expected = read_all(EXPECTED, &elen);
-    ck_assert_msg(corpus && expected, "cannot read %s or %s", CORPUS, EXPECTED);
+    char *corpus = read_all(corpus_path, &clen);
+    char *expected = read_all(expected_path, &elen);
+    ck_assert_msg(corpus && expected, "cannot read %s or %s", corpus_path, expected_path);
 
     int lines = 0, bad = 0;
     char *cl = corpus, *el = expected;
@@ -224,13 +227,13 @@ START_TEST(tokenizer_matches_hf_on_corpus)
         char *text = NULL;
         size_t tlen = 0;
         ck_assert_msg(json_string(cl, (size_t)(cend - cl), &text, &tlen),
-                      "%s:%d: not a JSON string", CORPUS, lines);
+                      "%s:%d: not a JSON string", corpus_path, lines);
         cJSON *obj = cJSON_Parse(el);
-        ck_assert_msg(obj != NULL, "%s:%d: bad JSON", EXPECTED, lines);
+        ck_assert_msg(obj != NULL, "%s:%d: bad JSON", expected_path, lines);
         cJSON *jids = cJSON_GetObjectItemCaseSensitive(obj, "ids");
         cJSON *jfull = cJSON_GetObjectItemCaseSensitive(obj, "full_len");
         ck_assert_msg(cJSON_IsArray(jids) && cJSON_IsNumber(jfull), "%s:%d: bad object",
-                      EXPECTED, lines);
+                      expected_path, lines);
         int want_n = cJSON_GetArraySize(jids);
         ck_assert_int_le(want_n, FIXTURE_MAX_LEN);
         int32_t want[FIXTURE_MAX_LEN], got[FIXTURE_MAX_LEN];
@@ -245,7 +248,7 @@ START_TEST(tokenizer_matches_hf_on_corpus)
                     memcmp(got, want, (size_t)want_n * sizeof *want) == 0;
         if (!same) {
             if (bad < 20) {
-                fprintf(stderr, "%s:%d: mismatch: %s\n", CORPUS, lines, cl);
+                fprintf(stderr, "%s:%d: mismatch: %s\n", corpus_path, lines, cl);
                 if (s != MT_OK)
                     fprintf(stderr, "  error: %s\n", err.msg);
                 print_ids("hf ", want, want_n);
@@ -259,12 +262,66 @@ START_TEST(tokenizer_matches_hf_on_corpus)
         cl = cend + 1;
         el = eend + 1;
     }
-    ck_assert_msg(*cl == '\0' && *el == '\0', "corpus and expected differ in length");
-    ck_assert_int_ge(lines, 500);
-    ck_assert_msg(bad == 0, "%d of %d corpus lines differ from Hugging Face", bad, lines);
+    ck_assert_msg(*cl == '\0' && *el == '\0', "%s and %s differ in length", corpus_path,
+                  expected_path);
     free(corpus);
     free(expected);
+    *nlines = lines;
+    return bad;
+}
+
+/* Loads a model folder's vocab.txt with its tokenizer.json's added tokens. */
+static tok_t *load_dir(const char *dir, const char *cls, const char *sep, const char *pad,
+                       const char *unk)
+{
+    char vocab[256], tj[256];
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    tok_options opt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
+                       .added_tokens_json = tj, .cls_token = cls, .sep_token = sep,
+                       .pad_token = pad, .unk_token = unk};
+    tok_t *t = NULL;
+    mt_err err = {{0}};
+    ck_assert_msg(tok_load(vocab, &opt, &t, &err) == MT_OK,
+                  "tok_load: %s (run `make model-all` first)", err.msg);
+    return t;
+}
+
+START_TEST(tokenizer_matches_hf_on_corpus)
+{
+    tok_t *t = load_minilm();
+    int lines = 0;
+    int bad = corpus_mismatches(t, CORPUS, EXPECTED, &lines);
+    ck_assert_int_ge(lines, 500);
+    ck_assert_msg(bad == 0, "%d of %d corpus lines differ from Hugging Face", bad, lines);
     tok_free(t);
+}
+END_TEST
+
+/* MiniLM's tokenizer.json (the path the model loads through) gives the
+ * same ids; MPNet's vocabulary and added tokens match HF on the corpus; the
+ * texts spelling special tokens match HF for both. */
+START_TEST(tokenizer_added_tokens_match_hf)
+{
+    tok_t *mini = load_dir("models/all-MiniLM-L6-v2", NULL, NULL, NULL, NULL);
+    tok_t *mp = load_dir("models/all-mpnet-base-v2", "<s>", "</s>", "<pad>", "[UNK]");
+    ck_assert_int_eq(tok_cls_id(mp), 0);
+    ck_assert_int_eq(tok_sep_id(mp), 2);
+    ck_assert_int_eq(tok_pad_id(mp), 1);
+    ck_assert_int_eq(tok_unk_id(mp), 104);
+    int lines = 0;
+    ck_assert_int_eq(corpus_mismatches(mini, CORPUS, EXPECTED, &lines), 0);
+    ck_assert_int_eq(corpus_mismatches(mp, CORPUS, "tests/fixtures/tokenizer/expected-mpnet.jsonl",
+                                       &lines), 0);
+    ck_assert_int_ge(lines, 500);
+    const char *sp = "tests/fixtures/tokenizer/specials.jsonl";
+    ck_assert_int_eq(corpus_mismatches(mini, sp, "tests/fixtures/tokenizer/specials-minilm.jsonl",
+                                       &lines), 0);
+    ck_assert_int_eq(corpus_mismatches(mp, sp, "tests/fixtures/tokenizer/specials-mpnet.jsonl",
+                                       &lines), 0);
+    ck_assert_int_ge(lines, 8);
+    tok_free(mini);
+    tok_free(mp);
 }
 END_TEST
 
@@ -546,6 +603,23 @@ START_TEST(tokenizer_load_vocab_without_specials_fails)
 }
 END_TEST
 
+/* An added token whose id is another vocabulary entry is refused, naming both files. */
+START_TEST(tokenizer_added_token_id_mismatch_refused)
+{
+    char vocab[64], json[64];
+    snprintf(vocab, sizeof vocab, "%s", temp_vocab("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n"));
+    snprintf(json, sizeof json, "%s", temp_vocab("{\"added_tokens\":[{\"id\":4,\"content\":\"<s>\"}]}"));
+    tok_options opt = {.lowercase = true, .max_word_chars = 100, .added_tokens_json = json};
+    tok_t *t = NULL;
+    mt_err err = {{0}};
+    ck_assert_int_eq(tok_load(vocab, &opt, &t, &err), MT_EFORMAT);
+    ck_assert_msg(strstr(err.msg, json) && strstr(err.msg, vocab) && strstr(err.msg, "\"hello\""),
+                  "%s", err.msg);
+    unlink(vocab);
+    unlink(json);
+}
+END_TEST
+
 START_TEST(tokenizer_load_small_vocab_without_final_newline)
 {
     /* CRLF lines and no newline at the end; [MASK] absent is fine. */
@@ -700,6 +774,8 @@ static Suite *tokenizer_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, tokenizer_matches_hf_on_corpus);
+    tcase_add_test(tc, tokenizer_added_tokens_match_hf);
+    tcase_add_test(tc, tokenizer_added_token_id_mismatch_refused);
     tcase_add_test(tc, tokenizer_rejects_overlong_utf8);
     tcase_add_test(tc, tokenizer_rejects_surrogate_utf8);
     tcase_add_test(tc, tokenizer_rejects_truncated_utf8);

@@ -1,0 +1,47 @@
+/* tok_special.h: the special and added tokens of a tokenizer (tokenizer.json
+ * "added_tokens": "[CLS]", "<s>", "<unk>", ...), which Hugging Face matches
+ * in the text before WordPiece: those with normalized=false verbatim in the
+ * raw text, those with normalized=true in the normalized (cleaned,
+ * lowercased) text. Used by engine/tokenizer.c.
+ */
+#ifndef MT_TOK_SPECIAL_H
+#define MT_TOK_SPECIAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/status.h"
+
+typedef struct {
+    char *content;      /* UTF-8, NUL-terminated */
+    size_t len;         /* bytes */
+    uint32_t *cps;      /* content as code points */
+    size_t ncps;
+    int32_t id;
+    bool normalized;    /* matched in the normalized text, not the raw one */
+} tok_added;
+
+typedef struct {
+    tok_added *tok;
+    int n;
+    uint8_t first[32];  /* bitmap of the first bytes of raw-matched tokens */
+} tok_added_list;
+
+/* Reads the "added_tokens" array of a tokenizer.json. A missing or malformed
+ * field is an error naming the file and the field. */
+mt_status tok_added_load(const char *json_path, tok_added_list *out, mt_err *err);
+/* Appends one token (copied). */
+mt_status tok_added_push(tok_added_list *l, const char *content, int32_t id, bool normalized,
+                         mt_err *err);
+void tok_added_free(tok_added_list *l);
+
+/* Index of the longest raw-matched token spelled at s (n bytes left), or -1. */
+int tok_added_raw_at(const tok_added_list *l, const char *s, size_t n);
+/* Index of the longest normalized token that the code points cps[0..n)
+ * spell once lowercased (when lowercase), or -1; *used gets how many code
+ * points of cps it covers. */
+int tok_added_norm_at(const tok_added_list *l, const uint32_t *cps, size_t n, bool lowercase,
+                      size_t *used);
+
+#endif
