@@ -139,3 +139,38 @@ def test_a_mixed_variant_serves_and_a_bad_mix_is_refused_by_name(tmp_path):
         assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "mixed"
     finally:
         assert srv.stop() == 0, "".join(srv.log)
+
+
+MPNET = os.path.join(os.path.dirname(MODEL), "all-mpnet-base-v2")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(MPNET, "model.safetensors")),
+                    reason="all-mpnet-base-v2 not fetched (make model MODEL=all-mpnet-base-v2)")
+def test_the_two_models_example_serves_both(tmp_path):
+    """config/two-models.json as shipped (only the address changed): MiniLM
+    (384-d, int8 served) and MPNet (768-d, fp32 served) in one server, each
+    with its own variants and batching, both in /metrics with their
+    resident bytes under the config's budget."""
+    import json
+    cfg = json.load(open(os.path.join(os.path.dirname(MODEL), "..", "config",
+                                      "two-models.json")))
+    cfg["server"]["listen"] = "127.0.0.1:0"
+    for m in cfg["models"]:
+        m["path"] = os.path.join(os.path.dirname(MODEL), "..", m["path"])
+    srv = Server(cfg, tmp_path)
+    try:
+        dims = {}
+        for name, variant in (("minilm", "int8"), ("mpnet", "fp32")):
+            resp, data = srv.request("POST", "/v1/embeddings",
+                                     {"model": name, "input": ["A man is playing a guitar."]})
+            assert resp.status == 200, data
+            assert resp.getheader("X-Mantissa-Variant") == variant
+            dims[name] = len(data["data"][0]["embedding"])
+        assert dims == {"minilm": 384, "mpnet": 768}
+        m = metrics(srv)
+        one, two = m['mantissa_model_resident_bytes{model="minilm"}'], \
+            m['mantissa_model_resident_bytes{model="mpnet"}']
+        assert two > 2 * one and m["mantissa_resident_bytes"] == one + two
+        assert m["mantissa_resident_bytes"] <= cfg["server"]["memory_budget_mb"] * MIB
+    finally:
+        assert srv.stop() == 0, "".join(srv.log)
