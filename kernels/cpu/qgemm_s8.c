@@ -1,0 +1,585 @@
+/* qgemm_s8.c: the CPU INT8 GEMM (W8A8) of qgemm.h, per output channel
+ * ("int8") or with one weight scale per group of K inputs ("int8g").
+ *
+ * INT8 (W8A8): rows of x are quantized per token into a uint8 scratch with
+ * a scale and a zero point (asymmetric: the grid spans [min, max] of the row
+ * and 0, so a GELU output in [-0.17, max] gets all 256 codes rather than
+ * the 128 a symmetric grid would leave it) and multiplied by oneDNN's int8
+ * matmul primitive (u8 x s8 -> s32), which on this CPU picks the AMX brgemm
+ * kernel; the epilogue then removes the zero point in int32 (acc - zp[row]
+ * * colsum[col], colsum the sum of the column's codes, made once per
+ * weight), so the integer part stays exact, and applies token scale,
+ * channel scale, bias and GELU. The primitive reads
+ * the codes in place or from a blocked copy made once at creation (the
+ * caller chooses; qgemm.h has the measurements). How M (the token count, different in nearly every call) meets the
+ * primitive was measured with oneDNN 2.6 on Sapphire Rapids:
+ *   - DNNL_RUNTIME_DIM_VAL for M: oneDNN falls back to "ref_int8", about
+ *     1000x slower (runtime output scales likewise lose the brgemm kernel,
+ *     which is why the channel scales are applied in our epilogue);
+ *   - a primitive per exact M costs 0.3-0.9 ms to create, more than the
+ *     GEMM of a sentence, and a server sees a new M in most batches, so an
+ *     LRU keyed by M would mostly miss;
+ *   - brgemm is fastest on blocks of few rows: one core, N=1536 K=384,
+ *     M <= 128: ~1050 GOP/s; M = 256: ~540; M = 4096 in one call: ~300
+ *     (its f32 output no longer stays in L2).
+ * So M is cut into chunks of at most KC_S8_CHUNK = 128 rows, and a chunk's
+ * row count is rounded up to a bucket: 1, 2, then every even count to 16
+ * (a lone sentence is a batch of about 10 rows, and padding 9 rows to 16
+ * made the matmul 41% slower: 55 -> 39 us for 1536x384 on one core), then
+ * multiples of 16 (AMX works on 16-row tiles anyway). The padded rows of
+ * the uint8 input are zero, the chunk's result goes to a per-thread scratch
+ * (which stays in L2), and the epilogue writes its real rows into y. A
+ * weight thus needs at most 16 primitives, made on first use under a mutex
+ * and kept until the weight is destroyed: a bounded cache that never needs
+ * to evict, shared by every
+ * thread calling the weight. All of them read the same codes in the same
+ * layout (checked as each is made). The threads take whole chunks inside a
+ * single parallel region (oneDNN runs a primitive sequentially there), so a
+ * chunk is quantized, multiplied and finished in one core's cache and a call
+ * forks and joins once.
+ *
+ * Group scales ("int8g", kc_s8_weight_create_grouped): W's codes carry one
+ * scale per (output channel, group of g inputs). K is cut into nb = k / g
+ * groups (the last padded with zero codes) and the chunk's product runs as
+ * one batched matmul of nb (rows, g) x (g, n) int8 products into int32
+ * (batch = group); the epilogue sums the groups in FP32, each times its own
+ * channel-and-group scale. The int32 scratch is nb times as large, so
+ * chunks get fewer rows (at most KC_S8G_SCRATCH bytes of it).
+ */
+#include "kernels/cpu/qgemm.h"
+
+#include <dnnl.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define KC_QG_SIMD 1
+#endif
+
+#include "kernels/cpu/numfmt.h"
+#include "kernels/cpu/ops.h"
+
+/* The INT8 form, one thread: acc holds the exact int32 sums of (u8 code) x
+ * (s8 code); removing the zero point in int32 (|zp * colsum| <= 255 * 127 *
+ * k fits: k <= KC_S8_MAX_K) leaves the exact sum of (q - zp) x code, which is
+ * then scaled as above. */
+static void epi_rows_s32(const int32_t *acc, size_t lda, float *y, size_t ldy, int m, int n,
+                         const float *cs, const float *sx, const int32_t *zp,
+                         const int32_t *colsum, const float *bias, bool gelu)
+{
+    for (int r = 0; r < m; r++) {
+        const int32_t *a = acc + (size_t)r * lda, z = zp[r];
+        float *o = y + (size_t)r * ldy;
+        const float t = sx[r];
+        if (bias)
+            for (int c = 0; c < n; c++)
+                o[c] = (float)(a[c] - z * colsum[c]) * cs[c] * t + bias[c];
+        else
+            for (int c = 0; c < n; c++)
+                o[c] = (float)(a[c] - z * colsum[c]) * cs[c] * t;
+        if (gelu)
+            kc_gelu(o, n);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * INT8 W8A8
+ * ---------------------------------------------------------------------- */
+
+/* min and max of x[0..n) and 0 (so the grid always holds 0: a constant
+ * row, an all-zero row and the GEMM's zero padding stay exact); 4 vector
+ * accumulators each so the compare chains do not serialise (the plain loop
+ * cannot be vectorised by the compiler without -ffast-math). A NaN may or
+ * may not propagate: such a row's result is garbage either way, but never
+ * a crash. */
+static void minmax0(const float *x, int n, float *lo_out, float *hi_out)
+{
+    int i = 0;
+    float lo = 0.f, hi = 0.f;
+#ifdef KC_QG_SIMD
+    __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0;
+    __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+    for (; i + 32 <= n; i += 32) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+        l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+        l1 = _mm256_min_ps(l1, b), h1 = _mm256_max_ps(h1, b);
+        l2 = _mm256_min_ps(l2, c), h2 = _mm256_max_ps(h2, c);
+        l3 = _mm256_min_ps(l3, d), h3 = _mm256_max_ps(h3, d);
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_loadu_ps(x + i);
+        l0 = _mm256_min_ps(l0, a), h0 = _mm256_max_ps(h0, a);
+    }
+    l0 = _mm256_min_ps(_mm256_min_ps(l0, l1), _mm256_min_ps(l2, l3));
+    h0 = _mm256_max_ps(_mm256_max_ps(h0, h1), _mm256_max_ps(h2, h3));
+    __m128 l = _mm_min_ps(_mm256_castps256_ps128(l0), _mm256_extractf128_ps(l0, 1));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(h0), _mm256_extractf128_ps(h0, 1));
+    l = _mm_min_ps(l, _mm_movehl_ps(l, l));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    l = _mm_min_ss(l, _mm_shuffle_ps(l, l, 1));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    lo = _mm_cvtss_f32(l);
+    hi = _mm_cvtss_f32(h);
+#endif
+    for (; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+/* Per-token asymmetric quantization of m rows, one thread (kc_quantize_rows_u8
+ * is the threaded form): the row's grid runs from min(x, 0) to max(x, 0) in
+ * 255 steps, sx = (hi - lo) / 255 (1 for an all-zero row), zp = rne(-lo / sx)
+ * (the code of 0), codes as numfmt's nf_f32_to_u8_asym. */
+static void quant_rows(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp,
+                       const float *in_div, float *tmp)
+{
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * k;
+        if (in_div) { /* smoothing: the weight holds W diag(s), the activation x / s */
+            for (int j = 0; j < k; j++)
+                tmp[j] = xr[j] * in_div[j];
+            xr = tmp;
+        }
+        float lo, hi;
+        minmax0(xr, k, &lo, &hi);
+        float s = (hi - lo) / 255.0f;
+        if (!(s > 0.f) || !isfinite(s)) /* all zero, or no usable range: codes = zp */
+            s = 1.0f;
+        float z = rintf(-lo / s);
+        if (!(z >= 0.f)) /* NaN too (a NaN in the row) */
+            z = 0.f;
+        else if (z > 255.f)
+            z = 255.f;
+        sx[r] = s;
+        zp[r] = (int32_t)z;
+        nf_f32_to_u8_asym_array(xr, q + (size_t)r * k, (size_t)k, s, (int)z);
+    }
+}
+
+/* The threaded quantizer, for callers outside kc_gemm_s8 (and its tests). */
+int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp)
+{
+    if (m < 0 || k < 0 || (m > 0 && (!sx || !zp || (k > 0 && (!x || !q)))))
+        return KC_EINVAL;
+#pragma omp parallel for schedule(static) if (m > 1)
+    for (int r = 0; r < m; r++)
+        quant_rows(x + (size_t)r * k, 1, k, q + (size_t)r * k, sx + r, zp + r, NULL, NULL);
+    return KC_OK;
+}
+
+#define KC_S8_CHUNK 128
+#define KC_S8_MAX_K 66000
+static const int s8_buckets[] = {1, 2, 4, 6, 8, 10, 12, 14, 16, 32, 48, 64, 80, 96, 112, 128};
+#define S8_NBUCKET ((int)(sizeof s8_buckets / sizeof *s8_buckets))
+
+struct kc_s8_weight {
+    int n, k;
+    dnnl_engine_t eng;
+    dnnl_memory_desc_t wmd;  /* the layout the primitives read the codes in */
+    const int8_t *codes;     /* borrowed: (n, k) row-major */
+    const float *scale;      /* borrowed: n */
+    void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
+    float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
+    int32_t *colsum;         /* n: sum of each output channel's codes */
+    size_t wbytes;           /* its size */
+    char impl[64];
+    pthread_mutex_t mu; /* guards the three arrays below (each slot is written once) */
+    dnnl_primitive_t prim[S8_NBUCKET]; /* by bucket; NULL until first needed */
+    dnnl_memory_desc_t spmd[S8_NBUCKET]; /* each one's scratchpad */
+    size_t scratch[S8_NBUCKET];          /* and its size in bytes */
+};
+
+/* The bucket a chunk of rows runs as: the smallest bucket >= rows. */
+static int s8_bucket(int rows)
+{
+    int b = 0;
+    while (b < S8_NBUCKET - 1 && s8_buckets[b] < rows)
+        b++;
+    return b;
+}
+
+/* A matmul primitive descriptor for (rows, k) u8 x (k, n) s8 -> s32, the
+ * weights either in the given layout or (wmd NULL) in the one it prefers.
+ * Scratchpad is user-managed so that concurrent calls never share one. */
+static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memory_desc_t *wmd,
+                                dnnl_primitive_desc_t *pd)
+{
+    dnnl_memory_desc_t smd, wany, dmd;
+    dnnl_dims_t sd = {rows, w->k}, wd = {w->k, w->n}, dd = {rows, w->n};
+    dnnl_status_t st;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_matmul_desc_t md;
+    if ((st = dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab)) != dnnl_success ||
+        (st = dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any)) !=
+            dnnl_success ||
+        (st = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab)) != dnnl_success ||
+        (st = dnnl_matmul_desc_init(&md, &smd, wmd ? wmd : &wany, NULL, &dmd)) != dnnl_success ||
+        (st = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
+        (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
+            dnnl_success)
+        goto done;
+    st = dnnl_primitive_desc_create(pd, &md, attr, w->eng, NULL);
+done:
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return st;
+}
+
+/* Makes the primitive of bucket b from pd (which it takes over, and
+ * destroys), with its scratchpad's description. */
+static int s8_set_prim(kc_s8_weight *w, int b, dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    dnnl_primitive_t prim = NULL;
+    int rc = KC_EDNNL;
+    /* every bucket must read the one reordered copy of the weight */
+    if (wq && sp && dnnl_memory_desc_equal(wq, &w->wmd) &&
+        dnnl_primitive_create(&prim, pd) == dnnl_success) {
+        w->prim[b] = prim;
+        w->spmd[b] = *sp;
+        w->scratch[b] = dnnl_memory_desc_get_size(sp);
+        rc = KC_OK;
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* The primitive of bucket b, made on first use; concurrent callers wait on
+ * the weight's mutex while one of them makes it. */
+static int s8_get_prim(kc_s8_weight *w, int b, dnnl_primitive_t *prim)
+{
+    int rc = KC_OK;
+    pthread_mutex_lock(&w->mu);
+    if (!w->prim[b]) {
+        dnnl_primitive_desc_t pd;
+        if (s8_make_pd(w, s8_buckets[b], &w->wmd, &pd) != dnnl_success)
+            rc = KC_EDNNL;
+        else
+            rc = s8_set_prim(w, b, pd);
+    }
+    *prim = w->prim[b];
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Frees the primitives, the engine and the reordered codes (not the
+ * borrowed ones); also the cleanup of a half-made weight. */
+void kc_s8_weight_destroy(kc_s8_weight *w)
+{
+    if (!w)
+        return;
+    for (int b = 0; b < S8_NBUCKET; b++)
+        if (w->prim[b])
+            dnnl_primitive_destroy(w->prim[b]);
+    if (w->eng)
+        dnnl_engine_destroy(w->eng);
+    pthread_mutex_destroy(&w->mu);
+    free(w->wbuf);
+    free(w->in_div);
+    free(w->colsum);
+    free(w);
+}
+
+/* Reorders W (n, k) row-major -- the (k, n) matrix the matmul multiplies,
+ * stored transposed ("ba") -- into w->wbuf in layout w->wmd. */
+static int s8_reorder_in(kc_s8_weight *w, const int8_t *codes)
+{
+    dnnl_memory_desc_t umd;
+    dnnl_dims_t wd = {w->k, w->n};
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_memory_t um = NULL, wm = NULL;
+    dnnl_stream_t s = NULL;
+    int rc = KC_EDNNL;
+    if (dnnl_memory_desc_init_by_tag(&umd, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+        dnnl_reorder_primitive_desc_create(&rpd, &umd, w->eng, &w->wmd, w->eng, NULL) !=
+            dnnl_success ||
+        dnnl_primitive_create(&r, rpd) != dnnl_success ||
+        dnnl_memory_create(&um, &umd, w->eng, (void *)codes) != dnnl_success ||
+        dnnl_memory_create(&wm, &w->wmd, w->eng, w->wbuf) != dnnl_success ||
+        dnnl_stream_create(&s, w->eng, dnnl_stream_default_flags) != dnnl_success)
+        goto done;
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, um}, {DNNL_ARG_TO, wm}};
+    if (dnnl_primitive_execute(r, s, 2, args) == dnnl_success &&
+        dnnl_stream_wait(s) == dnnl_success)
+        rc = KC_OK;
+done:
+    if (s)
+        dnnl_stream_destroy(s);
+    if (um)
+        dnnl_memory_destroy(um);
+    if (wm)
+        dnnl_memory_destroy(wm);
+    if (r)
+        dnnl_primitive_destroy(r);
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    return rc;
+}
+
+/* Upload: the engine, the full-chunk primitive, and the weight layout:
+ * the codes in place -- W (n, k) row-major is the (k, n) matrix the matmul
+ * multiplies, stored transposed ("ba") -- or reordered once into the
+ * blocked layout oneDNN prefers (see qgemm.h for when each is taken). */
+/* The weight's layout and primitive: oneDNN's plain (k, n) layout, read in
+ * place, when the kernel it prefers takes that layout as is (and reorder is
+ * false); else a copy reordered into the layout it prefers. Every
+ * primitive descriptor made here is destroyed here, on every path (the one
+ * handed to s8_set_prim is its to destroy). */
+static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
+{
+    dnnl_primitive_desc_t pany = NULL, pplain = NULL;
+    dnnl_memory_desc_t plain;
+    dnnl_dims_t wd = {w->k, w->n};
+    const char *impl = NULL;
+    char iany[sizeof w->impl];
+    int rc = KC_EDNNL;
+    if (dnnl_engine_create(&w->eng, dnnl_cpu, 0) != dnnl_success) {
+        w->eng = NULL;
+        return KC_EDNNL;
+    }
+    if (dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+        s8_make_pd(w, KC_S8_CHUNK, NULL, &pany) != dnnl_success ||
+        dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        goto out;
+    snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
+    snprintf(w->impl, sizeof w->impl, "%s", iany);
+    if (!reorder && s8_make_pd(w, KC_S8_CHUNK, &plain, &pplain) == dnnl_success &&
+        dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+        impl && !strcmp(impl, iany)) {
+        w->wmd = plain; /* in place */
+        rc = s8_set_prim(w, S8_NBUCKET - 1, pplain);
+        pplain = NULL;
+        goto out;
+    }
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pany, dnnl_query_weights_md, 0);
+    if (!wq)
+        goto out;
+    w->wmd = *wq;
+    rc = s8_set_prim(w, S8_NBUCKET - 1, pany);
+    pany = NULL;
+    if (rc != KC_OK)
+        goto out;
+    w->wbytes = dnnl_memory_desc_get_size(&w->wmd);
+    rc = KC_ENOMEM;
+    if ((w->wbuf = aligned_alloc(64, (w->wbytes + 63) & ~(size_t)63)))
+        rc = s8_reorder_in(w, codes);
+out:
+    if (pany)
+        dnnl_primitive_desc_destroy(pany);
+    if (pplain)
+        dnnl_primitive_desc_destroy(pplain);
+    return rc;
+}
+
+int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
+                        kc_s8_weight **out)
+{
+    if (!out)
+        return KC_EINVAL;
+    *out = NULL;
+    /* k bounded so that 255 * 127 * k, the largest int32 sum, fits */
+    if (n <= 0 || k <= 0 || k > KC_S8_MAX_K || !codes || !scale)
+        return KC_EINVAL;
+    kc_s8_weight *w = calloc(1, sizeof *w);
+    if (!w)
+        return KC_ENOMEM;
+    w->n = n;
+    w->k = k;
+    w->codes = codes;
+    w->scale = scale;
+    if (!(w->colsum = malloc(sizeof(int32_t) * (size_t)n))) {
+        free(w);
+        return KC_ENOMEM;
+    }
+    for (int j = 0; j < n; j++) {
+        int32_t sum = 0;
+        for (int i = 0; i < k; i++)
+            sum += codes[(size_t)j * k + i];
+        w->colsum[j] = sum;
+    }
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w->colsum);
+        free(w);
+        return KC_ENOMEM;
+    }
+    int rc = s8_prepare(w, codes, reorder);
+    if (rc != KC_OK) {
+        kc_s8_weight_destroy(w);
+        return rc;
+    }
+    *out = w;
+    return KC_OK;
+}
+
+/* For the backend's honest ->bytes: what this object adds to the borrowed
+ * codes and scales (a reordered copy, when it made one). */
+int kc_s8_weight_set_smooth(kc_s8_weight *w, const float *in_div)
+{
+    if (!w || !in_div)
+        return KC_EINVAL;
+    float *d = malloc(sizeof(float) * (size_t)w->k);
+    if (!d)
+        return KC_ENOMEM;
+    memcpy(d, in_div, sizeof(float) * (size_t)w->k);
+    free(w->in_div);
+    w->in_div = d;
+    return KC_OK;
+}
+
+size_t kc_s8_weight_bytes(const kc_s8_weight *w)
+{
+    return w ? w->wbytes : 0;
+}
+
+/* Which kernel oneDNN chose, for logs and the benchmark. */
+const char *kc_s8_weight_impl(const kc_s8_weight *w)
+{
+    return w ? w->impl : "";
+}
+
+/* Runs bucket b's primitive on src (rows of uint8 x) into dst (rows, n, int32). */
+static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm, int rows,
+                   uint8_t *src, int32_t *dst, void *scratch)
+{
+    dnnl_memory_desc_t smd, dmd;
+    dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
+    dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
+    int rc = KC_EDNNL;
+    if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab) != dnnl_success ||
+        dnnl_memory_create(&ms, &smd, w->eng, src) != dnnl_success ||
+        dnnl_memory_create(&mw, &w->wmd, w->eng, w->wbuf ? w->wbuf : (void *)w->codes) !=
+            dnnl_success ||
+        dnnl_memory_create(&md, &dmd, w->eng, dst) != dnnl_success ||
+        dnnl_memory_create(&msp, &w->spmd[b], w->eng, scratch) != dnnl_success)
+        goto done;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms},
+                               {DNNL_ARG_WEIGHTS, mw},
+                               {DNNL_ARG_DST, md},
+                               {DNNL_ARG_SCRATCHPAD, msp}};
+    if (dnnl_primitive_execute(prim, strm, 4, args) == dnnl_success &&
+        dnnl_stream_wait(strm) == dnnl_success)
+        rc = KC_OK;
+done:
+    if (ms)
+        dnnl_memory_destroy(ms);
+    if (mw)
+        dnnl_memory_destroy(mw);
+    if (md)
+        dnnl_memory_destroy(md);
+    if (msp)
+        dnnl_memory_destroy(msp);
+    return rc;
+}
+
+/* One chunk of at most KC_S8_CHUNK rows of x, on the calling thread:
+ * quantize into q (padded with zero codes up to the bucket's row count;
+ * those rows' results are never read),
+ * matmul into the thread's scratch dtmp, then the epilogue from there into
+ * y. Inside a parallel region oneDNN runs the primitive on this thread
+ * alone. The matmul never writes y itself: its stores into y's cold lines
+ * cost more than the multiply (one core, M = 4096, N = 1536 K = 384:
+ * 15 ms straight into y, 7.7 ms into a scratch that stays in L2 with the
+ * epilogue doing the one pass over y that it makes anyway). */
+static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm,
+                    const float *x, int mm, uint8_t *q, float *sx, int32_t *zp, int32_t *dtmp,
+                    float *xtmp, void *spad, const float *bias, bool gelu, float *y)
+{
+    const int n = w->n, k = w->k, rows = s8_buckets[b];
+    quant_rows(x, mm, k, q, sx, zp, w->in_div, xtmp);
+    if (rows > mm)
+        memset(q + (size_t)mm * k, 0, (size_t)(rows - mm) * k);
+    int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
+    if (rc == KC_OK)
+        epi_rows_s32(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, zp, w->colsum, bias,
+                     gelu);
+    return rc;
+}
+
+/* M is cut into chunks of equal size (a multiple of 16, at most
+ * KC_S8_CHUNK), their count a multiple of the thread count so that every
+ * thread gets the same rows; each thread takes whole chunks in one parallel
+ * region, so a chunk is quantized, multiplied and finished in one core's
+ * cache, and the threads meet once per call (oneDNN's own threading would
+ * fork and join for each chunk, plus once each for quantizer and epilogue:
+ * on a loaded 2-core machine every such meeting can cost a time slice). */
+int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y)
+{
+    if (!w || m < 0 || (m > 0 && (!x || !y)))
+        return KC_EINVAL;
+    if (m == 0)
+        return KC_OK;
+    const int n = w->n, k = w->k, maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const int per_thr = (m + maxthr * KC_S8_CHUNK - 1) / (maxthr * KC_S8_CHUNK);
+    int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr); /* rows per chunk */
+    crows = (crows + 15) & ~15;
+    if (crows > KC_S8_CHUNK)
+        crows = KC_S8_CHUNK;
+    const int nchunk = (m + crows - 1) / crows, last = m - (nchunk - 1) * crows;
+    const int bfull = s8_bucket(crows), blast = s8_bucket(last);
+    dnnl_primitive_t pfull = NULL, plast = NULL;
+    int rc;
+    if ((nchunk > 1 && (rc = s8_get_prim(w, bfull, &pfull)) != KC_OK) ||
+        (rc = s8_get_prim(w, blast, &plast)) != KC_OK)
+        return rc;
+
+    /* per-thread scratch: a chunk's uint8 rows, scales and zero points, its
+     * f32 output, the primitives' scratchpad */
+    const int nthr = nchunk < maxthr ? nchunk : maxthr;
+    size_t spneed = w->scratch[blast];
+    if (nchunk > 1 && w->scratch[bfull] > spneed)
+        spneed = w->scratch[bfull];
+    const int cap = nchunk > 1 ? crows : s8_buckets[blast];
+    const size_t qbytes = ((size_t)cap * k + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)cap + 63) & ~(size_t)63;
+    const size_t dbytes = (sizeof(float) * (size_t)cap * n + 63) & ~(size_t)63;
+    /* one smoothed activation row, when the weight smooths its input */
+    const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
+    const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
+    char *buf = aligned_alloc(64, per * nthr);
+    if (!buf)
+        return KC_ENOMEM;
+    int failed = KC_OK;
+#pragma omp parallel num_threads(nthr) if (nthr > 1)
+    {
+        char *mine = buf + per * (size_t)omp_get_thread_num();
+        dnnl_stream_t strm = NULL;
+        if (dnnl_stream_create(&strm, w->eng, dnnl_stream_default_flags) != dnnl_success) {
+            strm = NULL;
+#pragma omp atomic write
+            failed = KC_EDNNL;
+        }
+#pragma omp for schedule(static)
+        for (int c = 0; c < nchunk; c++) {
+            const int m0 = c * crows, mm = c == nchunk - 1 ? last : crows;
+            const int b = c == nchunk - 1 ? blast : bfull;
+            char *p_sx = mine + qbytes, *p_zp = p_sx + sbytes, *p_d = p_zp + sbytes;
+            char *p_x = p_d + dbytes, *p_sp = p_x + xbytes;
+            int r = strm ? s8_chunk(w, b, c == nchunk - 1 ? plast : pfull, strm,
+                                    x + (size_t)m0 * k, mm, (uint8_t *)mine, (float *)p_sx,
+                                    (int32_t *)p_zp, (int32_t *)p_d, xbytes ? (float *)p_x : NULL,
+                                    p_sp, bias, gelu, y + (size_t)m0 * n)
+                         : KC_EDNNL;
+            if (r != KC_OK) {
+#pragma omp atomic write
+                failed = r;
+            }
+        }
+        if (strm)
+            dnnl_stream_destroy(strm);
+    }
+    free(buf);
+    return failed;
+}
+
