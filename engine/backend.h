@@ -23,8 +23,10 @@
 typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
 
 /* A GEMM weight resident in a backend: y = x W^T with W (n, k), in the
- * precision the variant asked for. scales: one per output channel for the
- * 8-bit precisions, NULL otherwise. */
+ * precision the variant asked for. scales: one per output channel (int8g:
+ * per group of inputs, engine/quant.h) for the 8-bit precisions, NULL
+ * otherwise. data is NULL where the backend keeps the codes only in a
+ * layout of its own (the CPU backend's int8g). */
 typedef struct mt_weight {
     mt_precision prec;
     int n, k;

@@ -113,20 +113,24 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
         return mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d weight", n, k);
     }
     memcpy(wt->data, data, bytes);
-    if (mt_quant_has_scales(prec)) {
-        if (!(wt->scales = malloc(sizeof(float) * (size_t)n))) {
+    const size_t nsc = mt_quant_scale_count(prec, n, k);
+    if (nsc) {
+        if (!(wt->scales = malloc(sizeof(float) * nsc))) {
             free(wt->data);
             free(cw);
-            return mt_fail(err, MT_ENOMEM, "out of memory for %d scales", n);
+            return mt_fail(err, MT_ENOMEM, "out of memory for %zu scales", nsc);
         }
-        memcpy(wt->scales, scales, sizeof(float) * (size_t)n);
+        memcpy(wt->scales, scales, sizeof(float) * nsc);
     }
     wt->bytes = mt_quant_total_bytes(prec, n, k);
-    if (prec == MT_PREC_INT8) {
+    if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
          * tests/unit/test_quant.c) read back, with no second copy; a
          * blocked copy would be faster at small M (kernels/cpu/qgemm.h) */
-        int rc = kc_s8_weight_create(wt->data, wt->scales, n, k, false, &cw->s8);
+        int rc = prec == MT_PREC_INT8
+                     ? kc_s8_weight_create(wt->data, wt->scales, n, k, false, &cw->s8)
+                     : kc_s8_weight_create_grouped(wt->data, wt->scales, n, k,
+                                                   mt_prec(prec)->group, &cw->s8);
         if (rc != KC_OK) {
             free(wt->data);
             free(wt->scales);
@@ -137,6 +141,12 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
                                  "oneDNN could not prepare a %dx%d int8 weight", n, k);
         }
         wt->bytes += kc_s8_weight_bytes(cw->s8);
+        if (prec == MT_PREC_INT8G && kc_s8_weight_bytes(cw->s8) > 0) {
+            /* the reordered copy is all the GEMM reads: keep one copy */
+            free(wt->data);
+            wt->data = NULL;
+            wt->bytes -= bytes;
+        }
     }
     *out = wt;
     return MT_OK;
@@ -157,7 +167,7 @@ static mt_status cpu_weight_set_input_scale(mt_backend *be, mt_weight *w, const 
                                             mt_err *err)
 {
     cpu_weight *cw = (cpu_weight *)w;
-    if (w->prec != MT_PREC_INT8 || !cw->s8)
+    if (!cw->s8)
         return mt_fail(err, MT_EUNSUPPORTED, "activation smoothing is for int8 weights only");
     int rc = kc_s8_weight_set_smooth(cw->s8, inv_s);
     if (rc != KC_OK)
@@ -194,6 +204,7 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
         rc = kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_INT8:
+    case MT_PREC_INT8G:
         rc = kc_gemm_s8(x, m, ((const cpu_weight *)w)->s8, bias, gelu, y);
         break;
     default:

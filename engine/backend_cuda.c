@@ -496,11 +496,12 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
  * the backend object
  * ====================================================================== */
 
-/* Every precision: TF32 needs sm_80 and FP8 W8A16 converts in software on
- * sm_80, and the backend refuses older GPUs at creation. */
+/* Every precision with per-channel (or no) scales: TF32 needs sm_80 and
+ * FP8 W8A16 converts in software on sm_80, and the backend refuses older
+ * GPUs at creation. Group-scaled int8 ("int8g") has no CUDA kernel yet. */
 static bool cu_supports(const mt_backend *be, mt_precision p)
 {
-    return (unsigned)p < MT_PREC_COUNT; /* all six, on sm_80+ (checked at creation) */
+    return (unsigned)p < MT_PREC_COUNT && mt_prec(p)->group == 0;
 }
 
 /* Destroys the backend; no thread may still be using it. */

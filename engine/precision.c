@@ -4,12 +4,15 @@
 #include <string.h>
 
 static const mt_precision_traits traits[MT_PREC_COUNT] = {
-    [MT_PREC_FP32] = {"fp32", 4, false, false, ST_F32, NF_F32},
-    [MT_PREC_TF32] = {"tf32", 4, false, true, ST_F32, NF_F32},
-    [MT_PREC_FP16] = {"fp16", 2, false, false, ST_F16, NF_F16},
-    [MT_PREC_BF16] = {"bf16", 2, false, false, ST_BF16, NF_BF16},
-    [MT_PREC_INT8] = {"int8", 1, true, false, ST_I8, NF_I8},
-    [MT_PREC_FP8] = {"fp8", 1, true, false, ST_F8_E4M3, NF_E4M3},
+    [MT_PREC_FP32] = {"fp32", 4, false, 0, false, false, ST_F32, NF_F32},
+    [MT_PREC_TF32] = {"tf32", 4, false, 0, false, true, ST_F32, NF_F32},
+    [MT_PREC_FP16] = {"fp16", 2, false, 0, false, false, ST_F16, NF_F16},
+    [MT_PREC_BF16] = {"bf16", 2, false, 0, false, false, ST_BF16, NF_BF16},
+    [MT_PREC_INT8] = {"int8", 1, true, 0, true, false, ST_I8, NF_I8},
+    [MT_PREC_FP8] = {"fp8", 1, true, 0, false, false, ST_F8_E4M3, NF_E4M3},
+    /* Q8_0-like: 128 rather than 32 wide, so oneDNN's int8 matmul can run each
+     * group as one batch (kernels/cpu/qgemm_s8.c) */
+    [MT_PREC_INT8G] = {"int8g", 1, true, 128, true, false, ST_I8, NF_I8},
 };
 
 const mt_precision_traits *mt_prec(mt_precision p)

@@ -2,7 +2,8 @@
  * traits table holding everything that differs between them: the name a
  * config or a file uses, the bytes per element, whether it carries
  * per-output-channel scales, the safetensors dtype a quantized file stores
- * it as, and the number format of its elements (kernels/cpu/numfmt.h).
+ * it as, the number format of its elements (kernels/cpu/numfmt.h), and
+ * for "int8g" the group of inputs each scale covers.
  * Code asks the table instead of switching on the precision. */
 #ifndef MT_ENGINE_PRECISION_H
 #define MT_ENGINE_PRECISION_H
@@ -20,13 +21,17 @@ typedef enum {
     MT_PREC_BF16,
     MT_PREC_INT8,
     MT_PREC_FP8, /* E4M3 (OCP FN) */
+    MT_PREC_INT8G, /* int8 codes, one scale per 128 inputs of each output channel: CPU */
     MT_PREC_COUNT
 } mt_precision;
 
 typedef struct {
-    const char *name;     /* "fp32", "tf32", "fp16", "bf16", "int8", "fp8" */
+    const char *name;     /* "fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int8g" */
     unsigned bytes;       /* per resident element */
-    bool has_scales;      /* one FP32 scale per output channel */
+    bool has_scales;      /* FP32 scales per output channel */
+    int group;            /* with scales: one scale per this many inputs (0: per channel) */
+    bool int8_act;        /* its CPU GEMM quantizes activations to 8 bits per token (W8A8),
+                           * so the models smooth its activations (SmoothQuant) */
     bool gpu_only;        /* no CPU GEMM for it */
     st_dtype file_dtype;  /* its elements in a quantized safetensors file */
     nf_format format;     /* its elements' number format */

@@ -71,9 +71,22 @@ size_t mt_quant_data_bytes(mt_precision p, int n, int k)
     return (unsigned)p < MT_PREC_COUNT ? (size_t)n * (size_t)k * mt_prec(p)->bytes : 0;
 }
 
+size_t mt_quant_scale_groups(mt_precision p, int k)
+{
+    if (!mt_quant_has_scales(p))
+        return 0;
+    const int g = mt_prec(p)->group;
+    return g > 0 && k > 0 ? (size_t)((k + g - 1) / g) : 1;
+}
+
+size_t mt_quant_scale_count(mt_precision p, int n, int k)
+{
+    return n > 0 ? (size_t)n * mt_quant_scale_groups(p, k) : 0;
+}
+
 size_t mt_quant_total_bytes(mt_precision p, int n, int k)
 {
-    return mt_quant_data_bytes(p, n, k) + (mt_quant_has_scales(p) ? (size_t)n * sizeof(float) : 0);
+    return mt_quant_data_bytes(p, n, k) + mt_quant_scale_count(p, n, k) * sizeof(float);
 }
 
 /* ========================================================================
@@ -99,7 +112,7 @@ size_t mt_quant_total_bytes(mt_precision p, int n, int k)
 /* The largest code magnitude of an 8-bit format: the clip maps onto it. */
 static float qmax_of(mt_precision p)
 {
-    return p == MT_PREC_INT8 ? 127.0f : 448.0f;
+    return mt_prec(p)->format == NF_I8 ? 127.0f : 448.0f;
 }
 
 /* Scratch one thread needs to calibrate and quantize one channel of k
@@ -281,7 +294,7 @@ static double channel_sq_error(const float *w, int k, mt_precision p, float s, c
 {
     double e = 0.0;
     const float *deq = sc->g;
-    if (p == MT_PREC_INT8) {
+    if (mt_prec(p)->format == NF_I8) {
         nf_f32_to_i8_array(w, (int8_t *)sc->b, (size_t)k, s);
         nf_i8_to_f32_array((const int8_t *)sc->b, sc->g, (size_t)k, s);
 #pragma omp simd reduction(+ : e)
@@ -335,7 +348,7 @@ static double trial_sq_error(const float *w, int k, mt_precision p, float s, dou
     for (int b = 0; b < k; b += MSE_BLOCK) {
         int end = k - b < MSE_BLOCK ? k : b + MSE_BLOCK;
         float eb = 0.0f;
-        if (p == MT_PREC_INT8) {
+        if (mt_prec(p)->format == NF_I8) {
 #pragma omp simd reduction(+ : eb)
             for (int i = b; i < end; i++) {
                 float a = fabsf(w[i]);
@@ -463,16 +476,22 @@ static mt_status check_calib(const mt_calib_opts *c, mt_err *err)
 }
 
 /* One channel's whole job, the body of mt_quantize's parallel loop:
- * calibrate, then encode the row into its k codes at the chosen scale. */
+ * calibrate, then encode the row into its k codes at the chosen scale; for
+ * a grouped precision each group of the row is calibrated and encoded as
+ * if it were a channel of its own, into scale[0 .. groups). */
 static void quantize_channel(const float *row, int k, mt_precision p, const mt_calib_opts *calib,
                              void *codes, float *scale, chan_scratch *sc)
 {
-    float s = clip_to_scale(channel_clip(row, k, p, calib, sc), p);
-    *scale = s;
-    if (p == MT_PREC_INT8)
-        nf_f32_to_i8_array(row, codes, (size_t)k, s);
-    else
-        fp8_encode_row(row, k, s, sc->f, codes);
+    const int g = mt_prec(p)->group > 0 ? mt_prec(p)->group : k;
+    for (int j0 = 0, b = 0; j0 < k; j0 += g, b++) {
+        const int len = k - j0 < g ? k - j0 : g;
+        float s = clip_to_scale(channel_clip(row + j0, len, p, calib, sc), p);
+        scale[b] = s;
+        if (mt_prec(p)->format == NF_I8)
+            nf_f32_to_i8_array(row + j0, (int8_t *)codes + j0, (size_t)len, s);
+        else
+            fp8_encode_row(row + j0, len, s, sc->f, (uint8_t *)codes + j0);
+    }
 }
 
 mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_calib_opts *calib,
@@ -501,8 +520,9 @@ mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_cal
     }
     if (!scales)
         return mt_fail(err, MT_EINVAL, "%s weights need a scale array", mt_precision_name(p));
+    const size_t groups = mt_quant_scale_groups(p, k);
     if (n == 0 || k == 0) {
-        for (int r = 0; r < n; r++)
+        for (size_t r = 0; r < (size_t)n * groups; r++)
             scales[r] = 1.0f;
         return MT_OK;
     }
@@ -525,7 +545,8 @@ mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_cal
 #pragma omp for schedule(static)
         for (int r = 0; r < n; r++)
             quantize_channel(w + (size_t)r * k, k, p, calib,
-                             (unsigned char *)data + (size_t)r * k, &scales[r], &sc);
+                             (unsigned char *)data + (size_t)r * k, &scales[(size_t)r * groups],
+                             &sc);
     }
     free(scratch);
     return MT_OK;
@@ -541,9 +562,13 @@ void mt_dequantize(const void *data, const float *scales, int n, int k, mt_preci
         nt->to_f32(data, out, (size_t)n * k, 1.0f);
         return;
     }
+    const int g = pt->group > 0 ? pt->group : k;
+    const size_t groups = mt_quant_scale_groups(p, k);
     for (int r = 0; r < n; r++)
-        nt->to_f32((const unsigned char *)data + (size_t)r * k * pt->bytes, out + (size_t)r * k,
-                   (size_t)k, scales[r]);
+        for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
+            nt->to_f32((const unsigned char *)data + ((size_t)r * k + j0) * pt->bytes,
+                       out + (size_t)r * k + j0, (size_t)(k - j0 < g ? k - j0 : g),
+                       scales[(size_t)r * groups + b]);
 }
 
 mt_status mt_weight_create(mt_backend *be, const float *w, int n, int k, mt_precision p,
@@ -553,7 +578,8 @@ mt_status mt_weight_create(mt_backend *be, const float *w, int n, int k, mt_prec
         return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the %s backend",
                        mt_precision_name(p), be->device);
     void *data = malloc(mt_quant_data_bytes(p, n, k));
-    float *scales = mt_quant_has_scales(p) ? malloc(sizeof(float) * (size_t)n) : NULL;
+    float *scales = mt_quant_has_scales(p) ? malloc(sizeof(float) * mt_quant_scale_count(p, n, k))
+                                           : NULL;
     mt_status st;
     if (!data || (mt_quant_has_scales(p) && !scales))
         st = mt_fail(err, MT_ENOMEM, "out of memory quantizing a %dx%d weight", n, k);

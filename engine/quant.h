@@ -6,7 +6,10 @@
  *   fp16, bf16  uint16_t[n*k] (IEEE half / bfloat16 bits)   no scales
  *   int8        int8_t[n*k], symmetric, q in [-127, 127]    float scale[n]: w ~ q * scale
  *   fp8         uint8_t[n*k] E4M3 (OCP FN)                  float scale[n]: w ~ e4m3(q) * scale
- * Scales are chosen per output channel by a calibration method.
+ *   int8g       int8_t[n*k] as int8, with scale[n][G], G = ceil(k / 128): input i of channel
+ *               c is q * scale[c][i / 128] (one scale per group of 128 inputs, as
+ *               llama.cpp's Q8_0 has one per 32)
+ * Scales are chosen per output channel (per group) by a calibration method.
  */
 #ifndef MT_QUANT_H
 #define MT_QUANT_H
@@ -32,10 +35,15 @@ size_t mt_quant_data_bytes(mt_precision p, int n, int k);
 size_t mt_quant_total_bytes(mt_precision p, int n, int k);
 /* Whether p carries per-channel scales. */
 int mt_quant_has_scales(mt_precision p);
+/* Scales per output channel of a (n, k) weight of p (0, 1, or the group
+ * count), and in all. */
+size_t mt_quant_scale_groups(mt_precision p, int k);
+size_t mt_quant_scale_count(mt_precision p, int n, int k);
 
-/* Quantizes w (n, k) into data (mt_quant_data_bytes) and scales (n floats,
- * only for int8 and fp8; may be NULL otherwise). fp32/tf32 copy. Rejects
- * non-finite weights naming the channel. calib may be NULL (absmax). */
+/* Quantizes w (n, k) into data (mt_quant_data_bytes) and scales
+ * (mt_quant_scale_count floats, for int8, int8g and fp8; may be NULL
+ * otherwise). fp32/tf32 copy. Rejects non-finite weights naming the
+ * channel. calib may be NULL (absmax). */
 mt_status mt_quantize(const float *w, int n, int k, mt_precision p, const mt_calib_opts *calib,
                       void *data, float *scales, mt_err *err);
 

@@ -273,7 +273,9 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
         (st = bert_load_embeddings(m, f, err)) != MT_OK)
         goto fail;
 
-    if (!m->prequant && bert_uses_precision(m, MT_PREC_INT8) && be->ops->weight_set_input_scale) {
+    if (!m->prequant &&
+        (bert_uses_precision(m, MT_PREC_INT8) || bert_uses_precision(m, MT_PREC_INT8G)) &&
+        be->ops->weight_set_input_scale) {
         if ((st = bert_calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
             goto fail;
         m->smooth_stats = stats;

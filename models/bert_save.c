@@ -175,10 +175,12 @@ static mt_status save_tensor(saver *sv, size_t i, mt_err *err)
     int rows = (int)t->shape[0], cols = (int)t->shape[1];
     float *scaled = NULL;
     mt_status st = MT_OK;
-    if (sv->smooth && tp == MT_PREC_INT8 && (st = save_smoothed(sv, i, t, &scaled, err)) != MT_OK)
+    if (sv->smooth && mt_prec(tp)->int8_act &&
+        (st = save_smoothed(sv, i, t, &scaled, err)) != MT_OK)
         return st;
     void *q = malloc(mt_quant_data_bytes(tp, rows, cols));
-    float *sc = mt_prec(tp)->has_scales ? malloc(sizeof(float) * (size_t)rows) : NULL;
+    const size_t nsc = mt_quant_scale_count(tp, rows, cols);
+    float *sc = nsc ? malloc(sizeof(float) * nsc) : NULL;
     sv->o[sv->no].owned = q;
     if (!q || (mt_prec(tp)->has_scales && !sc))
         st = mt_fail(err, MT_ENOMEM, "out of memory");
@@ -198,9 +200,10 @@ static mt_status save_tensor(saver *sv, size_t i, mt_err *err)
     if (sc) {
         bert_scale_name(t->name, sv->names[i], sizeof sv->names[i]);
         sv->o[sv->no].owned = sc;
-        sv->o[sv->no].t = (st_tensor){.name = sv->names[i], .dtype = ST_F32, .ndim = 1,
-                                      .shape = {rows}, .data = sc,
-                                      .nbytes = sizeof(float) * (size_t)rows};
+        const int64_t ng = (int64_t)(nsc / (size_t)rows); /* per group: [rows, groups] */
+        sv->o[sv->no].t = (st_tensor){.name = sv->names[i], .dtype = ST_F32,
+                                      .ndim = mt_prec(tp)->group ? 2 : 1, .shape = {rows, ng},
+                                      .data = sc, .nbytes = sizeof(float) * nsc};
         sv->no++;
     }
     return MT_OK;
@@ -258,7 +261,7 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
     }
     for (size_t i = 0; st == MT_OK && i < n; i++)
         sv->any_int8 |= is_gemm_weight(st_get(sv->f, i)->name) &&
-                        save_precision(st_get(sv->f, i)->name, p, &sv->mix) == MT_PREC_INT8;
+                        mt_prec(save_precision(st_get(sv->f, i)->name, p, &sv->mix))->int8_act;
     if (st == MT_OK && sv->any_int8)
         st = save_smoothing(sv, err);
     for (size_t i = 0; st == MT_OK && i < n; i++)

@@ -158,13 +158,15 @@ static mt_status gemm_find(bert_model *m, const st_file *f, const char *const *n
             char sn[160];
             bert_scale_name(names[i], sn, sizeof sn);
             const float *sc;
-            mt_status st = bert_find_f32(f, sn, rows[i], 0, &sc, err);
+            /* one scale per channel: [rows]; per group of K: [rows, groups] */
+            const int64_t ng = mt_prec(g->p)->group ? (int64_t)mt_quant_scale_groups(g->p, k) : 0;
+            mt_status st = bert_find_f32(f, sn, rows[i], ng, &sc, err);
             if (st != MT_OK)
                 return st;
-            for (int r = 0; r < rows[i]; r++)
+            for (int64_t r = 0; r < rows[i] * (ng ? ng : 1); r++)
                 if (!(sc[r] > 0.f) || sc[r] > 3.0e38f)
-                    return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': scale %d is %g, not a "
-                                   "positive finite number", st_path(f), sn, r, (double)sc[r]);
+                    return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': scale %lld is %g, not a "
+                                   "positive finite number", st_path(f), sn, (long long)r, (double)sc[r]);
             g->ssrc[i] = sc;
         }
     }
@@ -181,15 +183,16 @@ static mt_status gemm_pack(bert_model *m, const char *name, const int *rows, int
         return MT_OK;
     const size_t esz = st_dtype_size(m->prequant ? mt_prec(g->p)->file_dtype : ST_F32);
     const bool scaled = m->prequant && mt_prec(g->p)->has_scales;
+    const size_t ng = scaled ? mt_quant_scale_groups(g->p, k) : 0;
     g->packed = malloc(esz * (size_t)n * k);
-    g->pscales = scaled ? malloc(sizeof(float) * (size_t)n) : NULL;
+    g->pscales = scaled ? malloc(sizeof(float) * (size_t)n * ng) : NULL;
     if (!g->packed || (scaled && !g->pscales))
         return mt_fail(err, MT_ENOMEM, "out of memory packing '%s'", name);
     size_t off = 0;
     for (int i = 0; i < nparts; i++) {
         memcpy((char *)g->packed + off * k * esz, g->src[i], esz * (size_t)rows[i] * k);
         if (g->pscales)
-            memcpy(g->pscales + off, g->ssrc[i], sizeof(float) * (size_t)rows[i]);
+            memcpy(g->pscales + off * ng, g->ssrc[i], sizeof(float) * (size_t)rows[i] * ng);
         off += (size_t)rows[i];
     }
     g->data = g->packed;
@@ -212,7 +215,7 @@ static mt_status gemm_smooth(bert_model *m, const st_file *f, const char *name, 
         if (!(g->smooth = malloc(sizeof(float) * (size_t)k)))
             return mt_fail(err, MT_ENOMEM, "out of memory");
         memcpy(g->smooth, fs, sizeof(float) * (size_t)k);
-    } else if (!m->prequant && act_max && g->p == MT_PREC_INT8) {
+    } else if (!m->prequant && act_max && mt_prec(g->p)->int8_act) {
         g->smooth = malloc(sizeof(float) * (size_t)k);
         float *scaled = malloc(sizeof(float) * (size_t)n * k);
         if (!g->smooth || !scaled) {

@@ -76,6 +76,17 @@ typedef struct kc_s8_weight kc_s8_weight;
 int kc_s8_weight_create(const int8_t *w, const float *scale, int n, int k, bool reorder,
                         kc_s8_weight **out);
 void kc_s8_weight_destroy(kc_s8_weight *w);
+/* The same with one scale per (output channel, group of `group` inputs):
+ * scale is (n, ceil(k / group)) row-major, w ~ q * scale[ch][i / group]
+ * ("int8g", engine/quant.h). group in 1..512 (larger: KC_EINVAL), or
+ * group >= k for one group (the per-channel form). The codes are read in
+ * place or, when k is not a multiple of group or oneDNN prefers it, from a
+ * reordered copy the object keeps (kc_s8_weight_bytes counts it); with that
+ * copy (bytes > 0) neither the codes nor the scales are read after this
+ * call returns, and the caller may free them. */
+int kc_s8_weight_create_grouped(const int8_t *w, const float *scale, int n, int k, int group,
+                                kc_s8_weight **out);
+
 /* Resident bytes the object adds to the borrowed codes and scales: a copy
  * of the codes reordered into a blocked layout (with any compensation
  * oneDNN keeps with them) when the kernel needs one, else 0. Primitives and

@@ -87,6 +87,58 @@ static void epi_rows_s32(const int32_t *acc, size_t lda, float *y, size_t ldy, i
     }
 }
 
+/* The grouped form: acc holds nb planes (one per group of K) of (rows, n)
+ * int32 sums, plane stride pstride; gs the (nb, n) group scales, csf the
+ * (nb, n) code sums as floats, sx / zp the (rows, nb) activation scales and
+ * zero points. Each group's zero-point-free sum acc - zp * colsum is exact
+ * in float (both terms are integers below 2^24 for g <= KC_S8G_MAX_GROUP,
+ * and so is their difference), then scaled by its group's two scales and
+ * summed in FP32 in registers, 16 columns at a time, so that y is written
+ * once. */
+static void epi_rows_s32g(const int32_t *acc, size_t pstride, int nb, float *y, size_t ldy,
+                          int m, int n, const float *gs, const float *sx, const int32_t *zp,
+                          const float *csf, const float *bias, bool gelu)
+{
+    for (int r = 0; r < m; r++) {
+        const int32_t *zr = zp + (size_t)r * nb;
+        const float *tr = sx + (size_t)r * nb;
+        const int32_t *ar = acc + (size_t)r * n;
+        float *o = y + (size_t)r * ldy;
+        int c = 0;
+#ifdef KC_QG_SIMD
+        for (; c + 16 <= n; c += 16) {
+            __m256 f0 = _mm256_setzero_ps(), f1 = f0;
+            for (int b = 0; b < nb; b++) {
+                const int32_t *a = ar + (size_t)b * pstride + c;
+                const float *s = gs + (size_t)b * n + c, *cs = csf + (size_t)b * n + c;
+                const __m256 vz = _mm256_set1_ps((float)zr[b]), vt = _mm256_broadcast_ss(tr + b);
+                __m256 a0 = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)a));
+                __m256 a1 = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a + 8)));
+                a0 = _mm256_mul_ps(_mm256_fnmadd_ps(vz, _mm256_loadu_ps(cs), a0), vt);
+                a1 = _mm256_mul_ps(_mm256_fnmadd_ps(vz, _mm256_loadu_ps(cs + 8), a1), vt);
+                f0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(s), f0);
+                f1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(s + 8), f1);
+            }
+            if (bias) {
+                f0 = _mm256_add_ps(f0, _mm256_loadu_ps(bias + c));
+                f1 = _mm256_add_ps(f1, _mm256_loadu_ps(bias + c + 8));
+            }
+            _mm256_storeu_ps(o + c, f0);
+            _mm256_storeu_ps(o + c + 8, f1);
+        }
+#endif
+        for (; c < n; c++) {
+            float f = 0.0f;
+            for (int b = 0; b < nb; b++)
+                f += ((float)ar[(size_t)b * pstride + c] - (float)zr[b] * csf[(size_t)b * n + c]) *
+                     tr[b] * gs[(size_t)b * n + c];
+            o[c] = f + (bias ? bias[c] : 0.0f);
+        }
+        if (gelu)
+            kc_gelu(o, n);
+    }
+}
+
 /* ------------------------------------------------------------------------
  * INT8 W8A8
  * ---------------------------------------------------------------------- */
@@ -135,13 +187,40 @@ static void minmax0(const float *x, int n, float *lo_out, float *hi_out)
     *hi_out = hi;
 }
 
-/* Per-token asymmetric quantization of m rows, one thread (kc_quantize_rows_u8
- * is the threaded form): the row's grid runs from min(x, 0) to max(x, 0) in
- * 255 steps, sx = (hi - lo) / 255 (1 for an all-zero row), zp = rne(-lo / sx)
- * (the code of 0), codes as numfmt's nf_f32_to_u8_asym. */
-static void quant_rows(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp,
-                       const float *in_div, float *tmp)
+/* One run of n values onto its asymmetric uint8 grid: from min(x, 0) to
+ * max(x, 0) in 255 steps, *sx = (hi - lo) / 255 (1 when all zero), *zp =
+ * rne(-lo / sx) (the code of 0), codes as numfmt's nf_f32_to_u8_asym; the
+ * codes beyond n up to pad are zero. */
+static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int32_t *zp)
 {
+    float lo, hi;
+    minmax0(x, n, &lo, &hi);
+    float s = (hi - lo) / 255.0f;
+    if (!(s > 0.f) || !isfinite(s)) /* all zero, or no usable range: codes = zp */
+        s = 1.0f;
+    float z = rintf(-lo / s);
+    if (!(z >= 0.f)) /* NaN too (a NaN in the row) */
+        z = 0.f;
+    else if (z > 255.f)
+        z = 255.f;
+    *sx = s;
+    *zp = (int32_t)z;
+    nf_f32_to_u8_asym_array(x, q, (size_t)n, s, (int)z);
+    if (n < pad)
+        memset(q + n, 0, (size_t)(pad - n));
+}
+
+/* Per-token asymmetric quantization of m rows, one thread (kc_quantize_rows_u8
+ * is the threaded form), each row onto its own grid (quant_run); g = k: the
+ * codes plain row-major (m, k), one scale and zero point per row. With
+ * groups (g < k) each group of g values of a row has its own grid, as the
+ * weight has (Q8_0 does the same to activations): its codes go to q + b *
+ * pstride + r * g (a short tail padded with zero codes), its scale and zero
+ * point to sx / zp [r * nb + b]. */
+static void quant_rows(const float *x, int m, int k, int g, size_t pstride, uint8_t *q,
+                       float *sx, int32_t *zp, const float *in_div, float *tmp)
+{
+    const int nb = (k + g - 1) / g;
     for (int r = 0; r < m; r++) {
         const float *xr = x + (size_t)r * k;
         if (in_div) { /* smoothing: the weight holds W diag(s), the activation x / s */
@@ -149,19 +228,9 @@ static void quant_rows(const float *x, int m, int k, uint8_t *q, float *sx, int3
                 tmp[j] = xr[j] * in_div[j];
             xr = tmp;
         }
-        float lo, hi;
-        minmax0(xr, k, &lo, &hi);
-        float s = (hi - lo) / 255.0f;
-        if (!(s > 0.f) || !isfinite(s)) /* all zero, or no usable range: codes = zp */
-            s = 1.0f;
-        float z = rintf(-lo / s);
-        if (!(z >= 0.f)) /* NaN too (a NaN in the row) */
-            z = 0.f;
-        else if (z > 255.f)
-            z = 255.f;
-        sx[r] = s;
-        zp[r] = (int32_t)z;
-        nf_f32_to_u8_asym_array(xr, q + (size_t)r * k, (size_t)k, s, (int)z);
+        for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
+            quant_run(xr + j0, k - j0 < g ? k - j0 : g, g, q + (size_t)b * pstride + (size_t)r * g,
+                      sx + (size_t)r * nb + b, zp + (size_t)r * nb + b);
     }
 }
 
@@ -172,24 +241,36 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
         return KC_EINVAL;
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int r = 0; r < m; r++)
-        quant_rows(x + (size_t)r * k, 1, k, q + (size_t)r * k, sx + r, zp + r, NULL, NULL);
+        quant_rows(x + (size_t)r * k, 1, k, k, 0, q + (size_t)r * k, sx + r, zp + r, NULL, NULL);
     return KC_OK;
 }
 
 #define KC_S8_CHUNK 128
 #define KC_S8_MAX_K 66000
+#define KC_S8G_MIN_GROUP 16 /* at most KC_S8_MAX_K / 16 groups */
+#define KC_S8G_MAX_GROUP 512 /* 255 * 127 * 512 < 2^24: a group's sum is exact in float */
 static const int s8_buckets[] = {1, 2, 4, 6, 8, 10, 12, 14, 16, 32, 48, 64, 80, 96, 112, 128};
 #define S8_NBUCKET ((int)(sizeof s8_buckets / sizeof *s8_buckets))
 
+/* A chunk's grouped int32 scratch is kept under this many bytes (it must
+ * stay in L2 while the epilogue reads it back): fewer rows per chunk when
+ * there are many groups. */
+#define KC_S8G_SCRATCH (1536 * 1024)
+
 struct kc_s8_weight {
     int n, k;
+    int g, nb;               /* group size along K and group count; g = k, nb = 1: per channel */
+    int max_rows;            /* the largest chunk (a bucket) */
     dnnl_engine_t eng;
     dnnl_memory_desc_t wmd;  /* the layout the primitives read the codes in */
     const int8_t *codes;     /* borrowed: (n, k) row-major */
-    const float *scale;      /* borrowed: n */
+    const float *scale;      /* borrowed: n, or (n, nb) for groups */
+    int8_t *padded;          /* groups with k % g != 0: the codes padded to (n, nb * g) */
+    float *gscale;           /* groups only: the scales transposed, (nb, n) */
     void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
     float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
-    int32_t *colsum;         /* n: sum of each output channel's codes */
+    int32_t *colsum;         /* (nb, n): sum of each output channel's codes in each group */
+    float *csf;              /* groups only: colsum as floats */
     size_t wbytes;           /* its size */
     char impl[64];
     pthread_mutex_t mu; /* guards the three arrays below (each slot is written once) */
@@ -207,21 +288,53 @@ static int s8_bucket(int rows)
     return b;
 }
 
-/* A matmul primitive descriptor for (rows, k) u8 x (k, n) s8 -> s32, the
- * weights either in the given layout or (wmd NULL) in the one it prefers.
- * Scratchpad is user-managed so that concurrent calls never share one. */
+/* The plain descriptions of a chunk of rows: the uint8 input (rows, k), or
+ * (nb, rows, g) for groups, and the int32 output (rows, n) or (nb, rows, n). */
+static dnnl_status_t s8_io_mds(const kc_s8_weight *w, int rows, dnnl_memory_desc_t *smd,
+                               dnnl_memory_desc_t *dmd)
+{
+    dnnl_status_t st;
+    if (w->nb == 1) {
+        dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
+        if ((st = dnnl_memory_desc_init_by_tag(smd, 2, sd, dnnl_u8, dnnl_ab)) != dnnl_success)
+            return st;
+        return dnnl_memory_desc_init_by_tag(dmd, 2, dd, dnnl_s32, dnnl_ab);
+    }
+    dnnl_dims_t sd = {w->nb, rows, w->g}, dd = {w->nb, rows, w->n};
+    if ((st = dnnl_memory_desc_init_by_tag(smd, 3, sd, dnnl_u8, dnnl_abc)) != dnnl_success)
+        return st;
+    return dnnl_memory_desc_init_by_tag(dmd, 3, dd, dnnl_s32, dnnl_abc);
+}
+
+/* The weight as the matmul multiplies it, (k, n) or (nb, g, n), in the
+ * layout oneDNN prefers (any) or as our (n, k) codes lie (plain: the
+ * transposed "ba", or for groups strides (g, 1, k)). */
+static dnnl_status_t s8_weight_md(const kc_s8_weight *w, bool plain, dnnl_memory_desc_t *wmd)
+{
+    if (w->nb == 1) {
+        dnnl_dims_t wd = {w->k, w->n};
+        return dnnl_memory_desc_init_by_tag(wmd, 2, wd, dnnl_s8,
+                                            plain ? dnnl_ba : dnnl_format_tag_any);
+    }
+    dnnl_dims_t wd = {w->nb, w->g, w->n}, strides = {w->g, 1, (dnnl_dim_t)w->nb * w->g};
+    if (plain)
+        return dnnl_memory_desc_init_by_strides(wmd, 3, wd, dnnl_s8, strides);
+    return dnnl_memory_desc_init_by_tag(wmd, 3, wd, dnnl_s8, dnnl_format_tag_any);
+}
+
+/* A matmul primitive descriptor for (rows, k) u8 x (k, n) s8 -> s32 (or its
+ * batched form over the groups), the weights either in the given layout or
+ * (wmd NULL) in the one it prefers. Scratchpad is user-managed so that
+ * concurrent calls never share one. */
 static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memory_desc_t *wmd,
                                 dnnl_primitive_desc_t *pd)
 {
     dnnl_memory_desc_t smd, wany, dmd;
-    dnnl_dims_t sd = {rows, w->k}, wd = {w->k, w->n}, dd = {rows, w->n};
     dnnl_status_t st;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_matmul_desc_t md;
-    if ((st = dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab)) != dnnl_success ||
-        (st = dnnl_memory_desc_init_by_tag(&wany, 2, wd, dnnl_s8, dnnl_format_tag_any)) !=
-            dnnl_success ||
-        (st = dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab)) != dnnl_success ||
+    if ((st = s8_io_mds(w, rows, &smd, &dmd)) != dnnl_success ||
+        (st = s8_weight_md(w, false, &wany)) != dnnl_success ||
         (st = dnnl_matmul_desc_init(&md, &smd, wmd ? wmd : &wany, NULL, &dmd)) != dnnl_success ||
         (st = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
         (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
@@ -285,23 +398,26 @@ void kc_s8_weight_destroy(kc_s8_weight *w)
         dnnl_engine_destroy(w->eng);
     pthread_mutex_destroy(&w->mu);
     free(w->wbuf);
+    free(w->padded);
+    free(w->gscale);
+    free(w->csf);
     free(w->in_div);
     free(w->colsum);
     free(w);
 }
 
 /* Reorders W (n, k) row-major -- the (k, n) matrix the matmul multiplies,
- * stored transposed ("ba") -- into w->wbuf in layout w->wmd. */
+ * stored transposed ("ba"; for groups (nb, g, n) with strides (g, 1, k)) --
+ * into w->wbuf in layout w->wmd. */
 static int s8_reorder_in(kc_s8_weight *w, const int8_t *codes)
 {
     dnnl_memory_desc_t umd;
-    dnnl_dims_t wd = {w->k, w->n};
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_memory_t um = NULL, wm = NULL;
     dnnl_stream_t s = NULL;
     int rc = KC_EDNNL;
-    if (dnnl_memory_desc_init_by_tag(&umd, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
+    if (s8_weight_md(w, true, &umd) != dnnl_success ||
         dnnl_reorder_primitive_desc_create(&rpd, &umd, w->eng, &w->wmd, w->eng, NULL) !=
             dnnl_success ||
         dnnl_primitive_create(&r, rpd) != dnnl_success ||
@@ -340,7 +456,6 @@ static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
 {
     dnnl_primitive_desc_t pany = NULL, pplain = NULL;
     dnnl_memory_desc_t plain;
-    dnnl_dims_t wd = {w->k, w->n};
     const char *impl = NULL;
     char iany[sizeof w->impl];
     int rc = KC_EDNNL;
@@ -348,17 +463,17 @@ static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
         w->eng = NULL;
         return KC_EDNNL;
     }
-    if (dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_s8, dnnl_ba) != dnnl_success ||
-        s8_make_pd(w, KC_S8_CHUNK, NULL, &pany) != dnnl_success ||
+    if (s8_weight_md(w, true, &plain) != dnnl_success ||
+        s8_make_pd(w, w->max_rows, NULL, &pany) != dnnl_success ||
         dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
         goto out;
     snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
     snprintf(w->impl, sizeof w->impl, "%s", iany);
-    if (!reorder && s8_make_pd(w, KC_S8_CHUNK, &plain, &pplain) == dnnl_success &&
+    if (!reorder && s8_make_pd(w, w->max_rows, &plain, &pplain) == dnnl_success &&
         dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
         impl && !strcmp(impl, iany)) {
         w->wmd = plain; /* in place */
-        rc = s8_set_prim(w, S8_NBUCKET - 1, pplain);
+        rc = s8_set_prim(w, s8_bucket(w->max_rows), pplain);
         pplain = NULL;
         goto out;
     }
@@ -366,7 +481,7 @@ static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
     if (!wq)
         goto out;
     w->wmd = *wq;
-    rc = s8_set_prim(w, S8_NBUCKET - 1, pany);
+    rc = s8_set_prim(w, s8_bucket(w->max_rows), pany);
     pany = NULL;
     if (rc != KC_OK)
         goto out;
@@ -382,44 +497,102 @@ out:
     return rc;
 }
 
-int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
-                        kc_s8_weight **out)
+/* The per-group sums of each channel's codes, the transposed group scales,
+ * and (k not a multiple of g) the zero-padded copy of the codes. */
+static int s8_group_tables(kc_s8_weight *w, const int8_t *codes)
+{
+    const int n = w->n, k = w->k, g = w->g, nb = w->nb;
+    if (!(w->colsum = calloc((size_t)nb * n, sizeof(int32_t))))
+        return KC_ENOMEM;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < k; i++)
+            w->colsum[(size_t)(i / g) * n + j] += codes[(size_t)j * k + i];
+    if (nb > 1) {
+        if (!(w->gscale = malloc(sizeof(float) * (size_t)nb * n)) ||
+            !(w->csf = malloc(sizeof(float) * (size_t)nb * n)))
+            return KC_ENOMEM;
+        for (int j = 0; j < n; j++)
+            for (int b = 0; b < nb; b++)
+                w->gscale[(size_t)b * n + j] = w->scale[(size_t)j * nb + b];
+        for (size_t i = 0; i < (size_t)nb * n; i++)
+            w->csf[i] = (float)w->colsum[i];
+    }
+    if (k % g) {
+        const size_t kp = (size_t)nb * g;
+        if (!(w->padded = calloc((size_t)n * kp, 1)))
+            return KC_ENOMEM;
+        for (int j = 0; j < n; j++)
+            memcpy(w->padded + (size_t)j * kp, codes + (size_t)j * k, (size_t)k);
+    }
+    return KC_OK;
+}
+
+/* The most rows a chunk takes: KC_S8_CHUNK, or for groups as many (a
+ * multiple of 16, at least 16) as keep the int32 scratch under
+ * KC_S8G_SCRATCH. */
+static int s8_max_rows(int nb, int n)
+{
+    if (nb == 1)
+        return KC_S8_CHUNK;
+    size_t rows = KC_S8G_SCRATCH / (sizeof(int32_t) * (size_t)nb * n);
+    rows &= ~(size_t)15;
+    return rows < 16 ? 16 : rows > KC_S8_CHUNK ? KC_S8_CHUNK : (int)rows;
+}
+
+static int s8_create(const int8_t *codes, const float *scale, int n, int k, int g, bool reorder,
+                     kc_s8_weight **out)
 {
     if (!out)
         return KC_EINVAL;
     *out = NULL;
-    /* k bounded so that 255 * 127 * k, the largest int32 sum, fits */
-    if (n <= 0 || k <= 0 || k > KC_S8_MAX_K || !codes || !scale)
+    /* k bounded so that 255 * 127 * k, the largest int32 sum, fits; a
+     * group's sums must also be exact in float (see epi_rows_s32g) */
+    if (n <= 0 || k <= 0 || k > KC_S8_MAX_K || !codes || !scale || g <= 0 ||
+        (g < k && (g < KC_S8G_MIN_GROUP || g > KC_S8G_MAX_GROUP)))
         return KC_EINVAL;
     kc_s8_weight *w = calloc(1, sizeof *w);
     if (!w)
         return KC_ENOMEM;
     w->n = n;
     w->k = k;
+    w->g = g < k ? g : k;
+    w->nb = (k + w->g - 1) / w->g;
+    w->max_rows = s8_max_rows(w->nb, n);
     w->codes = codes;
     w->scale = scale;
-    if (!(w->colsum = malloc(sizeof(int32_t) * (size_t)n))) {
-        free(w);
-        return KC_ENOMEM;
-    }
-    for (int j = 0; j < n; j++) {
-        int32_t sum = 0;
-        for (int i = 0; i < k; i++)
-            sum += codes[(size_t)j * k + i];
-        w->colsum[j] = sum;
-    }
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
-        free(w->colsum);
         free(w);
         return KC_ENOMEM;
     }
-    int rc = s8_prepare(w, codes, reorder);
+    int rc = s8_group_tables(w, codes);
+    if (rc == KC_OK)
+        rc = s8_prepare(w, w->padded ? w->padded : codes, reorder || w->padded);
     if (rc != KC_OK) {
         kc_s8_weight_destroy(w);
         return rc;
     }
+    if (w->wbuf) { /* the padded copy was only the reorder's source */
+        free(w->padded);
+        w->padded = NULL;
+        if (w->nb > 1) { /* what the caller may now free (qgemm.h) is never read again */
+            w->codes = NULL;
+            w->scale = NULL;
+        }
+    }
     *out = w;
     return KC_OK;
+}
+
+int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
+                        kc_s8_weight **out)
+{
+    return s8_create(codes, scale, n, k, k, reorder, out);
+}
+
+int kc_s8_weight_create_grouped(const int8_t *codes, const float *scale, int n, int k, int group,
+                                kc_s8_weight **out)
+{
+    return s8_create(codes, scale, n, k, group, false, out);
 }
 
 /* For the backend's honest ->bytes: what this object adds to the borrowed
@@ -453,14 +626,12 @@ static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t 
                    uint8_t *src, int32_t *dst, void *scratch)
 {
     dnnl_memory_desc_t smd, dmd;
-    dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
     dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
+    void *wdata = w->wbuf ? w->wbuf : w->padded ? (void *)w->padded : (void *)w->codes;
     int rc = KC_EDNNL;
-    if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_u8, dnnl_ab) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&dmd, 2, dd, dnnl_s32, dnnl_ab) != dnnl_success ||
+    if (s8_io_mds(w, rows, &smd, &dmd) != dnnl_success ||
         dnnl_memory_create(&ms, &smd, w->eng, src) != dnnl_success ||
-        dnnl_memory_create(&mw, &w->wmd, w->eng, w->wbuf ? w->wbuf : (void *)w->codes) !=
-            dnnl_success ||
+        dnnl_memory_create(&mw, &w->wmd, w->eng, wdata) != dnnl_success ||
         dnnl_memory_create(&md, &dmd, w->eng, dst) != dnnl_success ||
         dnnl_memory_create(&msp, &w->spmd[b], w->eng, scratch) != dnnl_success)
         goto done;
@@ -496,14 +667,19 @@ static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t
                     const float *x, int mm, uint8_t *q, float *sx, int32_t *zp, int32_t *dtmp,
                     float *xtmp, void *spad, const float *bias, bool gelu, float *y)
 {
-    const int n = w->n, k = w->k, rows = s8_buckets[b];
-    quant_rows(x, mm, k, q, sx, zp, w->in_div, xtmp);
+    const int n = w->n, k = w->k, g = w->g, rows = s8_buckets[b];
+    const size_t qplane = (size_t)rows * g; /* one group's codes */
+    quant_rows(x, mm, k, g, qplane, q, sx, zp, w->in_div, xtmp);
     if (rows > mm)
-        memset(q + (size_t)mm * k, 0, (size_t)(rows - mm) * k);
+        for (int p = 0; p < w->nb; p++)
+            memset(q + p * qplane + (size_t)mm * g, 0, (size_t)(rows - mm) * g);
     int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
-    if (rc == KC_OK)
+    if (rc == KC_OK && w->nb == 1)
         epi_rows_s32(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, zp, w->colsum, bias,
                      gelu);
+    else if (rc == KC_OK)
+        epi_rows_s32g(dtmp, (size_t)rows * n, w->nb, y, (size_t)n, mm, n, w->gscale, sx, zp,
+                      w->csf, bias, gelu);
     return rc;
 }
 
@@ -521,11 +697,12 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     if (m == 0)
         return KC_OK;
     const int n = w->n, k = w->k, maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const int per_thr = (m + maxthr * KC_S8_CHUNK - 1) / (maxthr * KC_S8_CHUNK);
+    const int chunk = w->max_rows;
+    const int per_thr = (m + maxthr * chunk - 1) / (maxthr * chunk);
     int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr); /* rows per chunk */
     crows = (crows + 15) & ~15;
-    if (crows > KC_S8_CHUNK)
-        crows = KC_S8_CHUNK;
+    if (crows > chunk)
+        crows = chunk;
     const int nchunk = (m + crows - 1) / crows, last = m - (nchunk - 1) * crows;
     const int bfull = s8_bucket(crows), blast = s8_bucket(last);
     dnnl_primitive_t pfull = NULL, plast = NULL;
@@ -541,9 +718,9 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     if (nchunk > 1 && w->scratch[bfull] > spneed)
         spneed = w->scratch[bfull];
     const int cap = nchunk > 1 ? crows : s8_buckets[blast];
-    const size_t qbytes = ((size_t)cap * k + 63) & ~(size_t)63;
-    const size_t sbytes = (sizeof(float) * (size_t)cap + 63) & ~(size_t)63;
-    const size_t dbytes = (sizeof(float) * (size_t)cap * n + 63) & ~(size_t)63;
+    const size_t qbytes = ((size_t)cap * w->nb * w->g + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)cap * w->nb + 63) & ~(size_t)63;
+    const size_t dbytes = (sizeof(int32_t) * (size_t)cap * w->nb * n + 63) & ~(size_t)63;
     /* one smoothed activation row, when the weight smooths its input */
     const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
     const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);

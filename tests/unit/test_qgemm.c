@@ -22,7 +22,7 @@
 #include "kernels/cpu/qgemm.h"
 
 static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8,
-                                     MT_PREC_INT8};
+                                     MT_PREC_INT8, MT_PREC_INT8G};
 #define NPRECS ((int)(sizeof precs / sizeof *precs))
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -38,7 +38,8 @@ static mt_weight *make_weight(mt_backend *be, const float *w, int n, int k, mt_p
                               float *deq)
 {
     void *data = malloc(mt_quant_data_bytes(p, n, k));
-    float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * n) : NULL;
+    float *sc = mt_quant_has_scales(p) ? malloc(sizeof(float) * mt_quant_scale_count(p, n, k))
+                                       : NULL;
     mt_err err;
     ck_assert_msg(mt_quantize(w, n, k, p, NULL, data, sc, &err) == MT_OK, "%s", err.msg);
     mt_dequantize(data, sc, n, k, p, deq);
@@ -67,21 +68,32 @@ static void u8_grid(const float *xr, int k, float *sx, int *zp)
     *zp = z < 0 ? 0 : z > 255 ? 255 : (int)z;
 }
 
-/* The activations the twin multiplies: x itself, or for INT8 x quantized
- * per token with the scalar reference encoder and dequantized in double. */
+/* Whether p's GEMM quantizes its activations (W8A8): int8 and int8g. */
+static bool w8a8(mt_precision p)
+{
+    return p == MT_PREC_INT8 || p == MT_PREC_INT8G;
+}
+
+/* The activations the twin multiplies: x itself, or for the W8A8
+ * precisions x quantized with the scalar reference encoder and dequantized
+ * in double: per token (int8), or per group of the weight's group size
+ * within each token (int8g). */
 static double *twin_inputs(const float *x, int m, int k, mt_precision p)
 {
     double *xd = malloc(sizeof(double) * ((size_t)m * k + 1));
-    for (int r = 0; r < m; r++) {
-        const float *xr = x + (size_t)r * k;
-        float sx;
-        int zp;
-        u8_grid(xr, k, &sx, &zp);
-        for (int c = 0; c < k; c++)
-            xd[(size_t)r * k + c] =
-                p == MT_PREC_INT8 ? ((double)nf_f32_to_u8_asym(xr[c], sx, zp) - zp) * sx
-                                  : (double)xr[c];
-    }
+    const int g = mt_prec(p)->group > 0 ? mt_prec(p)->group : k;
+    for (int r = 0; r < m; r++)
+        for (int j0 = 0; j0 < k; j0 += g) {
+            const float *xr = x + (size_t)r * k + j0;
+            const int len = k - j0 < g ? k - j0 : g;
+            float sx;
+            int zp;
+            u8_grid(xr, len, &sx, &zp);
+            for (int c = 0; c < len; c++)
+                xd[(size_t)r * k + j0 + c] =
+                    w8a8(p) ? ((double)nf_f32_to_u8_asym(xr[c], sx, zp) - zp) * sx
+                            : (double)xr[c];
+        }
     return xd;
 }
 
@@ -107,10 +119,11 @@ START_TEST(each_precision_matches_its_double_twin_with_or_without_epilogue)
 {
     const mt_precision p = precs[_i];
     static const int shapes[][2] = {{13, 17}, {1, 1}, {384, 384}, {1536, 384}, {384, 1536},
-                                    {1152, 384}, {37, 129}};
+                                    {1152, 384}, {37, 129}, {64, 300}};
     static const int ms[] = {1, 2, 7, 33, 128, 300};
-    /* INT8's integer sums are exact: only the FP32 epilogue rounds */
-    const double tol = p == MT_PREC_INT8 ? 1e-6 : 1e-5;
+    /* INT8's integer sums are exact: only the FP32 epilogue rounds (int8g:
+     * also its FP32 sum over the groups) */
+    const double tol = w8a8(p) ? 1e-6 : 1e-5;
     mt_backend *be;
     mt_err err;
     ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
@@ -273,10 +286,10 @@ START_TEST(resident_bytes_are_honest_and_bad_weights_are_refused)
     for (int i = 0; i < NPRECS; i++) {
         mt_weight *wt = make_weight(be, w, n, k, precs[i], deq);
         size_t want = mt_quant_total_bytes(precs[i], n, k);
-        if (precs[i] == MT_PREC_INT8) /* plus a blocked copy, where oneDNN's kernel needs one */
-            ck_assert_msg(wt->bytes == want || (wt->bytes > want + (size_t)n * k &&
+        if (w8a8(precs[i])) /* plus a blocked copy, where oneDNN's kernel needs one */
+            ck_assert_msg(wt->bytes == want || (wt->bytes >= want + (size_t)n * k &&
                                                 wt->bytes <= 2 * want + want / 4),
-                          "int8: %zu bytes", wt->bytes);
+                          "%s: %zu bytes", mt_precision_name(precs[i]), wt->bytes);
         else
             ck_assert_msg(wt->bytes == want, "%s: %zu bytes, want %zu",
                           mt_precision_name(precs[i]), wt->bytes, want);
