@@ -94,7 +94,8 @@ typedef struct {
 /* Quantizes w and dequantizes the result; fails the test on an error. */
 static qw quantize_ok(const float *w, int n, int k, mt_precision p, const mt_calib_opts *c)
 {
-    qw q = {p, n, k, malloc(mt_quant_data_bytes(p, n, k) + 1), malloc(sizeof(float) * (size_t)n + 1),
+    qw q = {p, n, k, malloc(mt_quant_data_bytes(p, n, k) + 1),
+            malloc(sizeof(float) * (mt_quant_scale_count(p, n, k) + 1)),
             malloc(sizeof(float) * (size_t)n * (size_t)k + 1)};
     ck_assert(q.data && q.scales && q.deq);
     mt_err err = {{0}};
@@ -179,7 +180,19 @@ START_TEST(quant_sizes_per_precision)
         }
     }
     for (mt_precision p = 0; p < MT_PREC_COUNT; p++)
-        ck_assert_int_eq(mt_quant_has_scales(p), p == MT_PREC_INT8 || p == MT_PREC_FP8);
+        ck_assert_int_eq(mt_quant_has_scales(p),
+                         p == MT_PREC_INT8 || p == MT_PREC_FP8 || p == MT_PREC_INT8G);
+    /* int8g: one scale per 128 inputs, the last group short */
+    for (int k = 1; k <= 1536; k += 97) {
+        size_t groups = (size_t)(k + 127) / 128;
+        ck_assert_uint_eq(mt_quant_scale_groups(MT_PREC_INT8G, k), groups);
+        ck_assert_uint_eq(mt_quant_total_bytes(MT_PREC_INT8G, 384, k),
+                          (size_t)384 * k + 4 * 384 * groups);
+        ck_assert_uint_eq(mt_quant_scale_count(MT_PREC_INT8, 384, k), 384);
+    }
+    ck_assert_uint_eq(mt_quant_scale_count(MT_PREC_FP16, 384, 384), 0);
+    ck_assert(mt_quant_total_bytes(MT_PREC_INT8G, 1536, 384) <=
+              0.26 * mt_quant_total_bytes(MT_PREC_FP32, 1536, 384));
 }
 END_TEST
 
@@ -708,14 +721,17 @@ START_TEST(quant_dequantize_is_the_reference_twin)
             qw q = quantize_ok(w, n, k, p, &c);
             for (int i = 0; i < n; i++) {
                 const float *row = w + (size_t)i * k;
-                float s = mt_quant_has_scales(p) ? q.scales[i] : 1.0f;
+                const size_t ng = mt_quant_scale_groups(p, k);
                 for (int j = 0; j < k; j++) {
                     size_t at = (size_t)i * k + j;
+                    /* int8g: the scale of j's group of 128 */
+                    float s = !ng ? 1.0f : ng == 1 ? q.scales[i] : q.scales[i * ng + j / 128];
                     float want;
                     switch (p) {
                     case MT_PREC_FP16: want = nf_f16_to_f32(((uint16_t *)q.data)[at]); break;
                     case MT_PREC_BF16: want = nf_bf16_to_f32(((uint16_t *)q.data)[at]); break;
                     case MT_PREC_INT8:
+                    case MT_PREC_INT8G:
                         want = nf_i8_to_f32(((int8_t *)q.data)[at], s);
                         bad += ((int8_t *)q.data)[at] != nf_f32_to_i8(row[j], s);
                         break;
@@ -725,6 +741,7 @@ START_TEST(quant_dequantize_is_the_reference_twin)
                     bad += memcmp(&want, &q.deq[at], sizeof want) != 0;
                 }
                 if (p == MT_PREC_FP8) {
+                    const float s = q.scales[i];
                     mt_err err;
                     ck_assert_int_eq(nf_encode(NF_E4M3, row, codes, (size_t)k, s, &err), MT_OK);
                     bad += memcmp(codes, (uint8_t *)q.data + (size_t)i * k, (size_t)k) != 0;
@@ -789,6 +806,49 @@ END_TEST
  * backend separately: where ->supports says no, MT_EUNSUPPORTED (and no
  * weight) is the right answer; where it says yes, the weight must hold
  * exactly what mt_quantize makes. */
+/* int8g: each group of 128 inputs of a channel gets its own absmax scale,
+ * so a spike in one group leaves the others' grids (and errors) as if it
+ * were not there; every value within half a step of its own group's grid;
+ * a short last group (k = 300: 128 + 128 + 44) is a group like the others. */
+START_TEST(quant_int8g_scales_each_group_of_128_alone)
+{
+    rng r = rng_for(11);
+    const int n = 8, k = 300, groups = 3;
+    float *w = random_weights(&r, n, k);
+    w[1 * k + 5] = 3.0f; /* channel 1, group 0 */
+    mt_calib_opts c = calib(MT_CALIB_ABSMAX, 100);
+    qw g = quantize_ok(w, n, k, MT_PREC_INT8G, &c), pc = quantize_ok(w, n, k, MT_PREC_INT8, &c);
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < groups; b++) {
+            const int j0 = b * 128, len = b == 2 ? 44 : 128;
+            float amax = 0;
+            for (int j = j0; j < j0 + len; j++)
+                amax = fmaxf(amax, fabsf(w[(size_t)i * k + j]));
+            const float s = g.scales[(size_t)i * groups + b];
+            ck_assert_msg(s == amax / 127.0f, "channel %d group %d: scale %a, absmax/127 %a", i,
+                          b, (double)s, (double)(amax / 127.0f));
+            for (int j = j0; j < j0 + len; j++) {
+                const size_t at = (size_t)i * k + j;
+                ck_assert(fabs(w[at] - g.deq[at]) <= s * (0.5 + 0x1p-18) + fabs(w[at]) * 0x1p-23);
+            }
+        }
+    /* the spike sets channel 1's one per-channel scale, but only group 0's here */
+    ck_assert_float_eq(pc.scales[1], 3.0f / 127.0f);
+    ck_assert_float_eq(g.scales[1 * groups + 0], 3.0f / 127.0f);
+    ck_assert_float_lt(g.scales[1 * groups + 1], pc.scales[1] / 4);
+    double eg = 0, ep = 0;
+    for (int j = 128; j < k; j++) {
+        eg += pow(w[1 * k + j] - g.deq[1 * k + j], 2);
+        ep += pow(w[1 * k + j] - pc.deq[1 * k + j], 2);
+    }
+    ck_assert_msg(eg < ep / 16, "groups 1-2 of the spiked channel: error %g vs %g per channel",
+                  eg, ep);
+    qw_free(&g);
+    qw_free(&pc);
+    free(w);
+}
+END_TEST
+
 START_TEST(quant_weight_create_on_cpu_backend)
 {
     mt_backend *be = NULL;
@@ -856,6 +916,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, quant_op_policy_keeps_everything_but_gemm_weights_fp32);
     tcase_add_test(tc, quant_calib_names_parse);
     tcase_add_test(tc, quant_weight_create_on_cpu_backend);
+    tcase_add_test(tc, quant_int8g_scales_each_group_of_128_alone);
     suite_add_tcase(s, tc);
     return s;
 }
