@@ -36,7 +36,7 @@ echo "bench: peer (ONNX Runtime, FP32 and dynamic INT8) ..." >&2
   --dump-ids "$OUTDIR/ids.json" > "$OUTDIR/peer.json"
 # every precision variant of config/precisions.json, one after the other
 : > "$OUTDIR/mantissa.jsonl"
-for v in fp32 fp16 bf16 int8 fp8; do
+for v in fp32 fp16 bf16 int8 int8g fp8; do
   echo "bench: mantissa ($v) ..." >&2
   "$BUILD/mantissa" bench --config config/precisions.json --model "minilm@$v" \
     --ids "$OUTDIR/ids.json" --batch 1,32 --seconds "$SECS" >> "$OUTDIR/mantissa.jsonl"

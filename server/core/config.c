@@ -332,8 +332,8 @@ static mt_status parse_variant(ctx *c, const cJSON *jv, const char *path, cfg_va
     const char *prec = cJSON_GetObjectItemCaseSensitive(jv, "precision")->valuestring;
     pjoin(fp, sizeof fp, "%s.precision", path);
     if (!prec || mt_precision_parse(prec, &v->precision) != 0)
-        return fail(c, fp, "unknown precision \"%s\" (expected fp32, tf32, fp16, bf16, int8 or fp8)",
-                    prec ? prec : "?");
+        return fail(c, fp, "unknown precision \"%s\" (expected fp32, tf32, fp16, bf16, int8, fp8 "
+                    "or int8g)", prec ? prec : "?");
     mt_mix mix;
     mt_err merr = {0};
     pjoin(fp, sizeof fp, "%s.mix", path);
