@@ -202,9 +202,9 @@ static inline float nf__rne_small(float v)
 }
 
 /* FP32 -> asymmetric UINT8 activation code (numfmt.h). */
-uint8_t nf_f32_to_u8_asym(float x, float scale, int zp)
+uint8_t nf_f32_to_u8_asym(float x, float rcp, int zp)
 {
-    float v = x / scale;
+    float v = x * rcp;
 
     if (v != v)
         return (uint8_t)zp;
@@ -472,16 +472,16 @@ void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale)
 }
 
 /* UINT8 asymmetric quantisation, as nf_f32_to_u8_asym. */
-void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp)
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float rcp, int zp)
 {
-    const __m256 vscale = _mm256_set1_ps(scale);
+    const __m256 vrcp = _mm256_set1_ps(rcp);
     const __m256 vzp = _mm256_set1_ps((float)zp);
     const __m256 lo = _mm256_set1_ps(-256.0f), hi = _mm256_set1_ps(256.0f);
     const __m256 qlo = _mm256_setzero_ps(), qhi = _mm256_set1_ps(255.0f);
     size_t i = 0;
 
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_div_ps(_mm256_loadu_ps(src + i), vscale);
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + i), vrcp);
         v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v); /* NaN -> 0 -> zp */
         v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
         v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -489,7 +489,7 @@ void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float sca
         nf__store_low_bytes(dst + i, _mm256_cvtps_epi32(v));
     }
     for (; i < n; i++)
-        dst[i] = nf_f32_to_u8_asym(src[i], scale, zp);
+        dst[i] = nf_f32_to_u8_asym(src[i], rcp, zp);
 }
 
 #else /* portable: the same array API on any target, as loops over the
@@ -568,10 +568,10 @@ void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale)
         dst[i] = nf_i8_to_f32(src[i], scale);
 }
 
-void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp)
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float rcp, int zp)
 {
     for (size_t i = 0; i < n; i++)
-        dst[i] = nf_f32_to_u8_asym(src[i], scale, zp);
+        dst[i] = nf_f32_to_u8_asym(src[i], rcp, zp);
 }
 
 #endif /* NF_X86_SIMD */

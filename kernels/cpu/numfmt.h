@@ -35,8 +35,11 @@
  *         (INT8 has no NaN; a NaN weight is a bug upstream, and 0 is the code
  *         that does least harm).
  *   UINT8 asymmetric (activations only, never stored): x = (q - zp) * scale,
- *         q in [0, 255], zp an integer in [0, 255]; q = clamp(rne(x / scale)
- *         + zp, 0, 255), NaN -> zp (the code of 0). Used per token for the
+ *         q in [0, 255], zp an integer in [0, 255]; the encoder takes
+ *         rcp = 1 / scale (rounded to FP32 once by the caller) and gives
+ *         q = clamp(rne(x * rcp) + zp, 0, 255), NaN -> zp (the code of 0):
+ *         a multiply, not a divide, since it runs on every activation of
+ *         every int8 GEMM (vdivps made it 40% of such a GEMM). Used per token for the
  *         W8A8 GEMM's activations, whose range is often lopsided (GELU
  *         outputs lie in [-0.17, max]): a symmetric grid would spend half
  *         its codes on values that never occur.
@@ -88,7 +91,7 @@ float    nf_e5m2_to_f32(uint8_t b);
 int8_t   nf_f32_to_i8(float x, float scale);
 float    nf_i8_to_f32(int8_t q, float scale);
 
-uint8_t  nf_f32_to_u8_asym(float x, float scale, int zp);
+uint8_t  nf_f32_to_u8_asym(float x, float rcp, int zp);
 
 /* ---- array conversions (same results, faster) -------------------------- */
 /* src and dst must not overlap; any alignment is fine; n may be 0. */
@@ -104,7 +107,7 @@ void nf_f32_to_e5m2_sat_array(const float *src, uint8_t *dst, size_t n);
 void nf_e5m2_to_f32_array(const uint8_t *src, float *dst, size_t n);
 void nf_f32_to_i8_array(const float *src, int8_t *dst, size_t n, float scale);
 void nf_i8_to_f32_array(const int8_t *src, float *dst, size_t n, float scale);
-void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float scale, int zp);
+void nf_f32_to_u8_asym_array(const float *src, uint8_t *dst, size_t n, float rcp, int zp);
 
 /* "avx2+f16c" or "portable": which array path this build compiled. */
 const char *nf_simd_path(void);

@@ -50,9 +50,11 @@ bool kc_e4m3_has_nan(const uint8_t *w, size_t count);
 
 /* Per-token asymmetric UINT8 quantization of x (m, k): lo = min(x[r], 0),
  * hi = max(x[r], 0), sx[r] = (hi - lo) / 255 (1 for an all-zero row),
- * zp[r] = round(-lo / sx[r]) in [0, 255], q = clamp(round_half_even(x /
- * sx[r]) + zp[r], 0, 255), so x ~ (q - zp) * sx. Rows in parallel. This is
- * what kc_gemm_s8 does to its input. */
+ * zp[r] = round(-lo / sx[r]) in [0, 255], q = clamp(round_half_even(x *
+ * (1 / sx[r])) + zp[r], 0, 255) (numfmt.h's nf_f32_to_u8_asym), so x ~
+ * (q - zp) * sx. Rows in parallel. This is what kc_gemm_s8 does to its
+ * input for a per-channel weight; for a grouped one, the same per group of
+ * the weight's group size within each row. */
 int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp);
 
 /* An INT8 weight (symmetric codes (n, k) + scale[n]) ready for oneDNN's

@@ -589,9 +589,10 @@ START_TEST(u8_asym_rounds_half_to_even_clamps_and_maps_nan_to_the_zero_point)
     ck_assert_int_eq(nf_f32_to_u8_asym(-INFINITY, 1, 10), 0);
     ck_assert_int_eq(nf_f32_to_u8_asym(NAN, 1, 10), 10);
     ck_assert_int_eq(nf_f32_to_u8_asym(-NAN, 0.5f, 200), 200);
-    ck_assert_int_eq(nf_f32_to_u8_asym(1.0f, 1e-30f, 0), 255);
-    ck_assert_int_eq(nf_f32_to_u8_asym(-1.0f, 1e-30f, 255), 0);
-    ck_assert_int_eq(nf_f32_to_u8_asym(0.75f, 0.25f, 0), 3);
+    ck_assert_int_eq(nf_f32_to_u8_asym(1.0f, 1e30f, 0), 255); /* the reciprocal of 1e-30 */
+    ck_assert_int_eq(nf_f32_to_u8_asym(-1.0f, 1e30f, 255), 0);
+    ck_assert_int_eq(nf_f32_to_u8_asym(0.75f, 4.0f, 0), 3);
+    ck_assert_int_eq(nf_f32_to_u8_asym(0.625f, 4.0f, 0), 2); /* 2.5 -> 2 */
 }
 END_TEST
 
@@ -606,9 +607,10 @@ START_TEST(u8_asym_matches_rintf_on_random_inputs)
         float x = ((float)(int32_t)rng_u32(&r) / 2147483648.0f) * 300.0f * scale;
         if (i % 4 == 0)   /* exact halves */
             x = ((float)((int32_t)(rng_u32(&r) % 600) - 300) + 0.5f) * scale;
-        float q = rintf(x / scale) + (float)zp;
+        const float rcp = 1.0f / scale;
+        float q = rintf(x * rcp) + (float)zp;
         int want = q < 0 ? 0 : q > 255 ? 255 : (int)q;
-        int got = nf_f32_to_u8_asym(x, scale, zp);
+        int got = nf_f32_to_u8_asym(x, rcp, zp);
         if (got != want)
             tally_bad(&t, "u8(%a / %a + %d) = %d, want %d", (double)x, (double)scale, zp, got,
                       want);

@@ -91,7 +91,7 @@ static double *twin_inputs(const float *x, int m, int k, mt_precision p)
             u8_grid(xr, len, &sx, &zp);
             for (int c = 0; c < len; c++)
                 xd[(size_t)r * k + j0 + c] =
-                    w8a8(p) ? ((double)nf_f32_to_u8_asym(xr[c], sx, zp) - zp) * sx
+                    w8a8(p) ? ((double)nf_f32_to_u8_asym(xr[c], 1.0f / sx, zp) - zp) * sx
                             : (double)xr[c];
         }
     return xd;
@@ -232,7 +232,7 @@ START_TEST(activation_quantizer_is_per_token_asymmetric_half_even_and_keeps_zero
                       r, sx[r], zp[r], want_s, want_z);
         double worst = 0;
         for (int c = 0; c < k; c++) {
-            uint8_t e = nf_f32_to_u8_asym(x[r * k + c], want_s, want_z);
+            uint8_t e = nf_f32_to_u8_asym(x[r * k + c], 1.0f / want_s, want_z);
             ck_assert_msg(q[r * k + c] == e, "row %d col %d: %d, want %d", r, c, q[r * k + c], e);
             double d = fabs(((double)q[r * k + c] - zp[r]) * sx[r] - x[r * k + c]);
             worst = d > worst ? d : worst;
