@@ -189,7 +189,8 @@ static void minmax0(const float *x, int n, float *lo_out, float *hi_out)
 
 /* One run of n values onto its asymmetric uint8 grid: from min(x, 0) to
  * max(x, 0) in 255 steps, *sx = (hi - lo) / 255 (1 when all zero), *zp =
- * rne(-lo / sx) (the code of 0), codes as numfmt's nf_f32_to_u8_asym; the
+ * rne(-lo / sx) (the code of 0), codes as numfmt's nf_f32_to_u8_asym (with
+ * the reciprocal 1 / sx); the
  * codes beyond n up to pad are zero. */
 static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int32_t *zp)
 {
@@ -205,7 +206,7 @@ static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int
         z = 255.f;
     *sx = s;
     *zp = (int32_t)z;
-    nf_f32_to_u8_asym_array(x, q, (size_t)n, s, (int)z);
+    nf_f32_to_u8_asym_array(x, q, (size_t)n, 1.0f / s, (int)z);
     if (n < pad)
         memset(q + n, 0, (size_t)(pad - n));
 }
@@ -683,6 +684,59 @@ static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t
     return rc;
 }
 
+/* The calling thread's scratch for kc_gemm_s8, grown to the largest call
+ * it has made and kept: a fresh buffer per call costs more than a small
+ * GEMM (megabytes come from mmap, and every first touch of a page faults:
+ * ~14% of an int8g forward's time was in the kernel). Freed when the
+ * thread exits. */
+typedef struct {
+    char *p;
+    size_t cap;
+} s8_tls;
+
+static pthread_key_t s8_key;
+static pthread_once_t s8_key_once = PTHREAD_ONCE_INIT;
+static int s8_key_ok;
+
+static void s8_tls_free(void *v)
+{
+    s8_tls *t = v;
+    free(t->p);
+    free(t);
+}
+
+static void s8_key_make(void)
+{
+    s8_key_ok = pthread_key_create(&s8_key, s8_tls_free) == 0;
+}
+
+/* At least bytes of 64-byte aligned scratch, or NULL (out of memory). */
+static char *s8_scratch(size_t bytes)
+{
+    pthread_once(&s8_key_once, s8_key_make);
+    if (!s8_key_ok)
+        return NULL;
+    s8_tls *t = pthread_getspecific(s8_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t)))
+            return NULL;
+        if (pthread_setspecific(s8_key, t) != 0) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (t->cap < bytes) {
+        const size_t cap = (bytes + 4095) & ~(size_t)4095;
+        char *p = aligned_alloc(64, cap);
+        if (!p)
+            return NULL;
+        free(t->p);
+        t->p = p;
+        t->cap = cap;
+    }
+    return t->p;
+}
+
 /* M is cut into chunks of equal size (a multiple of 16, at most
  * KC_S8_CHUNK), their count a multiple of the thread count so that every
  * thread gets the same rows; each thread takes whole chunks in one parallel
@@ -724,7 +778,7 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     /* one smoothed activation row, when the weight smooths its input */
     const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
     const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
-    char *buf = aligned_alloc(64, per * nthr);
+    char *buf = s8_scratch(per * nthr);
     if (!buf)
         return KC_ENOMEM;
     int failed = KC_OK;
@@ -756,7 +810,6 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
         if (strm)
             dnnl_stream_destroy(strm);
     }
-    free(buf);
     return failed;
 }
 
