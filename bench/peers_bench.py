@@ -226,8 +226,10 @@ def infinity(batch):
 def settings(tmp):
     """(name, class, full precision?, [(flags label, starter), ...] sweep)."""
     m = []
-    for prec in ("fp32", "int8"):
+    for prec in ("fp32", "int8", "int8g"):
         for label, delay in (("fixed 2 ms", 2000), ("auto", "auto")):
+            if prec == "int8g" and delay != "auto":
+                continue  # int8g: the default batching only
             m.append(("Mantissa %s, %s" % (prec, label), prec == "fp32",
                       [("-", mantissa(prec, delay, tmp))]))
     for name, gguf in (("llama-server F32", "minilm-f32.gguf"), ("llama-server Q8_0",
