@@ -63,6 +63,7 @@
 
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/qgemm_amx.h"
 
 /* The INT8 form, one thread: acc holds the exact int32 sums of (u8 code) x
  * (s8 code); removing the zero point in int32 (|zp * colsum| <= 255 * 127 *
@@ -215,11 +216,12 @@ static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int
  * is the threaded form), each row onto its own grid (quant_run); g = k: the
  * codes plain row-major (m, k), one scale and zero point per row. With
  * groups (g < k) each group of g values of a row has its own grid, as the
- * weight has (Q8_0 does the same to activations): its codes go to q + b *
- * pstride + r * g (a short tail padded with zero codes), its scale and zero
- * point to sx / zp [r * nb + b]. */
-static void quant_rows(const float *x, int m, int k, int g, size_t pstride, uint8_t *q,
-                       float *sx, int32_t *zp, const float *in_div, float *tmp)
+ * weight has (Q8_0 does the same to activations): group b of row r goes to
+ * q + b * gstride + r * rstride (a short tail padded with zero codes; the
+ * oneDNN form wants the groups as planes, the AMX kernel plain rows), its
+ * scale and zero point to sx / zp [r * nb + b]. */
+static void quant_rows(const float *x, int m, int k, int g, size_t gstride, size_t rstride,
+                       uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp)
 {
     const int nb = (k + g - 1) / g;
     for (int r = 0; r < m; r++) {
@@ -230,8 +232,9 @@ static void quant_rows(const float *x, int m, int k, int g, size_t pstride, uint
             xr = tmp;
         }
         for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
-            quant_run(xr + j0, k - j0 < g ? k - j0 : g, g, q + (size_t)b * pstride + (size_t)r * g,
-                      sx + (size_t)r * nb + b, zp + (size_t)r * nb + b);
+            quant_run(xr + j0, k - j0 < g ? k - j0 : g, g,
+                      q + (size_t)b * gstride + (size_t)r * rstride, sx + (size_t)r * nb + b,
+                      zp + (size_t)r * nb + b);
     }
 }
 
@@ -242,7 +245,8 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
         return KC_EINVAL;
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int r = 0; r < m; r++)
-        quant_rows(x + (size_t)r * k, 1, k, k, 0, q + (size_t)r * k, sx + r, zp + r, NULL, NULL);
+        quant_rows(x + (size_t)r * k, 1, k, k, 0, (size_t)k, q + (size_t)r * k, sx + r, zp + r,
+                   NULL, NULL);
     return KC_OK;
 }
 
@@ -267,6 +271,7 @@ struct kc_s8_weight {
     const int8_t *codes;     /* borrowed: (n, k) row-major */
     const float *scale;      /* borrowed: n, or (n, nb) for groups */
     int8_t *padded;          /* groups with k % g != 0: the codes padded to (n, nb * g) */
+    int8_t *amx;             /* groups on AMX: the codes packed for qgemm_amx.c, else NULL */
     float *gscale;           /* groups only: the scales transposed, (nb, n) */
     void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
     float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
@@ -400,6 +405,7 @@ void kc_s8_weight_destroy(kc_s8_weight *w)
     pthread_mutex_destroy(&w->mu);
     free(w->wbuf);
     free(w->padded);
+    free(w->amx);
     free(w->gscale);
     free(w->csf);
     free(w->in_div);
@@ -540,6 +546,17 @@ static int s8_max_rows(int nb, int n)
     return rows < 16 ? 16 : rows > KC_S8_CHUNK ? KC_S8_CHUNK : (int)rows;
 }
 
+/* The grouped weight for the AMX kernel: its codes packed once (the only
+ * copy the GEMM reads), no oneDNN primitives. */
+static int s8_prepare_amx(kc_s8_weight *w, const int8_t *codes)
+{
+    if (!(w->amx = kc_amx_pack(codes, w->n, w->k, w->g, &w->wbytes)))
+        return KC_ENOMEM;
+    w->max_rows = KC_S8_CHUNK;
+    snprintf(w->impl, sizeof w->impl, "amx:int8g");
+    return KC_OK;
+}
+
 static int s8_create(const int8_t *codes, const float *scale, int n, int k, int g, bool reorder,
                      kc_s8_weight **out)
 {
@@ -566,13 +583,15 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
         return KC_ENOMEM;
     }
     int rc = s8_group_tables(w, codes);
-    if (rc == KC_OK)
+    if (rc == KC_OK && w->nb > 1 && w->g % KC_AMX_KSTEP == 0 && kc_amx_available())
+        rc = s8_prepare_amx(w, codes);
+    else if (rc == KC_OK)
         rc = s8_prepare(w, w->padded ? w->padded : codes, reorder || w->padded);
     if (rc != KC_OK) {
         kc_s8_weight_destroy(w);
         return rc;
     }
-    if (w->wbuf) { /* the padded copy was only the reorder's source */
+    if (w->wbuf || w->amx) { /* the padded copy was only the reorder's source */
         free(w->padded);
         w->padded = NULL;
         if (w->nb > 1) { /* what the caller may now free (qgemm.h) is never read again */
@@ -670,7 +689,7 @@ static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t
 {
     const int n = w->n, k = w->k, g = w->g, rows = s8_buckets[b];
     const size_t qplane = (size_t)rows * g; /* one group's codes */
-    quant_rows(x, mm, k, g, qplane, q, sx, zp, w->in_div, xtmp);
+    quant_rows(x, mm, k, g, qplane, (size_t)g, q, sx, zp, w->in_div, xtmp);
     if (rows > mm)
         for (int p = 0; p < w->nb; p++)
             memset(q + p * qplane + (size_t)mm * g, 0, (size_t)(rows - mm) * g);
@@ -744,19 +763,70 @@ static char *s8_scratch(size_t bytes)
  * cache, and the threads meet once per call (oneDNN's own threading would
  * fork and join for each chunk, plus once each for quantizer and epilogue:
  * on a loaded 2-core machine every such meeting can cost a time slice). */
+/* Rows per chunk for m rows on maxthr threads, chunks of at most
+ * max_rows: a multiple of 16, the chunk count a multiple of the thread
+ * count where m allows. */
+static int s8_chunk_rows(int m, int maxthr, int max_rows)
+{
+    const int per_thr = (m + maxthr * max_rows - 1) / (maxthr * max_rows);
+    int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr);
+    crows = (crows + 15) & ~15;
+    return crows > max_rows ? max_rows : crows;
+}
+
+/* One chunk on the AMX kernel: quantize mm rows of x into plain rows of
+ * q (row stride nb * g; rows up to the next 16 zero codes), then the tile
+ * kernel writes y. */
+static void s8_chunk_amx(const kc_s8_weight *w, const float *x, int mm, uint8_t *q, float *sx,
+                         int32_t *zp, float *xtmp, const float *bias, bool gelu, float *y)
+{
+    const size_t kp = (size_t)w->nb * w->g;
+    const int rows16 = (mm + 15) & ~15;
+    quant_rows(x, mm, w->k, w->g, (size_t)w->g, kp, q, sx, zp, w->in_div, xtmp);
+    memset(q + (size_t)mm * kp, 0, (size_t)(rows16 - mm) * kp);
+    kc_amx_chunk(q, mm, w->nb, w->g, w->amx, w->n, sx, zp, w->gscale, w->csf, bias, gelu, y,
+                 (size_t)w->n);
+}
+
+/* kc_gemm_s8 for a weight on the AMX kernel: chunks as below, no oneDNN. */
+static int s8_gemm_amx(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu,
+                       float *y)
+{
+    const int maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const int crows = s8_chunk_rows(m, maxthr, w->max_rows);
+    const int nchunk = (m + crows - 1) / crows, nthr = nchunk < maxthr ? nchunk : maxthr;
+    const size_t qbytes = ((size_t)((crows + 15) & ~15) * w->nb * w->g + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)crows * w->nb + 63) & ~(size_t)63;
+    const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)w->k + 63) & ~(size_t)63 : 0;
+    const size_t per = qbytes + 2 * sbytes + xbytes;
+    char *buf = s8_scratch(per * nthr);
+    if (!buf)
+        return KC_ENOMEM;
+#pragma omp parallel num_threads(nthr) if (nthr > 1)
+    {
+        char *mine = buf + per * (size_t)omp_get_thread_num();
+#pragma omp for schedule(static)
+        for (int c = 0; c < nchunk; c++) {
+            const int m0 = c * crows, mm = m - m0 < crows ? m - m0 : crows;
+            s8_chunk_amx(w, x + (size_t)m0 * w->k, mm, (uint8_t *)mine, (float *)(mine + qbytes),
+                         (int32_t *)(mine + qbytes + sbytes),
+                         xbytes ? (float *)(mine + qbytes + 2 * sbytes) : NULL, bias, gelu,
+                         y + (size_t)m0 * w->n);
+        }
+    }
+    return KC_OK;
+}
+
 int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y)
 {
     if (!w || m < 0 || (m > 0 && (!x || !y)))
         return KC_EINVAL;
     if (m == 0)
         return KC_OK;
+    if (w->amx)
+        return s8_gemm_amx(x, m, w, bias, gelu, y);
     const int n = w->n, k = w->k, maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const int chunk = w->max_rows;
-    const int per_thr = (m + maxthr * chunk - 1) / (maxthr * chunk);
-    int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr); /* rows per chunk */
-    crows = (crows + 15) & ~15;
-    if (crows > chunk)
-        crows = chunk;
+    const int crows = s8_chunk_rows(m, maxthr, w->max_rows);
     const int nchunk = (m + crows - 1) / crows, last = m - (nchunk - 1) * crows;
     const int bfull = s8_bucket(crows), blast = s8_bucket(last);
     dnnl_primitive_t pfull = NULL, plast = NULL;

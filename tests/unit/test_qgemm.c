@@ -20,6 +20,7 @@
 #include "kernels/cpu/numfmt.h"
 #include "engine/quant.h"
 #include "kernels/cpu/qgemm.h"
+#include "kernels/cpu/qgemm_amx.h"
 
 static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8,
                                      MT_PREC_INT8, MT_PREC_INT8G};
@@ -355,6 +356,58 @@ START_TEST(int8_in_place_and_reordered_weights_give_identical_results)
 }
 END_TEST
 
+/* int8g has two forms: the AMX tile kernel (qgemm_amx.c) where the CPU has
+ * it, else oneDNN's int8 matmul batched over the groups. Both sum the same
+ * exact int32 group products, so they agree to FP32 rounding, on odd
+ * shapes too (k not a multiple of the group, n not of 16, m not of 16). */
+START_TEST(int8g_amx_kernel_and_onednn_form_agree)
+{
+    static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 300}, {37, 129}, {64, 256}};
+    static const int ms[] = {1, 7, 16, 33, 300};
+    const char *env = getenv("MANTISSA_NO_AMX");
+    char *saved = env ? strdup(env) : NULL;
+    unsetenv("MANTISSA_NO_AMX"); /* this test compares both forms wherever it can */
+    const bool amx = kc_amx_available();
+    if (!amx)
+        printf("int8g: no AMX on this CPU: only the oneDNN form is checked\n");
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int n = shapes[s][0], k = shapes[s][1], g = mt_prec(MT_PREC_INT8G)->group;
+        float *w = rand_vec((size_t)n * k, 0.1f), *bias = rand_vec(n, 0.5f);
+        float *sc = malloc(sizeof(float) * mt_quant_scale_count(MT_PREC_INT8G, n, k));
+        int8_t *codes = malloc((size_t)n * k);
+        mt_err err;
+        ck_assert_int_eq(mt_quantize(w, n, k, MT_PREC_INT8G, NULL, codes, sc, &err), MT_OK);
+        kc_s8_weight *a, *b;
+        ck_assert_int_eq(kc_s8_weight_create_grouped(codes, sc, n, k, g, &a), KC_OK);
+        setenv("MANTISSA_NO_AMX", "1", 1);
+        ck_assert_int_eq(kc_s8_weight_create_grouped(codes, sc, n, k, g, &b), KC_OK);
+        unsetenv("MANTISSA_NO_AMX");
+        ck_assert_msg(!strcmp(kc_s8_weight_impl(a), "amx:int8g") == amx, "%s",
+                      kc_s8_weight_impl(a));
+        ck_assert(strcmp(kc_s8_weight_impl(b), "amx:int8g") != 0);
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+            const int m = ms[mi];
+            float *x = rand_vec((size_t)m * k, 2.0f);
+            float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
+            double *yd = malloc(sizeof(double) * m * n);
+            ck_assert_int_eq(kc_gemm_s8(x, m, a, bias, true, ya), KC_OK);
+            ck_assert_int_eq(kc_gemm_s8(x, m, b, bias, true, yb), KC_OK);
+            for (size_t i = 0; i < (size_t)m * n; i++)
+                yd[i] = yb[i];
+            double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
+            ck_assert_msg(e <= 1e-6, "n=%d k=%d m=%d: relative error %g", n, k, m, e);
+            free(x), free(ya), free(yb), free(yd);
+        }
+        kc_s8_weight_destroy(a);
+        kc_s8_weight_destroy(b);
+        free(w), free(sc), free(bias), free(codes);
+    }
+    if (saved)
+        setenv("MANTISSA_NO_AMX", saved, 1);
+    free(saved);
+}
+END_TEST
+
 /* ---- thread safety ---------------------------------------------------------- */
 
 typedef struct {
@@ -392,7 +445,8 @@ static void *conc_worker(void *arg)
 
 START_TEST(concurrent_calls_on_one_weight_with_different_m_are_correct)
 {
-    const mt_precision p = _i == 0 ? MT_PREC_INT8 : MT_PREC_FP8;
+    static const mt_precision cprecs[] = {MT_PREC_INT8, MT_PREC_FP8, MT_PREC_INT8G};
+    const mt_precision p = cprecs[_i];
     mt_backend *be;
     mt_err err;
     ck_assert_int_eq(mt_backend_cpu_create(2, &be, &err), MT_OK);
@@ -509,7 +563,8 @@ static Suite *test_suite(void)
     tcase_add_test(tc, epilogue_applies_column_and_row_scales_bias_and_gelu);
     tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
-    tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 2);
+    tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 3);
+    tcase_add_test(tc, int8g_amx_kernel_and_onednn_form_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
     return s;

@@ -815,7 +815,11 @@ START_TEST(quant_int8g_scales_each_group_of_128_alone)
     rng r = rng_for(11);
     const int n = 8, k = 300, groups = 3;
     float *w = random_weights(&r, n, k);
-    w[1 * k + 5] = 6.0f; /* channel 1, group 0 */
+    float amax1 = 0; /* channel 1's largest |w|, then a spike 8 times that in its group 0 */
+    for (int j = 0; j < k; j++)
+        amax1 = fmaxf(amax1, fabsf(w[1 * k + j]));
+    const float spike = 8 * amax1;
+    w[1 * k + 5] = spike;
     mt_calib_opts c = calib(MT_CALIB_ABSMAX, 100);
     qw g = quantize_ok(w, n, k, MT_PREC_INT8G, &c), pc = quantize_ok(w, n, k, MT_PREC_INT8, &c);
     for (int i = 0; i < n; i++)
@@ -833,8 +837,8 @@ START_TEST(quant_int8g_scales_each_group_of_128_alone)
             }
         }
     /* the spike sets channel 1's one per-channel scale, but only group 0's here */
-    ck_assert_float_eq(pc.scales[1], 6.0f / 127.0f);
-    ck_assert_float_eq(g.scales[1 * groups + 0], 6.0f / 127.0f);
+    ck_assert_float_eq(pc.scales[1], spike / 127.0f);
+    ck_assert_float_eq(g.scales[1 * groups + 0], spike / 127.0f);
     ck_assert_float_lt(g.scales[1 * groups + 1], pc.scales[1] / 4);
     double eg = 0, ep = 0;
     for (int j = 128; j < k; j++) {
