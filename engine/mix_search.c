@@ -20,6 +20,7 @@ typedef struct {
     int nset[2];
     float *ref[2];       /* FP32 vectors of each set */
     mt_model_info info;  /* of the model (the same whatever its precision) */
+    double high_measure; /* all-high: mean cosine on the measuring set */
     mt_mix_search_result *res;
 } search;
 
@@ -90,10 +91,19 @@ static void costs(search *s, const mt_model_info *info)
             s->res->cost[l][k] = per_layer[k] / (total * s->res->layers);
 }
 
-/* Each GEMM alone in the low precision: its drop on the measuring set. */
+/* Each GEMM alone in the low precision: its drop on the measuring set,
+ * from where the model is all-high there (1 for fp32; below it for a high
+ * precision that drifts itself, such as int8g). */
 static mt_status sensitivities(search *s, mt_err *err)
 {
     const mt_mix_search_opts *o = s->o;
+    double base = 1;
+    if (o->high != MT_PREC_FP32) {
+        mt_status st = embed_as(s, o->high, NULL, 0, NULL, &base, err);
+        if (st != MT_OK)
+            return st;
+    }
+    s->high_measure = base;
     for (int l = 0; l < s->res->layers; l++)
         for (int k = 0; k < MT_GEMM_KINDS; k++) {
             char mix[64];
@@ -103,7 +113,7 @@ static mt_status sensitivities(search *s, mt_err *err)
             mt_status st = embed_as(s, o->high, mix, 0, NULL, &c, err);
             if (st != MT_OK)
                 return st;
-            s->res->drop[l][k] = 1 - c;
+            s->res->drop[l][k] = base - c;
             say(s, "  layer %d %-8s alone %s: cosine %.6f (cost %.1f%%)", l,
                 mt_gemm_kind_name(k), mt_precision_name(o->low), c,
                 100 * s->res->cost[l][k]);
@@ -140,14 +150,15 @@ static mt_status mix_of(const search *s, const cand *order, int up, char *out, s
 }
 
 /* From all-low, how many of the ordered candidates must go high for the
- * scaled sum of the remaining drops to meet the budget. */
+ * scaled sum of the remaining drops to meet the budget (drops and the
+ * allowance both counted from all-high). */
 static int predicted_up(const search *s, const cand *order, int n, double low_drop)
 {
     double total = 0;
     for (int i = 0; i < n; i++)
         total += s->res->drop[order[i].l][order[i].k];
     double scale = total > 0 ? low_drop / total : 0, left = total;
-    const double allowed = 1 - s->o->budget_cos;
+    const double allowed = s->high_measure - s->o->budget_cos;
     int up = 0;
     while (up < n && left * scale > allowed) {
         left -= s->res->drop[order[up].l][order[up].k];
@@ -170,7 +181,7 @@ static mt_status choose(search *s, mt_err *err)
     mt_status st = embed_as(s, s->o->low, NULL, 0, NULL, &low_measure, err);
     if (st != MT_OK)
         return st;
-    int up = predicted_up(s, order, n, 1 - low_measure);
+    int up = predicted_up(s, order, n, s->high_measure - low_measure);
     for (;; up++) {
         if ((st = mix_of(s, order, up, r->mix, sizeof r->mix, err)) != MT_OK ||
             (st = embed_as(s, s->o->high, r->mix, 1, NULL, &r->mixed_cos, err)) != MT_OK)
@@ -238,7 +249,7 @@ static mt_status run(search *s, mt_err *err)
 }
 
 mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
-                         const char *mix, double budget_cos,
+                         const char *mix, double budget_cos, mt_precision high,
                          void (*progress)(void *arg, const char *line), void *arg,
                          char *out, size_t cap, mt_err *err)
 {
@@ -246,8 +257,10 @@ mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o
         snprintf(out, cap, "%s", mix ? mix : "");
         return MT_OK;
     }
+    if ((unsigned)high >= MT_PREC_COUNT)
+        high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32;
     mt_mix_search_opts so = {.low = o->precision,
-                             .high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32,
+                             .high = high,
                              .budget_cos = budget_cos, .calib = o->calib,
                              .max_seq_len = o->max_seq_len, .progress = progress,
                              .progress_arg = arg};
@@ -267,10 +280,11 @@ mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opt
     memset(res, 0, sizeof *res);
     if (!(o->budget_cos > 0 && o->budget_cos <= 1))
         return mt_fail(err, MT_EINVAL, "budget cosine %g is not in (0, 1]", o->budget_cos);
-    if (!mt_prec(o->low)->has_scales || mt_prec(o->high)->has_scales)
+    if (!mt_prec(o->low)->has_scales || o->high == o->low ||
+        (mt_prec(o->high)->has_scales && mt_prec(o->high)->group == 0))
         return mt_fail(err, MT_EINVAL, "the mix search needs an 8-bit low precision and a "
-                       "16/32-bit high one (got %s and %s)", mt_precision_name(o->low),
-                       mt_precision_name(o->high));
+                       "higher one: 16/32-bit or int8g (got %s and %s)",
+                       mt_precision_name(o->low), mt_precision_name(o->high));
     search s = {.dir = dir, .be = be, .o = o, .res = res};
     mt_status st = run(&s, err);
     for (int w = 0; w < 2; w++) {

@@ -1,7 +1,7 @@
 /* mix_search.h: chooses a per-layer mixed precision (engine/mix.h) for a
  * model: the cheapest assignment of a low precision (int8, fp8) and a high
- * one (fp32, fp16, bf16) to its encoder GEMMs whose mean cosine to FP32 on
- * held-back text meets a budget. `mantissa quantize --auto` runs it.
+ * one (fp32, fp16, bf16, int8g) to its encoder GEMMs whose mean cosine to
+ * FP32 on held-back text meets a budget. `mantissa quantize --auto` runs it.
  *
  * How: every GEMM's sensitivity is measured alone (the model in the high
  * precision with only that GEMM low: the mean cosine drop to FP32 on the
@@ -25,7 +25,8 @@
 
 typedef struct {
     mt_precision low;      /* the cheap precision most GEMMs get (int8, fp8) */
-    mt_precision high;     /* the precision of the sensitive ones (fp32, fp16, bf16) */
+    mt_precision high;     /* the precision of the sensitive ones (fp32, fp16, bf16, or
+                            * int8g: group scales, near int8's speed on the CPU) */
     double budget_cos;     /* held-back mean cosine to FP32 at least this */
     mt_calib_opts calib;   /* how low-precision scales are chosen */
     int max_seq_len;       /* 0: the model's own */
@@ -53,11 +54,11 @@ mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opt
                         mt_mix_search_result *res, mt_err *err);
 
 /* A variant's mix as loadable rules: mix itself, or for "auto" the search's
- * choice for o->precision (the low one) under budget_cos, with fp32 as the
- * high precision on the CPU backend and fp16 elsewhere (where 16-bit GEMMs
- * run on tensor cores). progress may be NULL. */
+ * choice for o->precision (the low one) under budget_cos, with high as the
+ * high precision; high MT_PREC_COUNT: fp32 on the CPU backend and fp16
+ * elsewhere (where 16-bit GEMMs run on tensor cores). progress may be NULL. */
 mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
-                         const char *mix, double budget_cos,
+                         const char *mix, double budget_cos, mt_precision high,
                          void (*progress)(void *arg, const char *line), void *arg,
                          char *out, size_t cap, mt_err *err);
 

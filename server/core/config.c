@@ -236,6 +236,9 @@ static mt_status apply(ctx *c, const cJSON *obj, const char *path, const field *
 static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const calibrations[] = {"absmax", "percentile", "mse", NULL};
+/* mix "auto": the precision of the GEMMs the search lifts ("default": fp32
+ * on the CPU, fp16 on a GPU) */
+static const char *const mix_highs[] = {"default", "fp32", "fp16", "bf16", "int8g", NULL};
 
 static const field server_fields[] = {
     LATER("listen", F_STR, false), /* "host:port": cfg_parse_listen */
@@ -303,6 +306,8 @@ static const field variant_fields[] = {
     STR(cfg_variant, "weights", weights, ""),
     STR(cfg_variant, "mix", mix, ""),
     NUM(cfg_variant, "budget_cos", 0.5, 1, budget_cos, 0.9995),
+    {"mix_high", F_STR, 0, sizeof(((cfg_variant *)0)->mix_high), OFF(cfg_variant, mix_high), false,
+     0, "default", mix_highs, "mix_high"},
     LATER("gate", F_ANY, false),
     NUM(cfg_variant, "drift_floor", 0, 1, drift_floor, 0),
 };
@@ -682,11 +687,18 @@ const cfg_model *cfg_find_model(const cfg_config *c, const char *name)
  * comparing and copying (the hot-switch's diff)
  * ====================================================================== */
 
+mt_precision cfg_variant_mix_high(const cfg_variant *v)
+{
+    mt_precision p;
+    return mt_precision_parse(v->mix_high, &p) == 0 ? p : MT_PREC_COUNT;
+}
+
 bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
 {
     return a->precision == b->precision && !strcmp(a->calibration, b->calibration) &&
            a->percentile == b->percentile && !strcmp(a->weights, b->weights) &&
            !strcmp(a->mix, b->mix) && a->budget_cos == b->budget_cos &&
+           !strcmp(a->mix_high, b->mix_high) &&
            !strcmp(a->gate_probes, b->gate_probes) && a->gate_min_cosine == b->gate_min_cosine &&
            a->gate_max_p99_ratio == b->gate_max_p99_ratio;
 }

@@ -27,6 +27,7 @@ typedef struct {
     char mix[1024];       /* per-layer precisions (engine/mix.h text form); "": all `precision`;
                            * "auto": chosen at load under budget_cos (engine/mix_search.h) */
     double budget_cos;    /* mix "auto": held-back mean cosine to FP32 at least this */
+    char mix_high[16];    /* mix "auto": the lifted GEMMs' precision, or "default" */
     /* promotion gate (all optional; see README "Promotion gate") */
     char gate_probes[1024];   /* a file of probe texts, one per line; "": no gate */
     double gate_min_cosine;   /* the probes' mean cosine to the reference must reach this */
@@ -104,6 +105,8 @@ const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
  * gate: precision, calibration, percentile, weights file, gate. (traffic
  * and drift_floor are applied live and do not count.) */
 bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b);
+/* The variant's mix_high as a precision; MT_PREC_COUNT for "default". */
+mt_precision cfg_variant_mix_high(const cfg_variant *v);
 /* Whether every variant of a and b would be built from the same model
  * (path, device, max_seq_len). */
 bool cfg_model_same_base(const cfg_model *a, const cfg_model *b);

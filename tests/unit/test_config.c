@@ -88,6 +88,14 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert_int_eq(c->models[0].device, CFG_DEVICE_CUDA);
     ck_assert(c->models[0].delay_auto);
     ck_assert_str_eq(c->models[0].variants[0].calibration, "mse");
+    ck_assert_int_eq(cfg_variant_mix_high(&c->models[0].variants[0]), MT_PREC_COUNT);
+    cfg_free(c);
+    t = "{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\","
+        "\"precision\":\"int8g\"},{\"name\":\"b\",\"precision\":\"int8\",\"mix\":\"auto\","
+        "\"mix_high\":\"int8g\"}]}]}";
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->models[0].variants[0].precision, MT_PREC_INT8G);
+    ck_assert_int_eq(cfg_variant_mix_high(&c->models[0].variants[1]), MT_PREC_INT8G);
     cfg_free(c);
 }
 END_TEST
@@ -134,6 +142,8 @@ START_TEST(config_rejects_each_kind_of_mistake)
     expect_error("{\"models\":[" MODEL_OK "," MODEL_OK "]}", "models[1]: duplicate model name \"m\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"magic\"}]}]}",
                  "models[0].variants[0].calibration: unknown calibration \"magic\"");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"mix\":\"auto\",\"mix_high\":\"int8\"}]}]}",
+                 "models[0].variants[0].mix_high: unknown mix_high \"int8\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"percentile\",\"percentile\":20}]}]}",
                  "models[0].variants[0].percentile: 20 is out of range");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"percentile\":99.9}]}]}",

@@ -214,6 +214,46 @@ START_TEST(the_mix_search_meets_its_budget_or_says_why_not)
 }
 END_TEST
 
+/* int8g as the high precision: the search counts drops from all-int8g,
+ * meets a budget halfway between all-int8 and all-int8g with a mix of the
+ * two, and that mix (int8 and int8g weights in one model) saves to a
+ * quantized file that reloads to the same vectors. int8 and fp32 cannot be
+ * the high one of an int8 search. */
+START_TEST(the_mix_search_lifts_gemms_to_int8g)
+{
+    mt_mix_search_opts so = {.low = MT_PREC_INT8, .high = MT_PREC_INT8G,
+                             .calib = {MT_CALIB_ABSMAX, 100.0}};
+    static mt_mix_search_result r;
+    mt_err err = {0};
+    so.budget_cos = 0.99999; /* between all-int8g and fp32: out of reach */
+    ck_assert_int_eq(mt_mix_search(MODEL_DIR, be, &so, &r, &err), MT_EINVAL);
+    ck_assert_msg(strstr(err.msg, "above what all-int8g reaches"), "%s", err.msg);
+    ck_assert(r.high_cos > r.low_cos && r.high_cos < 1.0);
+    so.budget_cos = (r.low_cos + r.high_cos) / 2;
+    ck_assert_msg(mt_mix_search(MODEL_DIR, be, &so, &r, &err) == MT_OK, "%s", err.msg);
+    ck_assert_double_ge(r.mixed_cos, so.budget_cos);
+    ck_assert(r.high_share > 0 && r.high_share < 1);
+    ck_assert_msg(strstr(r.mix, "=int8g") != NULL, "%s", r.mix);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/mt_mixg_%d.safetensors", (int)getpid());
+    mt_calib_opts c = {MT_CALIB_ABSMAX, 100.0};
+    ck_assert_msg(mt_model_save_quantized(MODEL_DIR, MT_PREC_INT8, &c, r.mix, path, &err) == MT_OK,
+                  "%s", err.msg);
+    const char *t[] = {"Group scales where they matter.", "A man is playing a guitar."};
+    float a[2 * H], b[2 * H];
+    mt_model *direct = load(MT_PREC_INT8, r.mix, NULL), *file = load(MT_PREC_INT8, r.mix, path);
+    ck_assert_int_eq(mt_model_embed_texts(direct, t, NULL, 2, a, NULL, &err), MT_OK);
+    ck_assert_int_eq(mt_model_embed_texts(file, t, NULL, 2, b, NULL, &err), MT_OK);
+    ck_assert(!memcmp(a, b, sizeof a));
+    mt_model_free(direct);
+    mt_model_free(file);
+    unlink(path);
+    so.high = MT_PREC_INT8;
+    ck_assert_int_eq(mt_mix_search(MODEL_DIR, be, &so, &r, &err), MT_EINVAL);
+    ck_assert_msg(strstr(err.msg, "a higher one"), "%s", err.msg);
+}
+END_TEST
+
 static Suite *test_suite(void)
 {
     Suite *s = suite_create("mix_model");
@@ -225,6 +265,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, a_mixed_quantized_file_reloads_and_refuses_other_mixes);
     tcase_add_test(tc, a_bad_rule_is_refused_by_name);
     tcase_add_test(tc, the_mix_search_meets_its_budget_or_says_why_not);
+    tcase_add_test(tc, the_mix_search_lifts_gemms_to_int8g);
     suite_add_tcase(s, tc);
     return s;
 }
