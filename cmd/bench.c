@@ -65,7 +65,7 @@ static double median_run(mt_model *m, const int32_t *ids, const int32_t *off, in
         for (int k = 0; k <= b; k++)
             boff[k] = off[start + k] - off[start];
         double t0 = cmd_now();
-        if (mt_model_forward(m, ids + off[start], boff, b, out, &err) != MT_OK) {
+        if (mt_model_forward(m, ids + off[start], boff, b, out, NULL, &err) != MT_OK) {
             fprintf(stderr, "mantissa bench: %s\n", err.msg);
             ok = false;
         }

@@ -34,7 +34,7 @@ mt_status mt_model_embed_texts(mt_model *m, const char *const *texts, const size
     }
     if (n_tokens)
         *n_tokens = off[n];
-    st = mt_model_forward(m, ids, off, n, out, err);
+    st = mt_model_forward(m, ids, off, n, out, NULL, err);
 done:
     free(ids);
     free(off);

@@ -70,10 +70,12 @@ typedef struct mt_model_ops {
     const char *(*token_text)(const mt_model *m, int32_t id, bool *special);
     /* Embeds nseq packed sequences: ids[offsets[s] .. offsets[s+1]) are
      * sequence s (from tokenize; lengths 1..max_seq_len); out gets
-     * (nseq, hidden) host floats. Thread-safe on a shared model: every call
-     * has its own activations. */
+     * (nseq, hidden) host floats. norms (may be NULL) gets each vector's L2
+     * norm as pooled, before the model's own normalisation (info.normalize):
+     * out row * norm is the raw pooled vector (TEI's "normalize": false).
+     * Thread-safe on a shared model: every call has its own activations. */
     mt_status (*forward)(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                         float *out, mt_err *err);
+                         float *out, float *norms, mt_err *err);
 } mt_model_ops;
 
 struct mt_model {
@@ -115,9 +117,9 @@ static inline mt_status mt_model_tokenize(const mt_model *m, const char *text, s
 }
 
 static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const int32_t *offsets,
-                                         int nseq, float *out, mt_err *err)
+                                         int nseq, float *out, float *norms, mt_err *err)
 {
-    return m->ops->forward(m, ids, offsets, nseq, out, err);
+    return m->ops->forward(m, ids, offsets, nseq, out, norms, err);
 }
 
 /* The whole path from text to vector: tokenizes n texts (truncating at

@@ -396,33 +396,46 @@ static mt_status record(bert_model *m, int l, int g, const float *x, int t, int 
     return st;
 }
 
-/* CLS pooling: each sequence's first row, L2-normalised when the model has
- * a Normalize module. */
+/* CLS pooling: each sequence's first row, as it is. */
 static mt_status cls_pool(bert_model *m, const float *x, const int32_t *offsets, int nseq,
                           float *out, mt_err *err)
 {
     const int h = m->cfg.hidden;
     mt_status st = MT_OK;
-    for (int s = 0; s < nseq && st == MT_OK; s++) {
-        float *o = out + (size_t)s * h;
-        st = m->be->ops->download(m->be, o, x + (size_t)offsets[s] * h, sizeof(float) * h, err);
-        if (st != MT_OK || !m->cfg.normalize)
-            continue;
-        double ss = 0;
-        for (int j = 0; j < h; j++)
-            ss += (double)o[j] * o[j];
-        float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.f;
-        for (int j = 0; j < h; j++)
-            o[j] *= inv;
-    }
+    for (int s = 0; s < nseq && st == MT_OK; s++)
+        st = m->be->ops->download(m->be, out + (size_t)s * h, x + (size_t)offsets[s] * h,
+                                  sizeof(float) * h, err);
     return st;
 }
 
+/* The pooled rows' L2 norms into norms (may be NULL), and the rows
+ * divided by them when the model has a Normalize module: as
+ * sentence-transformers (torch's F.normalize, eps 1e-12), in the float
+ * arithmetic kernels/cpu/ops.c's kc_mean_pool used, so vectors are the
+ * same bits as when the CPU op normalised them. */
+static void normalize_rows(float *out, int nseq, int h, bool normalize, float *norms)
+{
+    for (int s = 0; s < nseq; s++) {
+        float *o = out + (size_t)s * h, n2 = 0.f;
+        for (int c = 0; c < h; c++)
+            n2 += o[c] * o[c];
+        const float nrm = sqrtf(n2);
+        if (norms)
+            norms[s] = nrm;
+        if (!normalize)
+            continue;
+        const float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
+        for (int c = 0; c < h; c++)
+            o[c] *= k;
+    }
+}
+
 /* The end of a forward: the hidden states x (t, h) as they are (pool
- * false), or pooled (mean on the backend, or CLS) into out. */
+ * false), or pooled (mean on the backend, or CLS) into out, with their
+ * norms (may be NULL) and normalised as the model says. */
 static mt_status finish(bert_model *m, const float *x, const int32_t *d_off,
                         const int32_t *offsets, int nseq, int t, bool pool, float *pooled,
-                        float *out, mt_err *err)
+                        float *out, float *norms, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     const int h = m->cfg.hidden;
@@ -430,16 +443,18 @@ static mt_status finish(bert_model *m, const float *x, const int32_t *d_off,
     if (!pool)
         return op->download(m->be, out, x, sizeof(float) * (size_t)t * h, err);
     if (m->cfg.pool_cls)
-        return cls_pool(m, x, offsets, nseq, out, err);
-    if ((st = op->mean_pool(m->be, x, d_off, nseq, h, m->cfg.normalize, pooled, err)) != MT_OK)
-        return st;
-    return op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
+        st = cls_pool(m, x, offsets, nseq, out, err);
+    else if ((st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
+        st = op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
+    if (st == MT_OK)
+        normalize_rows(out, nseq, h, m->cfg.normalize, norms);
+    return st;
 }
 
 /* Embeddings, then the first nlayers layers; then either pooling into out
  * (nseq, h) or, when pool is false, the hidden states into out (t, h). */
 static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                     int nlayers, bool pool, float *out, mt_err *err)
+                     int nlayers, bool pool, float *out, float *norms, mt_err *err)
 {
     const bert_config *c = &m->cfg;
     const mt_backend_ops *op = m->be->ops;
@@ -503,7 +518,7 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
             goto done;
     }
 
-    st = finish(m, x, d_off, offsets, nseq, t, pool, pooled, out, err);
+    st = finish(m, x, d_off, offsets, nseq, t, pool, pooled, out, norms, err);
 
 done:
     op->free(be, d_ids);
@@ -516,10 +531,10 @@ done:
 }
 
 static mt_status bert_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                              float *out, mt_err *err)
+                              float *out, float *norms, mt_err *err)
 {
     bert_model *b = (bert_model *)m;
-    return run(b, ids, offsets, nseq, b->cfg.layers, true, out, err);
+    return run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
 }
 
 mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
@@ -528,7 +543,7 @@ mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *off
     bert_model *b = (bert_model *)m;
     if (nlayers < 0 || nlayers > b->cfg.layers)
         return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, b->cfg.layers);
-    return run(b, ids, offsets, nseq, nlayers, false, out, err);
+    return run(b, ids, offsets, nseq, nlayers, false, out, NULL, err);
 }
 
 static const mt_model_ops bert_ops = {

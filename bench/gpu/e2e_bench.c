@@ -205,14 +205,14 @@ int main(int argc, char **argv)
             int runs = 0, cap = 1024;
             double *t = malloc(sizeof(double) * cap);
             for (int w = 0; w < 3; w++) /* warm-up: plans, pool, autotuned paths */
-                if (mt_model_forward(m, bid[w % nb], off, b, out, &err) != MT_OK) {
+                if (mt_model_forward(m, bid[w % nb], off, b, out, NULL, &err) != MT_OK) {
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }
             const double e0 = nvml_mj(), start = now_s();
             while ((now_s() - start < seconds || runs < 5) && runs < 100000) {
                 const double a = now_s();
-                if (mt_model_forward(m, bid[runs % nb], off, b, out, &err) != MT_OK) {
+                if (mt_model_forward(m, bid[runs % nb], off, b, out, NULL, &err) != MT_OK) {
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }

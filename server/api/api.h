@@ -116,7 +116,7 @@ typedef struct api_embed {
     bool has_id;
     bool binary_out;
     /* TEI */
-    int dimensions;         /* > 0: the first this many, renormalised */
+    int dimensions;         /* > 0: the first this many, renormalised (when normalize) */
 } api_embed;
 
 /* How an embedding request wants its texts treated. */
@@ -124,6 +124,7 @@ typedef struct {
     double timeout_us;   /* > 0: sooner than request_timeout_ms */
     int truncate;        /* -1: the model's setting; 0: 422 when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
+    bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
 } api_embed_opts;
 
 /* Checks the limits on n texts (max_inputs 413, max_input_bytes 413),

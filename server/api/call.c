@@ -275,6 +275,7 @@ static void embed_free(sched_job *j)
     free(j->ids);
     free(j->off);
     free(j->out);
+    free(j->norms);
     free(e->model_name);
     srv_variant_unref(e->v);
     free(e);
@@ -391,7 +392,8 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
     float *vec = malloc(sizeof(float) * (size_t)n * (size_t)v->hidden);
-    if (!e || !ids || !off || !vec) {
+    float *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!e || !ids || !off || !vec || (o->norms && !norms)) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
@@ -410,6 +412,7 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->ids = ids;
     j->off = off;
     j->out = vec;
+    j->norms = norms;
     j->fd = -1;
     j->shadowable = true;
     j->on_free = embed_free;
@@ -424,6 +427,7 @@ fail:
     free(ids);
     free(off);
     free(vec);
+    free(norms);
     return NULL;
 }
 
@@ -433,7 +437,7 @@ static void run_inline(api_embed *e)
     sched_job *j = &e->job;
     mt_err err;
     j->t_submit = j->t_start = uv_hrtime();
-    if (srv_forward(e->v, j->ids, j->off, j->n, j->out, &err) != MT_OK) {
+    if (srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err) != MT_OK) {
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }

@@ -64,8 +64,9 @@ static int bool_field(const cJSON *j, const char *key, int dflt, http_resp *r)
 }
 
 /* The /embed options: truncate (null: the model's own setting),
- * truncation_direction, normalize (true only), prompt_name (null only),
- * dimensions (1..hidden). */
+ * truncation_direction, normalize (false: the vectors as pooled, before the
+ * model's normalisation; the job then carries each vector's norm),
+ * prompt_name (null only), dimensions (1..hidden). */
 static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *dims, http_resp *r)
 {
     static const char *const keys[] = {"inputs", "truncate", "truncation_direction", "prompt_name",
@@ -91,12 +92,7 @@ static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *di
         api_error(r, 422, "prompt_name", "this model has no prompts (\"prompt_name\" must be null)");
         return false;
     }
-    if (!normalize) {
-        api_error(r, 422, "normalize",
-                  "this model normalises its vectors in its forward pass; \"normalize\": false "
-                  "is not supported");
-        return false;
-    }
+    o->norms = !normalize;
     *dims = 0;
     if (d && !cJSON_IsNull(d)) {
         if (!cJSON_IsNumber(d) || d->valuedouble != floor(d->valuedouble) || d->valuedouble < 1 ||
@@ -110,19 +106,28 @@ static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *di
 }
 
 /* The answer: one array of floats per input; with dimensions, the first
- * that many of each vector, renormalised (Matryoshka truncation). */
+ * that many of each vector, renormalised (Matryoshka truncation). With
+ * "normalize": false the vectors as pooled (the model's unit vectors times
+ * the norms the forward reported), truncated but not renormalised; a model
+ * without a Normalize module gives them as pooled already, and
+ * "normalize": true then normalises them here. */
 static void embed_respond(const http_app *app, http_deferred *d, http_resp *r)
 {
     api_embed *c = (api_embed *)d;
     if (!api_embed_result(c, r))
         return;
     const int n = c->job.n, h = c->v->hidden, dims = c->dimensions ? c->dimensions : h;
+    const bool raw = c->job.norms != NULL, unit = c->v->model->info.normalize;
     sbuf *b = &r->body;
     sb_reserve(b, (size_t)n * (size_t)dims * 12 + 16);
     sb_putc(b, '[');
     for (int i = 0; i < n; i++) {
         float *e = c->job.out + (size_t)i * h;
-        if (dims < h) {
+        if (raw && unit) { /* the model's unit vector times its norm: the pooled vector */
+            const float nrm = c->job.norms[i];
+            for (int k = 0; k < dims; k++)
+                e[k] *= nrm;
+        } else if (!raw && (dims < h || !unit)) {
             double ss = 0;
             for (int k = 0; k < dims; k++)
                 ss += (double)e[k] * e[k];

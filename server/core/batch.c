@@ -66,7 +66,7 @@ void *sc_worker_main(void *arg)
         const srv_variant *v = b->q->v;
         if (v->be->ops->set_threads) /* one thread for a batch of a few tokens (team.c) */
             v->be->ops->set_threads(v->be, b->tokens <= v->solo_tokens ? 1 : 0);
-        b->st = mt_model_forward(v->model, b->ids, b->off, b->n, b->out, &err);
+        b->st = mt_model_forward(v->model, b->ids, b->off, b->n, b->out, b->norms, &err);
         b->t_end = uv_hrtime();
         if (b->st != MT_OK)
             snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
@@ -80,6 +80,8 @@ void *sc_worker_main(void *arg)
             sched_job *j = b->items[i].job;
             if (!b->bad[i])
                 memcpy(j->out + (size_t)b->items[i].idx * h, row, sizeof(float) * (size_t)h);
+            if (!b->bad[i] && j->norms)
+                j->norms[b->items[i].idx] = b->norms[i];
         }
         /* counted before any job of the batch is answered, so that a client
          * that reads the statistics after its answer finds its batch */
@@ -109,6 +111,7 @@ void sc_batch_free(batch *b)
     free(b->ids);
     free(b->off);
     free(b->out);
+    free(b->norms);
     free(b->bad);
     free(b->whole);
     free(b);
@@ -346,10 +349,12 @@ void sc_dispatch(sched *s, vq *q, worker *w)
         b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
         b->off = malloc(sizeof *b->off * (size_t)(n + 1));
         b->out = malloc(sizeof *b->out * (size_t)n * (size_t)h);
+        b->norms = malloc(sizeof *b->norms * (size_t)n);
         b->bad = calloc((size_t)n, 1);
         b->whole = calloc((size_t)n, 1);
     }
-    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->bad || !b->whole) {
+    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->norms || !b->bad ||
+        !b->whole) {
         sched_job *victim = q->items[0].job;
         free(take);
         sc_batch_free(b);

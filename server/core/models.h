@@ -207,10 +207,10 @@ char *srv_split_pin(char *model_name);
 /* The 64-bit rendezvous hash of (key, name) as a number in (0, 1). */
 double srv_route_hash(const char *key, const char *name);
 
-/* Embeds nseq tokenized sequences (packed ids, see mt_model_forward) with v,
- * one forward at a time per build (v's lock). */
+/* Embeds nseq tokenized sequences (packed ids, see mt_model_forward; norms
+ * may be NULL) with v, one forward at a time per build (v's lock). */
 mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets, int nseq,
-                      float *out, mt_err *err);
+                      float *out, float *norms, mt_err *err);
 
 /* The checksum (64-bit FNV-1a, hex) of a file's bytes, cached by path,
  * size, mtime and inode so that a rebuild does not read it again. */

@@ -44,6 +44,7 @@ struct sched_job {
     int32_t *ids;       /* packed token ids of the n texts */
     int32_t *off;       /* n + 1 offsets into ids */
     float *out;         /* (n, hidden): filled in place */
+    float *norms;       /* NULL, or n: each vector's norm before the model's normalisation */
     uint64_t deadline;  /* uv_hrtime() ns; 0: none */
     int fd;             /* client socket to watch for a disconnect; -1: none */
     void *owner;        /* the submitter's (the HTTP connection) */

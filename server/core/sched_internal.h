@@ -50,6 +50,7 @@ typedef struct batch {
     item *items;
     int32_t *ids, *off;
     float *out;
+    float *norms;       /* per text: its vector's norm as pooled (mt_model_forward) */
     unsigned char *bad; /* per text: a non-finite output */
     /* per text: the first of a job whose texts are all in this batch and
      * whose on_done may run on the worker (it ends the job there) */

@@ -57,6 +57,64 @@ def test_embed_batch_dimensions_and_default_route(tei):
     assert cosine(short[0], data[0][:32]) > 0.999999
 
 
+def pooled_reference():
+    """The pieces sentence and its mean-pooled last hidden state from PyTorch
+    (tests/fixtures/reference/pieces.json): the vector before normalisation."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "reference", "pieces.json")) as f:
+        p = json.load(f)
+    rows = p["last_hidden"]
+    return p["sentence"], [sum(r[c] for r in rows) / len(rows) for c in range(len(rows[0]))]
+
+
+def test_normalize_false_gives_the_pooled_vectors(tei):
+    text, want = pooled_reference()
+    resp, raw = tei.request("POST", "/embed", {"inputs": [text, "a cat"], "normalize": False})
+    assert resp.status == 200, raw
+    scale = max(abs(x) for x in want)
+    assert max(abs(a - b) for a, b in zip(raw[0], want)) / scale < 1e-4
+    resp, unit = tei.request("POST", "/embed", {"inputs": [text, "a cat"]})
+    for r, u in zip(raw, unit):
+        norm = math.sqrt(sum(x * x for x in r))
+        assert norm > 1.5 and abs(sum(x * x for x in u) - 1) < 1e-5
+        assert max(abs(x / norm - y) for x, y in zip(r, u)) < 1e-6
+    # truncated to dimensions: the first components as pooled, not renormalised
+    resp, short = tei.request("POST", "/embed", {"inputs": text, "normalize": False,
+                                                 "dimensions": 16})
+    assert resp.status == 200 and max(abs(a - b) for a, b in zip(short[0], raw[0][:16])) < 1e-6
+
+
+def test_normalize_true_and_false_in_one_batch_each_get_their_own(tei):
+    import concurrent.futures
+    texts = ["sentence number %d about cats and dogs" % i for i in range(24)]
+
+    def one(i):
+        norm = i % 2 == 0
+        resp, v = tei.request("POST", "/embed", {"inputs": texts[i], "normalize": norm})
+        assert resp.status == 200, v
+        return i, v[0]
+    with concurrent.futures.ThreadPoolExecutor(12) as ex:
+        got = dict(ex.map(one, range(len(texts))))
+    resp, ref = tei.request("POST", "/embed", {"inputs": texts})
+    for i, v in got.items():
+        n2 = sum(x * x for x in v)
+        if i % 2 == 0:
+            assert abs(n2 - 1) < 1e-5, (i, n2)
+        else:
+            assert n2 > 2.0, (i, n2)
+        assert cosine(v, ref[i]) > 0.999999
+
+
+def test_huggingface_hub_client_normalize_false(tei):
+    from huggingface_hub import InferenceClient
+    client = InferenceClient(model="http://127.0.0.1:%d" % tei.port)
+    text, want = pooled_reference()
+    v = client.feature_extraction(text, normalize=False)
+    assert v.shape == (1, 384)
+    assert cosine(v[0].tolist(), want) > 0.99999
+    assert abs(math.sqrt(sum(x * x for x in v[0].tolist())) -
+               math.sqrt(sum(x * x for x in want))) < 1e-3
+
+
 def test_truncation_is_the_models_by_default_and_per_request(tei):
     long_text = " ".join("word%d" % i for i in range(400))
     resp, _ = tei.request("POST", "/embed", {"inputs": long_text})  # minilm truncates
@@ -111,7 +169,7 @@ def test_info_and_health(tei):
 @pytest.mark.parametrize("body,status,field", [
     ({"inputs": []}, 400, "empty"),
     ({"inputs": [[101, 102]]}, 422, "token-id"),
-    ({"inputs": "x", "normalize": False}, 422, "normalize"),
+    ({"inputs": "x", "normalize": "no"}, 422, "normalize"),
     ({"inputs": "x", "prompt_name": "query"}, 422, "prompts"),
     ({"inputs": "x", "dimensions": 1000}, 422, "dimensions"),
     ({"inputs": "x", "truncation_direction": "up"}, 422, "truncation_direction"),

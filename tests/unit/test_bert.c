@@ -98,6 +98,37 @@ START_TEST(bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden)
 }
 END_TEST
 
+/* The forward's norms turn its unit vectors back into the pooled ones
+ * (TEI's "normalize": false): the mean of PyTorch's last hidden states of
+ * the pieces sentence, to the same relative error as the hidden states. */
+START_TEST(bert_norms_give_back_the_pooled_vector)
+{
+    cJSON *j;
+    mt_err err;
+    ck_assert_msg(mt_json_load(REF_DIR "/pieces.json", &j, &err) == MT_OK, "%s", err.msg);
+    const cJSON *jids = cJSON_GetObjectItem(j, "ids"), *v, *row;
+    int t = cJSON_GetArraySize(jids), k = 0;
+    int32_t ids[64], off[2] = {0, t};
+    cJSON_ArrayForEach(v, jids) ids[k++] = (int32_t)v->valuedouble;
+    double want[384] = {0}, scale = 0, worst = 0;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItem(j, "last_hidden"))
+    {
+        int c = 0;
+        cJSON_ArrayForEach(v, row) want[c++] += v->valuedouble / t;
+    }
+    float out[384], norm = NAN, unit = 0;
+    ck_assert_int_eq(mt_model_forward(model, ids, off, 1, out, &norm, &err), MT_OK);
+    for (int c = 0; c < 384; c++) {
+        unit += out[c] * out[c];
+        scale = fabs(want[c]) > scale ? fabs(want[c]) : scale;
+        worst = fabs(out[c] * norm - want[c]) > worst ? fabs(out[c] * norm - want[c]) : worst;
+    }
+    ck_assert_msg(fabsf(unit - 1) < 1e-5 && norm > 1.5f, "norm %g, |out|^2 %g", norm, unit);
+    ck_assert_msg(worst / scale < 2e-5, "pooled: relative error %g", worst / scale);
+    cJSON_Delete(j);
+}
+END_TEST
+
 /* Reads the reference sentences and vectors. */
 static int load_reference(char ***sent, float **vec)
 {
@@ -181,12 +212,12 @@ START_TEST(bert_forward_rejects_bad_ids_and_lengths)
     float out[2 * 384];
     mt_err err;
     int32_t ids[3] = {101, 40000, 102}, off[2] = {0, 3};
-    ck_assert_int_eq(mt_model_forward(model, ids, off, 1, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, ids, off, 1, out, NULL, &err), MT_EINVAL);
     ck_assert_ptr_nonnull(strstr(err.msg, "40000"));
     int32_t empty[3] = {0, 0, 1};
-    ck_assert_int_eq(mt_model_forward(model, ids, empty, 2, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, ids, empty, 2, out, NULL, &err), MT_EINVAL);
     int32_t *big = calloc(300, sizeof(int32_t)), boff[2] = {0, 300};
-    ck_assert_int_eq(mt_model_forward(model, big, boff, 1, out, &err), MT_EINVAL);
+    ck_assert_int_eq(mt_model_forward(model, big, boff, 1, out, NULL, &err), MT_EINVAL);
     free(big);
 }
 END_TEST
@@ -438,6 +469,7 @@ static Suite *test_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, bert_reads_minilm_architecture);
     tcase_add_test(tc, bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden);
+    tcase_add_test(tc, bert_norms_give_back_the_pooled_vector);
     tcase_add_test(tc, bert_matches_sentence_transformers_on_every_reference_sentence);
     tcase_add_test(tc, bert_batch_of_ragged_lengths_equals_one_at_a_time);
     tcase_add_test(tc, bert_forward_rejects_bad_ids_and_lengths);

@@ -105,7 +105,7 @@ static void embed(mt_model *m, char **texts, int n, float *out, int *ntok)
         mt_err err = {{0}};
         for (int i = 0; i < nseq * H; i++)
             out[(size_t)b * H + i] = NAN; /* poison */
-        ck_assert_msg(m->ops->forward(m, ids, off, nseq, out + (size_t)b * H, &err) == MT_OK, "%s",
+        ck_assert_msg(m->ops->forward(m, ids, off, nseq, out + (size_t)b * H, NULL, &err) == MT_OK, "%s",
                       err.msg);
     }
     free(ids);
