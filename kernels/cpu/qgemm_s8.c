@@ -64,6 +64,7 @@
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qgemm_amx.h"
+#include "kernels/cpu/scratch.h"
 
 /* The INT8 form, one thread: acc holds the exact int32 sums of (u8 code) x
  * (s8 code); removing the zero point in int32 (|zp * colsum| <= 255 * 127 *
@@ -703,66 +704,6 @@ static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t
     return rc;
 }
 
-/* The calling thread's scratch for kc_gemm_s8, grown to the largest call
- * it has made and kept: a fresh buffer per call costs more than a small
- * GEMM (megabytes come from mmap, and every first touch of a page faults:
- * ~14% of an int8g forward's time was in the kernel). Freed when the
- * thread exits. */
-typedef struct {
-    char *p;
-    size_t cap;
-} s8_tls;
-
-static pthread_key_t s8_key;
-static pthread_once_t s8_key_once = PTHREAD_ONCE_INIT;
-static int s8_key_ok;
-
-static void s8_tls_free(void *v)
-{
-    s8_tls *t = v;
-    free(t->p);
-    free(t);
-}
-
-static void s8_key_make(void)
-{
-    s8_key_ok = pthread_key_create(&s8_key, s8_tls_free) == 0;
-}
-
-/* At least bytes of 64-byte aligned scratch, or NULL (out of memory). */
-static char *s8_scratch(size_t bytes)
-{
-    pthread_once(&s8_key_once, s8_key_make);
-    if (!s8_key_ok)
-        return NULL;
-    s8_tls *t = pthread_getspecific(s8_key);
-    if (!t) {
-        if (!(t = calloc(1, sizeof *t)))
-            return NULL;
-        if (pthread_setspecific(s8_key, t) != 0) {
-            free(t);
-            return NULL;
-        }
-    }
-    if (t->cap < bytes) {
-        const size_t cap = (bytes + 4095) & ~(size_t)4095;
-        char *p = aligned_alloc(64, cap);
-        if (!p)
-            return NULL;
-        free(t->p);
-        t->p = p;
-        t->cap = cap;
-    }
-    return t->p;
-}
-
-/* M is cut into chunks of equal size (a multiple of 16, at most
- * KC_S8_CHUNK), their count a multiple of the thread count so that every
- * thread gets the same rows; each thread takes whole chunks in one parallel
- * region, so a chunk is quantized, multiplied and finished in one core's
- * cache, and the threads meet once per call (oneDNN's own threading would
- * fork and join for each chunk, plus once each for quantizer and epilogue:
- * on a loaded 2-core machine every such meeting can cost a time slice). */
 /* Rows per chunk for m rows on maxthr threads, chunks of at most
  * max_rows: a multiple of 16, the chunk count a multiple of the thread
  * count where m allows. */
@@ -799,7 +740,7 @@ static int s8_gemm_amx(const float *x, int m, kc_s8_weight *w, const float *bias
     const size_t sbytes = (sizeof(float) * (size_t)crows * w->nb + 63) & ~(size_t)63;
     const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)w->k + 63) & ~(size_t)63 : 0;
     const size_t per = qbytes + 2 * sbytes + xbytes;
-    char *buf = s8_scratch(per * nthr);
+    char *buf = kc_scratch(per * nthr);
     if (!buf)
         return KC_ENOMEM;
 #pragma omp parallel num_threads(nthr) if (nthr > 1)
@@ -848,7 +789,7 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
     /* one smoothed activation row, when the weight smooths its input */
     const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
     const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
-    char *buf = s8_scratch(per * nthr);
+    char *buf = kc_scratch(per * nthr);
     if (!buf)
         return KC_ENOMEM;
     int failed = KC_OK;
