@@ -76,7 +76,7 @@ static int forward(inst *x, const int32_t *ids, const int32_t *off, int nseq, fl
     const size_t n = (size_t)nseq * x->m->info.hidden;
     for (size_t i = 0; i < n; i++)
         out[i] = NAN;
-    return CHECK(mt_model_forward(x->m, ids, off, nseq, out, &err) == MT_OK, "forward: %s",
+    return CHECK(mt_model_forward(x->m, ids, off, nseq, out, NULL, &err) == MT_OK, "forward: %s",
                  err.msg);
 }
 
@@ -206,7 +206,7 @@ static void *worker(void *p)
     float out[4 * 1024];
     mt_err err;
     for (int i = 0; i < 6; i++)
-        if (mt_model_forward(w->t->g.m, w->ids, w->off, w->nseq, out, &err) != MT_OK ||
+        if (mt_model_forward(w->t->g.m, w->ids, w->off, w->nseq, out, NULL, &err) != MT_OK ||
             memcmp(out, w->want, sizeof(float) * (size_t)w->nseq * w->t->g.m->info.hidden))
             w->bad++;
     return NULL;
