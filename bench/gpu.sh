@@ -12,8 +12,9 @@
 #
 #   bench/gpu.sh run [PHASES]
 #       On the GPU machine, from the repository root. PHASES (comma-separated,
-#       default all): tests (every tests/gpu program, then test_gpu_backend
-#       again under MT_CUDA_DEBUG_SYNC=1), sanitize (compute-sanitizer
+#       default all): tests (every tests/gpu program, test_gpu_graphs and
+#       test_gpu_model on the shipped MiniLM, then test_gpu_backend again under
+#       MT_CUDA_DEBUG_SYNC=1), sanitize (compute-sanitizer
 #       memcheck, racecheck, synccheck on the kernel tests' short list, memcheck
 #       on the smoothing tests'), gemm
 #       (bench/gpu/gemm_bench), e2e (bench/gpu/e2e_bench beside the PyTorch
@@ -147,10 +148,15 @@ run() {
     : > "$LOG/tests.log"
     for t in "$BIN"/test_gpu_*; do
       t=$(basename "$t")
-      [ "$t" = test_gpu_model ] && continue
+      case "$t" in test_gpu_model|test_gpu_graphs) continue ;; esac
       room 30 "$t" || continue
       runb timeout "$(cap 200)" "$BIN/$t" 2>&1 | tee -a "$LOG/tests.log" | grep -E 'FAIL|passed|SKIP' || true
     done
+    # the model forward as CUDA graphs (bitwise vs the padded eager forward,
+    # launch counts of a batch-1 forward with and without graphs)
+    room 30 test_gpu_graphs &&
+      { runb timeout "$(cap 150)" "$BIN/test_gpu_graphs" --model "$W/minilm" 2>&1 |
+          tee -a "$LOG/tests.log" | grep -E 'FAIL|passed|SKIP|gpu graphs: .*(op calls|max \|diff)' || true; }
     # the debug switch: every op synchronised and checked, no graphs recorded
     room 30 "debug-sync pass" &&
       { echo "== MT_CUDA_DEBUG_SYNC=1 test_gpu_backend --quick" >> "$LOG/tests.log"

@@ -92,6 +92,31 @@ typedef struct mt_backend_ops {
     /* out (nseq, h) = L2-normalised (if normalize) mean over each sequence's tokens. */
     mt_status (*mean_pool)(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
                            int h, bool normalize, float *out, mt_err *err);
+
+    /* ---- recorded forwards (optional: NULL where unsupported, e.g. the CPU) ----
+     * A forward whose shapes repeat can be recorded once and replayed (CUDA
+     * Graphs on the CUDA backend), which removes the per-op launch cost:
+     *
+     *   void *arena; bool replay;
+     *   graph_begin(be, key, bytes, in, in_bytes, &arena, &replay, err);
+     *   if arena is NULL: nothing is recorded now (e.g. MT_CUDA_DEBUG_SYNC=1):
+     *       run the forward as usual; no graph_end.
+     *   else: in (in_bytes of host memory) has been copied to the start of
+     *       arena (bytes of backend memory, the calling thread's); take every
+     *       buffer of the forward from arena; if !replay, issue the ops;
+     *       graph_end(be, failed, err), also after a failed op (failed true:
+     *       the recording is dropped); then download the results.
+     *
+     * key: the caller's, one per model and shape: the ops, their arguments
+     * and the buffers' places in arena must be the same for a key. A key's
+     * first begin on a thread runs the ops eagerly (warm-up), its second
+     * records them, later ones replay (*replay true: skip the ops). arena
+     * keeps its address as long as a recording made with it is replayed.
+     * Between begin and end: no alloc, upload or download (free is deferred). */
+    mt_status (*graph_begin)(mt_backend *be, unsigned long long key, size_t bytes,
+                             const void *in, size_t in_bytes, void **arena, bool *replay,
+                             mt_err *err);
+    mt_status (*graph_end)(mt_backend *be, bool failed, mt_err *err);
 } mt_backend_ops;
 
 struct mt_backend {

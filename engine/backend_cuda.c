@@ -14,6 +14,9 @@
  *   - memory: a per-backend stream-ordered pool (cudaMallocFromPoolAsync) that
  *     keeps what it has, so the per-forward allocations of models/bert.c cost
  *     no cudaMalloc and no synchronisation.
+ *   - CUDA graphs (cuda_graph.c): the graph_begin / graph_end slots record
+ *     a model's forward per shape key and replay it; op calls that launch at
+ *     once are counted (mt_cuda_counts.ops) to show the difference.
  *   - threads: each calling thread gets a context (stream, cuBLASLt plans and
  *     workspace, split-K workspace) found through a pthread key; see
  *     backend_cuda.h for what that means for callers.
@@ -418,14 +421,24 @@ static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
                    cudaGetErrorName(e));
 }
 
+/* Counts an op call that launches its work now (not into a recording):
+ * mt_cuda_counts.ops, the launch count of a forward with and without graphs. */
+static void count_op(cu_ctx *c)
+{
+    if (!c->capturing)
+        atomic_fetch_add(&c->be->n_ops, 1);
+}
+
 /* The table's gemm: cu_gemm (cuda_gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
 static mt_status cu_gemm_op(mt_backend *be, const float *x, int m, const mt_weight *w,
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
     cu_ctx *c;
     mt_status st = cu_gemm(be, x, m, w, bias, act, y, err);
-    if (st == MT_OK && (st = ctx_get((cu_backend *)be, &c, err)) == MT_OK)
+    if (st == MT_OK && (st = ctx_get((cu_backend *)be, &c, err)) == MT_OK) {
+        count_op(c);
         st = op_done(c, "gemm", err);
+    }
     return st;
 }
 
@@ -440,6 +453,7 @@ static mt_status cu_embed(mt_backend *be, const int32_t *ids, const int32_t *off
     if (st != MT_OK)
         return st;
     CU(kcu_embed(ids, offsets, nseq, word, pos, type0, h, out, c->stream));
+    count_op(c);
     return op_done(c, "embed", err);
 }
 
@@ -451,6 +465,7 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
     if (st != MT_OK)
         return st;
     CU(kcu_layernorm(x, res, gamma, beta, t, h, eps, out, c->stream));
+    count_op(c);
     return op_done(c, "layernorm", err);
 }
 
@@ -478,6 +493,7 @@ static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *o
                        head_dim);
     CU(kcu_attention_bias(qkv, offsets, nseq, heads, head_dim, pos_bias, maxrel,
                           b->opts.max_len_hint, b->sms, mode, out, c->stream));
+    count_op(c);
     return MT_OK;
 }
 
@@ -489,6 +505,7 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
     if (st != MT_OK)
         return st;
     CU(kcu_mean_pool(x, offsets, nseq, h, normalize, out, c->stream));
+    count_op(c);
     return op_done(c, "mean_pool", err);
 }
 
@@ -541,6 +558,8 @@ static const mt_backend_ops cuda_ops = {
     .layernorm = cu_layernorm,
     .attention = cu_attention,
     .mean_pool = cu_mean_pool,
+    .graph_begin = cu_graph_begin_op, /* cuda_graph.c */
+    .graph_end = cu_graph_end_op,
 };
 
 /* An integer environment knob, or dflt when unset or empty. */
@@ -569,6 +588,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->autotune = env_int("MT_CUDA_AUTOTUNE", 1);
     o->w8a16_bf16 = env_int("MT_CUDA_W8A16_BF16", 0);
     o->debug_sync = env_int("MT_CUDA_DEBUG_SYNC", 0);
+    o->graphs = env_int("MT_CUDA_GRAPHS", 1);
 }
 
 /* Checks the device (present, sm_80+, our kernels load), then makes the
@@ -668,4 +688,9 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_16 = atomic_load(&b->n_lt_16);
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
+    out->ops = atomic_load(&b->n_ops);
+    out->graph_records = atomic_load(&b->n_graph_records);
+    out->graph_replays = atomic_load(&b->n_graph_replays);
+    out->graph_nodes = atomic_load(&b->graph_nodes);
+    out->graph_kernels = atomic_load(&b->graph_kernels);
 }

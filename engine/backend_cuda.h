@@ -61,8 +61,10 @@ mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
  * fail; ->free is deferred until after the graph's launch), and every
  * buffer must be the same one on each replay (keep them per key; upload new
  * inputs into them before begin). Always call end after a begin, also on an error path. Per thread;
- * the oldest of GRAPH_SLOTS graphs is dropped. Proposed for backend.h as two
- * optional ops (NULL on the CPU backend). */
+ * the least recently used of GRAPH_SLOTS graphs is dropped. backend.h's
+ * graph_begin / graph_end slots (what models/bert.c calls) are this protocol
+ * plus a per-thread forward arena that holds the key's buffers
+ * (engine/cuda_graph.c). */
 mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
 mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
 
@@ -76,7 +78,10 @@ mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
  *   MT_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
  *                                     asynchronous error names the op that caused it)
  *                                     and record no CUDA graphs (begin/end run the ops
- *                                     eagerly); slow, for finding a failing kernel */
+ *                                     eagerly, the graph_begin slot answers "not now"
+ *                                     so models run their plain forward); slow, for
+ *                                     finding a failing kernel
+ *   MT_CUDA_GRAPHS=0|1                model forwards recorded as CUDA graphs (1) */
 typedef enum { MT_CUDA_GEMM_AUTO, MT_CUDA_GEMM_FUSED, MT_CUDA_GEMM_LIBRARY } mt_cuda_gemm_path;
 typedef enum { MT_CUDA_ATTN_AUTO, MT_CUDA_ATTN_FP32, MT_CUDA_ATTN_F16 } mt_cuda_attn;
 
@@ -92,6 +97,11 @@ typedef struct {
      * to the fused kernel can be checked on any GPU. */
     int fake_w8a8_refusal_below_m;
     int debug_sync; /* MT_CUDA_DEBUG_SYNC */
+    /* MT_CUDA_GRAPHS: 1 (default) the graph_begin slot records and replays
+     * forwards; 0 it answers "not now" (the plain, unpadded forward); 2
+     * (tests only) padded forwards in the arena, always eager, never
+     * recorded: the bitwise reference for a replay. */
+    int graphs;
 } mt_cuda_opts;
 
 /* The defaults, overridden by the environment variables above. */
@@ -107,6 +117,13 @@ typedef struct {
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
+    /* launch accounting (CUDA graphs) */
+    long ops;           /* op calls (gemm, embed, layernorm, attention, mean_pool) that
+                         * launched work at once, i.e. not while recording */
+    long graph_records; /* graphs recorded (each also launched once) */
+    long graph_replays; /* cached graphs launched */
+    long graph_nodes;   /* nodes of the last graph recorded */
+    long graph_kernels; /* of which kernel launches */
 } mt_cuda_counts;
 void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out);
 

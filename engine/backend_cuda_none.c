@@ -33,6 +33,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     memset(o, 0, sizeof *o);
     o->autotune = 1;
     o->max_len_hint = 512;
+    o->graphs = 1;
 }
 
 mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_backend **out,

@@ -28,7 +28,8 @@ enum {
     LT_WORKSPACE = 32 << 20, /* cuBLASLt workspace per context (Hopper wants 32 MiB) */
     PLAN_SLOTS = 256,        /* cached cuBLASLt plans per context (one per m seen) */
     TUNE_SLOTS = 128,        /* measured crossovers per backend */
-    GRAPH_SLOTS = 16,        /* cached CUDA graphs (and keys seen) per context */
+    GRAPH_SLOTS = 64,        /* cached CUDA graphs (and keys seen) per context: a model's
+                              * forward has up to 8 batch sizes x 8 token buckets */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
 };
 
@@ -129,6 +130,9 @@ typedef struct cu_ctx {
     unsigned gen_at_begin;
     cudaGraphExec_t pending;     /* begin found a graph: end launches it */
     cup_ptr_list deferred;       /* ->free calls held while recording */
+    void *arena;                 /* the forward arena of the graph_begin slot (grow-only) */
+    size_t arena_bytes;
+    unsigned arena_gen;          /* bumped when it moves: graphs using it are re-recorded */
     struct cu_ctx *next_all, *next_free;
 } cu_ctx;
 
@@ -153,6 +157,8 @@ struct cu_backend {
     int ntune;
     atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
+    atomic_long n_ops;          /* op calls that launched at once (not recorded) */
+    atomic_long n_graph_records, n_graph_replays, graph_nodes, graph_kernels;
 };
 
 /* A resident weight: the public part first, so an mt_weight * is a cu_weight *. */
@@ -185,8 +191,13 @@ mt_status ws_ensure(cu_ctx *c, mt_err *err);
 /* ---- cuda_graph.c ---- */
 /* Holds a ->free made while recording until the graph has launched. */
 void graph_defer_free(cu_ctx *c, void *p);
-/* Destroys the context's cached graphs and its deferred list. */
+/* Destroys the context's cached graphs, its deferred list and its forward
+ * arena (the stream must be idle). */
 void graph_ctx_release(cu_ctx *c);
+/* The table's graph_begin / graph_end (backend.h). */
+mt_status cu_graph_begin_op(mt_backend *be, unsigned long long key, size_t bytes, const void *in,
+                            size_t in_bytes, void **arena, bool *replay, mt_err *err);
+mt_status cu_graph_end_op(mt_backend *be, bool failed, mt_err *err);
 
 /* ---- cuda_gemm.c ---- */
 /* The backend table's gemm. */

@@ -3,19 +3,23 @@
  * backend. The forward reads like the paper: embeddings + LayerNorm, then
  * per layer self-attention and a GELU MLP, each followed by residual +
  * LayerNorm, then mean pooling and L2 normalisation (sentence-transformers).
- * Here: the configuration files, loading and calibration, the forward;
+ * Here: the configuration files, loading and calibration, the forward
+ * (plain, or recorded and replayed through the backend's graph slots where
+ * engine/fwd_graph.h says so);
  * bert_weights.c reads the weights, bert_save.c writes quantized files.
  */
 #include "models/bert.h"
 
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/calib_text.h"
+#include "engine/fwd_graph.h"
 #include "engine/jsonfile.h"
 #include "engine/mix.h"
 #include "engine/quant.h"
@@ -210,6 +214,7 @@ mt_status bert_calibrate(const char *dir, mt_backend *be, int max_seq_len, float
 }
 
 static const mt_model_ops bert_ops;
+static atomic_uint graph_ids; /* numbers models for their recorded forwards' keys */
 
 /* The WordPiece vocabulary, which must be as long as config.json says. */
 static mt_status load_tokenizer(bert_model *m, const char *dir, mt_err *err)
@@ -256,6 +261,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
     if (!m)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     m->be = be;
+    m->graph_id = atomic_fetch_add(&graph_ids, 1) + 1;
     m->prec = opts ? opts->precision : MT_PREC_FP32;
     m->calib = opts ? opts->calib : (mt_calib_opts){MT_CALIB_ABSMAX, 100.0};
     st_file *f = NULL;
@@ -451,52 +457,33 @@ static mt_status finish(bert_model *m, const float *x, const int32_t *d_off,
     return st;
 }
 
-/* Embeddings, then the first nlayers layers; then either pooling into out
- * (nseq, h) or, when pool is false, the hidden states into out (t, h). */
-static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                     int nlayers, bool pool, float *out, float *norms, mt_err *err)
+/* The buffers of one forward, backend memory, rows = its token count (the
+ * padded one on the recorded path). */
+typedef struct {
+    int32_t *ids, *off;         /* (rows) token ids; nseq + 1 offsets */
+    float *x, *qkv, *ctx, *mid; /* (rows, h) (rows, 3h) (rows, h) (rows, i) */
+    float *pooled;              /* (nseq, h) */
+} fwd_bufs;
+
+/* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
+ * offsets already there; host copies in ids / offsets): x ends up holding
+ * the hidden states. */
+static mt_status encode(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                        int rows, int nlayers, const fwd_bufs *b, mt_err *err)
 {
     const bert_config *c = &m->cfg;
     const mt_backend_ops *op = m->be->ops;
     mt_backend *be = m->be;
-    if (nseq <= 0)
-        return MT_OK;
-    if (offsets[0] != 0)
-        return mt_fail(err, MT_EINVAL, "offsets must start at 0");
-    for (int s = 0; s < nseq; s++) {
-        int len = offsets[s + 1] - offsets[s];
-        if (len < 1 || len > c->max_seq_len)
-            return mt_fail(err, MT_EINVAL, "sequence %d has %d tokens; allowed 1..%d", s, len,
-                           c->max_seq_len);
-    }
-    const int t = offsets[nseq], h = c->hidden, in = c->intermediate;
-    for (int i = 0; i < t; i++)
-        if (ids[i] < 0 || ids[i] >= c->vocab)
-            return mt_fail(err, MT_EINVAL, "token id %d out of range [0, %d)", ids[i], c->vocab);
-
-    /* activations, all (tokens, width) */
-    size_t sz_ids = sizeof(int32_t) * ((size_t)t + nseq + 1);
-    int32_t *d_ids = op->alloc(be, sz_ids);
-    float *x = op->alloc(be, sizeof(float) * (size_t)t * h);       /* (t, h)  */
-    float *qkv = op->alloc(be, sizeof(float) * (size_t)t * 3 * h); /* (t, 3h) */
-    float *ctx = op->alloc(be, sizeof(float) * (size_t)t * h);     /* (t, h)  */
-    float *mid = op->alloc(be, sizeof(float) * (size_t)t * in);    /* (t, i)  */
-    float *pooled = op->alloc(be, sizeof(float) * (size_t)nseq * h);
-    mt_status st = MT_OK;
-    if (!d_ids || !x || !qkv || !ctx || !mid || !pooled) {
-        st = mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens", be->device, t);
-        goto done;
-    }
-    int32_t *d_off = d_ids + t;
-    if ((st = op->upload(be, d_ids, ids, sizeof(int32_t) * (size_t)t, err)) ||
-        (st = op->upload(be, d_off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)))
-        goto done;
+    const int t = rows, h = c->hidden, in = c->intermediate;
+    float *x = b->x, *qkv = b->qkv, *ctx = b->ctx, *mid = b->mid;
+    const int32_t *d_off = b->off;
+    mt_status st;
 
     /* embeddings */
-    if ((st = c->mpnet ? mpnet_embed(m, ids, offsets, nseq, d_ids, x, err)
-                       : op->embed(be, d_ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
+    if ((st = c->mpnet ? mpnet_embed(m, ids, offsets, nseq, b->ids, d_off, x, err)
+                       : op->embed(be, b->ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
         (st = op->layernorm(be, x, NULL, m->emb_ln_g, m->emb_ln_b, t, h, c->eps, x, err)))
-        goto done;
+        return st;
 
     for (int l = 0; l < nlayers; l++) {
         const bert_layer *L = &m->layer[l];
@@ -508,26 +495,144 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
             (st = record(m, l, 1, ctx, t, h, err)) ||
             (st = op->gemm(be, ctx, t, L->attn_out, L->b_attn_out, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln1_g, L->ln1_b, t, h, c->eps, x, err)))
-            goto done;
+            return st;
         /* MLP, then residual + LayerNorm */
         if ((st = record(m, l, 2, x, t, h, err)) ||
             (st = op->gemm(be, x, t, L->inter, L->b_inter, MT_ACT_GELU, mid, err)) ||
             (st = record(m, l, 3, mid, t, in, err)) ||
             (st = op->gemm(be, mid, t, L->out, L->b_out, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln2_g, L->ln2_b, t, h, c->eps, x, err)))
-            goto done;
+            return st;
     }
+    return MT_OK;
+}
 
-    st = finish(m, x, d_off, offsets, nseq, t, pool, pooled, out, norms, err);
+/* The plain forward: buffers allocated for these t tokens, inputs uploaded,
+ * the ops issued as they come, the buffers freed. */
+static mt_status run_eager(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                           int t, int nlayers, bool pool, float *out, float *norms,
+                           mt_err *err)
+{
+    const mt_backend_ops *op = m->be->ops;
+    mt_backend *be = m->be;
+    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate;
+    fwd_bufs b = {0};
+    b.ids = op->alloc(be, sizeof(int32_t) * ((size_t)t + nseq + 1));
+    b.x = op->alloc(be, sizeof(float) * t * h);
+    b.qkv = op->alloc(be, sizeof(float) * t * 3 * h);
+    b.ctx = op->alloc(be, sizeof(float) * t * h);
+    b.mid = op->alloc(be, sizeof(float) * t * in);
+    b.pooled = op->alloc(be, sizeof(float) * (size_t)nseq * h);
+    mt_status st = MT_OK;
+    if (!b.ids || !b.x || !b.qkv || !b.ctx || !b.mid || !b.pooled) {
+        st = mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens", be->device, t);
+        goto done;
+    }
+    b.off = b.ids + t;
+    if ((st = op->upload(be, b.ids, ids, sizeof(int32_t) * (size_t)t, err)) ||
+        (st = op->upload(be, b.off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) ||
+        (st = encode(m, ids, offsets, nseq, t, nlayers, &b, err)))
+        goto done;
+    st = finish(m, b.x, b.off, offsets, nseq, t, pool, b.pooled, out, norms, err);
 
 done:
-    op->free(be, d_ids);
-    op->free(be, x);
-    op->free(be, qkv);
-    op->free(be, ctx);
-    op->free(be, mid);
-    op->free(be, pooled);
+    op->free(be, b.ids);
+    op->free(be, b.x);
+    op->free(be, b.qkv);
+    op->free(be, b.ctx);
+    op->free(be, b.mid);
+    op->free(be, b.pooled);
     return st;
+}
+
+/* Whether this forward may be recorded (engine/fwd_graph.h says when it
+ * is): a backend with the graph slots, the whole pooled forward, not
+ * calibrating (record() downloads between ops), and no literal <pad> in an
+ * MPNet text (mpnet_embed then uploads between its embed calls). */
+static int capturable(const bert_model *m, const int32_t *ids, int t, int nlayers, bool pool)
+{
+    const mt_backend_ops *op = m->be->ops;
+    if (!op->graph_begin || !op->graph_end || !pool || nlayers != m->cfg.layers || m->act_max)
+        return 0;
+    for (int i = 0; m->cfg.mpnet && i < t; i++)
+        if (ids[i] == m->cfg.pad_id)
+            return 0;
+    return 1;
+}
+
+/* The recorded forward (graph_begin / graph_end, backend.h): the buffers
+ * are carved out of the backend's arena at places fixed by the key, the
+ * ids are padded with id 0 to p->t_cap rows no sequence owns (exact: see
+ * engine/fwd_graph.h), the ops are issued on the key's first two uses and
+ * replayed after; pooling and the download run after the replay. *ran is
+ * false when the backend records nothing now (then run the plain one). */
+static mt_status run_graph(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                           int t, const mt_fwd_plan *p, float *out, float *norms, bool *ran,
+                           mt_err *err)
+{
+    const mt_backend_ops *op = m->be->ops;
+    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate, tc = p->t_cap;
+    const size_t n_in = tc + (size_t)nseq + 1; /* int32: ids (padded), then offsets */
+    const size_t sz[6] = {sizeof(int32_t) * n_in, sizeof(float) * tc * h,
+                          sizeof(float) * tc * 3 * h, sizeof(float) * tc * h,
+                          sizeof(float) * tc * in, sizeof(float) * (size_t)nseq * h};
+    size_t at[6];
+    const size_t total = mt_fwd_layout(sz, 6, at);
+    int32_t *host = calloc(n_in, sizeof *host);
+    if (!host)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    memcpy(host, ids, sizeof *host * (size_t)t);
+    memcpy(host + tc, offsets, sizeof *host * ((size_t)nseq + 1));
+    void *arena = NULL;
+    bool replay = false;
+    mt_status st = op->graph_begin(m->be, p->key, total, host, sz[0], &arena, &replay, err);
+    free(host);
+    *ran = st == MT_OK && arena;
+    if (!*ran)
+        return st;
+    char *a = arena;
+    const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, (float *)(a + at[1]), (float *)(a + at[2]),
+                        (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5])};
+    if (!replay && (st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err))) {
+        op->graph_end(m->be, true, NULL); /* drops the recording; keeps err */
+        return st;
+    }
+    if ((st = op->graph_end(m->be, false, err)) != MT_OK)
+        return st;
+    return finish(m, b.x, b.off, offsets, nseq, t, true, b.pooled, out, norms, err);
+}
+
+/* Embeddings, then the first nlayers layers; then either pooling into out
+ * (nseq, h) or, when pool is false, the hidden states into out (t, h).
+ * Recorded and replayed where fwd_graph.h's plan says so, else plain. */
+static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                     int nlayers, bool pool, float *out, float *norms, mt_err *err)
+{
+    const bert_config *c = &m->cfg;
+    if (nseq <= 0)
+        return MT_OK;
+    if (offsets[0] != 0)
+        return mt_fail(err, MT_EINVAL, "offsets must start at 0");
+    for (int s = 0; s < nseq; s++) {
+        int len = offsets[s + 1] - offsets[s];
+        if (len < 1 || len > c->max_seq_len)
+            return mt_fail(err, MT_EINVAL, "sequence %d has %d tokens; allowed 1..%d", s, len,
+                           c->max_seq_len);
+    }
+    const int t = offsets[nseq];
+    for (int i = 0; i < t; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab)
+            return mt_fail(err, MT_EINVAL, "token id %d out of range [0, %d)", ids[i], c->vocab);
+
+    const mt_fwd_plan p =
+        mt_fwd_choose(m->graph_id, nseq, t, capturable(m, ids, t, nlayers, pool));
+    if (p.graph) {
+        bool ran = false;
+        mt_status st = run_graph(m, ids, offsets, nseq, t, &p, out, norms, &ran, err);
+        if (st != MT_OK || ran)
+            return st;
+    }
+    return run_eager(m, ids, offsets, nseq, t, nlayers, pool, out, norms, err);
 }
 
 static mt_status bert_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,

@@ -37,6 +37,7 @@ struct bert_model {
     int maxrel;
     bert_layer *layer;
     size_t gemm_bytes, other_bytes;
+    unsigned graph_id; /* this model's part of its recorded forwards' keys (fwd_graph.h) */
 };
 
 #define GEMMS_PER_LAYER 4 /* qkv, attention output, intermediate, output */
@@ -58,9 +59,10 @@ int mpnet_bucket(int rel, int buckets, int max_distance);
  * zero token-type row. */
 mt_status mpnet_load_extras(bert_model *m, const st_file *f, mt_err *err);
 /* Embeddings with RoBERTa's position ids: position pad_id + 1 + (non-pad
- * tokens before) for each non-pad token, pad_id for a <pad> in the text. */
+ * tokens before) for each non-pad token, pad_id for a <pad> in the text.
+ * ids / offsets on the host, d_ids / d_off their backend copies. */
 mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                      const int32_t *d_ids, float *x, mt_err *err);
+                      const int32_t *d_ids, const int32_t *d_off, float *x, mt_err *err);
 /* The names of a layer's tensors: BERT's or MPNet's. */
 typedef struct {
     const char *q, *k, *v, *o, *ln1, *inter, *out, *ln2;

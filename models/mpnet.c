@@ -95,7 +95,7 @@ static mt_status embed_run(bert_model *m, const int32_t *d_ids, int start, int l
 }
 
 mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                      const int32_t *d_ids, float *x, mt_err *err)
+                      const int32_t *d_ids, const int32_t *d_off, float *x, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     const int pad = m->cfg.pad_id, t = offsets[nseq];
@@ -103,7 +103,7 @@ mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets,
     for (int i = 0; i < t && !any; i++)
         any = ids[i] == pad;
     if (!any) /* every position is pad + 1 + index: one call for the batch */
-        return op->embed(m->be, d_ids, d_ids + t, nseq, m->word,
+        return op->embed(m->be, d_ids, d_off, nseq, m->word,
                          m->pos + (size_t)(pad + 1) * m->cfg.hidden, m->type0, m->cfg.hidden, x,
                          err);
     /* a literal <pad> in some text: runs of non-pad tokens, pads alone */

@@ -7,11 +7,14 @@
  *   - kcu_w8a16_ws_bound against the plan of every m, many shapes;
  *   - the CUDA-graph bookkeeping, driven through a long random sequence of
  *     weight uploads, eager GEMMs, begins, frees and ends: no replay ever
- *     sees a freed workspace or buffer, and no graph leaks.
+ *     sees a freed workspace or buffer, and no graph leaks;
+ *   - the recorded forward's decisions (engine/fwd_graph.h): token buckets,
+ *     keys, which forwards are recorded, the arena layout.
  *
  *   test_gpu_policy [--seed N] [--quick]
  */
 #include "engine/cuda_policy.h"
+#include "engine/fwd_graph.h"
 #include "kernels/cuda/kcu.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -294,6 +297,97 @@ static void graphs_never_replay_freed_memory(void)
     free(s);
 }
 
+/* ---- recorded forwards (engine/fwd_graph.h) ------------------------------- */
+
+/* Every token count 1..MAX has the smallest power-of-two bucket >= 16 that
+ * holds it; none beyond; the buckets are 16, 32 ... 2048. */
+static void fwd_buckets(void)
+{
+    int bad = 0, nb = 0, prev = 0;
+    for (int t = 1; t <= MT_FWD_MAX_TOKENS; t++) {
+        const int b = mt_fwd_bucket(t);
+        const int want_min = t < MT_FWD_MIN_TOKENS ? MT_FWD_MIN_TOKENS : t;
+        if (b < want_min || (b & (b - 1)) || (b > MT_FWD_MIN_TOKENS && b / 2 >= t))
+            bad = bad ? bad : t;
+        nb += b != prev;
+        prev = b;
+    }
+    CHECK(!bad, "mt_fwd_bucket(%d) = %d", bad, bad ? mt_fwd_bucket(bad) : 0);
+    CHECK(nb == 8 && mt_fwd_bucket(1) == 16 && mt_fwd_bucket(16) == 16 &&
+              mt_fwd_bucket(17) == 32 && mt_fwd_bucket(512) == 512 &&
+              mt_fwd_bucket(513) == 1024 && mt_fwd_bucket(2048) == 2048,
+          "buckets 16..2048 (%d distinct)", nb);
+    CHECK(!mt_fwd_bucket(0) && !mt_fwd_bucket(-5) && !mt_fwd_bucket(MT_FWD_MAX_TOKENS + 1) &&
+              !mt_fwd_bucket(1 << 30),
+          "no bucket outside 1..%d", MT_FWD_MAX_TOKENS);
+}
+
+/* Distinct (model, batch, bucket) triples have distinct keys. */
+static void fwd_keys_are_distinct(void)
+{
+    enum { N = 3 * MT_FWD_MAX_BATCH * 8 };
+    unsigned long long k[N];
+    int n = 0, dup = 0;
+    for (unsigned m = 1; m <= 3; m++)
+        for (int b = 1; b <= MT_FWD_MAX_BATCH; b++)
+            for (int tc = MT_FWD_MIN_TOKENS; tc <= MT_FWD_MAX_TOKENS; tc *= 2)
+                k[n++] = mt_fwd_key(m * 0x9e3779b9u, b, tc);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            dup += k[i] == k[j];
+    CHECK(n == N && dup == 0, "%d keys, %d equal pairs", n, dup);
+    CHECK(mt_fwd_key(1, 2, 64) != mt_fwd_key(2, 2, 64) &&
+              mt_fwd_key(1, 2, 64) != mt_fwd_key(1, 3, 64) &&
+              mt_fwd_key(1, 2, 64) != mt_fwd_key(1, 2, 128),
+          "model, batch and bucket each change the key");
+}
+
+/* Which forwards are recorded: batch 1..8 with a bucket, when capturable;
+ * the plan's rows hold every token and its key is the triple's. */
+static void fwd_choice(void)
+{
+    int bad = 0;
+    for (int b = 0; b <= MT_FWD_MAX_BATCH + 2; b++)
+        for (int t = 0; t <= MT_FWD_MAX_TOKENS + 64; t += 7) {
+            for (int cap = 0; cap <= 1; cap++) {
+                const mt_fwd_plan p = mt_fwd_choose(5, b, t, cap);
+                const int want = cap && b >= 1 && b <= MT_FWD_MAX_BATCH && t >= b &&
+                                 t <= MT_FWD_MAX_TOKENS;
+                if (p.graph != want ||
+                    (want && (p.t_cap != mt_fwd_bucket(t) || p.t_cap < t ||
+                              p.key != mt_fwd_key(5, b, p.t_cap))))
+                    bad++;
+            }
+        }
+    CHECK(!bad, "%d wrong choices", bad);
+    CHECK(!mt_fwd_choose(1, 9, 100, 1).graph && !mt_fwd_choose(1, 1, 2049, 1).graph &&
+              !mt_fwd_choose(1, 1, 10, 0).graph && mt_fwd_choose(1, 8, 2048, 1).graph &&
+              mt_fwd_choose(1, 1, 1, 1).t_cap == 16,
+          "batch > 8, > 2048 tokens and non-capturable forwards run eagerly");
+}
+
+/* The arena layout: in order, aligned, no overlap, nothing lost. */
+static void fwd_layout(void)
+{
+    int bad = 0;
+    for (int r = 0; r < (quick ? 200 : 2000); r++) {
+        size_t sz[8], at[8];
+        const int n = gt_randint(1, 8);
+        size_t sum = 0;
+        for (int i = 0; i < n; i++)
+            sum += sz[i] = (size_t)gt_randint(0, 1 << 20);
+        const size_t total = mt_fwd_layout(sz, n, at);
+        int ok = total % MT_FWD_ALIGN == 0 && total >= sum && total < sum + (size_t)n * MT_FWD_ALIGN;
+        for (int i = 0; i < n; i++) {
+            ok &= at[i] % MT_FWD_ALIGN == 0 && at[i] + sz[i] <= total;
+            if (i)
+                ok &= at[i] >= at[i - 1] + sz[i - 1];
+        }
+        bad += !ok;
+    }
+    CHECK(!bad, "%d bad layouts", bad);
+}
+
 int main(int argc, char **argv)
 {
     const char *suite = "gpu policy";
@@ -304,5 +398,9 @@ int main(int argc, char **argv)
     ws_bound_covers_every_m();
     graph_decisions();
     graphs_never_replay_freed_memory();
+    fwd_buckets();
+    fwd_keys_are_distinct();
+    fwd_choice();
+    fwd_layout();
     return gt_finish(suite);
 }
