@@ -226,6 +226,46 @@ static void gemm_every_precision_and_path_matches_fp64(void)
  * encoder ops against the CPU twins
  * ====================================================================== */
 
+/* MPNet's attention: the relative position bias table (heads x (2 maxrel +
+ * 1), random, on the device) added to the scores, against the CPU twin. */
+static void attention_bias_matches_cpu(mt_backend *be, const float *dqkv, const int32_t *doff,
+                                       const float *qkv, const int32_t *off, int nseq,
+                                       int heads, int dh, int mode, float *dout, float *cpu,
+                                       float *gpu, double *ref)
+{
+    const mt_backend_ops *op = be->ops;
+    const int t = off[nseq], h = heads * dh;
+    int maxrel = 0;
+    for (int s = 0; s < nseq; s++)
+        maxrel = off[s + 1] - off[s] - 1 > maxrel ? off[s + 1] - off[s] - 1 : maxrel;
+    const size_t nb = (size_t)heads * (2 * maxrel + 1);
+    float *bias = malloc(sizeof(float) * nb), *dbias = op->alloc(be, sizeof(float) * nb);
+    mt_err err = {{0}};
+    for (size_t i = 0; i < nb; i++)
+        bias[i] = gt_unif(-2, 2);
+    CHECK(kc_attention_bias(qkv, off, nseq, heads, dh, bias, maxrel, cpu) == 0,
+          "CPU attention with bias");
+    mt_status st;
+    if ((st = op->upload(be, dbias, bias, sizeof(float) * nb, &err)) ||
+        (st = op->attention(be, dqkv, doff, nseq, heads, dh, dbias, maxrel, dout, &err)) ||
+        (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
+        MT_OK_OR(st, err);
+    } else {
+        for (size_t i = 0; i < (size_t)t * h; i++)
+            ref[i] = cpu[i];
+        double e = gt_rel_l2(gpu, ref, (size_t)t * h);
+        CHECK(e <= (mode ? 4e-3 : 5e-6), "attention with position bias (%s, maxrel %d) vs CPU: "
+              "rel err %.3g", mode ? "f16" : "fp32", maxrel, e);
+        /* a sequence longer than the table allows is refused */
+        if (maxrel > 0) {
+            st = op->attention(be, dqkv, doff, nseq, heads, dh, dbias, maxrel - 1, dout, &err);
+            CHECK(st != MT_OK, "a sequence longer than maxrel + 1 was accepted");
+        }
+    }
+    op->free(be, dbias);
+    free(bias);
+}
+
 static void encoder_ops_match_cpu_twins(void)
 {
     mt_err err = {{0}};
@@ -317,6 +357,14 @@ static void encoder_ops_match_cpu_twins(void)
         CHECK(e <= (mode ? 4e-3 : 5e-6), "attention (%s) vs CPU: rel err %.3g", mode ? "f16" : "fp32", e);
         st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, NULL, 0, dout, &err);
         CHECK(st == MT_EUNSUPPORTED && strstr(err.msg, "head size"), "head size %d: %s", 3 * h, err.msg);
+        attention_bias_matches_cpu(be, dqkv, doff, qkv, off, nseq, heads, dh, mode, dout, cpu, gpu,
+                                   ref);
+        /* the plain attention again: what the mean pool below reads */
+        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, NULL, 0, dout, &err))) {
+            MT_OK_OR(st, err);
+            goto done;
+        }
+        CHECK(kc_attention(qkv, off, nseq, heads, dh, cpu) == 0, "CPU attention");
         /* mean pool + normalise */
         kc_mean_pool(cpu, off, nseq, h, true, cpu + (size_t)t * h);
         if ((st = op->mean_pool(be, dout, doff, nseq, h, true, dx, &err)) ||
