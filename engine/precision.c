@@ -10,8 +10,9 @@ static const mt_precision_traits traits[MT_PREC_COUNT] = {
     [MT_PREC_BF16] = {"bf16", 2, false, 0, false, false, ST_BF16, NF_BF16},
     [MT_PREC_INT8] = {"int8", 1, true, 0, true, false, ST_I8, NF_I8},
     [MT_PREC_FP8] = {"fp8", 1, true, 0, false, false, ST_F8_E4M3, NF_E4M3},
-    /* Q8_0-like: 128 rather than 32 wide, so oneDNN's int8 matmul can run each
-     * group as one batch (kernels/cpu/qgemm_s8.c) */
+    /* Q8_0-like, 128 wide rather than 32: two 64-deep AMX tile products per
+     * group (kernels/cpu/qgemm_amx.c), and already less drift than Q8_0
+     * (bench/results/int8g-2026-11-25.md) */
     [MT_PREC_INT8G] = {"int8g", 1, true, 128, true, false, ST_I8, NF_I8},
 };
 

@@ -30,8 +30,9 @@ typedef struct {
     unsigned bytes;       /* per resident element */
     bool has_scales;      /* FP32 scales per output channel */
     int group;            /* with scales: one scale per this many inputs (0: per channel) */
-    bool int8_act;        /* its CPU GEMM quantizes activations to 8 bits per token (W8A8),
-                           * so the models smooth its activations (SmoothQuant) */
+    bool int8_act;        /* its CPU GEMM quantizes activations to 8 bits (W8A8: per token,
+                           * or per group for int8g), so the models smooth them
+                           * (SmoothQuant) */
     bool gpu_only;        /* no CPU GEMM for it */
     st_dtype file_dtype;  /* its elements in a quantized safetensors file */
     nf_format format;     /* its elements' number format */

@@ -239,7 +239,8 @@ static const char *tei_dtype(mt_precision p)
     switch (p) {
     case MT_PREC_FP16: return "float16";
     case MT_PREC_BF16: return "bfloat16";
-    case MT_PREC_INT8: return "int8";
+    case MT_PREC_INT8:
+    case MT_PREC_INT8G: return "int8";
     case MT_PREC_FP8: return "float8_e4m3fn";
     default: return "float32";
     }
