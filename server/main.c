@@ -63,6 +63,7 @@ srv_models *mt_load_config_models(const char *path, cfg_config **cfg)
     if (srv_models_load(*cfg, &s, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s: %s\n", path, err.msg);
         cfg_free(*cfg);
+        *cfg = NULL; /* the caller frees what it holds on every path */
         return NULL;
     }
     print_loaded(s);

@@ -160,6 +160,29 @@ def main():
             print("raw: peer `%s`\n" % json.dumps(peer))
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
+    serve_section(w, a.phases)
+
+
+def serve_section(w, phases):
+    """The server on the GPU under a precision switch (bench/gpu/serve_switch.py)."""
+    s = load_json(os.path.join(w, "serve.json"))
+    if not s:
+        if phases == "all" or "serve" in phases:
+            print("## Server on the GPU\n\nno results (see logs.tar.gz: logs/serve.log)\n")
+        return
+    print("## Server on the GPU: precision switches under load (bench/gpu/serve_switch.py)\n")
+    print("- `mantissa serve`, model device \"cuda\", one variant switched by rewriting the config "
+          "file; 16 client threads, closed loop, one sentence per request")
+    print("- answered %s, failed %s, server exit status %s: **%s**\n" % (
+        s.get("answered"), s.get("failures"), s.get("exit_status"),
+        "zero failed requests" if s.get("ok") else "NOT OK"))
+    print("| precision | config write -> first answer in it, s | req/s while served | p50 ms | p99 ms |")
+    print("|---|---|---|---|---|")
+    for r in s.get("precisions", []):
+        print("| %s | %s | %s | %s | %s |" % (r["precision"], r["switch_s"], r["rps"], r["p50_ms"], r["p99_ms"]))
+    if s.get("failure_examples"):
+        print("\nfailures: `%s`" % json.dumps(s["failure_examples"]))
+    print("\nstart-up log: `%s`\n" % " | ".join(s.get("startup_log", [])))
 
 
 if __name__ == "__main__":

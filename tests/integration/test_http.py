@@ -10,6 +10,7 @@ import math
 import os
 import struct
 import subprocess
+import pytest
 
 from conftest import BIN, ROOT, MODEL, Server, default_config
 
@@ -254,7 +255,7 @@ def test_bad_config_fails_at_start_naming_file_and_field(tmp_path):
     p.write_text(json.dumps(cfg))
     r = subprocess.run([BIN, "serve", "--config", str(p)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
-    assert r.returncode != 0
+    assert r.returncode == 1, (r.returncode, r.stderr)
     assert str(p) in r.stderr and "models[0].variants[0].precision" in r.stderr, r.stderr
 
 
@@ -265,7 +266,21 @@ def test_missing_model_dir_fails_at_start_naming_the_file(tmp_path):
     p.write_text(json.dumps(cfg))
     r = subprocess.run([BIN, "serve", "--config", str(p)], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
-    assert r.returncode != 0 and "nowhere/config.json" in r.stderr, r.stderr
+    # exit status 1, not a crash on the way out (a failed load once freed the config twice)
+    assert r.returncode == 1 and "nowhere/config.json" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_device_cuda_without_a_gpu_fails_at_start_naming_the_variant(tmp_path):
+    cfg = default_config()
+    cfg["models"][0]["device"] = "cuda"
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cfg))
+    r = subprocess.run([BIN, "serve", "--config", str(p), "--listen", "127.0.0.1:0"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    if "no CUDA device" not in r.stderr:
+        pytest.skip("a CUDA device is present here: device \"cuda\" starts")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert 'device "cuda" asked for' in r.stderr and str(p) in r.stderr, r.stderr
 
 
 def test_truncate_off_makes_long_inputs_422(tmp_path):

@@ -51,7 +51,7 @@ def test_start_over_the_budget_is_refused_with_the_sizes(tmp_path):
     path.write_text(__import__("json").dumps(cfg))
     r = subprocess.run([BIN, "serve", "--config", str(path)], capture_output=True, text=True,
                        timeout=120)
-    assert r.returncode != 0
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "over the memory budget" in r.stderr and "server.memory_budget_mb 150" in r.stderr, \
         r.stderr[-2000:]
 
