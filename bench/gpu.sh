@@ -71,8 +71,16 @@ pack() {
   progs+=("build/$CFG/mantissa")
   cp "${progs[@]}" "$st/bin/"
   strip -g "$st"/bin/*   # host debug info only: the device code and its line info stay
+  # the backend tests under ASan+UBSan too: host-side memory errors around
+  # the CUDA calls (libasan and libubsan travel with the other libraries)
+  say "ASan+UBSan build of the backend tests into build/asan90"
+  make --no-print-directory CFG=asan90 CUDA=1 SANITIZE=address,undefined CUDA_GENCODE="$gencode" \
+    -j"$jobs" build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs
+  mkdir -p "$st/bin-asan"
+  cp build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs "$st/bin-asan/"
+  strip -g "$st"/bin-asan/*
   # libraries the binaries need beyond glibc, libstdc++ and the CUDA toolkit's own
-  for b in "$st"/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+  for b in "$st"/bin/* "$st"/bin-asan/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
     while read -r lib; do
       case $(basename "$lib") in
         libc.so*|libm.so*|libmvec.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|\
@@ -223,13 +231,75 @@ run() {
     echo "serve_switch: exit $?" | tee -a "$LOG/serve.log"
     grep -E '"(failures|ok|answered)"' "$LOG/serve.log" || tail -5 "$LOG/serve.log"
   }
+  # the backend tests again, built with ASan+UBSan (host memory errors)
+  phase_asan() {
+    [ -d "$W/bin-asan" ] || { say "no ASan build in the bundle"; return 0; }
+    : > "$LOG/asan.log"
+    local t
+    for t in test_gpu_backend test_gpu_graphs; do
+      room 40 "ASan $t" || continue
+      say "ASan+UBSan $t --quick"
+      ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:replace_intrin=0 UBSAN_OPTIONS=print_stacktrace=1 \
+        runb timeout "$(cap 150)" "$W/bin-asan/$t" --quick --model "$W/minilm" >> "$LOG/asan.log" 2>&1
+      echo "asan $t: exit $?" | tee -a "$LOG/asan.log"
+    done
+  }
+  # where the time goes: Nsight Compute kernel times of a batch-256 FP16
+  # forward, the fused kernel's own sections at LLM m = 1 and 64, and the
+  # batch-1 forward with and without CUDA graphs
+  phase_profile() {
+    room 60 "profile" || return 0
+    local P=$LOG/profile.md ncu
+    ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    [ -f "$W/ids.json" ] || runb "$BIN/e2e_bench" --write-ids "$W/ids.json" --rows 256 --len 128
+    : > "$P"
+    say "batch-1 forward with and without CUDA graphs"
+    { echo "### batch 1, 128 tokens: CUDA graphs on (default) and off"; echo '```'
+      for g in 1 0; do
+        MT_CUDA_GRAPHS=$g runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+          --precisions fp16,int8 --batch 1 --seconds 1 2>&1 | sed "s/^/graphs=$g /" | grep -F 'sentences/s'
+      done; echo '```'; } >> "$P" 2>&1
+    if [ -z "$ncu" ]; then echo "ncu not found" >> "$P"; return 0; fi
+    say "ncu: kernel times of the fp16 forward at 256 x 128 tokens"
+    runb timeout "$(cap 120)" "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum \
+      "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --precisions fp16 --batch 256 --seconds 0 \
+      > "$LOG/ncu_e2e.csv" 2> "$LOG/ncu_e2e.err"
+    { echo; echo "### fp16 forward, 256 x 128 tokens: kernel time by kernel (ncu)"; echo
+      python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e.csv" --per embed_kernel; } >> "$P" 2>&1
+    local m
+    for m in 1 64; do
+      room 40 "ncu w8a16 m=$m" || continue
+      say "ncu: the fused kernel at 11008x4096, m = $m"
+      { echo; echo "### fused W8A16 kernel, 11008x4096 int8, m = $m (ncu sections)"; echo '```'
+        runb timeout "$(cap 90)" "$ncu" --clock-control none -k regex:w8a16 --launch-skip 2 --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+          --section SchedulerStats --section WarpStateStats \
+          "$BIN/gemm_bench" --shapes 11008x4096 --ms "$m" 2>&1 | grep -v '^|' | grep -v '^==PROF==' | tail -120
+        echo '```'; } >> "$P"
+    done
+  }
+  # the fused kernel's split-K target (blocks per launch) against its time
+  phase_sweep() {
+    local tb sms
+    sms=${SMS:-132}  # H100 SXM and H200 alike
+    : > "$LOG/sweep.md"
+    for tb in $((sms)) $((2 * sms)) $((4 * sms)) $((8 * sms)); do
+      room 30 "sweep $tb" || continue
+      say "gemm_bench 11008x4096 and 4096x11008, --target-blocks $tb"
+      for sh in 11008x4096 4096x11008; do
+        { echo "### $sh, --target-blocks $tb"
+          runb timeout "$(cap 60)" "$BIN/gemm_bench" --shapes "$sh" --ms 1,4,16,64 --target-blocks "$tb" 2>&1 |
+            grep -E '^\| (m|[0-9])'; echo; } >> "$LOG/sweep.md"
+      done
+    done
+  }
   # phases run in the order asked for: put the ones that matter most first
   local ph
   [ "$phases" = all ] && phases=tests,gemm,e2e,serve,sanitize
   for ph in ${phases//,/ }; do
     case $ph in
-      tests|sanitize|gemm|e2e|serve) "phase_$ph" ;;
-      *) say "unknown phase $ph (tests, sanitize, gemm, e2e, serve)" ;;
+      tests|sanitize|gemm|e2e|serve|asan|profile|sweep) "phase_$ph" ;;
+      *) say "unknown phase $ph (tests, sanitize, gemm, e2e, serve, asan, profile, sweep)" ;;
     esac
   done
 

@@ -84,8 +84,10 @@ typedef struct mt_backend_ops {
     /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d) + B) V
      * per head over each sequence's own tokens. B: a relative position bias
      * (MPNet), B(i, j) = pos_bias[head * (2*maxrel+1) + (j - i) + maxrel], backend
-     * memory; pos_bias NULL (BERT): none. Sequences longer than maxrel + 1
-     * are refused when pos_bias is given. */
+     * memory; pos_bias NULL (BERT): none. Callers keep sequences at most
+     * maxrel + 1 long (the model refuses longer texts first). A longer one is
+     * refused where the backend sees the lengths (the CPU); where they live
+     * on the device (CUDA) it reads the table's edge entries, never past it. */
     mt_status (*attention)(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
                            int heads, int head_dim, const float *pos_bias, int maxrel,
                            float *out, mt_err *err);

@@ -320,7 +320,7 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     if (!w)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     w->ld = round_up(k, (int)(16 / es));
-    w->w8a8 = prec == MT_PREC_FP8 && b->fp8_w8a8;
+    w->w8a8 = prec == MT_PREC_FP8 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
     w->crossover = INT_MAX;
     const size_t bytes = es * (size_t)n * w->ld;
     w->pub.prec = prec;

@@ -15,6 +15,11 @@ int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec)
     return built_with_outer_vec && cc == 90 && lt_version >= CUP_LT_OUTER_VEC_VERSION;
 }
 
+int cup_w8a8_shape_ok(int n)
+{
+    return n > 0 && n % 16 == 0;
+}
+
 int cup_ws_should_grow(const cup_ws *w, size_t need, int capturing)
 {
     return !capturing && need > w->have;

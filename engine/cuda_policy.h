@@ -32,6 +32,14 @@ enum { CUP_LT_OUTER_VEC_VERSION = 120900 };
  * headers had the scale mode (built_with_outer_vec). */
 int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec);
 
+/* Whether an FP8 weight of n rows can take the W8A8 path: cuBLASLt's FP8
+ * kernels want every dimension but m a multiple of 16 (K is padded to 16 by
+ * the upload; the FP32 output's rows are n floats). On the first H200 run
+ * (2026-11-26) n = 33 and n = 100 made cublasLtMatmul fail with
+ * CUBLAS_STATUS_INTERNAL_ERROR instead of refusing, so such a weight never
+ * asks: it runs in the fused kernel at every m. */
+int cup_w8a8_shape_ok(int n);
+
 /* ---- the split-K workspace ------------------------------------------------
  * Every 8-bit weight upload raises the backend-wide need to
  * kcu_w8a16_ws_bound(n, k); each thread's workspace grows to the need once,

@@ -26,10 +26,13 @@
  * file is rewritten whole (temporary file + rename) after every row, so it
  * stays valid when `timeout` cuts the run; "complete": true marks a full one.
  *
- *   gemm_bench [--json FILE] [--quick] [--shapes llm|model|all] [--target-blocks N]
+ *   gemm_bench [--json FILE] [--quick] [--shapes llm|model|all|NxK] [--ms 1,16,..]
+ *              [--target-blocks N]
  * prints a markdown table per shape; --json writes every number;
- * --target-blocks sets the fused kernel's split-K planner target (default
- * 2 x SMs), for tuning without a rebuild.
+ * --shapes NxK benches that one shape (weights rotated through DRAM when
+ * they are larger than 8 MiB), --ms the given m (at most 16 of them), for a
+ * profiler run on one point; --target-blocks sets the fused kernel's
+ * split-K planner target (default 2 x SMs), for tuning without a rebuild.
  */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -519,9 +522,47 @@ static void bench_shape(int n, int k, int llm, const char *what, const int *ms, 
     cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
 }
 
+/* The shapes asked for (--shapes, --ms), one table each. */
+static void run_shapes(const char *which, const char *mlist, int quick, double copy_gbs)
+{
+    static const struct {
+        int n, k, llm;
+        const char *what;
+    } shapes[] = {
+        {1152, 384, 0, "MiniLM QKV"},        {384, 384, 0, "MiniLM attn out"},
+        {1536, 384, 0, "MiniLM MLP up"},     {384, 1536, 0, "MiniLM MLP down"},
+        {4096, 4096, 1, "LLM 4096x4096"},    {11008, 4096, 1, "LLM up 11008x4096"},
+        {4096, 11008, 1, "LLM down 4096x11008"},
+    };
+    static const int ms_full[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
+    static const int ms_quick[] = {1, 16, 64, 1024};
+    const int *ms = quick ? ms_quick : ms_full;
+    int nm = quick ? 4 : 11, ms_given[16];
+    if (mlist) {
+        nm = 0;
+        for (const char *c = mlist; *c && nm < 16; c = strchr(c, ',') ? strchr(c, ',') + 1 : "")
+            DIE_IF((ms_given[nm++] = atoi(c)) < 1, "--ms: \"%s\" is not a list of m >= 1", mlist);
+        ms = ms_given;
+    }
+    int sn = 0, sk = 0;
+    if (sscanf(which, "%dx%d", &sn, &sk) == 2) {
+        DIE_IF(sn < 1 || sk < 1, "--shapes: bad shape \"%s\"", which);
+        char what[64];
+        snprintf(what, sizeof what, "%dx%d", sn, sk);
+        bench_shape(sn, sk, (size_t)sn * sk > ((size_t)8 << 20), what, ms, nm, copy_gbs, quick);
+        return;
+    }
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        if ((!strcmp(which, "llm") && !shapes[si].llm) || (!strcmp(which, "model") && shapes[si].llm))
+            continue;
+        bench_shape(shapes[si].n, shapes[si].k, shapes[si].llm, shapes[si].what, ms, nm, copy_gbs,
+                    quick);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    const char *json = NULL, *which = "all";
+    const char *json = NULL, *which = "all", *mlist = NULL;
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json") && i + 1 < argc)
@@ -530,6 +571,8 @@ int main(int argc, char **argv)
             which = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--ms") && i + 1 < argc)
+            mlist = argv[++i];
         else if (!strcmp(argv[i], "--target-blocks") && i + 1 < argc)
             fused_opts.target_blocks = atoi(argv[++i]);
     }
@@ -559,23 +602,7 @@ int main(int argc, char **argv)
              prop.name, prop.major, prop.minor, date, copy_gbs);
     json_flush(0);
 
-    static const struct {
-        int n, k, llm;
-        const char *what;
-    } shapes[] = {
-        {1152, 384, 0, "MiniLM QKV"},        {384, 384, 0, "MiniLM attn out"},
-        {1536, 384, 0, "MiniLM MLP up"},     {384, 1536, 0, "MiniLM MLP down"},
-        {4096, 4096, 1, "LLM 4096x4096"},    {11008, 4096, 1, "LLM up 11008x4096"},
-        {4096, 11008, 1, "LLM down 4096x11008"},
-    };
-    static const int ms_full[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096};
-    static const int ms_quick[] = {1, 16, 64, 1024};
-    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-        if ((!strcmp(which, "llm") && !shapes[si].llm) || (!strcmp(which, "model") && shapes[si].llm))
-            continue;
-        bench_shape(shapes[si].n, shapes[si].k, shapes[si].llm, shapes[si].what,
-                    quick ? ms_quick : ms_full, quick ? 4 : 11, copy_gbs, quick);
-    }
+    run_shapes(which, mlist, quick, copy_gbs);
     json_flush(1);
     CK(cudaDeviceSynchronize());
     return 0;

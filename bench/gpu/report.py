@@ -161,6 +161,26 @@ def main():
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
     serve_section(w, a.phases)
+    logs_section(w)
+
+
+def logs_section(w):
+    """ASan pass, profile and split-K sweep, as the phases wrote them."""
+    asan = read(os.path.join(w, "logs", "asan.log"))
+    if asan is not None:
+        print("## Backend tests under ASan+UBSan (host side)\n\n```")
+        for l in asan.splitlines():
+            if re.search(r"(passed, \d+ failed|^FAIL|ERROR: AddressSanitizer|runtime error|^asan |SUMMARY)", l):
+                print(l)
+        print("```\n")
+    prof = read(os.path.join(w, "logs", "profile.md"))
+    if prof:
+        print("## Profile (bench/gpu.sh run profile)\n")
+        print(prof)
+    sweep = read(os.path.join(w, "logs", "sweep.md"))
+    if sweep:
+        print("## Fused kernel: split-K target sweep (gemm_bench --target-blocks)\n")
+        print(sweep)
 
 
 def serve_section(w, phases):

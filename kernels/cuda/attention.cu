@@ -30,6 +30,15 @@
 namespace {
 
 /* Two floats -> one f16x2 register (lo in the low half), round to nearest. */
+/* Index into one head's relative position bias row (2 maxrel + 1 entries)
+ * for key - query distance rel, clamped to the row: a sequence longer than
+ * maxrel + 1 (outside the contract) reads the edge entries, never past the
+ * table. */
+__device__ __forceinline__ int rel_at(int rel, int maxrel)
+{
+    return min(max(rel, -maxrel), maxrel) + maxrel;
+}
+
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
 {
     const __half2 h = __floats2half2_rn(lo, hi);
@@ -158,7 +167,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
                     const int key = k0 + nt * 8 + 2 * t + (e & 1), row = (e >> 1) ? r1 : r0;
                     if (pos_bias && key < len && row < len)
                         sc[nt][e] += 1.4426950408889634f *
-                                     pos_bias[(size_t)hd * (2 * maxrel + 1) + key - row + maxrel];
+                                     pos_bias[(size_t)hd * (2 * maxrel + 1) + rel_at(key - row, maxrel)];
                     if (key >= len)
                         sc[nt][e] = -INFINITY;
                     mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
@@ -299,7 +308,7 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
                 for (int c = 0; c < dh; c++)
                     sc = fmaf(qs[qi * dh + c], ks[lane * kld + c], sc);
                 if (pos_bias && valid) /* MPNet's relative position bias */
-                    sc += pos_bias[(size_t)hd * (2 * maxrel + 1) + (k0 + lane) - (q0 + qi) + maxrel];
+                    sc += pos_bias[(size_t)hd * (2 * maxrel + 1) + rel_at((k0 + lane) - (q0 + qi), maxrel)];
                 sc = valid ? sc : -INFINITY;
                 float mx = sc;
 #pragma unroll
@@ -367,8 +376,10 @@ extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, i
                               out, stream);
 }
 
-/* The caller guarantees every sequence is at most maxrel + 1 long when
- * pos_bias is given (the model refuses longer ones before the forward). */
+/* Sequences should be at most maxrel + 1 long when pos_bias is given (the
+ * model refuses longer ones before the forward); the lengths live on the
+ * device, so a longer one cannot be refused here: its far pairs read the
+ * table's edge entries (rel_at), never memory outside it. */
 extern "C" cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nseq,
                                           int heads, int dh, const float *pos_bias, int maxrel,
                                           int max_len_hint, int sms, kcu_attn_mode mode,

@@ -201,7 +201,8 @@ cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, int nseq, in
                           cudaStream_t stream);
 /* The same with MPNet's relative position bias added to the scores before
  * the softmax: score(i, j) += pos_bias[head * (2*maxrel+1) + (j - i) + maxrel]
- * (device memory; NULL: none). Sequences must be at most maxrel + 1 long. */
+ * (device memory; NULL: none). Sequences should be at most maxrel + 1 long;
+ * a longer one reads the edge entries (clamped), never past the table. */
 cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int heads,
                                int dh, const float *pos_bias, int maxrel, int max_len_hint,
                                int sms, kcu_attn_mode mode, float *out, cudaStream_t stream);

@@ -55,6 +55,16 @@ static void fp8_w8a8_only_on_cc90_with_cublaslt_12_9(void)
               cases[i].cc % 10, cases[i].ver, cases[i].built, cases[i].on);
 }
 
+/* FP8 W8A8 only for weights whose n is a multiple of 16. */
+static void w8a8_only_for_n_multiple_of_16(void)
+{
+    static const int yes[] = {16, 384, 1152, 1536, 4096, 11008}, no[] = {0, 1, 8, 33, 100, 1000, 4100};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        CHECK(cup_w8a8_shape_ok(yes[i]), "w8a8 for n = %d", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        CHECK(!cup_w8a8_shape_ok(no[i]), "no w8a8 for n = %d", no[i]);
+}
+
 /* The bound covers the plan of every m that can split, and is attained. */
 static void ws_bound_covers_every_m(void)
 {
@@ -395,6 +405,7 @@ int main(int argc, char **argv)
     quick = gt_init(argc, argv, suite);
     refusal_statuses_are_exactly_the_unsupported_ones();
     fp8_w8a8_only_on_cc90_with_cublaslt_12_9();
+    w8a8_only_for_n_multiple_of_16();
     ws_bound_covers_every_m();
     graph_decisions();
     graphs_never_replay_freed_memory();
