@@ -12,17 +12,27 @@
 #
 #   bench/gpu.sh run [PHASES]
 #       On the GPU machine, from the repository root. PHASES (comma-separated,
-#       default all): tests (every tests/gpu program, test_gpu_graphs and
-#       test_gpu_model on the shipped MiniLM, then test_gpu_backend again under
-#       MT_CUDA_DEBUG_SYNC=1), sanitize (compute-sanitizer
-#       memcheck, racecheck, synccheck on the kernel tests' short list, memcheck
-#       on the smoothing tests'), gemm
-#       (bench/gpu/gemm_bench), e2e (bench/gpu/e2e_bench beside the PyTorch
-#       FP16 peer, same ids). Uses the bundle when there is one, else builds
-#       in place (which needs the CPU build's dependencies). Writes to $OUT
-#       (default build/gpu-out): gpu-results.md (the page for
-#       bench/results/gpu-<date>.md), tests.log, sanitizer.log, gemm.json,
-#       e2e.json, peer.json, logs.tar.gz.
+#       run in the order given; default tests,gemm,e2e,serve,stsb,sanitize):
+#         tests     every tests/gpu program, test_gpu_graphs and test_gpu_model
+#                   on the shipped MiniLM, test_gpu_backend again under
+#                   MT_CUDA_DEBUG_SYNC=1
+#         gemm      bench/gpu/gemm_bench (every shape and m)
+#         e2e       bench/gpu/e2e_bench beside the PyTorch FP16 peer, same ids
+#         serve     mantissa serve on device "cuda", a precision switch
+#                   through every precision under load (serve_switch.py)
+#         sanitize  compute-sanitizer memcheck, racecheck, synccheck on the
+#                   kernel tests' short list, memcheck on the smoothing tests'
+#         asan      test_gpu_backend and test_gpu_graphs built with ASan+UBSan
+#         profile   ncu kernel times of an FP16 forward at 256 x 128 tokens,
+#                   ncu sections of the fused kernel, graphs on/off at batch 1
+#         sweep     the fused kernel's split-K target (gemm_bench --target-blocks)
+#         stsb      STS-B Spearman of each precision on the GPU and of FP32 on
+#                   the CPU, same weights (`mantissa eval`)
+#       Uses the bundle when there is one, else builds in place (which needs
+#       the CPU build's dependencies). Writes to $OUT (default
+#       build/gpu-out): gpu-results.md (the page for
+#       bench/results/gpu-<date>.md), tests.log, gemm.json, e2e.json,
+#       peer.json, serve.json, logs.tar.gz (every log).
 #
 # From a session with the device tool (the GPU machine has no network):
 #   bench/gpu.sh pack     # here, once per code change
@@ -32,7 +42,8 @@
 # The device tool allows 10 minutes per command: `run` keeps to RUN_BUDGET_S
 # (default 560 s) by giving each step at most what is left, and says in the
 # report which steps it had to skip. Split the phases over two calls if the
-# budget runs out (e.g. "run tests,sanitize", then "run gemm,e2e").
+# budget runs out (e.g. "run tests,sanitize", then "run gemm,e2e"). The first
+# full run on an H200 (2026-11-26) took 185 s for the default phases.
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT.
 set -uo pipefail
@@ -93,6 +104,9 @@ pack() {
   python3 bench/gpu/pack_model.py to32 "$st/minilm16" build/$CFG/minilm32
   say "CPU FP32 reference vectors of the FP16-rounded weights"
   build/$CFG/tests/gpu/test_gpu_model --make-ref "$st/ref_cpu_fp32.f32" --model build/$CFG/minilm32
+  # the STS-B test split, for the drift of each precision on the GPU (stsb)
+  local sts=${STSB:-../shared/data/stsb/sts-test.csv}
+  [ -f "$sts" ] && cp "$sts" "$st/sts-test.csv" || say "no $sts: the stsb phase will skip"
   git rev-parse HEAD > "$st/commit" 2>/dev/null || echo unknown > "$st/commit"
   git status --porcelain | grep -q . && echo "+ uncommitted changes" >> "$st/commit" || true
   echo "sources $(src_hash)" >> "$st/commit"
@@ -293,13 +307,31 @@ run() {
       done
     done
   }
+  # STS-B Spearman of every precision on the GPU beside the CPU's FP32, on
+  # the same (FP16-rounded) weights: `mantissa eval`, one variant per config
+  phase_stsb() {
+    [ -f "$W/sts-test.csv" ] || { say "no STS-B file in the bundle"; return 0; }
+    local dv d p r
+    : > "$LOG/stsb.md"
+    for dv in cpu:fp32 cuda:fp32 cuda:tf32 cuda:fp16 cuda:bf16 cuda:int8 cuda:fp8; do
+      room 20 "STS-B $dv" || continue
+      d=${dv%%:*} p=${dv#*:}
+      printf '{"models": [{"name": "minilm", "path": "%s", "device": "%s", "variants": [{"name": "v", "precision": "%s", "traffic": 100}]}]}\n' \
+        "$W/minilm" "$d" "$p" > "$W/stsb.json"
+      say "STS-B: $p on $d"
+      r=$(runb timeout "$(cap 90)" "$BIN/mantissa" eval --config "$W/stsb.json" --stsb "$W/sts-test.csv" \
+          --model minilm@v 2>> "$LOG/stsb.log" | grep -o 'Spearman x100: [0-9.]*')
+      echo "| $d | $p | ${r#Spearman x100: } |" >> "$LOG/stsb.md"
+    done
+    cat "$LOG/stsb.md"
+  }
   # phases run in the order asked for: put the ones that matter most first
   local ph
-  [ "$phases" = all ] && phases=tests,gemm,e2e,serve,sanitize
+  [ "$phases" = all ] && phases=tests,gemm,e2e,serve,stsb,sanitize
   for ph in ${phases//,/ }; do
     case $ph in
-      tests|sanitize|gemm|e2e|serve|asan|profile|sweep) "phase_$ph" ;;
-      *) say "unknown phase $ph (tests, sanitize, gemm, e2e, serve, asan, profile, sweep)" ;;
+      tests|sanitize|gemm|e2e|serve|asan|profile|sweep|stsb) "phase_$ph" ;;
+      *) say "unknown phase $ph (tests, sanitize, gemm, e2e, serve, asan, profile, sweep, stsb)" ;;
     esac
   done
 

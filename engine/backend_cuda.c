@@ -293,6 +293,8 @@ static void cu_weight_destroy(mt_backend *be, mt_weight *pw)
     free(pw);
 }
 
+static bool cu_supports(const mt_backend *be, mt_precision p);
+
 /* Copies a weight in quant.h layout into device rows padded to 16 bytes
  * (zeros in the padding: the fused kernel and FP8 cuBLASLt read them), and
  * measures the 8-bit crossover. */
@@ -311,6 +313,10 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
         return mt_fail(err, MT_EINVAL, "bad weight shape %dx%d", n, k);
     if ((unsigned)prec >= MT_PREC_COUNT)
         return mt_fail(err, MT_EINVAL, "unknown weight precision %d", (int)prec);
+    if (!cu_supports(be, prec))
+        return mt_fail(err, MT_EUNSUPPORTED, "%s weights have no CUDA kernel (one scale per %d "
+                       "inputs): use int8 or fp8 on a GPU", mt_precision_name(prec),
+                       mt_prec(prec)->group);
     const size_t es = mt_prec(prec)->bytes;
     const int has_scales = mt_prec(prec)->has_scales;
     if (has_scales && !scales)

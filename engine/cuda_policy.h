@@ -33,11 +33,11 @@ enum { CUP_LT_OUTER_VEC_VERSION = 120900 };
 int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec);
 
 /* Whether an FP8 weight of n rows can take the W8A8 path: cuBLASLt's FP8
- * kernels want every dimension but m a multiple of 16 (K is padded to 16 by
- * the upload; the FP32 output's rows are n floats). On the first H200 run
- * (2026-11-26) n = 33 and n = 100 made cublasLtMatmul fail with
- * CUBLAS_STATUS_INTERNAL_ERROR instead of refusing, so such a weight never
- * asks: it runs in the fused kernel at every m. */
+ * kernels want the matrix dimensions other than m in multiples of 16 (K is
+ * padded to 16 by the upload; the FP32 output's rows are n floats), as
+ * PyTorch's scaled_mm checks them too. Odd n (33 and 100 in the backend
+ * test) were never tried on a GPU with W8A8: such a weight runs in the
+ * fused kernel or the dequantized FP16 path instead. */
 int cup_w8a8_shape_ok(int n);
 
 /* ---- the split-K workspace ------------------------------------------------

@@ -401,7 +401,7 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
     if (pl.splits > 1) {
         CK(cudaMalloc((void **)&p->ws, sizeof(float) * pl.ws_floats));
         CK(cudaMalloc((void **)&p->counters, sizeof(int) * pl.counters));
-        CK(cudaMemset(p->counters, 0, sizeof(int) * pl.counters));
+        CK(cudaMemsetAsync(p->counters, 0, sizeof(int) * pl.counters, stream));
     }
     for (int kd = 0; kd < NKERN; kd++) {
         p->kind = kd;

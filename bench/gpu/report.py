@@ -177,6 +177,11 @@ def logs_section(w):
     if prof:
         print("## Profile (bench/gpu.sh run profile)\n")
         print(prof)
+    sts = read(os.path.join(w, "logs", "stsb.md"))
+    if sts:
+        print("## STS-B test split, Spearman x100 (`mantissa eval`, same FP16-rounded weights)\n")
+        print("| device | precision | Spearman x100 |\n|---|---|---|")
+        print(sts)
     sweep = read(os.path.join(w, "logs", "sweep.md"))
     if sweep:
         print("## Fused kernel: split-K target sweep (gemm_bench --target-blocks)\n")

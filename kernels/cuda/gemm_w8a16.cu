@@ -47,7 +47,10 @@ constexpr int KC = 64;             /* K chunk per pipeline stage (weight bytes p
 constexpr int WARPS = 8;           /* warps per block, all along n */
 constexpr int THREADS = WARPS * 32;
 constexpr int BN = WARPS * 16;     /* weight rows per block */
-constexpr int STAGES = 4;          /* cp.async pipeline depth */
+#ifndef KCU_W8A16_STAGES /* an experiment's override: NVCCFLAGS="-O3 -DKCU_W8A16_STAGES=8" */
+#define KCU_W8A16_STAGES 4
+#endif
+constexpr int STAGES = KCU_W8A16_STAGES; /* cp.async pipeline depth */
 constexpr int MAX_DEVICES = 64;
 
 struct Params {

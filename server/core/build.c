@@ -287,10 +287,29 @@ static mt_status check_budget(srv_models *s, srv_model *m, const cfg_variant *vc
                    (mine + others) / 1048576.0, s->memory_budget >> 20);
 }
 
+/* The backend a variant builds on: the CPU for device "cpu"; the GPU when
+ * there is one and the device is "cuda", or "auto" and the GPU has kernels
+ * for the variant's precisions (int8g is CPU-only: "auto" builds it on the
+ * CPU and says so, "cuda" fails its load naming the precision). */
+static mt_backend *pick_backend(srv_models *s, const cfg_model *mc, const cfg_variant *vc)
+{
+    if (mc->device == CFG_DEVICE_CPU || !s->gpu)
+        return s->cpu;
+    const mt_precision high = cfg_variant_mix_high(vc);
+    const bool gpu_has = s->gpu->ops->supports(s->gpu, vc->precision) &&
+                         (!vc->mix[0] || high == MT_PREC_COUNT || s->gpu->ops->supports(s->gpu, high));
+    if (mc->device == CFG_DEVICE_AUTO && !gpu_has) {
+        log_msg(LOG_INFO, "model %s, variant %s: %s has no CUDA kernel: built on the CPU",
+                mc->name, vc->name, mt_precision_name(vc->precision));
+        return s->cpu;
+    }
+    return s->gpu;
+}
+
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
-    mt_backend *be = mc->device == CFG_DEVICE_CPU ? s->cpu : s->gpu ? s->gpu : s->cpu;
+    mt_backend *be = pick_backend(s, mc, vc);
     if (mc->device == CFG_DEVICE_CUDA && !s->gpu)
         return mt_fail(err, MT_EUNSUPPORTED,
                        "model %s, variant %s: device \"cuda\" asked for, but no CUDA device is "
