@@ -694,6 +694,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_16 = atomic_load(&b->n_lt_16);
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
+    out->ws_grows = atomic_load(&b->n_ws_grows);
     out->ops = atomic_load(&b->n_ops);
     out->graph_records = atomic_load(&b->n_graph_records);
     out->graph_replays = atomic_load(&b->n_graph_replays);

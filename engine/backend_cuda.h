@@ -117,6 +117,8 @@ typedef struct {
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
+    long ws_grows;     /* split-K workspace reallocations, any thread (cached graphs are
+                        * re-recorded after one, never replayed) */
     /* launch accounting (CUDA graphs) */
     long ops;           /* op calls (gemm, embed, layernorm, attention, mean_pool) that
                          * launched work at once, i.e. not while recording */

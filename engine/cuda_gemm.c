@@ -236,6 +236,7 @@ mt_status ws_ensure(cu_ctx *c, mt_err *err)
     c->skw_floats = need;
     c->ncounters = cnt;
     c->ws.have = need;
+    atomic_fetch_add_explicit(&b->n_ws_grows, 1, memory_order_relaxed);
     return MT_OK;
 }
 

@@ -157,6 +157,7 @@ struct cu_backend {
     int ntune;
     atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
+    atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */
     atomic_long n_graph_records, n_graph_replays, graph_nodes, graph_kernels;
 };
