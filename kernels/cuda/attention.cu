@@ -29,7 +29,6 @@
 
 namespace {
 
-/* Two floats -> one f16x2 register (lo in the low half), round to nearest. */
 /* Index into one head's relative position bias row (2 maxrel + 1 entries)
  * for key - query distance rel, clamped to the row: a sequence longer than
  * maxrel + 1 (outside the contract) reads the edge entries, never past the
@@ -39,6 +38,7 @@ __device__ __forceinline__ int rel_at(int rel, int maxrel)
     return min(max(rel, -maxrel), maxrel) + maxrel;
 }
 
+/* Two floats -> one f16x2 register (lo in the low half), round to nearest. */
 __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
 {
     const __half2 h = __floats2half2_rn(lo, hi);
