@@ -123,7 +123,6 @@ run() {
   mkdir -p "$OUT"
   local W=/tmp/mantissa-gpu LOG=/tmp/mantissa-gpu/logs
   rm -rf "$W" && mkdir -p "$LOG"
-  has() { [ "$phases" = all ] || [[ ",$phases," == *",$1,"* ]]; }
   local budget=${RUN_BUDGET_S:-560}
   # seconds a step may take: its own cap, or what is left of the budget
   cap() { local left=$((budget - (SECONDS - t_start) - 15)); [ "$left" -lt "$1" ] && echo "$left" || echo "$1"; }
@@ -163,7 +162,8 @@ run() {
     make --no-print-directory CFG=$CFG CUDA=1 -j"${JOBS:-$(nproc)}" all > "$LOG/build.log" 2>&1 ||
       { say "build failed; see build.log"; tail -30 "$LOG/build.log"; }
     BIN=$W/bin && mkdir -p "$BIN"
-    cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench "$BIN/" 2>/dev/null
+    cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench build/$CFG/mantissa "$BIN/" 2>/dev/null
+    [ -f ../shared/data/stsb/sts-test.csv ] && cp ../shared/data/stsb/sts-test.csv "$W/"
     rm -f "$BIN"/*.o "$BIN"/*.d
     ln -s "$ROOT/models/all-MiniLM-L6-v2" "$W/minilm"
   fi
