@@ -100,20 +100,11 @@ def main():
     skipped = read(os.path.join(w, "logs", "skipped.txt"))
     if skipped:
         print("**Not run in this call** (time budget): %s\n" % "; ".join(skipped.split("\n")).strip("; "))
-    tests = read(os.path.join(w, "logs", "tests.log"))
-    if tests is not None:
-        print("## Tests (tests/gpu)\n\n```")
-        for l in tests.splitlines():
-            if re.search(r"(passed, \d+ failed|^FAIL|SKIP|mean cos|device 0:)", l):
-                print(l)
-        print("```\n")
-    san = read(os.path.join(w, "logs", "sanitizer.log"))
-    if san is not None:
-        print("## compute-sanitizer (test_gpu_kernels --quick; memcheck also on test_gpu_smooth --quick)\n\n```")
-        for l in san.splitlines():
-            if re.search(r"(ERROR SUMMARY|RACECHECK SUMMARY|^sanitizer|passed, \d+ failed)", l):
-                print(l)
-        print("```\n")
+    log_lines(w, "tests.log", "Tests (tests/gpu)",
+              r"(passed, \d+ failed|^FAIL|SKIP|mean cos|device 0:)")
+    log_lines(w, "sanitizer.log",
+              "compute-sanitizer (test_gpu_kernels --quick; memcheck also on test_gpu_smooth --quick)",
+              r"(ERROR SUMMARY|RACECHECK SUMMARY|^sanitizer|passed, \d+ failed)")
 
     gmd = read(os.path.join(w, "gemm.md"))
     g = load_json(os.path.join(w, "gemm.json"))
@@ -164,15 +155,22 @@ def main():
     logs_section(w)
 
 
+def log_lines(w, name, title, pattern):
+    """A section of the lines of logs/name that match pattern, if the log exists."""
+    text = read(os.path.join(w, "logs", name))
+    if text is None:
+        return
+    print("## %s\n\n```" % title)
+    for l in text.splitlines():
+        if re.search(pattern, l):
+            print(l)
+    print("```\n")
+
+
 def logs_section(w):
     """ASan pass, profile and split-K sweep, as the phases wrote them."""
-    asan = read(os.path.join(w, "logs", "asan.log"))
-    if asan is not None:
-        print("## Backend tests under ASan+UBSan (host side)\n\n```")
-        for l in asan.splitlines():
-            if re.search(r"(passed, \d+ failed|^FAIL|ERROR: AddressSanitizer|runtime error|^asan |SUMMARY)", l):
-                print(l)
-        print("```\n")
+    log_lines(w, "asan.log", "Backend tests under ASan+UBSan (host side)",
+              r"(passed, \d+ failed|^FAIL|ERROR: AddressSanitizer|runtime error|^asan |SUMMARY)")
     prof = read(os.path.join(w, "logs", "profile.md"))
     if prof:
         print("## Profile (bench/gpu.sh run profile)\n")
