@@ -54,6 +54,7 @@ class Load:
     def __init__(self, port, threads):
         self.port, self.stop, self.lock = port, False, threading.Lock()
         self.phase, self.lat, self.fail, self.spaces = "start", {}, [], {}
+        self.last_space = ""  # the embedding space of the newest good answer
         self.threads = [threading.Thread(target=self.client, args=(i,), daemon=True)
                         for i in range(threads)]
         for t in self.threads:
@@ -81,9 +82,9 @@ class Load:
                 if ok:
                     self.lat.setdefault(self.phase, []).append(dt)
                     self.spaces[space] = self.spaces.get(space, 0) + 1
+                    self.last_space = space
                 else:
                     self.fail.append({"phase": self.phase, "why": why})
-                self.last_space = space if ok else getattr(self, "last_space", "")
 
     def finish(self):
         self.stop = True
@@ -106,7 +107,7 @@ def main():
     ap.add_argument("--device", default="cuda", help="cuda (the point); cpu to try the script here")
     ap.add_argument("--json")
     a = ap.parse_args()
-    res = {"precisions": [], "failures": 0, "failure_examples": []}
+    res = {"precisions": []}
     with tempfile.TemporaryDirectory() as d:
         cfg = os.path.join(d, "mantissa.json")
         write(cfg, config(os.path.abspath(a.model), PRECISIONS[0], a.device))
@@ -134,7 +135,7 @@ def main():
                     write(cfg, config(os.path.abspath(a.model), prec, a.device))
                 seen = None
                 while time.perf_counter() - t0 < a.switch_timeout:
-                    sp = getattr(load, "last_space", "")
+                    sp = load.last_space
                     if "/%s-" % prec in sp or sp.endswith("/" + prec):
                         seen = time.perf_counter() - t0
                         break
@@ -145,7 +146,7 @@ def main():
                 with load.lock:
                     lat = list(load.lat.get(load.phase, []))
                 res["precisions"].append({"precision": prec, "switch_s": seen and round(seen, 3),
-                                          "space": getattr(load, "last_space", ""),
+                                          "space": load.last_space,
                                           "requests": len(lat), "rps": round(len(lat) / a.hold, 1),
                                           "p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)})
                 print(json.dumps(res["precisions"][-1]), file=sys.stderr, flush=True)
@@ -159,6 +160,7 @@ def main():
                 res["exit_status"] = "killed after 60 s"
         log.seek(0)
         res["server_log_tail"] = log.read().splitlines()[-15:]
+        log.close()
     res["failures"] = len(load.fail)
     res["failure_examples"] = load.fail[:10]
     res["answered"] = sum(load.spaces.values())

@@ -251,77 +251,82 @@ static void gemm_every_precision_and_path_matches_fp64(void)
  * encoder ops against the CPU twins
  * ====================================================================== */
 
+/* The attention inputs shared by the bias checks: qkv on the device and the
+ * host, the offsets, the output and the buffers to compare through. */
+typedef struct {
+    mt_backend *be;
+    const float *dqkv, *qkv;
+    const int32_t *doff, *off;
+    int nseq, heads, dh, mode; /* mode: 0 FP32 kernel, 1 f16 */
+    float *dbias, *dout, *cpu, *gpu;
+    double *ref;
+} bias_case;
+
+/* The GPU attention with table tab (maxrel) against the CPU twin with
+ * cpu_tab (cpu_maxrel): relative L2 error, or -1 after reporting a failed op. */
+static double bias_rel_err(const bias_case *c, const float *tab, int maxrel, const float *cpu_tab,
+                           int cpu_maxrel)
+{
+    const mt_backend_ops *op = c->be->ops;
+    const size_t th = (size_t)c->off[c->nseq] * c->heads * c->dh;
+    mt_err err = {{0}};
+    CHECK(kc_attention_bias(c->qkv, c->off, c->nseq, c->heads, c->dh, cpu_tab, cpu_maxrel, c->cpu) == 0,
+          "CPU attention with bias");
+    mt_status st;
+    if ((st = op->upload(c->be, c->dbias, tab, sizeof(float) * (size_t)c->heads * (2 * maxrel + 1), &err)) ||
+        (st = op->attention(c->be, c->dqkv, c->doff, c->nseq, c->heads, c->dh, c->dbias, maxrel, c->dout,
+                            &err)) ||
+        (st = op->download(c->be, c->gpu, c->dout, sizeof(float) * th, &err))) {
+        MT_OK_OR(st, err);
+        return -1;
+    }
+    for (size_t i = 0; i < th; i++)
+        c->ref[i] = c->cpu[i];
+    return gt_rel_l2(c->gpu, c->ref, th);
+}
+
 /* A sequence longer than the table allows (maxrel - 1 given for sequences
  * up to maxrel + 1 long): the offsets live on the device, so the op cannot
  * refuse it; the far pairs must read the table's edge entries, never past
  * it. Reference: the CPU twin with a table of maxrel whose ends repeat the
- * short table's edges. dbias holds heads x (2 maxrel + 1) floats. */
-static void attention_bias_clamps(mt_backend *be, const float *dqkv, const int32_t *doff,
-                                  const float *qkv, const int32_t *off, int nseq, int heads,
-                                  int dh, int mode, float *dbias, int maxrel, float *dout,
-                                  float *cpu, float *gpu, double *ref)
+ * short table's edges. */
+static void attention_bias_clamps(const bias_case *c, int maxrel)
 {
-    const mt_backend_ops *op = be->ops;
-    const int t = off[nseq], h = heads * dh, ms = maxrel - 1, ws = 2 * ms + 1, wl = 2 * maxrel + 1;
-    float *sh = malloc(sizeof(float) * (size_t)heads * ws), *lg = malloc(sizeof(float) * (size_t)heads * wl);
-    mt_err err = {{0}};
-    for (int i = 0; i < heads * ws; i++)
+    const int ms = maxrel - 1, ws = 2 * ms + 1, wl = 2 * maxrel + 1;
+    float *sh = malloc(sizeof(float) * (size_t)c->heads * ws), *lg = malloc(sizeof(float) * (size_t)c->heads * wl);
+    for (int i = 0; i < c->heads * ws; i++)
         sh[i] = gt_unif(-2, 2);
-    for (int hd = 0; hd < heads; hd++)
+    for (int hd = 0; hd < c->heads; hd++)
         for (int r = -maxrel; r <= maxrel; r++)
             lg[hd * wl + r + maxrel] = sh[hd * ws + (r < -ms ? -ms : r > ms ? ms : r) + ms];
-    CHECK(kc_attention_bias(qkv, off, nseq, heads, dh, lg, maxrel, cpu) == 0, "CPU attention with bias");
-    mt_status st;
-    if ((st = op->upload(be, dbias, sh, sizeof(float) * (size_t)heads * ws, &err)) ||
-        (st = op->attention(be, dqkv, doff, nseq, heads, dh, dbias, ms, dout, &err)) ||
-        (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
-        MT_OK_OR(st, err);
-    } else {
-        for (size_t i = 0; i < (size_t)t * h; i++)
-            ref[i] = cpu[i];
-        const double e = gt_rel_l2(gpu, ref, (size_t)t * h);
-        CHECK(e <= (mode ? 4e-3 : 5e-6), "attention with a sequence past the bias table (%s, "
-              "maxrel %d): the edge entries, rel err %.3g", mode ? "f16" : "fp32", ms, e);
-    }
+    const double e = bias_rel_err(c, sh, ms, lg, maxrel);
+    if (e >= 0)
+        CHECK(e <= (c->mode ? 4e-3 : 5e-6), "attention with a sequence past the bias table (%s, "
+              "maxrel %d): the edge entries, rel err %.3g", c->mode ? "f16" : "fp32", ms, e);
     free(sh);
     free(lg);
 }
 
 /* MPNet's attention: the relative position bias table (heads x (2 maxrel +
  * 1), random, on the device) added to the scores, against the CPU twin. */
-static void attention_bias_matches_cpu(mt_backend *be, const float *dqkv, const int32_t *doff,
-                                       const float *qkv, const int32_t *off, int nseq,
-                                       int heads, int dh, int mode, float *dout, float *cpu,
-                                       float *gpu, double *ref)
+static void attention_bias_matches_cpu(bias_case *c)
 {
-    const mt_backend_ops *op = be->ops;
-    const int t = off[nseq], h = heads * dh;
     int maxrel = 0;
-    for (int s = 0; s < nseq; s++)
-        maxrel = off[s + 1] - off[s] - 1 > maxrel ? off[s + 1] - off[s] - 1 : maxrel;
-    const size_t nb = (size_t)heads * (2 * maxrel + 1);
-    float *bias = malloc(sizeof(float) * nb), *dbias = op->alloc(be, sizeof(float) * nb);
-    mt_err err = {{0}};
+    for (int s = 0; s < c->nseq; s++)
+        maxrel = c->off[s + 1] - c->off[s] - 1 > maxrel ? c->off[s + 1] - c->off[s] - 1 : maxrel;
+    const size_t nb = (size_t)c->heads * (2 * maxrel + 1);
+    float *bias = malloc(sizeof(float) * nb);
+    c->dbias = c->be->ops->alloc(c->be, sizeof(float) * nb);
     for (size_t i = 0; i < nb; i++)
         bias[i] = gt_unif(-2, 2);
-    CHECK(kc_attention_bias(qkv, off, nseq, heads, dh, bias, maxrel, cpu) == 0,
-          "CPU attention with bias");
-    mt_status st;
-    if ((st = op->upload(be, dbias, bias, sizeof(float) * nb, &err)) ||
-        (st = op->attention(be, dqkv, doff, nseq, heads, dh, dbias, maxrel, dout, &err)) ||
-        (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
-        MT_OK_OR(st, err);
-    } else {
-        for (size_t i = 0; i < (size_t)t * h; i++)
-            ref[i] = cpu[i];
-        double e = gt_rel_l2(gpu, ref, (size_t)t * h);
-        CHECK(e <= (mode ? 4e-3 : 5e-6), "attention with position bias (%s, maxrel %d) vs CPU: "
-              "rel err %.3g", mode ? "f16" : "fp32", maxrel, e);
+    const double e = bias_rel_err(c, bias, maxrel, bias, maxrel);
+    if (e >= 0) {
+        CHECK(e <= (c->mode ? 4e-3 : 5e-6), "attention with position bias (%s, maxrel %d) vs CPU: "
+              "rel err %.3g", c->mode ? "f16" : "fp32", maxrel, e);
         if (maxrel > 0)
-            attention_bias_clamps(be, dqkv, doff, qkv, off, nseq, heads, dh, mode, dbias, maxrel,
-                                  dout, cpu, gpu, ref);
+            attention_bias_clamps(c, maxrel);
     }
-    op->free(be, dbias);
+    c->be->ops->free(c->be, c->dbias);
     free(bias);
 }
 
@@ -416,8 +421,10 @@ static void encoder_ops_match_cpu_twins(void)
         CHECK(e <= (mode ? 4e-3 : 5e-6), "attention (%s) vs CPU: rel err %.3g", mode ? "f16" : "fp32", e);
         st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, NULL, 0, dout, &err);
         CHECK(st == MT_EUNSUPPORTED && strstr(err.msg, "head size"), "head size %d: %s", 3 * h, err.msg);
-        attention_bias_matches_cpu(be, dqkv, doff, qkv, off, nseq, heads, dh, mode, dout, cpu, gpu,
-                                   ref);
+        bias_case bc = {.be = be, .dqkv = dqkv, .qkv = qkv, .doff = doff, .off = off, .nseq = nseq,
+                        .heads = heads, .dh = dh, .mode = mode, .dout = dout, .cpu = cpu, .gpu = gpu,
+                        .ref = ref};
+        attention_bias_matches_cpu(&bc);
         /* the plain attention again: what the mean pool below reads */
         if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, NULL, 0, dout, &err))) {
             MT_OK_OR(st, err);
