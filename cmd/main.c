@@ -48,20 +48,31 @@ static void usage(FILE *f)
  * hundred short regions, and on a VM an idle vCPU takes tens of
  * microseconds to wake: with threads that sleep at once
  * (OMP_WAIT_POLICY=passive) a 10-token forward took 7.2 ms on the 2-core
- * dev VM, with a short spin (GOMP_SPINCOUNT=300, a few microseconds) 3.8 ms.
- * Longer spins are faster alone (1000: 2.7 ms; libgomp's default 300,000:
- * 2.6 ms) but take the cores from the HTTP threads and from anything else
- * on the node: beside one busy process the forward took 5.2 ms passive,
- * 6.0 ms with 300, 7.6 ms with 1000, and libgomp's default added 10 ms to
- * every request. bench/results/openmp-wait-*.md (make bench-openmp).
+ * dev VM, with a short spin 3.8 ms; libgomp's default (a spin of
+ * milliseconds) takes the cores from the HTTP threads and from anything
+ * else on the node, and added 10 ms to every request beside one busy
+ * process (bench/results/openmp-wait-*.md, make bench-openmp).
+ *
+ * GOMP_SPINCOUNT alone does not set the spin in the server: libgomp counts
+ * the threads of every OpenMP pool (the engine worker's, the loader's, the
+ * main thread's from the first load), and once they outnumber the CPUs it
+ * spins only its "throttled" count: 100 unless OMP_WAIT_POLICY=active
+ * raises it to min(1000, GOMP_SPINCOUNT). With GOMP_SPINCOUNT=300 alone
+ * (our setting until 2026-11-26, so every spin compared before then was
+ * really 100) the team slept between regions: a lone STS-B sentence's fp32
+ * forward took 4.1-4.5 ms in the server against 2.1 ms in `mantissa bench`.
+ * With both set, a spin of 1000 beat 300 on a quiet machine (1.86 against
+ * 2.42 ms) and tied it beside a busy process (3.3 against 3.4 ms; c=64
+ * throughput 7% lower): bench/results/openmp-throttle-2026-11-26.md.
  * libgomp reads these when it loads, before main(), so when the user has
- * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT we set the spin count
- * and start again. */
+ * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT we set both and start
+ * again. */
 static void prefer_short_openmp_spin(char **argv)
 {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("MANTISSA_NO_REEXEC"))
         return;
-    setenv("GOMP_SPINCOUNT", "300", 1);
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    setenv("GOMP_SPINCOUNT", "1000", 1);
     setenv("MANTISSA_NO_REEXEC", "1", 1);
     execv("/proc/self/exe", argv); /* returns only on failure: carry on as we are */
 }

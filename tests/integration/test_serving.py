@@ -281,9 +281,10 @@ def test_only_the_loop_thread_takes_the_handled_signals(start):
 
 
 def test_openmp_spins_briefly_unless_the_user_chose_a_wait_policy(tmp_path):
-    """The server re-executes itself with GOMP_SPINCOUNT=300 (server/main.c)
-    when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, and leaves a
-    user's choice alone."""
+    """The server re-executes itself with GOMP_SPINCOUNT=1000 and
+    OMP_WAIT_POLICY=active (cmd/main.c: without "active", libgomp spins only
+    100 times once its pools outnumber the CPUs) when neither is set, and
+    leaves a user's choice alone."""
     def environ_of(extra):
         env = {k: v for k, v in os.environ.items()
                if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MANTISSA_NO_REEXEC")}
@@ -299,7 +300,7 @@ def test_openmp_spins_briefly_unless_the_user_chose_a_wait_policy(tmp_path):
         return {k.decode(): v.decode() for k, v in got.items()
                 if k in (b"OMP_WAIT_POLICY", b"GOMP_SPINCOUNT")}
 
-    assert environ_of({}) == {"GOMP_SPINCOUNT": "300"}
+    assert environ_of({}) == {"GOMP_SPINCOUNT": "1000", "OMP_WAIT_POLICY": "active"}
     assert environ_of({"GOMP_SPINCOUNT": "5000"}) == {"GOMP_SPINCOUNT": "5000"}
     assert environ_of({"OMP_WAIT_POLICY": "passive"}) == {"OMP_WAIT_POLICY": "passive"}
 
