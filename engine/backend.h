@@ -26,7 +26,8 @@ typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
  * precision the variant asked for. scales: one per output channel (int8g:
  * per group of inputs, engine/quant.h) for the 8-bit precisions, NULL
  * otherwise. data is NULL where the backend keeps the codes only in a
- * layout of its own (the CPU backend's int8g). */
+ * layout of its own (the CPU backend's int8g and fp32); bytes then counts
+ * that copy, padding included. */
 typedef struct mt_weight {
     mt_precision prec;
     int n, k;

@@ -75,6 +75,7 @@ static mt_status cpu_copy(mt_backend *be, void *dst, const void *src, size_t byt
 typedef struct {
     mt_weight pub;
     kc_s8_weight *s8;
+    kc_f32_weight *f32; /* FP32: W reordered for oneDNN's matmul, the only copy */
 } cpu_weight;
 
 /* A qgemm status as an mt_status with a message naming the shape. */
@@ -123,6 +124,19 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
         memcpy(wt->scales, scales, sizeof(float) * nsc);
     }
     wt->bytes = mt_quant_total_bytes(prec, n, k);
+    if (prec == MT_PREC_FP32) {
+        int rc = kc_f32_weight_create(wt->data, n, k, be->threads, &cw->f32);
+        free(wt->data); /* the object keeps the one copy the GEMM reads */
+        wt->data = NULL;
+        if (rc != KC_OK) {
+            free(cw);
+            return rc == KC_ENOMEM
+                       ? mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d fp32 weight", n, k)
+                       : mt_fail(err, MT_EINTERNAL,
+                                 "oneDNN could not prepare a %dx%d fp32 weight", n, k);
+        }
+        wt->bytes = kc_f32_weight_bytes(cw->f32);
+    }
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
          * tests/unit/test_quant.c) read back, with no second copy; a
@@ -158,6 +172,7 @@ static void cpu_weight_destroy(mt_backend *be, mt_weight *w)
         return;
     cpu_weight *cw = (cpu_weight *)w;
     kc_s8_weight_destroy(cw->s8); /* first: it borrows data and scales */
+    kc_f32_weight_destroy(cw->f32);
     free(w->data);
     free(w->scales);
     free(cw);
@@ -185,15 +200,9 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
     const bool gelu = act == MT_ACT_GELU;
     int rc;
     switch (w->prec) {
-    case MT_PREC_FP32: {
-        dnnl_status_t ds = dnnl_sgemm('N', 'T', m, w->n, w->k, 1.0f, x, w->k,
-                                      (const float *)w->data, w->k, 0.0f, y, w->n);
-        if (ds != dnnl_success)
-            return mt_fail(err, MT_EINTERNAL, "oneDNN sgemm failed (status %d) for %dx%dx%d",
-                           (int)ds, m, w->n, w->k);
-        rc = kc_epilogue(y, m, w->n, NULL, NULL, bias, gelu);
+    case MT_PREC_FP32:
+        rc = kc_gemm_f32(x, m, ((const cpu_weight *)w)->f32, bias, gelu, y);
         break;
-    }
     case MT_PREC_FP16:
         rc = kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;

@@ -8,6 +8,8 @@
  *               FP32. No FP32 copy of the whole weight ever exists.
  *   fp8 (E4M3)  the same panels; the per-channel scale is applied in the
  *               epilogue, never to the decoded weights.
+ *   fp32        W reordered once into oneDNN's blocked layout, multiplied by
+ *               its f32 matmul (gemm_f32.c: sgemm packs W on every call).
  *   int8        W8A8: activations are quantized per token (row) on the fly,
  *               the int8 x int8 product accumulates in int32 through oneDNN's
  *               matmul primitive (AMX / VNNI where the CPU has them), and the
@@ -104,5 +106,24 @@ const char *kc_s8_weight_impl(const kc_s8_weight *w);
 /* y = ((q(x) - zp[row]) . W^T) * sx[row] * scale[col] (+ bias, GELU), W8A8
  * with q(x) as kc_quantize_rows_u8. */
 int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu, float *y);
+
+/* An FP32 weight (n, k) ready for oneDNN's f32 matmul: W copied into
+ * `threads`-wise column blocks in the blocked layout the primitives read
+ * (so the caller may free w), the primitives shared by every weight of the
+ * same shape. Where oneDNN cannot give one layout for every row count, the
+ * object keeps a plain copy and multiplies with sgemm. One object may be
+ * used by several threads at once. */
+#define KC_F32_CHUNK 128     /* rows per matmul call */
+#define KC_F32_SHAPES_MAX 32 /* shapes with primitives; later ones run on sgemm */
+typedef struct kc_f32_weight kc_f32_weight;
+int kc_f32_weight_create(const float *w, int n, int k, int threads, kc_f32_weight **out);
+void kc_f32_weight_destroy(kc_f32_weight *w);
+/* Resident bytes of the object's copy of W. */
+size_t kc_f32_weight_bytes(const kc_f32_weight *w);
+/* Whether the weight runs on the blocked matmul (else on sgemm). */
+bool kc_f32_weight_blocked(const kc_f32_weight *w);
+/* y = x . W^T (+ bias, GELU). */
+int kc_gemm_f32(const float *x, int m, const kc_f32_weight *w, const float *bias, bool gelu,
+                float *y);
 
 #endif

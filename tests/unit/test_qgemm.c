@@ -121,7 +121,7 @@ START_TEST(each_precision_matches_its_double_twin_with_or_without_epilogue)
     const mt_precision p = precs[_i];
     static const int shapes[][2] = {{13, 17}, {1, 1}, {384, 384}, {1536, 384}, {384, 1536},
                                     {1152, 384}, {37, 129}, {64, 300}};
-    static const int ms[] = {1, 2, 7, 33, 128, 300};
+    static const int ms[] = {1, 2, 7, 16, 33, 128, 129, 300};
     /* INT8's integer sums are exact: only the FP32 epilogue rounds (int8g:
      * also its FP32 sum over the groups) */
     const double tol = w8a8(p) ? 1e-6 : 1e-5;
@@ -408,6 +408,39 @@ START_TEST(int8g_amx_kernel_and_onednn_form_agree)
 }
 END_TEST
 
+/* More FP32 shapes than gemm_f32.c's table holds: the first are blocked for
+ * the matmul, the rest keep a plain copy on sgemm; all must be right. */
+START_TEST(fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree)
+{
+    const int k = 40, m = 19, nshapes = 40;
+    int blocked = 0, plain = 0;
+    float *x = rand_vec((size_t)m * k, 2.0f);
+    double *xd = twin_inputs(x, m, k, MT_PREC_FP32);
+    for (int i = 0; i < nshapes; i++) {
+        const int n = 8 * (i + 1) + 3; /* no shape of any other test */
+        float *w = rand_vec((size_t)n * k, 0.1f), *bias = rand_vec(n, 0.5f);
+        kc_f32_weight *fw = NULL;
+        ck_assert_int_eq(kc_f32_weight_create(w, n, k, 2, &fw), KC_OK);
+        ck_assert_uint_ge(kc_f32_weight_bytes(fw), sizeof(float) * (size_t)n * k);
+        blocked += kc_f32_weight_blocked(fw);
+        plain += !kc_f32_weight_blocked(fw);
+        double *acc = twin_gemm(xd, m, w, n, k);
+        for (size_t e = 0; e < (size_t)m * n; e++)
+            acc[e] = gelu_d(acc[e] + bias[e % n]);
+        float *y = poisoned((size_t)m * n);
+        ck_assert_int_eq(kc_gemm_f32(x, m, fw, bias, true, y), KC_OK);
+        double e = rel_err(y, acc, (size_t)m * n, 1e-3);
+        ck_assert_msg(e <= 1e-5, "n=%d blocked=%d: relative error %g", n,
+                      kc_f32_weight_blocked(fw), e);
+        kc_f32_weight_destroy(fw);
+        free(w), free(bias), free(acc), free(y);
+    }
+    ck_assert_int_ge(blocked, 1);
+    ck_assert_int_ge(plain, nshapes - KC_F32_SHAPES_MAX);
+    free(x), free(xd);
+}
+END_TEST
+
 /* ---- thread safety ---------------------------------------------------------- */
 
 typedef struct {
@@ -445,7 +478,7 @@ static void *conc_worker(void *arg)
 
 START_TEST(concurrent_calls_on_one_weight_with_different_m_are_correct)
 {
-    static const mt_precision cprecs[] = {MT_PREC_INT8, MT_PREC_FP8, MT_PREC_INT8G};
+    static const mt_precision cprecs[] = {MT_PREC_INT8, MT_PREC_FP8, MT_PREC_INT8G, MT_PREC_FP32};
     const mt_precision p = cprecs[_i];
     mt_backend *be;
     mt_err err;
@@ -563,8 +596,9 @@ static Suite *test_suite(void)
     tcase_add_test(tc, epilogue_applies_column_and_row_scales_bias_and_gelu);
     tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
-    tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 3);
+    tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 4);
     tcase_add_test(tc, int8g_amx_kernel_and_onednn_form_agree);
+    tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
     return s;
