@@ -2,12 +2,12 @@
  * (+ bias, GELU) with W reordered once, at load, into the blocked layout
  * oneDNN's f32 matmul prefers.
  *
- * Why not dnnl_sgemm: it packs W on every call. For the few rows of a
- * lone sentence that packing is most of the call: on the 2-core AMD EPYC
- * (AVX-512) dev VM, two threads, N=384 K=1536: sgemm 65 us at M=14 and
- * 240 us at M=16 (its small-M path ends at 15 rows), the matmul on a
- * reordered W 36 and 42 us; N=1536 K=384, M=28: 150 against 70 us; the
- * gap closes to 1.0-1.3x at M=256..896 (bench/results/cpu-f32-*.md).
+ * Why not dnnl_sgemm: it packs W on every call. Below 16 rows it takes a
+ * small-M path, from 16 rows on the packing is most of a small call: on
+ * the 2-core AMD EPYC (AVX-512) dev VM, two threads, N=384 K=1536, 83
+ * GOP/s at M=16 against 464 for the matmul on a reordered W, 1.1-1.4x at
+ * M=64..256; a lone STS-B sentence's forward 1.7 -> 1.1 ms, a batch of
+ * 16 13.2 -> 9.7 ms (bench/results/cpu-f32-2026-11-26.md).
  *
  * How M (the token count, different in nearly every call) meets the
  * primitive: M is cut into chunks of at most KC_F32_CHUNK rows (balanced),
