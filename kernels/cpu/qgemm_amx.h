@@ -39,4 +39,12 @@ void kc_amx_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packe
                   const float *sx, const int32_t *zp, const float *gs, const float *csf,
                   const float *bias, bool gelu, float *y, size_t ldy);
 
+/* The same chunk on AVX-512 VNNI (qgemm_vnni.c), from the same packed
+ * weight, for CPUs without AMX; n a multiple of 64; kc_vnni_available says whether it may run
+ * (MANTISSA_NO_VNNI=1 says no). */
+bool kc_vnni_available(void);
+void kc_vnni_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packed, int n,
+                   const float *sx, const int32_t *zp, const float *gs, const float *csf,
+                   const float *bias, bool gelu, float *y, size_t ldy);
+
 #endif

@@ -85,6 +85,7 @@ struct kc_s8_weight {
     const float *scale;      /* borrowed: n, or (n, nb) for groups */
     int8_t *padded;          /* groups with k % g != 0: the codes padded to (n, nb * g) */
     int8_t *amx;             /* groups on AMX: the codes packed for qgemm_amx.c, else NULL */
+    bool vnni;               /* amx's packed codes run on qgemm_vnni.c (no AMX here) */
     float *gscale;           /* groups only: the scales transposed, (nb, n) */
     void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
     float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
@@ -361,12 +362,13 @@ static int s8_max_rows(int nb, int n)
 
 /* The grouped weight for the AMX kernel: its codes packed once (the only
  * copy the GEMM reads), no oneDNN primitives. */
-static int s8_prepare_amx(kc_s8_weight *w, const int8_t *codes)
+static int s8_prepare_amx(kc_s8_weight *w, const int8_t *codes, bool vnni)
 {
     if (!(w->amx = kc_amx_pack(codes, w->n, w->k, w->g, &w->wbytes)))
         return KC_ENOMEM;
+    w->vnni = vnni;
     w->max_rows = KC_S8_CHUNK;
-    snprintf(w->impl, sizeof w->impl, "amx:int8g");
+    snprintf(w->impl, sizeof w->impl, vnni ? "avx512_vnni:int8g" : "amx:int8g");
     return KC_OK;
 }
 
@@ -397,7 +399,10 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
     }
     int rc = s8_group_tables(w, codes);
     if (rc == KC_OK && w->nb > 1 && w->g % KC_AMX_KSTEP == 0 && kc_amx_available())
-        rc = s8_prepare_amx(w, codes);
+        rc = s8_prepare_amx(w, codes, false);
+    else if (rc == KC_OK && w->nb > 1 && w->g % KC_AMX_KSTEP == 0 && n % 64 == 0 &&
+             kc_vnni_available())
+        rc = s8_prepare_amx(w, codes, true);
     else if (rc == KC_OK)
         rc = s8_prepare(w, w->padded ? w->padded : codes, reorder || w->padded);
     if (rc != KC_OK) {
@@ -527,7 +532,7 @@ static int s8_chunk_rows(int m, int maxthr, int max_rows)
     return crows > max_rows ? max_rows : crows;
 }
 
-/* One chunk on the AMX kernel: quantize mm rows of x into plain rows of
+/* One chunk on the AMX (or VNNI) kernel: quantize mm rows of x into plain rows of
  * q (row stride nb * g; rows up to the next 16 zero codes), then the tile
  * kernel writes y. */
 static void s8_chunk_amx(const kc_s8_weight *w, const float *x, int mm, uint8_t *q, float *sx,
@@ -537,7 +542,8 @@ static void s8_chunk_amx(const kc_s8_weight *w, const float *x, int mm, uint8_t 
     const int rows16 = (mm + 15) & ~15;
     kc_s8_quant_rows(x, mm, w->k, w->g, (size_t)w->g, kp, q, sx, zp, w->in_div, xtmp);
     memset(q + (size_t)mm * kp, 0, (size_t)(rows16 - mm) * kp);
-    kc_amx_chunk(q, mm, w->nb, w->g, w->amx, w->n, sx, zp, w->gscale, w->csf, bias, gelu, y,
+    (w->vnni ? kc_vnni_chunk : kc_amx_chunk)(q, mm, w->nb, w->g, w->amx, w->n, sx, zp,
+                                             w->gscale, w->csf, bias, gelu, y,
                  (size_t)w->n);
 }
 

@@ -360,16 +360,32 @@ END_TEST
  * it, else oneDNN's int8 matmul batched over the groups. Both sum the same
  * exact int32 group products, so they agree to FP32 rounding, on odd
  * shapes too (k not a multiple of the group, n not of 16, m not of 16). */
-START_TEST(int8g_amx_kernel_and_onednn_form_agree)
+/* Saves and clears an environment variable; restore_env puts it back. */
+static char *take_env(const char *name)
+{
+    const char *v = getenv(name);
+    char *saved = v ? strdup(v) : NULL;
+    unsetenv(name);
+    return saved;
+}
+
+static void restore_env(const char *name, char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    free(saved);
+}
+
+/* The kernel form of int8g (AMX tiles, or AVX-512 VNNI where there is no
+ * AMX and N is a multiple of 64) against oneDNN's batched form, which both
+ * MANTISSA_NO_AMX and MANTISSA_NO_VNNI select. */
+START_TEST(int8g_tile_kernels_and_onednn_form_agree)
 {
     static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 300}, {37, 129}, {64, 256}};
     static const int ms[] = {1, 7, 16, 33, 300};
-    const char *env = getenv("MANTISSA_NO_AMX");
-    char *saved = env ? strdup(env) : NULL;
-    unsetenv("MANTISSA_NO_AMX"); /* this test compares both forms wherever it can */
-    const bool amx = kc_amx_available();
-    if (!amx)
-        printf("int8g: no AMX on this CPU: only the oneDNN form is checked\n");
+    char *saved_amx = take_env("MANTISSA_NO_AMX"), *saved_vnni = take_env("MANTISSA_NO_VNNI");
+    const bool amx = kc_amx_available(), vnni = !amx && kc_vnni_available();
+    printf("int8g: kernel form %s\n", amx ? "AMX" : vnni ? "AVX-512 VNNI" : "none (oneDNN only)");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const int n = shapes[s][0], k = shapes[s][1], g = mt_prec(MT_PREC_INT8G)->group;
         float *w = rand_vec((size_t)n * k, 0.1f), *bias = rand_vec(n, 0.5f);
@@ -380,11 +396,15 @@ START_TEST(int8g_amx_kernel_and_onednn_form_agree)
         kc_s8_weight *a, *b;
         ck_assert_int_eq(kc_s8_weight_create_grouped(codes, sc, n, k, g, &a), KC_OK);
         setenv("MANTISSA_NO_AMX", "1", 1);
+        setenv("MANTISSA_NO_VNNI", "1", 1);
         ck_assert_int_eq(kc_s8_weight_create_grouped(codes, sc, n, k, g, &b), KC_OK);
         unsetenv("MANTISSA_NO_AMX");
-        ck_assert_msg(!strcmp(kc_s8_weight_impl(a), "amx:int8g") == amx, "%s",
-                      kc_s8_weight_impl(a));
-        ck_assert(strcmp(kc_s8_weight_impl(b), "amx:int8g") != 0);
+        unsetenv("MANTISSA_NO_VNNI");
+        const char *want = amx ? "amx:int8g" : vnni && n % 64 == 0 ? "avx512_vnni:int8g" : NULL;
+        if (want)
+            ck_assert_msg(!strcmp(kc_s8_weight_impl(a), want), "%s", kc_s8_weight_impl(a));
+        ck_assert(strcmp(kc_s8_weight_impl(b), "amx:int8g") != 0 &&
+                  strcmp(kc_s8_weight_impl(b), "avx512_vnni:int8g") != 0);
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
             const int m = ms[mi];
             float *x = rand_vec((size_t)m * k, 2.0f);
@@ -395,16 +415,16 @@ START_TEST(int8g_amx_kernel_and_onednn_form_agree)
             for (size_t i = 0; i < (size_t)m * n; i++)
                 yd[i] = yb[i];
             double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
-            ck_assert_msg(e <= 1e-6, "n=%d k=%d m=%d: relative error %g", n, k, m, e);
+            ck_assert_msg(e <= 1e-6, "%s n=%d k=%d m=%d: relative error %g",
+                          kc_s8_weight_impl(a), n, k, m, e);
             free(x), free(ya), free(yb), free(yd);
         }
         kc_s8_weight_destroy(a);
         kc_s8_weight_destroy(b);
         free(w), free(sc), free(bias), free(codes);
     }
-    if (saved)
-        setenv("MANTISSA_NO_AMX", saved, 1);
-    free(saved);
+    restore_env("MANTISSA_NO_AMX", saved_amx);
+    restore_env("MANTISSA_NO_VNNI", saved_vnni);
 }
 END_TEST
 
@@ -597,7 +617,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
     tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 4);
-    tcase_add_test(tc, int8g_amx_kernel_and_onednn_form_agree);
+    tcase_add_test(tc, int8g_tile_kernels_and_onednn_form_agree);
     tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
