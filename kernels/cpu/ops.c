@@ -69,6 +69,65 @@ void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu)
  * for accuracy; eps inside the square root as BERT.
  * ---------------------------------------------------------------------- */
 
+/* The sum of n floats in 8 lanes (the compiler may not reorder a scalar
+ * sum, and a chain of 384 dependent adds cost more than the rest of the
+ * LayerNorm: 7% of an int8g forward at batch 16 before this). */
+#ifdef __AVX2__
+static float sum8(const float *v, int n)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(v + c));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(v + c + 8));
+    }
+    float lanes[8], s = 0.f;
+    _mm256_storeu_ps(lanes, _mm256_add_ps(a0, a1));
+    for (int i = 0; i < 8; i++)
+        s += lanes[i];
+    for (; c < n; c++)
+        s += v[c];
+    return s;
+}
+
+/* The sum of (v[c] - mean)^2, in 8 lanes as sum8. */
+static float sqdev8(const float *v, int n, float mean)
+{
+    const __m256 mu = _mm256_set1_ps(mean);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(v + c), mu);
+        __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(v + c + 8), mu);
+        a0 = _mm256_fmadd_ps(d0, d0, a0);
+        a1 = _mm256_fmadd_ps(d1, d1, a1);
+    }
+    float lanes[8], s = 0.f;
+    _mm256_storeu_ps(lanes, _mm256_add_ps(a0, a1));
+    for (int i = 0; i < 8; i++)
+        s += lanes[i];
+    for (; c < n; c++)
+        s += (v[c] - mean) * (v[c] - mean);
+    return s;
+}
+#else
+static float sum8(const float *v, int n)
+{
+    float s = 0.f;
+    for (int c = 0; c < n; c++)
+        s += v[c];
+    return s;
+}
+
+static float sqdev8(const float *v, int n, float mean)
+{
+    float s = 0.f;
+    for (int c = 0; c < n; c++)
+        s += (v[c] - mean) * (v[c] - mean);
+    return s;
+}
+#endif
+
 void kc_layernorm(const float *x, const float *res, const float *g, const float *b,
                   int t, int h, float eps, float *out)
 {
@@ -77,18 +136,10 @@ void kc_layernorm(const float *x, const float *res, const float *g, const float 
         const float *xr = x + (size_t)r * h;
         const float *rr = res ? res + (size_t)r * h : NULL;
         float *o = out + (size_t)r * h;
-        float sum = 0.f;
-        for (int c = 0; c < h; c++) {
-            float v = xr[c] + (rr ? rr[c] : 0.f);
-            o[c] = v;
-            sum += v;
-        }
-        float mean = sum / (float)h, var = 0.f;
-        for (int c = 0; c < h; c++) {
-            float d = o[c] - mean;
-            var += d * d;
-        }
-        float rstd = 1.0f / sqrtf(var / (float)h + eps);
+        for (int c = 0; c < h; c++)
+            o[c] = xr[c] + (rr ? rr[c] : 0.f);
+        const float mean = sum8(o, h) / (float)h;
+        const float rstd = 1.0f / sqrtf(sqdev8(o, h, mean) / (float)h + eps);
         for (int c = 0; c < h; c++)
             o[c] = (o[c] - mean) * rstd * g[c] + b[c];
     }
