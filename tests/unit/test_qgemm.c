@@ -381,7 +381,8 @@ static void restore_env(const char *name, char *saved)
  * MANTISSA_NO_AMX and MANTISSA_NO_VNNI select. */
 START_TEST(int8g_tile_kernels_and_onednn_form_agree)
 {
-    static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 300}, {37, 129}, {64, 256}};
+    static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 300}, {37, 129}, {64, 256},
+                                    {128, 300}};
     static const int ms[] = {1, 7, 16, 33, 300};
     char *saved_amx = take_env("MANTISSA_NO_AMX"), *saved_vnni = take_env("MANTISSA_NO_VNNI");
     const bool amx = kc_amx_available(), vnni = !amx && kc_vnni_available();
