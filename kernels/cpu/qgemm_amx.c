@@ -40,25 +40,38 @@
 static bool amx_ok;
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
 
-/* CPUID and XCR0 say AMX-TILE, AMX-INT8 and AVX-512 F/DQ/BW/VL, with their
- * register state enabled by the OS, and Linux grants this process the
- * tile data state (it is off until asked for). */
-static void amx_probe(void)
+/* CPUID says AVX-512 F/DQ/BW/VL and XCR0 that the OS saves their state
+ * (and SSE's and AVX's); *ecx7 / *edx7 get CPUID leaf 7's ECX and EDX for
+ * the caller's own feature bits, *xcr0 the register. Shared with
+ * qgemm_vnni.c. */
+bool kc_cpu_avx512(unsigned *ecx7, unsigned *edx7, uint64_t *xcr0)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
-        return;
+        return false;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return;
+        return false;
     const unsigned avx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
-    const unsigned amx = (1u << 24) | (1u << 25);
-    if ((b & avx512) != avx512 || (d & amx) != amx)
-        return;
+    if ((b & avx512) != avx512)
+        return false;
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    const uint64_t xcr0 = ((uint64_t)hi << 32) | lo;
-    /* SSE, AVX, the three AVX-512 states; XTILECFG and XTILEDATA */
-    if ((xcr0 & 0xe6) != 0xe6 || (xcr0 & (3ull << 17)) != (3ull << 17))
+    *xcr0 = ((uint64_t)hi << 32) | lo;
+    *ecx7 = c;
+    *edx7 = d;
+    return (*xcr0 & 0xe6) == 0xe6; /* SSE, AVX, the three AVX-512 states */
+}
+
+/* AVX-512 as above, CPUID says AMX-TILE and AMX-INT8, XCR0 has XTILECFG
+ * and XTILEDATA, and Linux grants this process the tile data state (it is
+ * off until asked for). */
+static void amx_probe(void)
+{
+    unsigned c, d;
+    uint64_t xcr0;
+    const unsigned amx = (1u << 24) | (1u << 25);
+    if (!kc_cpu_avx512(&c, &d, &xcr0) || (d & amx) != amx ||
+        (xcr0 & (3ull << 17)) != (3ull << 17))
         return;
     amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
 }

@@ -39,6 +39,12 @@ void kc_amx_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packe
                   const float *sx, const int32_t *zp, const float *gs, const float *csf,
                   const float *bias, bool gelu, float *y, size_t ldy);
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Whether AVX-512 F/DQ/BW/VL run here (CPUID and the OS's XCR0), with
+ * CPUID leaf 7's ECX / EDX and XCR0 for further feature bits. */
+bool kc_cpu_avx512(unsigned *ecx7, unsigned *edx7, uint64_t *xcr0);
+#endif
+
 /* The same chunk on AVX-512 VNNI (qgemm_vnni.c), from the same packed
  * weight, for CPUs without AMX; n a multiple of 64; kc_vnni_available says whether it may run
  * (MANTISSA_NO_VNNI=1 says no). */

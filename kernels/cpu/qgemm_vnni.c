@@ -22,7 +22,6 @@
 #include "kernels/cpu/ops.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define KC_VNNI_BUILD 1
 #endif
@@ -36,21 +35,12 @@
 static bool vnni_ok;
 static pthread_once_t vnni_once = PTHREAD_ONCE_INIT;
 
-/* CPUID says AVX-512 F/DQ/BW/VL and VNNI, and XCR0 that the OS saves
- * their register state. */
+/* AVX-512 usable (kc_cpu_avx512) and CPUID says VNNI. */
 static void vnni_probe(void)
 {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
-        return;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return;
-    const unsigned avx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
-    if ((b & avx512) != avx512 || !(c & (1u << 11)))
-        return;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    vnni_ok = (lo & 0xe6) == 0xe6;
+    unsigned c, d;
+    uint64_t xcr0;
+    vnni_ok = kc_cpu_avx512(&c, &d, &xcr0) && (c & (1u << 11));
 }
 
 bool kc_vnni_available(void)
