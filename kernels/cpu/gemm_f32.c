@@ -63,6 +63,14 @@ struct kc_f32_weight {
     size_t bbytes;
 };
 
+/* Destroys the memory objects of m[0..n) that were made. */
+static void mems_destroy(dnnl_memory_t *m, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (m[i])
+            dnnl_memory_destroy(m[i]);
+}
+
 /* Matmul (rows, k) x (k, nw) -> (rows, nw) with dst rows ldy apart, W in
  * the layout oneDNN prefers; scratchpad user-managed so that concurrent
  * calls never share one. */
@@ -112,6 +120,11 @@ static void shape_fill(f32_shape *s)
         if (pd)
             dnnl_primitive_desc_destroy(pd);
     }
+    for (int r = 1; r <= KC_F32_CHUNK && !s->ok; r++) /* a failed shape keeps nothing */
+        if (s->prim[r]) {
+            dnnl_primitive_destroy(s->prim[r]);
+            s->prim[r] = NULL;
+        }
 }
 
 /* The shape's entry, made on first use; NULL when the table is full or out
@@ -156,7 +169,7 @@ static int f32_reorder(const f32_shape *s, const float *w, int n0, void *dst)
 {
     dnnl_memory_desc_t umd;
     dnnl_dims_t wd = {s->k, s->nw}, strides = {1, s->k};
-    dnnl_memory_t src = NULL, out = NULL;
+    dnnl_memory_t m[2] = {NULL, NULL}; /* from, to */
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t r = NULL;
     dnnl_stream_t strm = NULL;
@@ -165,13 +178,13 @@ static int f32_reorder(const f32_shape *s, const float *w, int n0, void *dst)
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     if (dnnl_memory_desc_init_by_strides(&umd, 2, wd, dnnl_f32, strides) == dnnl_success &&
-        dnnl_memory_create(&src, &umd, tab.eng, (void *)first) == dnnl_success &&
-        dnnl_memory_create(&out, &s->wmd, tab.eng, dst) == dnnl_success &&
+        dnnl_memory_create(&m[0], &umd, tab.eng, (void *)first) == dnnl_success &&
+        dnnl_memory_create(&m[1], &s->wmd, tab.eng, dst) == dnnl_success &&
         dnnl_reorder_primitive_desc_create(&rpd, &umd, tab.eng, &s->wmd, tab.eng, NULL) ==
             dnnl_success &&
         dnnl_primitive_create(&r, rpd) == dnnl_success &&
         dnnl_stream_create(&strm, tab.eng, dnnl_stream_default_flags) == dnnl_success) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, out}};
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
         if (dnnl_primitive_execute(r, strm, 2, args) == dnnl_success &&
             dnnl_stream_wait(strm) == dnnl_success)
             rc = KC_OK;
@@ -182,10 +195,7 @@ static int f32_reorder(const f32_shape *s, const float *w, int n0, void *dst)
         dnnl_primitive_destroy(r);
     if (rpd)
         dnnl_primitive_desc_destroy(rpd);
-    if (out)
-        dnnl_memory_destroy(out);
-    if (src)
-        dnnl_memory_destroy(src);
+    mems_destroy(m, 2);
     omp_set_num_threads(saved);
     return rc;
 }
@@ -259,42 +269,31 @@ static int f32_tile(const kc_f32_weight *w, dnnl_stream_t strm, void *spad, cons
     const f32_shape *s = w->sh;
     dnnl_memory_desc_t smd, dmd;
     dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->nw}, ds = {w->n, 1};
-    dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
+    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL}; /* src, weights, dst, scratchpad */
     float *out = y + (size_t)m0 * w->n + (size_t)b * w->nw;
     int rc = KC_EDNNL;
     if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, dnnl_f32, dnnl_ab) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&dmd, 2, dd, dnnl_f32, ds) != dnnl_success ||
-        dnnl_memory_create(&ms, &smd, tab.eng, (void *)(x + (size_t)m0 * w->k)) != dnnl_success ||
-        dnnl_memory_create(&mw, &s->wmd, tab.eng, (char *)w->blk + w->bbytes * (size_t)b) !=
+        dnnl_memory_create(&m[0], &smd, tab.eng, (void *)(x + (size_t)m0 * w->k)) !=
             dnnl_success ||
-        dnnl_memory_create(&md, &dmd, tab.eng, out) != dnnl_success ||
-        dnnl_memory_create(&msp, &s->spmd[rows], tab.eng, spad) != dnnl_success)
+        dnnl_memory_create(&m[1], &s->wmd, tab.eng, (char *)w->blk + w->bbytes * (size_t)b) !=
+            dnnl_success ||
+        dnnl_memory_create(&m[2], &dmd, tab.eng, out) != dnnl_success ||
+        dnnl_memory_create(&m[3], &s->spmd[rows], tab.eng, spad) != dnnl_success)
         goto done;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms},
-                               {DNNL_ARG_WEIGHTS, mw},
-                               {DNNL_ARG_DST, md},
-                               {DNNL_ARG_SCRATCHPAD, msp}};
-    if (dnnl_primitive_execute(s->prim[rows], strm, 4, args) != dnnl_success ||
-        dnnl_stream_wait(strm) != dnnl_success)
-        goto done;
-    rc = KC_OK;
-    for (int r = 0; r < rows && (bias || gelu); r++) {
-        float *row = out + (size_t)r * w->n;
-        if (bias)
-            for (int c = 0; c < w->nw; c++)
-                row[c] += bias[(size_t)b * w->nw + c];
-        if (gelu)
-            kc_gelu(row, w->nw);
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]},
+                               {DNNL_ARG_WEIGHTS, m[1]},
+                               {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    if (dnnl_primitive_execute(s->prim[rows], strm, 4, args) == dnnl_success &&
+        dnnl_stream_wait(strm) == dnnl_success) {
+        rc = KC_OK;
+        if (bias || gelu)
+            kc_epi_rows(out, (size_t)w->n, out, (size_t)w->n, rows, w->nw, NULL, NULL,
+                        bias ? bias + (size_t)b * w->nw : NULL, gelu);
     }
 done:
-    if (ms)
-        dnnl_memory_destroy(ms);
-    if (mw)
-        dnnl_memory_destroy(mw);
-    if (md)
-        dnnl_memory_destroy(md);
-    if (msp)
-        dnnl_memory_destroy(msp);
+    mems_destroy(m, 4);
     return rc;
 }
 

@@ -38,8 +38,8 @@
 /* The epilogue on a block of rows, one thread: reads src (m, n; row stride
  * lds), writes y (row stride ldy; may be src). Used on whole outputs by
  * kc_epilogue, on tiles inside the panel GEMM's parallel region, and on
- * INT8 chunks. */
-static void epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, int n,
+ * the FP32 matmul's tiles (gemm_f32.c). */
+void kc_epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, int n,
                      const float *cs, const float *rs, const float *bias, bool gelu)
 {
     for (int r = 0; r < m; r++) {
@@ -73,7 +73,7 @@ int kc_epilogue(float *y, int m, int n, const float *col_scale, const float *row
         return KC_OK;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < m; r++)
-        epi_rows(y + (size_t)r * n, (size_t)n, y + (size_t)r * n, (size_t)n, 1, n, col_scale,
+        kc_epi_rows(y + (size_t)r * n, (size_t)n, y + (size_t)r * n, (size_t)n, 1, n, col_scale,
                  row_scale ? row_scale + r : NULL, bias, gelu);
     return KC_OK;
 }
@@ -210,7 +210,7 @@ static int panel_gemm(const float *x, int m, const void *w, panel_decode_fn dec,
                 continue;
             }
             if (col_scale || bias || gelu)
-                epi_rows(yt, (size_t)n, yt, (size_t)n, mm, rows, col_scale ? col_scale + r0 : NULL,
+                kc_epi_rows(yt, (size_t)n, yt, (size_t)n, mm, rows, col_scale ? col_scale + r0 : NULL,
                          NULL, bias ? bias + r0 : NULL, gelu);
         }
         free(panel);

@@ -38,6 +38,12 @@
 int kc_epilogue(float *y, int m, int n, const float *col_scale, const float *row_scale,
                 const float *bias, bool gelu);
 
+/* The same epilogue on a block of m rows x n columns, on the calling
+ * thread: reads src (row stride lds), writes y (row stride ldy; may be
+ * src). For the GEMMs of kernels/cpu, inside their parallel regions. */
+void kc_epi_rows(const float *src, size_t lds, float *y, size_t ldy, int m, int n,
+                 const float *col_scale, const float *row_scale, const float *bias, bool gelu);
+
 /* y = x . deq(W)^T (+ bias, GELU) for FP16 / BF16 weights (uint16 bits, (n, k)). */
 int kc_gemm_f16(const float *x, int m, const uint16_t *w, int n, int k, const float *bias,
                 bool gelu, float *y);

@@ -29,6 +29,14 @@
 #define KC_AMX_BUILD 1
 #endif
 
+/* Whether the environment variable name is set to something other than
+ * "" or "0" (MANTISSA_NO_AMX, MANTISSA_NO_VNNI). */
+bool kc_env_says_no(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 /* Bytes of one tile of either kind here: 16 rows of 64 bytes. */
 #define TILE_BYTES 1024
 
@@ -78,8 +86,7 @@ static void amx_probe(void)
 
 bool kc_amx_available(void)
 {
-    const char *no = getenv("MANTISSA_NO_AMX");
-    if (no && *no && strcmp(no, "0") != 0)
+    if (kc_env_says_no("MANTISSA_NO_AMX"))
         return false;
     pthread_once(&amx_once, amx_probe);
     return amx_ok;

@@ -22,6 +22,8 @@
  * asks the kernel for the tile state). MANTISSA_NO_AMX=1 in the
  * environment says no (tests compare both forms). */
 bool kc_amx_available(void);
+/* Whether the environment variable name is set to other than "" or "0". */
+bool kc_env_says_no(const char *name);
 
 /* The weight's codes (n, k) row-major repacked for the tile kernel, with
  * groups of g (a multiple of KC_AMX_KSTEP) along K: K padded to nb * g and

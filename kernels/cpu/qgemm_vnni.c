@@ -45,8 +45,7 @@ static void vnni_probe(void)
 
 bool kc_vnni_available(void)
 {
-    const char *no = getenv("MANTISSA_NO_VNNI");
-    if (no && *no && strcmp(no, "0") != 0)
+    if (kc_env_says_no("MANTISSA_NO_VNNI"))
         return false;
     pthread_once(&vnni_once, vnni_probe);
     return vnni_ok;
