@@ -227,8 +227,8 @@ def settings(tmp):
     """(name, class, full precision?, [(flags label, starter), ...] sweep)."""
     m = []
     for prec in ("fp32", "int8", "int8g"):
-        for label, delay in (("fixed 2 ms", 2000), ("auto", "auto")):
-            if prec == "int8g" and delay != "auto":
+        for label, delay in (("delay 0", 0), ("auto", "auto")):
+            if prec == "int8g" and delay != 0:
                 continue  # int8g: the default batching only
             m.append(("Mantissa %s, %s" % (prec, label), prec == "fp32",
                       [("-", mantissa(prec, delay, tmp))]))
@@ -306,7 +306,7 @@ def run_setting(name, full, cands, data, tmp, secs, sweep_secs):
 
 def mantissa_reference(sents, tmp):
     port = free_port()
-    srv = mantissa("fp32", "auto", tmp)(port, None)
+    srv = mantissa("fp32", 0, tmp)(port, None)
     try:
         return embed_all(port, sents)
     finally:

@@ -436,13 +436,15 @@ static mt_status parse_batching(ctx *c, const cJSON *b, const char *path, cfg_mo
     char fp[512];
     mt_status st = apply(c, b ? b : &(cJSON){.type = cJSON_Object}, path, batching_fields,
                          N(batching_fields), m);
-    /* the default is "auto": it does not wait at low load (a lone request
-     * gets batch-1 latency) and waits at most a batch's service time under
-     * load; a fixed 2 ms cost a lone client 2.1 ms per request (int8:
-     * 293 against 733 requests/s at concurrency 1), bench/results/
-     * auto-delay-2026-11-24.md */
+    /* the default is 0 (no wait: a batch goes as soon as a worker is free
+     * and takes everything queued meanwhile, as Triton's and TEI's do). It
+     * tied or beat "auto" at every load measured, by 6-17% at concurrency
+     * 16 where auto's wait for a closed loop's burst left the worker idle
+     * (bench/results/delay-ab-2026-11-26.md); "auto" beat a fixed 2 ms
+     * (bench/results/auto-delay-2026-11-24.md), which cost a lone client
+     * the whole wait */
     m->max_queue_delay_us = 0;
-    m->delay_auto = true;
+    m->delay_auto = false;
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(b, "max_queue_delay_us");
     pjoin(fp, sizeof fp, "%s.max_queue_delay_us", path);
     if (st != MT_OK || !dl)

@@ -68,7 +68,7 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert_int_eq(m->max_batch_size, 32);
     ck_assert_int_eq(m->max_batch_tokens, 16384);
     ck_assert_int_eq(m->max_queue_delay_us, 0);
-    ck_assert(m->delay_auto);
+    ck_assert(!m->delay_auto);
     ck_assert_int_eq(m->latency_target_ms, 100);
     ck_assert_int_eq(m->max_queue, 1024);
     ck_assert_int_eq(m->reference, -1);
