@@ -61,9 +61,15 @@ all build: $(BIN) $(UNIT_BIN)
 #
 #   CUDA=1   kernels/cuda/*.cu -> $(BUILD)/kernels/cuda/*.o through nvcc, for
 #            sm_80, sm_89 and sm_90a plus compute_90 PTX (never -arch=native:
-#            CI and build machines have no GPU); engine/backend_cuda.c and cuda_gemm.c in the
-#            library, linked with cuBLASLt and the CUDA runtime (rpath to the
-#            toolkit's lib dir); tests/gpu and bench/gpu programs in `all`.
+#            CI and build machines have no GPU); those and engine/backend_cuda.c,
+#            cuda_*.c (-fPIC) make the module $(BUILD)/libmantissa_cuda.so, linked
+#            with cuBLASLt and the CUDA runtime (rpath to the toolkit's lib dir),
+#            built with the binary. The binary links engine/backend_cuda_dl.c
+#            instead, which opens the module only where a CUDA driver is (loading
+#            cuBLASLt cost ~150 MB of RSS, GPU or not); it is linked -rdynamic
+#            with the whole library, so the module's references to the engine
+#            resolve against it. tests/gpu and bench/gpu programs link the same
+#            objects statically ($(BUILD)/libmantissa_cuda.a) and are in `all`.
 #   CUDA=0   exactly the CPU build; engine/backend_cuda_none.c answers "no CUDA".
 #   default  1 when nvcc is on the PATH, else 0; SANITIZE builds default to 0:
 #            ASan and the CUDA runtime fight over the shadow gap (a CUDA=1
@@ -90,7 +96,7 @@ NVCCFLAGS    ?= -O3
 # -Xfatbin=-compress-all: the embedded PTX and SASS shrink ~5x (10 MB -> 2 MB
 # per program), decompressed once at module load.
 NVCCFLAGS    += -std=c++17 -lineinfo -I. $(CUDA_GENCODE) --threads $(NVCC_THREADS) \
-                -Xfatbin=-compress-all -Xcompiler -Wall,-Wextra -Werror all-warnings
+                -Xfatbin=-compress-all -Xcompiler -Wall,-Wextra,-fPIC -Werror all-warnings
 CUDA_SRC     := $(wildcard kernels/cuda/*.cu)
 CUDA_OBJ     := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 GPU_TEST_SRC := $(wildcard tests/gpu/test_*.c)
@@ -100,7 +106,7 @@ GPU_BENCH_BIN := $(GPU_BENCH_SRC:bench/gpu/%.c=$(BUILD)/bench/gpu/%)
 
 # Objects that differ between CUDA=1 and CUDA=0 depend on a file recording
 # the setting, so that switching it rebuilds them and with them the library.
-CUDA_CFG := CUDA=$(CUDA) $(NVCC) $(NVCCFLAGS)
+CUDA_CFG := CUDA=$(CUDA) module-fPIC $(NVCC) $(NVCCFLAGS)
 $(shell mkdir -p $(BUILD) && { printf '%s\n' '$(CUDA_CFG)' | cmp -s - $(BUILD)/cuda.cfg || \
           printf '%s\n' '$(CUDA_CFG)' > $(BUILD)/cuda.cfg; })
 # The CUDA backend's host files (they include the toolkit's headers).
@@ -110,29 +116,46 @@ $(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.
 
 # LIB_SRC keeps the no-CUDA stub (other builds from LIB_SRC, e.g. the fuzzers,
 # need no CUDA); the CUDA build swaps the objects.
-LIB_SRC := $(filter-out $(CUDA_HOST_SRC),$(LIB_SRC))
+CUDA_DL_SRC := engine/backend_cuda_dl.c
+LIB_SRC     := $(filter-out $(CUDA_HOST_SRC) $(CUDA_DL_SRC),$(LIB_SRC))
+CUDA_MOD    := $(BUILD)/libmantissa_cuda.so
+CUDA_LIB    := $(BUILD)/libmantissa_cuda.a
+CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lstdc++
+# How the binary and the unit tests link the library (LIB_LINK, EXPORT_LDFLAGS).
+LIB_LINK    = $(LIB)
 ifeq ($(CUDA),1)
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(CUDA_HOST_OBJ),$(LIB_OBJ)) \
-             $(CUDA_HOST_OBJ) $(CUDA_OBJ)
-  LDLIBS  += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -lstdc++
-  all build: $(GPU_TEST_BIN) $(GPU_BENCH_BIN)
+  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(CUDA_HOST_OBJ),$(LIB_OBJ))
+  LIB_LINK = -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
+  EXPORT_LDFLAGS := -rdynamic
+  all build: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(CUDA_MOD)
+  $(BIN): | $(CUDA_MOD)
+  $(CUDA_HOST_OBJ): CFLAGS += -fPIC
   $(CUDA_HOST_OBJ) $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: \
       CFLAGS += -I$(CUDA_HOME)/include
 else
-  LIB_OBJ := $(filter-out $(CUDA_HOST_OBJ),$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_dl.o,$(LIB_OBJ))
 endif
 
 $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
+# The module: its own calls bind inside it (-Bsymbolic-functions), its
+# references to the engine stay undefined until the binary resolves them.
+$(CUDA_MOD): $(CUDA_HOST_OBJ) $(CUDA_OBJ)
+	$(CC) -shared -Wl,-Bsymbolic-functions $(LDFLAGS) $^ $(CUDA_LDLIBS) -lm -o $@
+
+$(CUDA_LIB): $(CUDA_HOST_OBJ) $(CUDA_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
 # --as-needed: these programs use no server code, so they should not need
 # libmicrohttpd & co. at run time (the GPU machine's image lacks them).
-$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(LIB)
-	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) -o $@
+$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(CUDA_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
-$(BUILD)/bench/gpu/%: $(BUILD)/bench/gpu/%.o $(LIB)
-	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) -o $@
+$(BUILD)/bench/gpu/%: $(BUILD)/bench/gpu/%.o $(CUDA_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -Wl,--as-needed $^ $(LDLIBS) $(CUDA_LDLIBS) -o $@
 
 .PHONY: test-gpu
 ifeq ($(CUDA),1)
@@ -160,11 +183,11 @@ $(LIB): $(LIB_OBJ)
 	ar rcs $@ $^
 
 $(BIN): $(CMD_OBJ) $(LIB)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $(CMD_OBJ) $(LIB_LINK) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) $(CHECK_LIBS) -o $@
+	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $< $(LIB_LINK) $(LDLIBS) $(CHECK_LIBS) -o $@
 
 # ---- set-up ---------------------------------------------------------------
 # Debian packages and the Python virtual environment the tests and tools use.

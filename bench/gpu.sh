@@ -79,7 +79,7 @@ pack() {
   local progs=()
   for f in tests/gpu/test_*.c; do progs+=("build/$CFG/tests/gpu/$(basename "$f" .c)"); done
   for f in bench/gpu/*.c; do progs+=("build/$CFG/bench/gpu/$(basename "$f" .c)"); done
-  progs+=("build/$CFG/mantissa")
+  progs+=("build/$CFG/mantissa" "build/$CFG/libmantissa_cuda.so") # the binary opens the module beside it
   cp "${progs[@]}" "$st/bin/"
   strip -g "$st"/bin/*   # host debug info only: the device code and its line info stay
   # the backend tests under ASan+UBSan too: host-side memory errors around
@@ -162,7 +162,8 @@ run() {
     make --no-print-directory CFG=$CFG CUDA=1 -j"${JOBS:-$(nproc)}" all > "$LOG/build.log" 2>&1 ||
       { say "build failed; see build.log"; tail -30 "$LOG/build.log"; }
     BIN=$W/bin && mkdir -p "$BIN"
-    cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench build/$CFG/mantissa "$BIN/" 2>/dev/null
+    cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench build/$CFG/mantissa \
+      build/$CFG/libmantissa_cuda.so "$BIN/" 2>/dev/null
     [ -f ../shared/data/stsb/sts-test.csv ] && cp ../shared/data/stsb/sts-test.csv "$W/"
     rm -f "$BIN"/*.o "$BIN"/*.d
     ln -s "$ROOT/models/all-MiniLM-L6-v2" "$W/minilm"

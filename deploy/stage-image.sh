@@ -3,6 +3,9 @@
 # build stage of deploy/Dockerfile (and in tests/deploy/check_configs.sh, on
 # the host, to check it), under OUT:
 #   OUT/opt/mantissa/bin/mantissa              the binary
+#   OUT/opt/mantissa/lib/libmantissa_cuda.so   a CUDA build's backend module,
+#                                              when it sits next to BIN (the
+#                                              binary opens it from ../lib)
 #   OUT/opt/mantissa/models/all-MiniLM-L6-v2/  the weights, when fetched (else
 #                                              empty: mount them there)
 #   OUT/etc/mantissa/mantissa.json             the default config (mount a
@@ -45,6 +48,13 @@ owner() {
 
 mkdir -p "$OUT/opt/mantissa/bin" "$OUT/opt/mantissa/$MODEL" "$OUT/etc/mantissa"
 install -m 0755 "$BIN" "$OUT/opt/mantissa/bin/mantissa"
+MOD=$(dirname "$BIN")/libmantissa_cuda.so
+objs=("$BIN")
+if [ -f "$MOD" ]; then
+  mkdir -p "$OUT/opt/mantissa/lib"
+  install -m 0644 "$MOD" "$OUT/opt/mantissa/lib/libmantissa_cuda.so"
+  objs+=("$MOD")
+fi
 install -m 0644 config/mantissa.json "$OUT/etc/mantissa/mantissa.json"
 if [ -s "$MODEL/model.safetensors" ]; then
   cp -R "$MODEL/." "$OUT/opt/mantissa/$MODEL/"
@@ -52,10 +62,11 @@ if [ -s "$MODEL/model.safetensors" ]; then
 fi
 
 pkgs=()
-for lib in $(objdump -p "$BIN" | awk '$1 == "NEEDED" {print $2}'); do
-  path=$(ldd "$BIN" | awk -v l="$lib" '$1 == l && $3 ~ /^\// {print $3}')
+for obj in "${objs[@]}"; do
+for lib in $(objdump -p "$obj" | awk '$1 == "NEEDED" {print $2}'); do
+  path=$(ldd "$obj" | awk -v l="$lib" '$1 == l && $3 ~ /^\// {print $3}')
   if [ -z "$path" ]; then
-    echo "stage-image: $lib (needed by $BIN) is not found by ldd" >&2
+    echo "stage-image: $lib (needed by $obj) is not found by ldd" >&2
     exit 1
   fi
   case $(readlink -f "$path") in
@@ -69,5 +80,6 @@ for lib in $(objdump -p "$BIN" | awk '$1 == "NEEDED" {print $2}'); do
   fi
   pkgs+=("$pkg")
 done
+done
 printf '%s\n' "${pkgs[@]}" | sort -u > "$OUT/opt/mantissa/runtime-packages.txt"
-echo "stage-image: staged $BIN into $OUT; runtime packages: $(tr '\n' ' ' < "$OUT/opt/mantissa/runtime-packages.txt")"
+echo "stage-image: staged ${objs[*]} into $OUT; runtime packages: $(tr '\n' ' ' < "$OUT/opt/mantissa/runtime-packages.txt")"

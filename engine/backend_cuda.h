@@ -3,6 +3,9 @@
  *
  * Builds without CUDA (make CUDA=0, or no nvcc) link engine/backend_cuda_none.c
  * instead: no devices, and creating the backend fails with MT_EUNSUPPORTED.
+ * A CUDA build's mantissa binary links engine/backend_cuda_dl.c, which opens
+ * the backend as a module (libmantissa_cuda.so) where a CUDA driver is and
+ * forwards these functions to it; tests/gpu and bench/gpu link it directly.
  * No CUDA type appears here; callers need no CUDA headers.
  *
  * Threads and streams: a backend may be used from many threads at once. Each

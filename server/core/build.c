@@ -310,11 +310,15 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
     mt_backend *be = pick_backend(s, mc, vc);
-    if (mc->device == CFG_DEVICE_CUDA && !s->gpu)
+    if (mc->device == CFG_DEVICE_CUDA && !s->gpu) {
+        char why[256] = "a CUDA device was found but the backend failed on it";
+        if (mt_cuda_device_count() <= 0)
+            mt_cuda_describe(0, why, sizeof why);
         return mt_fail(err, MT_EUNSUPPORTED,
                        "model %s, variant %s: device \"cuda\" asked for, but no CUDA device is "
-                       "usable here (%d found)",
-                       mc->name, vc->name, mt_cuda_device_count());
+                       "usable here (%s)",
+                       mc->name, vc->name, why);
+    }
     srv_variant *v = calloc(1, sizeof *v);
     if (!v)
         return mt_fail(err, MT_ENOMEM, "out of memory");

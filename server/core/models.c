@@ -144,11 +144,13 @@ static void open_gpu(const cfg_config *cfg, srv_models *s)
         want_gpu |= cfg->models[i].device != CFG_DEVICE_CPU;
     if (!want_gpu)
         return;
+    char desc[256];
     if (mt_cuda_device_count() <= 0) {
-        fprintf(stderr, "mantissa: no CUDA device: models with device \"auto\" run on the CPU\n");
+        mt_cuda_describe(0, desc, sizeof desc); /* says why */
+        fprintf(stderr, "mantissa: no CUDA device (%s): models with device \"auto\" run on the CPU\n",
+                desc);
         return;
     }
-    char desc[256];
     mt_err gerr;
     if (mt_cuda_describe(0, desc, sizeof desc) != MT_OK)
         snprintf(desc, sizeof desc, "CUDA device 0");

@@ -94,11 +94,12 @@ $DOCKER build --network host -f deploy/Dockerfile --target "$TARGET" "${ARGS[@]}
   -t "$IMAGE" . >build/image-build-$TARGET.log 2>&1 || { tail -30 build/image-build-$TARGET.log; exit 1; }
 step "built: $($DOCKER image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1 / 1e6}')"
 if [ "$TARGET" = gpu ]; then
-  libs=$($DOCKER run --rm --entrypoint ldd "$IMAGE" /opt/mantissa/bin/mantissa)
+  # the binary opens the CUDA backend module from ../lib; the module links the toolkit
+  libs=$($DOCKER run --rm --entrypoint ldd "$IMAGE" /opt/mantissa/lib/libmantissa_cuda.so)
   for l in libcudart libcublasLt; do
     grep -q "$l.* => /" <<<"$libs" || { echo "image_test gpu: $l not found in the image:"; echo "$libs"; exit 1; }
   done
-  step "ldd in the image: libcudart and libcublasLt found"
+  step "ldd in the image: the CUDA module finds libcudart and libcublasLt"
 fi
 
 step "deployment scenario on 3 containers behind nginx"
