@@ -63,23 +63,23 @@ fi
 
 pkgs=()
 for obj in "${objs[@]}"; do
-for lib in $(objdump -p "$obj" | awk '$1 == "NEEDED" {print $2}'); do
-  path=$(ldd "$obj" | awk -v l="$lib" '$1 == l && $3 ~ /^\// {print $3}')
-  if [ -z "$path" ]; then
-    echo "stage-image: $lib (needed by $obj) is not found by ldd" >&2
-    exit 1
-  fi
-  case $(readlink -f "$path") in
-    /usr/local/cuda*) # the CUDA runtime and cuBLAS(Lt): the gpu target's runtime base has them
-      echo "stage-image: $lib comes with the CUDA runtime base image"
-      continue ;;
-  esac
-  if ! pkg=$(owner "$path"); then
-    echo "stage-image: $path ($lib) belongs to no installed package" >&2
-    exit 1
-  fi
-  pkgs+=("$pkg")
-done
+  for lib in $(objdump -p "$obj" | awk '$1 == "NEEDED" {print $2}'); do
+    path=$(ldd "$obj" | awk -v l="$lib" '$1 == l && $3 ~ /^\// {print $3}')
+    if [ -z "$path" ]; then
+      echo "stage-image: $lib (needed by $obj) is not found by ldd" >&2
+      exit 1
+    fi
+    case $(readlink -f "$path") in
+      /usr/local/cuda*) # the CUDA runtime and cuBLAS(Lt): the gpu target's runtime base has them
+        echo "stage-image: $lib comes with the CUDA runtime base image"
+        continue ;;
+    esac
+    if ! pkg=$(owner "$path"); then
+      echo "stage-image: $path ($lib) belongs to no installed package" >&2
+      exit 1
+    fi
+    pkgs+=("$pkg")
+  done
 done
 printf '%s\n' "${pkgs[@]}" | sort -u > "$OUT/opt/mantissa/runtime-packages.txt"
 echo "stage-image: staged ${objs[*]} into $OUT; runtime packages: $(tr '\n' ' ' < "$OUT/opt/mantissa/runtime-packages.txt")"
