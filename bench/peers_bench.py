@@ -36,6 +36,9 @@ import urllib.request
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers_targets import targets_table  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
 STSB = os.path.join(ROOT, "..", "shared", "data", "stsb", "sts-test.csv")
@@ -326,7 +329,9 @@ def report(results, args, t0):
           "request, %d s per point. Made by `make bench-peers` in %.0f min." %
           (platform.processor() or platform.machine(), os.cpu_count(), platform.platform(),
            args.seconds, (time.time() - t0) / 60), ""]
-    L += ["## Throughput and latency", "",
+    L += ["## Targets (issue 13, computed by bench/peers_targets.py)", ""]
+    L += targets_table(results)
+    L += ["", "## Throughput and latency", "",
           "| setting | flags | point | req/s | p50 ms | p99 ms | errors | RSS / peak MiB | "
           "CPU s per 1k req | load |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
