@@ -1,8 +1,9 @@
 /* backend_cpu.c: the CPU implementation of the backend table (backend.h).
  *
- * FP32 GEMMs go to oneDNN's sgemm (JIT kernels for AVX2/AVX-512/AMX, threaded
- * with the same OpenMP pool as our own kernels, so the two never fight over
- * cores); FP16, BF16, FP8 and INT8 weights to kernels/cpu/qgemm.c; the rest
+ * FP32 GEMMs (and BF16 ones where the CPU has AVX512_BF16) go to oneDNN's
+ * matmul on weights reordered once (kernels/cpu/gemm_f32.c; threaded with the
+ * same OpenMP pool as our own kernels, so the two never fight over cores);
+ * FP16, BF16 elsewhere, FP8 and INT8 weights to kernels/cpu/qgemm.c; the rest
  * to the OpenMP kernels in kernels/cpu/ops.c. Weights are copied out of the
  * model file into aligned host memory in the quant.h layout (INT8 also gets
  * qgemm's oneDNN matmul object, which reads those codes in place, or keeps
@@ -75,7 +76,8 @@ static mt_status cpu_copy(mt_backend *be, void *dst, const void *src, size_t byt
 typedef struct {
     mt_weight pub;
     kc_s8_weight *s8;
-    kc_f32_weight *f32; /* FP32: W reordered for oneDNN's matmul, the only copy */
+    kc_f32_weight *f32; /* FP32, and BF16 where the CPU has AVX512_BF16: W reordered for
+                         * oneDNN's matmul, the only copy */
 } cpu_weight;
 
 /* A qgemm status as an mt_status with a message naming the shape. */
@@ -86,6 +88,30 @@ static mt_status kc_fail(mt_err *err, int rc, const char *what, int m, int n, in
     if (rc == KC_EINVAL)
         return mt_fail(err, MT_EINVAL, "bad arguments to the %s GEMM (%dx%dx%d)", what, m, n, k);
     return mt_fail(err, MT_EINTERNAL, "oneDNN failed in the %s GEMM (%dx%dx%d)", what, m, n, k);
+}
+
+/* FP32, and BF16 where the CPU has AVX512_BF16: W reordered for oneDNN's
+ * matmul (kernels/cpu/gemm_f32.c), which then holds the one copy the GEMM
+ * reads. A BF16 weight the matmul cannot take keeps ->data for the
+ * decoding GEMM (kc_gemm_bf16); an FP32 one cannot fail that way. */
+static mt_status matmul_copy(mt_backend *be, cpu_weight *cw, mt_err *err)
+{
+    mt_weight *wt = &cw->pub;
+    const int n = wt->n, k = wt->k;
+    const bool f32 = wt->prec == MT_PREC_FP32;
+    int rc = f32 ? kc_f32_weight_create(wt->data, n, k, be->threads, &cw->f32)
+                 : kc_bf16_weight_create(wt->data, n, k, be->threads, &cw->f32);
+    if (rc != KC_OK && !f32)
+        return MT_OK;
+    free(wt->data);
+    wt->data = NULL;
+    if (rc != KC_OK)
+        return rc == KC_ENOMEM
+                   ? mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d fp32 weight", n, k)
+                   : mt_fail(err, MT_EINTERNAL, "oneDNN could not prepare a %dx%d fp32 weight",
+                             n, k);
+    wt->bytes = kc_f32_weight_bytes(cw->f32);
+    return MT_OK;
 }
 
 static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int k,
@@ -124,18 +150,12 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
         memcpy(wt->scales, scales, sizeof(float) * nsc);
     }
     wt->bytes = mt_quant_total_bytes(prec, n, k);
-    if (prec == MT_PREC_FP32) {
-        int rc = kc_f32_weight_create(wt->data, n, k, be->threads, &cw->f32);
-        free(wt->data); /* the object keeps the one copy the GEMM reads */
-        wt->data = NULL;
-        if (rc != KC_OK) {
+    if (prec == MT_PREC_FP32 || prec == MT_PREC_BF16) {
+        mt_status st = matmul_copy(be, cw, err);
+        if (st != MT_OK) {
             free(cw);
-            return rc == KC_ENOMEM
-                       ? mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d fp32 weight", n, k)
-                       : mt_fail(err, MT_EINTERNAL,
-                                 "oneDNN could not prepare a %dx%d fp32 weight", n, k);
+            return st;
         }
-        wt->bytes = kc_f32_weight_bytes(cw->f32);
     }
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
@@ -207,7 +227,9 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
         rc = kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_BF16:
-        rc = kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        rc = ((const cpu_weight *)w)->f32
+                 ? kc_gemm_f32(x, m, ((const cpu_weight *)w)->f32, bias, gelu, y)
+                 : kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_FP8:
         rc = kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);

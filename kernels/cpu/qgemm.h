@@ -132,4 +132,14 @@ bool kc_f32_weight_blocked(const kc_f32_weight *w);
 int kc_gemm_f32(const float *x, int m, const kc_f32_weight *w, const float *bias, bool gelu,
                 float *y);
 
+/* The same object for a BF16 weight (w: n x k BF16 codes), multiplied by
+ * oneDNN's bf16 matmul (VDPBF16PS: twice the FP32 rate) with FP32 sums and
+ * output; kc_gemm_f32 rounds each call's x to BF16 (nearest even) first, as
+ * the GPU's BF16 GEMM does. Only where the CPU has AVX512_BF16
+ * (kc_bf16_matmul_available; MANTISSA_NO_BF16_MATMUL=1 says no), and only
+ * for shapes oneDNN gives one blocked layout: else KC_EDNNL, and the
+ * caller keeps kc_gemm_bf16 (FP32 x, weights decoded per call). */
+bool kc_bf16_matmul_available(void);
+int kc_bf16_weight_create(const uint16_t *w, int n, int k, int threads, kc_f32_weight **out);
+
 #endif

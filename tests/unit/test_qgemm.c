@@ -75,7 +75,14 @@ static bool w8a8(mt_precision p)
     return p == MT_PREC_INT8 || p == MT_PREC_INT8G;
 }
 
-/* The activations the twin multiplies: x itself, or for the W8A8
+/* Whether p's GEMM rounds its activations to BF16: bf16 where the CPU has
+ * AVX512_BF16 (oneDNN's bf16 matmul, kernels/cpu/gemm_f32.c). */
+static bool a_bf16(mt_precision p)
+{
+    return p == MT_PREC_BF16 && kc_bf16_matmul_available();
+}
+
+/* The activations the twin multiplies: x itself (BF16-rounded for a_bf16), or for the W8A8
  * precisions x quantized with the scalar reference encoder and dequantized
  * in double: per token (int8), or per group of the weight's group size
  * within each token (int8g). */
@@ -92,8 +99,9 @@ static double *twin_inputs(const float *x, int m, int k, mt_precision p)
             u8_grid(xr, len, &sx, &zp);
             for (int c = 0; c < len; c++)
                 xd[(size_t)r * k + j0 + c] =
-                    w8a8(p) ? ((double)nf_f32_to_u8_asym(xr[c], 1.0f / sx, zp) - zp) * sx
-                            : (double)xr[c];
+                    w8a8(p)    ? ((double)nf_f32_to_u8_asym(xr[c], 1.0f / sx, zp) - zp) * sx
+                    : a_bf16(p) ? (double)nf_bf16_to_f32(nf_f32_to_bf16(xr[c]))
+                                : (double)xr[c];
         }
     return xd;
 }

@@ -15,6 +15,7 @@
  * ck_assert records a mark point per call, which is slow in a hot loop.
  */
 #include "engine/quant.h"
+#include "kernels/cpu/qgemm.h"
 
 #include <check.h>
 #include <float.h>
@@ -877,14 +878,16 @@ START_TEST(quant_weight_create_on_cpu_backend)
         ck_assert_int_eq(wt->k, k);
         qw q = quantize_ok(w, n, k, p, &c);
         /* weights live in backend memory; the CPU backend's is host memory,
-         * except where it keeps only a blocked copy of its own (fp32: the
-         * layout oneDNN's matmul reads, padded to its column blocks) */
+         * except where it keeps only a blocked copy of its own (fp32, and
+         * bf16 on a CPU with AVX512_BF16: the layout oneDNN's matmul reads,
+         * padded to its column blocks) */
         if (wt->data) {
             ck_assert_uint_eq(wt->bytes, mt_quant_total_bytes(p, n, k));
             ck_assert(!memcmp(wt->data, q.data, mt_quant_data_bytes(p, n, k)));
         } else {
-            ck_assert_msg(p == MT_PREC_FP32 || p == MT_PREC_INT8G, "%s: no data",
-                          mt_precision_name(p));
+            ck_assert_msg(p == MT_PREC_FP32 || p == MT_PREC_INT8G ||
+                              (p == MT_PREC_BF16 && kc_bf16_matmul_available()),
+                          "%s: no data", mt_precision_name(p));
             ck_assert_uint_ge(wt->bytes, mt_quant_total_bytes(p, n, k));
         }
         if (mt_quant_has_scales(p))
