@@ -300,9 +300,9 @@ bool kc_f32_weight_blocked(const kc_f32_weight *w)
 }
 
 /* One tile: rows [m0, m0 + rows) times column block b, then its bias and
- * GELU while it is in cache. A BF16 weight's tile first rounds its rows of
- * x to BF16 into xb (the thread's, rows * k codes). */
-static int f32_tile(const kc_f32_weight *w, dnnl_stream_t strm, void *spad, uint16_t *xb,
+ * GELU while it is in cache. A BF16 weight's tile reads x rounded to BF16
+ * (xb, the whole of x, rounded once per call) instead of x. */
+static int f32_tile(const kc_f32_weight *w, dnnl_stream_t strm, void *spad, const uint16_t *xb,
                     const float *x, int m0, int rows, int b, const float *bias, bool gelu,
                     float *y)
 {
@@ -311,11 +311,8 @@ static int f32_tile(const kc_f32_weight *w, dnnl_stream_t strm, void *spad, uint
     dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->nw}, ds = {w->n, 1};
     dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL}; /* src, weights, dst, scratchpad */
     float *out = y + (size_t)m0 * w->n + (size_t)b * w->nw;
-    const void *src = x + (size_t)m0 * w->k;
-    if (w->dt == dnnl_bf16) {
-        nf_f32_to_bf16_array(x + (size_t)m0 * w->k, xb, (size_t)rows * w->k);
-        src = xb;
-    }
+    const void *src = xb ? (const void *)(xb + (size_t)m0 * w->k)
+                         : (const void *)(x + (size_t)m0 * w->k);
     int rc = KC_EDNNL;
     if (dnnl_memory_desc_init_by_tag(&smd, 2, sd, w->dt, dnnl_ab) != dnnl_success ||
         dnnl_memory_desc_init_by_strides(&dmd, 2, dd, dnnl_f32, ds) != dnnl_success ||
@@ -366,17 +363,22 @@ int kc_gemm_f32(const float *x, int m, const kc_f32_weight *w, const float *bias
     const int nthr = ntile < maxthr ? ntile : maxthr > 0 ? maxthr : 1;
     const size_t sp = w->sh->scratch[crows] > w->sh->scratch[last] ? w->sh->scratch[crows]
                                                                    : w->sh->scratch[last];
-    const size_t spa = (sp + 63) & ~(size_t)63; /* then, for BF16, the rows of x in BF16 */
-    const size_t xbytes = w->dt == dnnl_bf16 ? sizeof(uint16_t) * (size_t)crows * w->k : 0;
-    const size_t per = spa + ((xbytes + 63) & ~(size_t)63);
-    char *buf = kc_scratch(per * (size_t)nthr + 64);
+    const size_t per = (sp + 63) & ~(size_t)63;
+    /* for BF16, after the threads' scratchpads: x rounded to BF16, once */
+    const size_t xbytes = w->dt == dnnl_bf16 ? sizeof(uint16_t) * (size_t)m * w->k : 0;
+    char *buf = kc_scratch(per * (size_t)nthr + xbytes + 64);
     if (!buf)
         return KC_ENOMEM;
     int failed = KC_OK;
 #pragma omp parallel num_threads(nthr) if (nthr > 1)
     {
         char *spad = buf + per * (size_t)omp_get_thread_num();
-        uint16_t *xb = xbytes ? (uint16_t *)(spad + spa) : NULL;
+        uint16_t *xb = xbytes ? (uint16_t *)(buf + per * (size_t)nthr) : NULL;
+        if (xb) {
+#pragma omp for schedule(static)
+            for (int r = 0; r < m; r++) /* the loop's barrier: all of xb before any tile */
+                nf_f32_to_bf16_array(x + (size_t)r * w->k, xb + (size_t)r * w->k, w->k);
+        }
         dnnl_stream_t strm = NULL;
         if (dnnl_stream_create(&strm, tab.eng, dnnl_stream_default_flags) != dnnl_success)
             strm = NULL;
