@@ -4,6 +4,7 @@
  *
  *   loadgen --port P --path /v1/embeddings --bodies FILE --seconds S
  *           (--concurrency N | --rate R) [--max-conns 512] [--seed 1]
+ *           [--timing FILE]
  *
  * FILE holds one JSON request body per line, sent in turn in an order
  * shuffled once with the seed (the same for every server), so that the mix
@@ -21,6 +22,12 @@
  * requests, good, non200, bad_body, conn_errors, timeouts, seconds, rps
  * (good answers per second), p50_ms, p99_ms, mean_ms, cpu_s (this
  * process's CPU time).
+ *
+ * --timing FILE writes one line per good answer, to find where a slow
+ * request's time went: its latency, how late this process sent it (the
+ * send started after its due time: this process was not running), and the
+ * answer's Server-Timing durations (name=ms, as Mantissa sends them; none
+ * for a server that does not), all in ms.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -48,6 +55,7 @@ typedef struct {
     char *in;           /* the answer being read */
     size_t in_len, in_cap;
     uint64_t t_sched;   /* when the request was due */
+    uint64_t t_sent;    /* when its send began */
 } conn;
 
 typedef struct {
@@ -63,6 +71,7 @@ typedef struct {
     /* results */
     double *lat;
     long nlat, cap_lat, requests, non200, bad_body, conn_errors, timeouts;
+    FILE *timing; /* --timing */
 } gen;
 
 static uint64_t now_ns(void)
@@ -155,7 +164,39 @@ static void close_conn(gen *g, conn *c)
     c->in_len = 0;
 }
 
-static void record(gen *g, uint64_t t_sched)
+/* --timing: one line for a good answer (head: its headers, NUL-ended).
+ * Server-Timing is "name;dur=ms[;desc=\"...\"], ..."; Mantissa's forward
+ * desc "batch of N (T tokens)" becomes batch=N batch_tokens=T. */
+static void write_timing(gen *g, const conn *c, double lat_ms, const char *head)
+{
+    fprintf(g->timing, "latency=%.3f send_lag=%.3f", lat_ms,
+            (double)(c->t_sent - c->t_sched) / 1e6);
+    const char *st = strcasestr(head, "\r\nserver-timing:");
+    const char *p = st ? st + 16 : NULL, *eol = p ? strstr(p, "\r\n") : NULL;
+    if (p && !eol)
+        eol = p + strlen(p);
+    while (p && p < eol) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *semi = strchr(p, ';'), *dur = strstr(p, "dur=");
+        if (!semi || !dur || semi > eol || dur > eol)
+            break;
+        fprintf(g->timing, " %.*s=%.3f", (int)(semi - p), p, atof(dur + 4));
+        const char *next = strchr(dur, ','), *desc = strstr(dur, "desc=\"");
+        int n;
+        long t;
+        if (desc && (!next || desc < next)) {
+            if (sscanf(desc, "desc=\"batch of %d (%ld tokens)", &n, &t) == 2)
+                fprintf(g->timing, " batch=%d batch_tokens=%ld", n, t);
+            const char *q = strchr(desc + 6, '"'); /* a comma may be quoted */
+            next = q ? strchr(q, ',') : NULL;
+        }
+        p = next;
+    }
+    fputc('\n', g->timing);
+}
+
+static void record(gen *g, const conn *c, const char *head)
 {
     if (g->nlat == g->cap_lat) {
         g->cap_lat = g->cap_lat ? 2 * g->cap_lat : 4096;
@@ -163,7 +204,10 @@ static void record(gen *g, uint64_t t_sched)
         if (!g->lat)
             die("realloc");
     }
-    g->lat[g->nlat++] = (double)(now_ns() - t_sched) / 1e6;
+    double ms = (double)(now_ns() - c->t_sched) / 1e6;
+    g->lat[g->nlat++] = ms;
+    if (g->timing)
+        write_timing(g, c, ms, head);
 }
 
 /* Writes what it can of c's request. */
@@ -197,6 +241,7 @@ static void send_request(gen *g, conn *c, uint64_t t_sched)
     c->out_off = 0;
     c->busy = 1;
     c->t_sched = t_sched;
+    c->t_sent = now_ns();
     c->in_len = 0;
     g->requests++;
     pump_out(g, c);
@@ -229,8 +274,10 @@ static int answer_done(gen *g, conn *c)
         g->non200++;
     else if (!memmem(c->in + head, len, "embedding", 9))
         g->bad_body++;
-    else
-        record(g, c->t_sched);
+    else {
+        *end = 0; /* the headers, for --timing */
+        record(g, c, c->in);
+    }
     free(c->out);
     c->out = NULL;
     c->busy = 0;
@@ -385,11 +432,18 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rate")) g.rate = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-conns")) g.max_conns = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) g.seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--timing")) {
+            if (!(g.timing = fopen(argv[i + 1], "w"))) {
+                fprintf(stderr, "loadgen: --timing %s: %s\n", argv[i + 1], strerror(errno));
+                return 2;
+            }
+        }
         else { fprintf(stderr, "loadgen: unknown option %s\n", argv[i]); return 2; }
     }
     if (!g.port || !bodies || g.seconds <= 0 || (g.concurrency <= 0) == (g.rate <= 0)) {
         fprintf(stderr, "usage: loadgen --port P [--path /v1/embeddings] --bodies FILE "
-                        "--seconds S (--concurrency N | --rate R) [--max-conns N] [--seed N]\n");
+                        "--seconds S (--concurrency N | --rate R) [--max-conns N] [--seed N] "
+                        "[--timing FILE]\n");
         return 2;
     }
     if (g.concurrency > g.max_conns)
@@ -423,6 +477,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < g.nconns; i++) {
         close_conn(&g, &g.conns[i]);
         free(g.conns[i].in);
+    }
+    if (g.timing && fclose(g.timing) != 0) {
+        perror("loadgen: --timing");
+        return 1;
     }
     return 0;
 }

@@ -466,8 +466,9 @@ void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
 /* Server-Timing (W3C): where the request's time went, hop by hop, in ms:
  * parse (headers in -> job submitted: body, tokenizer), inbox (-> the loop
  * queued it), queue (-> its first batch dispatched), dispatch (-> the
- * worker began the forward of its last batch), forward (that forward),
- * resume (-> this thread began the answer). */
+ * worker began the forward of its last batch), forward (that forward; its
+ * desc: the batch's texts and tokens, which say whether a long forward was
+ * a big batch or a slow one), resume (-> this thread began the answer). */
 static void server_timing(http_resp *resp, const sched_job *j)
 {
     if (!j->t_queued || !j->t_run || !resp->call) /* no scheduler: run inline */
@@ -476,11 +477,12 @@ static void server_timing(http_resp *resp, const sched_job *j)
     const double ms = 1e-6;
     http_set_header(resp, "Server-Timing",
                     "parse;dur=%.3f, inbox;dur=%.3f, queue;dur=%.3f, dispatch;dur=%.3f, "
-                    "forward;dur=%.3f, resume;dur=%.3f",
+                    "forward;dur=%.3f;desc=\"batch of %d (%ld tokens)\", resume;dur=%.3f",
                     (double)(j->t_submit - resp->call->t_start) * ms,
                     (double)(j->t_queued - j->t_submit) * ms,
                     (double)(j->t_start - j->t_queued) * ms, (double)(j->t_run - j->t_start) * ms,
-                    (double)(j->t_ran - j->t_run) * ms, (double)(now - j->t_ran) * ms);
+                    (double)(j->t_ran - j->t_run) * ms, j->run_texts, j->run_tokens,
+                    (double)(now - j->t_ran) * ms);
 }
 
 bool api_embed_result(api_embed *e, http_resp *resp)

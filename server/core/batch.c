@@ -36,6 +36,8 @@ static void end_whole_jobs(batch *b)
         j->batches++;
         j->t_run = b->t_start;
         j->t_ran = b->t_end;
+        j->run_texts = b->n;
+        j->run_tokens = b->tokens;
         j->t_done = now;
         j->ended = true;
         j->on_done(j);
@@ -423,6 +425,8 @@ void sc_batch_done(sched *s, batch *b)
             j->batches++;
             j->t_run = b->t_start;
             j->t_ran = b->t_end;
+            j->run_texts = b->n;
+            j->run_tokens = b->tokens;
         }
         j->running--;
         if (worker_ended) {

@@ -69,6 +69,8 @@ struct sched_job {
     uint64_t t_submit, t_start, t_done; /* ns: submitted, first text dispatched, ended */
     uint64_t t_queued;                  /* ns: the loop queued its texts */
     uint64_t t_run, t_ran;              /* ns: the forward of its last batch began, ended */
+    int run_texts;                      /* that batch's texts and tokens */
+    long run_tokens;
     uint64_t compute_ns;                /* summed over the batches it was in */
     int batches;
 

@@ -8,6 +8,7 @@ import base64
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import pytest
@@ -306,9 +307,12 @@ def test_server_timing_splits_the_request_by_hop(server):
     conn.close()
     assert r.status == 200
     timing = r.getheader("Server-Timing")
-    hops = dict(p.strip().split(";dur=") for p in timing.split(","))
-    assert list(hops) == ["parse", "inbox", "queue", "dispatch", "forward", "resume"], timing
-    dur = {k: float(v) for k, v in hops.items()}
+    hops = re.findall(r'(\w+);dur=([0-9.]+)(?:;desc="([^"]*)")?(?:, |$)', timing)
+    assert [h[0] for h in hops] == ["parse", "inbox", "queue", "dispatch", "forward",
+                                    "resume"], timing
+    dur = {k: float(v) for k, v, _ in hops}
+    # the forward's batch: this one text alone, [CLS] a man plays . [SEP]
+    assert hops[4][2] == "batch of 1 (6 tokens)", timing
     assert all(v >= 0 for v in dur.values()) and dur["forward"] > 0, timing
     # the forward is the compute the other header reports
     assert abs(dur["forward"] - float(r.getheader("X-Inference-Time-Ms"))) < 0.01, timing
