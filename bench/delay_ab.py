@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""delay_ab.py: A/B of batching delays (max_queue_delay_us) on one build of
+"""delay_ab.py: A/B of batching settings (max_queue_delay_us, and with
+--sizes / --tokens max_batch_size and max_batch_tokens) on one build of
 the server, with bench/loadgen.c and one STS-B sentence per request, as
 make bench-peers measures: closed loop at concurrency 1, 16 and 64, and
 Poisson arrivals at 50% and 90% of the precision's capacity (its best
-closed-loop rate over every delay in a first capacity round). Rounds
-interleave the delays so that the machine's noise falls on all of them
+closed-loop rate over every setting in a first capacity round). Rounds
+interleave the settings so that the machine's noise falls on all of them
 alike. Prints one JSON line per (round, precision, delay) and, at the end, a
 markdown table of the medians over rounds.
 
-usage: delay_ab.py [--delays auto,0] [--precisions fp32,int8g] [--rounds 3]
-                   [--seconds 6]
+usage: delay_ab.py [--delays auto,0] [--sizes 64] [--tokens 16384]
+                   [--precisions fp32,int8g] [--rounds 3] [--seconds 6]
+A setting is named delay/size/tokens; every combination of the lists runs.
 """
 import argparse
 import json
@@ -29,9 +31,11 @@ def delay_value(d):
     return d if d == "auto" else int(d)
 
 
-def measure(prec, delay, bodies, tmp, secs, rates):
+def measure(prec, setting, bodies, tmp, secs, rates):
+    delay, size, tokens = setting.split("/")
     port = pb.free_port()
-    srv = pb.mantissa(prec, delay_value(delay), tmp)(port, os.path.join(tmp, "srv.log"))
+    srv = pb.mantissa(prec, delay_value(delay), tmp, int(size), int(tokens))(
+        port, os.path.join(tmp, "srv.log"))
     row = {"load": round(os.getloadavg()[0], 2)}
     try:
         pb.loadgen(port, bodies, 2, conc=16)  # warm-up; batches of a few sizes for "auto"
@@ -46,9 +50,9 @@ def measure(prec, delay, bodies, tmp, secs, rates):
     return row
 
 
-def table(rows, delays, precs):
+def table(rows, delays, precs):  # delays: the settings' names
     keys = ["c=%d" % c for c in CLOSED] + ["%d%%" % (100 * f) for f in FRACS]
-    out = ["| precision | delay | " + " | ".join(
+    out = ["| precision | delay / size / tokens | " + " | ".join(
         "%s req/s, p50 / p99 ms" % k for k in keys) + " |",
         "|---|---|" + "---|" * len(keys)]
     for p in precs:
@@ -71,11 +75,15 @@ def table(rows, delays, precs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--delays", default="auto,0")
+    ap.add_argument("--sizes", default="64")
+    ap.add_argument("--tokens", default="16384")
     ap.add_argument("--precisions", default="fp32,int8g")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=6)
     a = ap.parse_args()
-    delays, precs = a.delays.split(","), a.precisions.split(",")
+    delays = ["%s/%s/%s" % (d, b, t) for d in a.delays.split(",")
+              for b in a.sizes.split(",") for t in a.tokens.split(",")]
+    precs = a.precisions.split(",")
     sents = pb.stsb()[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -166,17 +166,18 @@ class Server:
         self.log.close()
 
 
-def loadgen(port, bodies, seconds, conc=None, rate=None):
+def loadgen(port, bodies, seconds, conc=None, rate=None, timing=None):
     args = [LOADGEN, "--port", str(port), "--bodies", bodies, "--seconds", str(seconds)]
     args += ["--concurrency", str(conc)] if conc else ["--rate", "%.1f" % rate]
+    args += ["--timing", timing] if timing else []
     r = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def point(srv, bodies, seconds, conc=None, rate=None):
+def point(srv, bodies, seconds, conc=None, rate=None, timing=None):
     la = os.getloadavg()[0]
     _, _, cpu0 = tree_stat(srv.proc.pid)
-    g = loadgen(srv.port, bodies, seconds, conc, rate)
+    g = loadgen(srv.port, bodies, seconds, conc, rate, timing)
     rss, hwm, cpu1 = tree_stat(srv.proc.pid)
     g.update(load=la, rss_mib=rss, peak_mib=hwm,
              cpu_per_1k=1000 * (cpu1 - cpu0) / g["good"] if g["good"] else None,
@@ -191,14 +192,15 @@ def free_port():
         return so.getsockname()[1]
 
 
-def mantissa(precision, delay, tmp):
+def mantissa(precision, delay, tmp, size=64, tokens=16384):
     def start(port, log):
         cfg = {"server": {"listen": "127.0.0.1:%d" % port, "log_level": "warn",
                           "max_inputs": 64, "http_threads": 4},
                "models": [{"name": "minilm", "path": MODEL,
-                           "batching": {"max_batch_size": 64, "max_queue_delay_us": delay},
+                           "batching": {"max_batch_size": size, "max_batch_tokens": tokens,
+                                        "max_queue_delay_us": delay},
                            "variants": [{"name": precision, "precision": precision}]}]}
-        path = os.path.join(tmp, "m-%s-%s.json" % (precision, delay))
+        path = os.path.join(tmp, "m-%s-%s-%d-%d.json" % (precision, delay, size, tokens))
         with open(path, "w") as f:
             json.dump(cfg, f)
         return Server("mantissa", [MANTISSA, "serve", "--config", path], port, log=log)
