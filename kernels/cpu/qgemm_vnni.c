@@ -63,19 +63,29 @@ typedef struct {
     const int32_t *zp;
 } vblock;
 
-/* Folds one tile's int32 sums of row r into the block's FP32 sums. */
-static VNNI_TARGET inline void fold(__m512i sum, int r, int j, int b, const vblock *k,
-                                    float *acc)
+/* Folds group b's int32 sums of the block into its FP32 sums (acc, VROWS x
+ * 64): per row r and tile j, acc += (sums - zp * cs) * sx * gs, where the
+ * columns' code sums cs and group scales gs are loaded once per tile and
+ * the row's zero point and scale once per row. */
+static VNNI_TARGET inline void fold(const __m512i sums[VROWS][VTILES], int b, const vblock *k,
+                                    float *restrict acc)
 {
-    const int c = k->c0 + 16 * j;
-    const __m512 cs = _mm512_loadu_ps(k->csf + (size_t)b * k->n + c);
-    const __m512 gs = _mm512_loadu_ps(k->gs + (size_t)b * k->n + c);
-    const size_t at = (size_t)(k->r0 + r) * k->nb + b;
-    __m512 v = _mm512_cvtepi32_ps(sum);
-    v = _mm512_fnmadd_ps(_mm512_set1_ps((float)k->zp[at]), cs, v);
-    v = _mm512_mul_ps(v, _mm512_set1_ps(k->sx[at]));
-    float *o = acc + r * 64 + j * 16;
-    _mm512_store_ps(o, _mm512_fmadd_ps(v, gs, _mm512_load_ps(o)));
+    const float *restrict csb = k->csf + (size_t)b * k->n + k->c0;
+    const float *restrict gsb = k->gs + (size_t)b * k->n + k->c0;
+    __m512 cs[VTILES], gs[VTILES];
+    for (int j = 0; j < VTILES; j++) {
+        cs[j] = _mm512_loadu_ps(csb + 16 * j);
+        gs[j] = _mm512_loadu_ps(gsb + 16 * j);
+    }
+    for (int r = 0; r < k->rr; r++) {
+        const size_t at = (size_t)(k->r0 + r) * k->nb + b;
+        const __m512 zp = _mm512_set1_ps((float)k->zp[at]), sx = _mm512_set1_ps(k->sx[at]);
+        for (int j = 0; j < VTILES; j++) {
+            __m512 v = _mm512_fnmadd_ps(zp, cs[j], _mm512_cvtepi32_ps(sums[r][j]));
+            float *o = acc + r * 64 + j * 16;
+            _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_mul_ps(v, sx), gs[j], _mm512_load_ps(o)));
+        }
+    }
 }
 
 /* One row's four tiles: sums += 4 activation codes x the K-quad's weights. */
@@ -113,9 +123,7 @@ static VNNI_TARGET void vnni_group(const uint8_t *q, const int8_t *wt, size_t ws
         }
     const __m512i sums[VROWS][VTILES] = {
         {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
-    for (int r = 0; r < k->rr; r++)
-        for (int j = 0; j < VTILES; j++)
-            fold(sums[r][j], r, j, b, k, acc);
+    fold(sums, b, k, acc);
 }
 
 /* The block's sums + bias into y, then GELU on each row's columns. */
