@@ -507,7 +507,8 @@ static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t
 {
     const int n = w->n, k = w->k, g = w->g, rows = s8_buckets[b];
     const size_t qplane = (size_t)rows * g; /* one group's codes */
-    kc_s8_quant_rows(x, mm, k, g, qplane, (size_t)g, q, sx, zp, w->in_div, xtmp);
+    kc_s8_quant_rows(x, mm, k, g, qplane, (size_t)g, q, sx, zp, w->in_div, xtmp,
+                     kc_s8_quant_wide());
     if (rows > mm)
         for (int p = 0; p < w->nb; p++)
             memset(q + p * qplane + (size_t)mm * g, 0, (size_t)(rows - mm) * g);
@@ -540,7 +541,8 @@ static void s8_chunk_amx(const kc_s8_weight *w, const float *x, int mm, uint8_t 
 {
     const size_t kp = (size_t)w->nb * w->g;
     const int rows16 = (mm + 15) & ~15;
-    kc_s8_quant_rows(x, mm, w->k, w->g, (size_t)w->g, kp, q, sx, zp, w->in_div, xtmp);
+    kc_s8_quant_rows(x, mm, w->k, w->g, (size_t)w->g, kp, q, sx, zp, w->in_div, xtmp,
+                     kc_s8_quant_wide());
     memset(q + (size_t)mm * kp, 0, (size_t)(rows16 - mm) * kp);
     (w->vnni ? kc_vnni_chunk : kc_amx_chunk)(q, mm, w->nb, w->g, w->amx, w->n, sx, zp,
                                              w->gscale, w->csf, bias, gelu, y,

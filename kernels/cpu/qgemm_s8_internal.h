@@ -11,9 +11,14 @@
 /* Per-token (g = k) or per-group asymmetric UINT8 quantization of m rows
  * of x (m, k), one thread: group b of row r to q + b * gstride + r *
  * rstride, its scale and zero point to sx / zp [r * nb + b]; smoothing
- * multiplies by in_div first (tmp: k floats). */
+ * multiplies by in_div first (tmp: k floats). wide: with AVX-512 (only
+ * where kc_s8_quant_wide() says so), else AVX2; both give the same codes. */
 void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_t rstride,
-                      uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp);
+                      uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp,
+                      bool wide);
+
+/* Whether this CPU (and OS) runs AVX-512 F/DQ/BW/VL, for kc_s8_quant_rows. */
+bool kc_s8_quant_wide(void);
 
 /* Per-channel epilogue: y = (acc - zp[r] * colsum) * cs * sx[r] (+ bias,
  * GELU) over m rows. */

@@ -4,6 +4,7 @@
  * sums back into FP32 after it. Declared in qgemm_s8_internal.h. */
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/qgemm_amx.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_s8_internal.h"
 
@@ -136,15 +138,11 @@ static void minmax0(const float *x, int n, float *lo_out, float *hi_out)
     *hi_out = hi;
 }
 
-/* One run of n values onto its asymmetric uint8 grid: from min(x, 0) to
- * max(x, 0) in 255 steps, *sx = (hi - lo) / 255 (1 when all zero), *zp =
- * rne(-lo / sx) (the code of 0), codes as numfmt's nf_f32_to_u8_asym (with
- * the reciprocal 1 / sx); the
- * codes beyond n up to pad are zero. */
-static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int32_t *zp)
+/* The asymmetric uint8 grid of a run whose min(x, 0) and max(x, 0) are lo
+ * and hi: from lo to hi in 255 steps, *sx = (hi - lo) / 255 (1 when all
+ * zero), *zp = rne(-lo / sx) (the code of 0). */
+static void u8_grid(float lo, float hi, float *sx, int32_t *zp)
 {
-    float lo, hi;
-    minmax0(x, n, &lo, &hi);
     float s = (hi - lo) / 255.0f;
     if (!(s > 0.f) || !isfinite(s)) /* all zero, or no usable range: codes = zp */
         s = 1.0f;
@@ -155,9 +153,80 @@ static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int
         z = 255.f;
     *sx = s;
     *zp = (int32_t)z;
-    nf_f32_to_u8_asym_array(x, q, (size_t)n, 1.0f / s, (int)z);
+}
+
+/* One run of n values onto its grid (u8_grid), codes as numfmt's
+ * nf_f32_to_u8_asym (with the reciprocal 1 / sx); the codes beyond n up to
+ * pad are zero. */
+static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int32_t *zp)
+{
+    float lo, hi;
+    minmax0(x, n, &lo, &hi);
+    u8_grid(lo, hi, sx, zp);
+    nf_f32_to_u8_asym_array(x, q, (size_t)n, 1.0f / *sx, (int)*zp);
     if (n < pad)
         memset(q + n, 0, (size_t)(pad - n));
+}
+
+#ifdef KC_QG_SIMD
+#define Q512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
+
+/* quant_run with AVX-512, 16 values a step (the tail masked): the same
+ * grid and the same codes (min and max are exact; each code is the same
+ * multiply, NaN to 0, clamp to +-256, round half to even, add zp, clamp to
+ * 0..255 as nf_f32_to_u8_asym). */
+static Q512 void quant_run_512(const float *x, int n, int pad, uint8_t *q, float *sx,
+                               int32_t *zp)
+{
+    __m512 l0 = _mm512_setzero_ps(), l1 = l0, h0 = l0, h1 = l0;
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        l0 = _mm512_min_ps(l0, a), h0 = _mm512_max_ps(h0, a);
+        l1 = _mm512_min_ps(l1, b), h1 = _mm512_max_ps(h1, b);
+    }
+    for (; i < n; i += 16) { /* masked-off lanes load 0, which the grid holds anyway */
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
+        l0 = _mm512_min_ps(l0, a), h0 = _mm512_max_ps(h0, a);
+    }
+    u8_grid(_mm512_reduce_min_ps(_mm512_min_ps(l0, l1)),
+            _mm512_reduce_max_ps(_mm512_max_ps(h0, h1)), sx, zp);
+    const __m512 rcp = _mm512_set1_ps(1.0f / *sx), vzp = _mm512_set1_ps((float)*zp);
+    const __m512 lo = _mm512_set1_ps(-256.0f), hi = _mm512_set1_ps(256.0f);
+    const __m512 qlo = _mm512_setzero_ps(), qhi = _mm512_set1_ps(255.0f);
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), rcp);
+        v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v); /* NaN -> 0 */
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vzp), qlo), qhi);
+        _mm512_mask_cvtepi32_storeu_epi8(q + i, m, _mm512_cvtps_epi32(v));
+    }
+    if (n < pad)
+        memset(q + n, 0, (size_t)(pad - n));
+}
+
+static bool wide_ok;
+static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
+
+static void wide_probe(void)
+{
+    unsigned c, d;
+    uint64_t xcr0;
+    wide_ok = kc_cpu_avx512(&c, &d, &xcr0);
+}
+#endif
+
+bool kc_s8_quant_wide(void)
+{
+#ifdef KC_QG_SIMD
+    pthread_once(&wide_once, wide_probe);
+    return wide_ok;
+#else
+    return false;
+#endif
 }
 
 /* Per-token asymmetric quantization of m rows, one thread (kc_quantize_rows_u8
@@ -169,9 +238,17 @@ static void quant_run(const float *x, int n, int pad, uint8_t *q, float *sx, int
  * oneDNN form wants the groups as planes, the AMX kernel plain rows), its
  * scale and zero point to sx / zp [r * nb + b]. */
 void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_t rstride,
-                      uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp)
+                      uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp,
+                      bool wide)
 {
     const int nb = (k + g - 1) / g;
+#ifdef KC_QG_SIMD
+    void (*run)(const float *, int, int, uint8_t *, float *, int32_t *) =
+        wide ? quant_run_512 : quant_run;
+#else
+    void (*run)(const float *, int, int, uint8_t *, float *, int32_t *) = quant_run;
+    (void)wide;
+#endif
     for (int r = 0; r < m; r++) {
         const float *xr = x + (size_t)r * k;
         if (in_div) { /* smoothing: the weight holds W diag(s), the activation x / s */
@@ -180,7 +257,7 @@ void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_
             xr = tmp;
         }
         for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
-            quant_run(xr + j0, k - j0 < g ? k - j0 : g, g,
+            run(xr + j0, k - j0 < g ? k - j0 : g, g,
                       q + (size_t)b * gstride + (size_t)r * rstride, sx + (size_t)r * nb + b,
                       zp + (size_t)r * nb + b);
     }
@@ -193,8 +270,8 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
         return KC_EINVAL;
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int r = 0; r < m; r++)
-        kc_s8_quant_rows(x + (size_t)r * k, 1, k, k, 0, (size_t)k, q + (size_t)r * k, sx + r, zp + r,
-                   NULL, NULL);
+        kc_s8_quant_rows(x + (size_t)r * k, 1, k, k, 0, (size_t)k, q + (size_t)r * k, sx + r,
+                         zp + r, NULL, NULL, kc_s8_quant_wide());
     return KC_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "engine/quant.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_amx.h"
+#include "kernels/cpu/qgemm_s8_internal.h"
 
 static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8,
                                      MT_PREC_INT8, MT_PREC_INT8G};
@@ -262,6 +263,53 @@ START_TEST(activation_quantizer_is_per_token_asymmetric_half_even_and_keeps_zero
     ck_assert(zp[5] == 0 && q[5 * k] > 0);
     ck_assert(zp[6] == 255);
     free(x);
+}
+END_TEST
+
+/* The activation quantizer's two forms (AVX2, and AVX-512 where the CPU
+ * has it) give the same scales, zero points and codes, per token and per
+ * group, on rows whose lengths leave every kind of tail, with the codes
+ * laid out as the tile kernels and the oneDNN form want them; and both
+ * match the scalar nf_f32_to_u8_asym. */
+START_TEST(activation_quantizer_forms_agree_per_token_and_per_group)
+{
+    static const int ks[] = {1, 15, 16, 17, 37, 128, 300, 384, 1536};
+    const bool wide = kc_s8_quant_wide();
+    printf("activation quantizer: %s\n", wide ? "AVX-512 and AVX2 compared" : "AVX2 only");
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+        for (int g = 128, pass = 0; pass < 2; pass++, g = ks[ki]) {
+            const int m = 5, k = ks[ki], nb = (k + g - 1) / g;
+            const size_t kp = (size_t)nb * g;
+            float *x = rand_vec((size_t)m * k, 4.0f), *tmp = malloc(sizeof(float) * k);
+            for (int c = 0; c < k; c++) /* row 1 all positive, row 2 all zero */
+                x[k + c] = fabsf(x[k + c]) + 0.5f, x[2 * k + c] = 0.f;
+            uint8_t *qa = malloc((size_t)m * kp), *qb = malloc((size_t)m * kp);
+            float sa[5 * 12], sb[5 * 12];
+            int32_t za[5 * 12], zb[5 * 12];
+            memset(qa, 0xAB, (size_t)m * kp), memset(qb, 0xCD, (size_t)m * kp);
+            kc_s8_quant_rows(x, m, k, g, (size_t)g, kp, qa, sa, za, NULL, tmp, false);
+            kc_s8_quant_rows(x, m, k, g, (size_t)g, kp, qb, sb, zb, NULL, tmp, wide);
+            for (int r = 0; r < m; r++)
+                for (int b = 0; b < nb; b++) {
+                    const int at = r * nb + b;
+                    ck_assert_msg(sa[at] == sb[at] && za[at] == zb[at],
+                                  "k=%d g=%d row %d group %d: %g/%d against %g/%d", k, g, r, b,
+                                  sa[at], za[at], sb[at], zb[at]);
+                    for (int c = 0; c < g; c++) {
+                        const size_t i = (size_t)r * kp + (size_t)b * g + c;
+                        const int col = b * g + c;
+                        const int want = col < k ? nf_f32_to_u8_asym(x[(size_t)r * k + col],
+                                                                     1.0f / sa[at], za[at])
+                                                 : 0; /* the padding */
+                        ck_assert_msg(qa[i] == want && qb[i] == want,
+                                      "k=%d g=%d row %d col %d: %d and %d, want %d", k, g, r,
+                                      col, qa[i], qb[i], want);
+                    }
+                }
+            free(x), free(tmp), free(qa), free(qb);
+            if (g == k)
+                break;
+        }
 }
 END_TEST
 
@@ -622,6 +670,7 @@ static Suite *test_suite(void)
                         0, NPRECS);
     tcase_add_test(tc, fp8_decoder_is_exact_for_every_code_but_nan);
     tcase_add_test(tc, activation_quantizer_is_per_token_asymmetric_half_even_and_keeps_zero_exact);
+    tcase_add_test(tc, activation_quantizer_forms_agree_per_token_and_per_group);
     tcase_add_test(tc, epilogue_applies_column_and_row_scales_bias_and_gelu);
     tcase_add_test(tc, resident_bytes_are_honest_and_bad_weights_are_refused);
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
