@@ -593,6 +593,12 @@ void st_close(st_file *f)
     free(f);
 }
 
+void st_drop_pages(st_file *f)
+{
+    if (f && f->map)
+        (void)madvise(f->map, f->map_len, MADV_DONTNEED); /* advice: nothing to do if refused */
+}
+
 size_t st_count(const st_file *f)
 {
     return f ? f->n : 0;

@@ -43,6 +43,12 @@ mt_status st_open(const char *path, st_file **out, mt_err *err);
  * label names the buffer in error messages. */
 mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out, mt_err *err);
 void st_close(st_file *f);
+/* Drops the mapped file's pages from this process's resident set (a loader
+ * calls it once it has copied what it read): the data stay valid and in the
+ * page cache, and are read again if touched. Without it every byte read
+ * counts in the process's RSS until st_close, on top of the copy the loader
+ * made. No-op for st_parse's in-memory images. */
+void st_drop_pages(st_file *f);
 
 size_t st_count(const st_file *f);
 const st_tensor *st_get(const st_file *f, size_t i);       /* in file order of offsets */

@@ -274,25 +274,30 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
     if ((st = bert_setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
         goto fail;
 
-    if ((st = load_tokenizer(m, dir, err)) != MT_OK ||
-        (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
-        (st = bert_load_embeddings(m, f, err)) != MT_OK)
-        goto fail;
-
-    if (!m->prequant &&
+    /* Smoothing's statistics come from a whole FP32 model of the folder,
+     * loaded and freed before this model reads anything, so that the two
+     * are never resident together (the peak of an int8 load). */
+    if (!(opts && opts->weights && *opts->weights) &&
         (bert_uses_precision(m, MT_PREC_INT8) || bert_uses_precision(m, MT_PREC_INT8G)) &&
         be->ops->weight_set_input_scale) {
         if ((st = bert_calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
             goto fail;
         m->smooth_stats = stats;
     }
+    if ((st = load_tokenizer(m, dir, err)) != MT_OK ||
+        (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
+        (st = bert_load_embeddings(m, f, err)) != MT_OK)
+        goto fail;
+    st_drop_pages(f); /* copied: what was read need not stay resident */
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
     if (!m->layer) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int l = 0; l < m->cfg.layers && st == MT_OK; l++)
+    for (int l = 0; l < m->cfg.layers && st == MT_OK; l++) {
         st = bert_load_layer(m, f, l, err);
+        st_drop_pages(f);
+    }
     free(stats);
     stats = NULL;
     m->smooth_stats = NULL;
