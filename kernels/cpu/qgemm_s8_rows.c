@@ -242,11 +242,11 @@ void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_
                       bool wide)
 {
     const int nb = (k + g - 1) / g;
-#ifdef KC_QG_SIMD
-    void (*run)(const float *, int, int, uint8_t *, float *, int32_t *) =
-        wide ? quant_run_512 : quant_run;
-#else
     void (*run)(const float *, int, int, uint8_t *, float *, int32_t *) = quant_run;
+#ifdef KC_QG_SIMD
+    if (wide)
+        run = quant_run_512;
+#else
     (void)wide;
 #endif
     for (int r = 0; r < m; r++) {
@@ -257,9 +257,8 @@ void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_
             xr = tmp;
         }
         for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
-            run(xr + j0, k - j0 < g ? k - j0 : g, g,
-                      q + (size_t)b * gstride + (size_t)r * rstride, sx + (size_t)r * nb + b,
-                      zp + (size_t)r * nb + b);
+            run(xr + j0, k - j0 < g ? k - j0 : g, g, q + (size_t)b * gstride + (size_t)r * rstride,
+                sx + (size_t)r * nb + b, zp + (size_t)r * nb + b);
     }
 }
 
