@@ -362,6 +362,23 @@ def report(results, args, t0):
     return "\n".join(L) + "\n"
 
 
+def ideal_bounds(results, sents, tmp):
+    """For Mantissa fp32 and int8g (delay 0): the open-loop p50 / p99 of an
+    ideal server on this run's engine times (bench/openloop_bound.py), into
+    the setting's results as "ideal"."""
+    import openloop_bound as ob  # imports this module: not at the top
+    names = ("Mantissa fp32, delay 0", "Mantissa int8g, delay 0")
+    mine = [r for r in results if r["name"] in names and "points" in r]
+    if not mine:
+        return
+    print("peers_bench: the ideal open-loop bound ...", file=sys.stderr, flush=True)
+    ids = os.path.join(tmp, "ids.json")
+    with open(ids, "w") as f:
+        json.dump(ob.token_ids(sents, tmp), f)
+    for r in mine:
+        r["ideal"] = ob.bound(ob.engine_times(r["name"].split()[1].rstrip(","), ids, tmp, 2), 64)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=6)
@@ -395,6 +412,10 @@ def main():
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=1)
+        ideal_bounds(results, sents, tmp)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
     text = report(results, args, t0)
     print(text)
     if args.out:
