@@ -78,6 +78,8 @@ typedef struct {
     kc_s8_weight *s8;
     kc_f32_weight *f32; /* FP32, and BF16 where the CPU has AVX512_BF16: W reordered for
                          * oneDNN's matmul, the only copy */
+    kc_h16_weight *h16; /* FP16 where the CPU has AVX-512: W in 32-column panels, the only
+                         * copy */
 } cpu_weight;
 
 /* A qgemm status as an mt_status with a message naming the shape. */
@@ -157,6 +159,11 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
             return st;
         }
     }
+    if (prec == MT_PREC_FP16 && kc_h16_weight_create(wt->data, n, k, &cw->h16) == KC_OK) {
+        free(wt->data); /* the panels are all the GEMM reads (else: the panel GEMM's data) */
+        wt->data = NULL;
+        wt->bytes = kc_h16_weight_bytes(cw->h16);
+    }
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
          * tests/unit/test_quant.c) read back, with no second copy; a
@@ -193,6 +200,7 @@ static void cpu_weight_destroy(mt_backend *be, mt_weight *w)
     cpu_weight *cw = (cpu_weight *)w;
     kc_s8_weight_destroy(cw->s8); /* first: it borrows data and scales */
     kc_f32_weight_destroy(cw->f32);
+    kc_h16_weight_destroy(cw->h16);
     free(w->data);
     free(w->scales);
     free(cw);
@@ -224,7 +232,9 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
         rc = kc_gemm_f32(x, m, ((const cpu_weight *)w)->f32, bias, gelu, y);
         break;
     case MT_PREC_FP16:
-        rc = kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        rc = ((const cpu_weight *)w)->h16
+                 ? kc_gemm_h16(x, m, ((const cpu_weight *)w)->h16, bias, gelu, y)
+                 : kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_BF16:
         rc = ((const cpu_weight *)w)->f32
