@@ -78,8 +78,8 @@ typedef struct {
     kc_s8_weight *s8;
     kc_f32_weight *f32; /* FP32, and BF16 where the CPU has AVX512_BF16: W reordered for
                          * oneDNN's matmul, the only copy */
-    kc_h16_weight *h16; /* FP16 where the CPU has AVX-512: W in 32-column panels, the only
-                         * copy */
+    kc_h16_weight *h16; /* FP16, FP8, and BF16 where oneDNN's bf16 matmul is not, on a CPU
+                         * with AVX-512: W in 32-column panels, the only copy */
 } cpu_weight;
 
 /* A qgemm status as an mt_status with a message naming the shape. */
@@ -159,10 +159,15 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
             return st;
         }
     }
-    if (prec == MT_PREC_FP16 && kc_h16_weight_create(wt->data, n, k, &cw->h16) == KC_OK) {
+    if ((prec == MT_PREC_FP16 || prec == MT_PREC_FP8 || (prec == MT_PREC_BF16 && !cw->f32)) &&
+        kc_h16_weight_create(wt->data, n, k,
+                             prec == MT_PREC_FP16  ? KC_H16_F16
+                             : prec == MT_PREC_BF16 ? KC_H16_BF16
+                                                    : KC_H16_E4M3,
+                             &cw->h16) == KC_OK) {
         free(wt->data); /* the panels are all the GEMM reads (else: the panel GEMM's data) */
         wt->data = NULL;
-        wt->bytes = kc_h16_weight_bytes(cw->h16);
+        wt->bytes += kc_h16_weight_bytes(cw->h16) - bytes;
     }
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
@@ -226,27 +231,28 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
     if (m <= 0)
         return MT_OK;
     const bool gelu = act == MT_ACT_GELU;
+    const cpu_weight *cw = (const cpu_weight *)w;
     int rc;
     switch (w->prec) {
     case MT_PREC_FP32:
-        rc = kc_gemm_f32(x, m, ((const cpu_weight *)w)->f32, bias, gelu, y);
+        rc = kc_gemm_f32(x, m, cw->f32, bias, gelu, y);
         break;
     case MT_PREC_FP16:
-        rc = ((const cpu_weight *)w)->h16
-                 ? kc_gemm_h16(x, m, ((const cpu_weight *)w)->h16, bias, gelu, y)
-                 : kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        rc = cw->h16 ? kc_gemm_h16(x, m, cw->h16, NULL, bias, gelu, y)
+                     : kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_BF16:
-        rc = ((const cpu_weight *)w)->f32
-                 ? kc_gemm_f32(x, m, ((const cpu_weight *)w)->f32, bias, gelu, y)
-                 : kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
+        rc = cw->f32   ? kc_gemm_f32(x, m, cw->f32, bias, gelu, y)
+             : cw->h16 ? kc_gemm_h16(x, m, cw->h16, NULL, bias, gelu, y)
+                       : kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_FP8:
-        rc = kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
+        rc = cw->h16 ? kc_gemm_h16(x, m, cw->h16, w->scales, bias, gelu, y)
+                     : kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
         break;
     case MT_PREC_INT8:
     case MT_PREC_INT8G:
-        rc = kc_gemm_s8(x, m, ((const cpu_weight *)w)->s8, bias, gelu, y);
+        rc = kc_gemm_s8(x, m, cw->s8, bias, gelu, y);
         break;
     default:
         return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the cpu backend",

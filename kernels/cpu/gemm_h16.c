@@ -1,16 +1,20 @@
-/* gemm_h16.c: the FP16 GEMM with AVX-512 (qgemm.h kc_h16_*): y = x W^T
- * with W in FP16, widened to FP32 in registers, never in memory.
+/* gemm_h16.c: the GEMM of 16-bit and FP8 weights with AVX-512 (qgemm.h
+ * kc_h16_*): y = x W^T with W in FP16, BF16 or FP8 (E4M3, per-channel
+ * scales), widened to FP32 in registers, never in memory.
  *
  * The panel GEMM it replaces (qgemm.c) decodes each panel of W to FP32 in
  * scratch and hands it to sgemm, which packs it again: every call writes
  * and reads the weight twice in FP32, so fp16 ran 25-30% slower than fp32
  * though it reads half the bytes. Here the weight is packed once at load
- * into panels of 32 columns, k-major (for each k the 32 columns' halves
- * are one 64-byte line), the same 2 bytes per value. A block of up to 8
- * rows of x times one panel keeps its 8 x 32 sums in 16 registers; per k
- * it widens one line (vcvtph2ps, two halves), broadcasts each row's x and
- * does two FMAs per row. The sums are FP32, as sgemm's (in another order:
- * results differ from the panel GEMM's by FP32 rounding only).
+ * into panels of 32 columns, k-major (for each k the 32 columns' codes are
+ * adjacent: a 64-byte line of halves, or 32 bytes of E4M3), the same bytes
+ * per value. A block of up to 8 rows of x times one panel keeps its 8 x 32
+ * sums in 16 registers; per k it widens the panel's 32 codes (FP16:
+ * vcvtph2ps; BF16: a 16-bit shift; E4M3: its bits moved into a half, which
+ * reads as the value / 256, as qgemm.c's decoder does), broadcasts each
+ * row's x and does two FMAs per row. The sums are FP32, as sgemm's (in
+ * another order: results differ from the panel GEMM's by FP32 rounding
+ * only); FP8's 256 and channel scales are applied in the epilogue.
  *
  * Threads take (panel, row block) tiles, row blocks of at most H16_MB rows
  * so that a thread's x rows stay in L2 while it walks its panels. */
@@ -30,7 +34,9 @@
 
 struct kc_h16_weight {
     int n, k, np;      /* columns (rows of W), inputs, panels */
-    uint16_t *packed;  /* np panels of k x 32 halves, 64-byte aligned */
+    kc_h16_fmt fmt;
+    size_t esz;        /* bytes per code: 2, or 1 for E4M3 */
+    uint8_t *packed;   /* np panels of k x 32 codes, 64-byte aligned */
 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -61,28 +67,34 @@ bool kc_h16_available(void)
 #endif
 }
 
-int kc_h16_weight_create(const uint16_t *w, int n, int k, kc_h16_weight **out)
+int kc_h16_weight_create(const void *w, int n, int k, kc_h16_fmt fmt, kc_h16_weight **out)
 {
     *out = NULL;
-    if (!w || n <= 0 || k <= 0)
+    if (!w || n <= 0 || k <= 0 || (unsigned)fmt > KC_H16_E4M3)
         return KC_EINVAL;
     if (!kc_h16_available())
         return KC_EDNNL; /* no kernel for this CPU: the caller keeps the panel GEMM */
     kc_h16_weight *h = calloc(1, sizeof *h);
     if (!h)
         return KC_ENOMEM;
-    h->n = n, h->k = k, h->np = (n + H16_NR - 1) / H16_NR;
-    const size_t bytes = (size_t)h->np * k * H16_NR * sizeof(uint16_t);
+    h->n = n, h->k = k, h->np = (n + H16_NR - 1) / H16_NR, h->fmt = fmt;
+    h->esz = fmt == KC_H16_E4M3 ? 1 : 2;
+    const size_t bytes = (size_t)h->np * k * H16_NR * h->esz;
     if (!(h->packed = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
         free(h);
         return KC_ENOMEM;
     }
+    const uint8_t *src = w;
     for (int p = 0; p < h->np; p++) {
-        uint16_t *dst = h->packed + (size_t)p * k * H16_NR;
+        uint8_t *dst = h->packed + (size_t)p * k * H16_NR * h->esz;
         for (int kk = 0; kk < k; kk++)
             for (int c = 0; c < H16_NR; c++) {
                 const int col = p * H16_NR + c;
-                dst[(size_t)kk * H16_NR + c] = col < n ? w[(size_t)col * k + kk] : 0;
+                uint8_t *d = dst + ((size_t)kk * H16_NR + c) * h->esz;
+                if (col < n)
+                    memcpy(d, src + ((size_t)col * k + kk) * h->esz, h->esz);
+                else
+                    memset(d, 0, h->esz); /* a zero in every format */
             }
     }
     *out = h;
@@ -99,25 +111,44 @@ void kc_h16_weight_destroy(kc_h16_weight *w)
 
 size_t kc_h16_weight_bytes(const kc_h16_weight *w)
 {
-    return w ? (size_t)w->np * w->k * H16_NR * sizeof(uint16_t) : 0;
+    return w ? (size_t)w->np * w->k * H16_NR * w->esz : 0;
 }
 
 #ifdef H16_BUILD
 
-/* mr (1..8, a constant where inlined) rows of x (row stride ldx) times
- * panel wp (k x 32) into out (mr x 32, row stride 32). */
-static H16_TARGET inline __attribute__((always_inline)) void
-h16_block(const float *x, size_t ldx, const uint16_t *wp, int k, const int mr, float *out)
+/* The 16 values of codes c (16 codes of format fmt) as FP32; E4M3 as the
+ * value / 256. */
+static H16_TARGET inline __attribute__((always_inline)) __m512 h16_widen(const uint8_t *c,
+                                                                         const int fmt)
 {
+    if (fmt == KC_H16_F16)
+        return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)c));
+    if (fmt == KC_H16_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)c)), 16));
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)c));
+    const __m256i h =
+        _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), 7),
+                        _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
+    return _mm512_cvtph_ps(h);
+}
+
+/* mr (1..8) rows of x (row stride ldx) times panel wp (k x 32 codes of
+ * fmt) into out (mr x 32, row stride 32); mr and fmt constants where
+ * inlined. */
+static H16_TARGET inline __attribute__((always_inline)) void
+h16_block(const float *x, size_t ldx, const uint8_t *wp, int k, const int mr, const int fmt,
+          float *out)
+{
+    const size_t line = fmt == KC_H16_E4M3 ? 32 : 64, half = line / 2;
     __m512 acc[H16_MR][2];
 #pragma GCC unroll 8
     for (int r = 0; r < H16_MR; r++)
         if (r < mr)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int kk = 0; kk < k; kk++) {
-        const __m512 w0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wp + 32 * kk)));
-        const __m512 w1 =
-            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(wp + 32 * kk + 16)));
+        const __m512 w0 = h16_widen(wp + line * kk, fmt);
+        const __m512 w1 = h16_widen(wp + line * kk + half, fmt);
 #pragma GCC unroll 8
         for (int r = 0; r < H16_MR; r++)
             if (r < mr) {
@@ -134,35 +165,53 @@ h16_block(const float *x, size_t ldx, const uint16_t *wp, int k, const int mr, f
         }
 }
 
-/* One tile: rows m0..m0+mm of x times panel p, + bias, GELU, into y. */
-static H16_TARGET void h16_tile(const float *x, int m0, int mm, const kc_h16_weight *w, int p,
-                                const float *bias, bool gelu, float *y)
+/* The block of mr rows in format fmt: each (mr, fmt) a copy with both fixed. */
+#define H16_ROWS(fmt)                                                                           \
+    switch (mr) {                                                                              \
+    case 8: h16_block(xr, ldx, wp, k, 8, fmt, out); break;                                     \
+    case 7: h16_block(xr, ldx, wp, k, 7, fmt, out); break;                                     \
+    case 6: h16_block(xr, ldx, wp, k, 6, fmt, out); break;                                     \
+    case 5: h16_block(xr, ldx, wp, k, 5, fmt, out); break;                                     \
+    case 4: h16_block(xr, ldx, wp, k, 4, fmt, out); break;                                     \
+    case 3: h16_block(xr, ldx, wp, k, 3, fmt, out); break;                                     \
+    case 2: h16_block(xr, ldx, wp, k, 2, fmt, out); break;                                     \
+    default: h16_block(xr, ldx, wp, k, 1, fmt, out); break;                                    \
+    }
+
+static H16_TARGET void h16_rows(const float *xr, size_t ldx, const uint8_t *wp, int k, int mr,
+                                kc_h16_fmt fmt, float *out)
 {
-    float out[H16_MR * H16_NR] __attribute__((aligned(64)));
-    const int k = w->k, c0 = p * H16_NR, nc = w->n - c0 < H16_NR ? w->n - c0 : H16_NR;
-    const uint16_t *wp = w->packed + (size_t)p * k * H16_NR;
-    for (int r0 = m0; r0 < m0 + mm; r0 += H16_MR) {
-        const int mr = m0 + mm - r0 < H16_MR ? m0 + mm - r0 : H16_MR;
-        const float *xr = x + (size_t)r0 * k;
-        switch (mr) { /* each a copy of the block with its row count fixed */
-        case 8: h16_block(xr, (size_t)k, wp, k, 8, out); break;
-        case 7: h16_block(xr, (size_t)k, wp, k, 7, out); break;
-        case 6: h16_block(xr, (size_t)k, wp, k, 6, out); break;
-        case 5: h16_block(xr, (size_t)k, wp, k, 5, out); break;
-        case 4: h16_block(xr, (size_t)k, wp, k, 4, out); break;
-        case 3: h16_block(xr, (size_t)k, wp, k, 3, out); break;
-        case 2: h16_block(xr, (size_t)k, wp, k, 2, out); break;
-        default: h16_block(xr, (size_t)k, wp, k, 1, out); break;
-        }
-        kc_epi_rows(out, H16_NR, y + (size_t)r0 * w->n + c0, (size_t)w->n, mr, nc, NULL, NULL,
-                    bias ? bias + c0 : NULL, gelu);
+    if (fmt == KC_H16_F16) {
+        H16_ROWS(KC_H16_F16)
+    } else if (fmt == KC_H16_BF16) {
+        H16_ROWS(KC_H16_BF16)
+    } else {
+        H16_ROWS(KC_H16_E4M3)
     }
 }
 
-int kc_gemm_h16(const float *x, int m, const kc_h16_weight *w, const float *bias, bool gelu,
-                float *y)
+/* One tile: rows m0..m0+mm of x times panel p, then the epilogue (FP8: x
+ * 256 and the channel scales cs; bias, GELU) into y. */
+static void h16_tile(const float *x, int m0, int mm, const kc_h16_weight *w, int p,
+                     const float *cs, const float *bias, bool gelu, float *y)
 {
-    if (m < 0 || !w || (m > 0 && (!x || !y)))
+    static const float k256[H16_MR] = {256, 256, 256, 256, 256, 256, 256, 256};
+    float out[H16_MR * H16_NR] __attribute__((aligned(64)));
+    const int k = w->k, c0 = p * H16_NR, nc = w->n - c0 < H16_NR ? w->n - c0 : H16_NR;
+    const uint8_t *wp = w->packed + (size_t)p * k * H16_NR * w->esz;
+    const bool fp8 = w->fmt == KC_H16_E4M3;
+    for (int r0 = m0; r0 < m0 + mm; r0 += H16_MR) {
+        const int mr = m0 + mm - r0 < H16_MR ? m0 + mm - r0 : H16_MR;
+        h16_rows(x + (size_t)r0 * k, (size_t)k, wp, k, mr, w->fmt, out);
+        kc_epi_rows(out, H16_NR, y + (size_t)r0 * w->n + c0, (size_t)w->n, mr, nc,
+                    fp8 ? cs + c0 : NULL, fp8 ? k256 : NULL, bias ? bias + c0 : NULL, gelu);
+    }
+}
+
+int kc_gemm_h16(const float *x, int m, const kc_h16_weight *w, const float *scale,
+                const float *bias, bool gelu, float *y)
+{
+    if (m < 0 || !w || (m > 0 && (!x || !y)) || (w->fmt == KC_H16_E4M3 && !scale))
         return KC_EINVAL;
     if (m == 0)
         return KC_OK;
@@ -174,17 +223,17 @@ int kc_gemm_h16(const float *x, int m, const kc_h16_weight *w, const float *bias
         const int b = (int)(t / w->np), p = (int)(t % w->np);
         const int m0 = b * mb, mm = m - m0 < mb ? m - m0 : mb;
         if (mm > 0)
-            h16_tile(x, m0, mm, w, p, bias, gelu, y);
+            h16_tile(x, m0, mm, w, p, scale, bias, gelu, y);
     }
     return KC_OK;
 }
 
 #else
 
-int kc_gemm_h16(const float *x, int m, const kc_h16_weight *w, const float *bias, bool gelu,
-                float *y)
+int kc_gemm_h16(const float *x, int m, const kc_h16_weight *w, const float *scale,
+                const float *bias, bool gelu, float *y)
 {
-    (void)x, (void)m, (void)w, (void)bias, (void)gelu, (void)y;
+    (void)x, (void)m, (void)w, (void)scale, (void)bias, (void)gelu, (void)y;
     return KC_EINVAL; /* never created on this build: kc_h16_available is false */
 }
 

@@ -487,48 +487,56 @@ END_TEST
 
 /* More FP32 shapes than gemm_f32.c's table holds: the first are blocked for
  * the matmul, the rest keep a plain copy on sgemm; all must be right. */
-/* FP16: the AVX-512 kernel (panels of 32 columns, where the CPU has it) and
- * the panel GEMM (decoded panels into sgemm, which MANTISSA_NO_H16_KERNEL=1
- * selects) agree to FP32 rounding, on shapes that leave partial panels and
- * partial register blocks. */
-START_TEST(fp16_kernel_and_panel_gemm_agree)
+/* FP16, BF16 and FP8: the AVX-512 kernel (panels of 32 columns, where the
+ * CPU has it) and the panel GEMM (decoded panels into sgemm, which
+ * MANTISSA_NO_H16_KERNEL=1 selects) agree to FP32 rounding, on shapes that
+ * leave partial panels and partial register blocks (BF16 with
+ * MANTISSA_NO_BF16_MATMUL=1, else oneDNN's bf16 matmul takes it). */
+START_TEST(h16_kernel_and_panel_gemm_agree)
 {
+    static const mt_precision ps[] = {MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8};
     static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 17}, {33, 129}, {64, 300}};
     static const int ms[] = {1, 5, 8, 9, 63, 64, 65, 300};
-    char *saved = take_env("MANTISSA_NO_H16_KERNEL");
-    printf("fp16: kernel form %s\n", kc_h16_available() ? "AVX-512 panels" : "none (panel GEMM)");
+    char *saved = take_env("MANTISSA_NO_H16_KERNEL"), *saved_bf = take_env("MANTISSA_NO_BF16_MATMUL");
+    setenv("MANTISSA_NO_BF16_MATMUL", "1", 1);
+    printf("fp16/bf16/fp8: kernel form %s\n",
+           kc_h16_available() ? "AVX-512 panels" : "none (panel GEMM)");
     mt_backend *be;
     mt_err err;
     ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        const int n = shapes[s][0], k = shapes[s][1];
-        float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
-        float *bias = rand_vec(n, 0.5f);
-        mt_weight *a = make_weight(be, w, n, k, MT_PREC_FP16, deq);
-        setenv("MANTISSA_NO_H16_KERNEL", "1", 1);
-        mt_weight *b = make_weight(be, w, n, k, MT_PREC_FP16, deq);
-        unsetenv("MANTISSA_NO_H16_KERNEL");
-        ck_assert_ptr_nonnull(b->data); /* the panel GEMM reads the plain codes */
-        ck_assert(kc_h16_available() ? a->data == NULL : a->data != NULL);
-        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
-            const int m = ms[mi];
-            float *x = rand_vec((size_t)m * k, 2.0f);
-            float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
-            double *yd = malloc(sizeof(double) * m * n);
-            ck_assert_int_eq(be->ops->gemm(be, x, m, a, bias, MT_ACT_GELU, ya, &err), MT_OK);
-            ck_assert_int_eq(be->ops->gemm(be, x, m, b, bias, MT_ACT_GELU, yb, &err), MT_OK);
-            for (size_t i = 0; i < (size_t)m * n; i++)
-                yd[i] = yb[i];
-            double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
-            ck_assert_msg(e <= 1e-5, "fp16 n=%d k=%d m=%d: relative error %g", n, k, m, e);
-            free(x), free(ya), free(yb), free(yd);
+    for (size_t pi = 0; pi < sizeof ps / sizeof *ps; pi++)
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const mt_precision p = ps[pi];
+            const int n = shapes[s][0], k = shapes[s][1];
+            float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
+            float *bias = rand_vec(n, 0.5f);
+            mt_weight *a = make_weight(be, w, n, k, p, deq);
+            setenv("MANTISSA_NO_H16_KERNEL", "1", 1);
+            mt_weight *b = make_weight(be, w, n, k, p, deq);
+            unsetenv("MANTISSA_NO_H16_KERNEL");
+            ck_assert_ptr_nonnull(b->data); /* the panel GEMM reads the plain codes */
+            ck_assert(kc_h16_available() ? a->data == NULL : a->data != NULL);
+            for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+                const int m = ms[mi];
+                float *x = rand_vec((size_t)m * k, 2.0f);
+                float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
+                double *yd = malloc(sizeof(double) * m * n);
+                ck_assert_int_eq(be->ops->gemm(be, x, m, a, bias, MT_ACT_GELU, ya, &err), MT_OK);
+                ck_assert_int_eq(be->ops->gemm(be, x, m, b, bias, MT_ACT_GELU, yb, &err), MT_OK);
+                for (size_t i = 0; i < (size_t)m * n; i++)
+                    yd[i] = yb[i];
+                double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
+                ck_assert_msg(e <= 1e-5, "%s n=%d k=%d m=%d: relative error %g",
+                              mt_precision_name(p), n, k, m, e);
+                free(x), free(ya), free(yb), free(yd);
+            }
+            be->ops->weight_destroy(be, a);
+            be->ops->weight_destroy(be, b);
+            free(w), free(deq), free(bias);
         }
-        be->ops->weight_destroy(be, a);
-        be->ops->weight_destroy(be, b);
-        free(w), free(deq), free(bias);
-    }
     mt_backend_destroy(be);
     restore_env("MANTISSA_NO_H16_KERNEL", saved);
+    restore_env("MANTISSA_NO_BF16_MATMUL", saved_bf);
 }
 END_TEST
 
@@ -721,7 +729,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, int8_in_place_and_reordered_weights_give_identical_results);
     tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 4);
     tcase_add_test(tc, int8g_tile_kernels_and_onednn_form_agree);
-    tcase_add_test(tc, fp16_kernel_and_panel_gemm_agree);
+    tcase_add_test(tc, h16_kernel_and_panel_gemm_agree);
     tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
