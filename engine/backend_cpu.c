@@ -116,6 +116,23 @@ static mt_status matmul_copy(mt_backend *be, cpu_weight *cw, mt_err *err)
     return MT_OK;
 }
 
+/* FP16, FP8, and BF16 that oneDNN's matmul did not take: W packed into the
+ * AVX-512 kernel's panels (kernels/cpu/gemm_h16.c), which then hold the one
+ * copy (bytes: ->data's). Where the CPU has no AVX-512 (or memory is short)
+ * ->data stays for the panel GEMMs of qgemm.c. */
+static void panel_copy(cpu_weight *cw, size_t bytes)
+{
+    mt_weight *wt = &cw->pub;
+    const kc_h16_fmt fmt = wt->prec == MT_PREC_FP16   ? KC_H16_F16
+                           : wt->prec == MT_PREC_BF16 ? KC_H16_BF16
+                                                      : KC_H16_E4M3;
+    if (kc_h16_weight_create(wt->data, wt->n, wt->k, fmt, &cw->h16) != KC_OK)
+        return;
+    free(wt->data);
+    wt->data = NULL;
+    wt->bytes += kc_h16_weight_bytes(cw->h16) - bytes;
+}
+
 static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int k,
                                    const void *data, const float *scales, mt_weight **out,
                                    mt_err *err)
@@ -159,16 +176,8 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
             return st;
         }
     }
-    if ((prec == MT_PREC_FP16 || prec == MT_PREC_FP8 || (prec == MT_PREC_BF16 && !cw->f32)) &&
-        kc_h16_weight_create(wt->data, n, k,
-                             prec == MT_PREC_FP16  ? KC_H16_F16
-                             : prec == MT_PREC_BF16 ? KC_H16_BF16
-                                                    : KC_H16_E4M3,
-                             &cw->h16) == KC_OK) {
-        free(wt->data); /* the panels are all the GEMM reads (else: the panel GEMM's data) */
-        wt->data = NULL;
-        wt->bytes += kc_h16_weight_bytes(cw->h16) - bytes;
-    }
+    if (prec == MT_PREC_FP16 || prec == MT_PREC_FP8 || (prec == MT_PREC_BF16 && !cw->f32))
+        panel_copy(cw, bytes);
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
         /* in place: ->data keeps the quant.h layout that callers (and
          * tests/unit/test_quant.c) read back, with no second copy; a
