@@ -21,7 +21,6 @@
 #include "kernels/cpu/qgemm.h"
 
 #include <omp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,25 +42,12 @@ struct kc_h16_weight {
 #include <immintrin.h>
 #define H16_BUILD 1
 #define H16_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c")))
-
-static bool h16_ok;
-static pthread_once_t h16_once = PTHREAD_ONCE_INIT;
-
-static void h16_probe(void)
-{
-    unsigned c, d;
-    uint64_t xcr0;
-    h16_ok = kc_cpu_avx512(&c, &d, &xcr0);
-}
 #endif
 
 bool kc_h16_available(void)
 {
 #ifdef H16_BUILD
-    if (kc_env_says_no("MANTISSA_NO_H16_KERNEL"))
-        return false;
-    pthread_once(&h16_once, h16_probe);
-    return h16_ok;
+    return !kc_env_says_no("MANTISSA_NO_H16_KERNEL") && kc_cpu_has_avx512();
 #else
     return false;
 #endif

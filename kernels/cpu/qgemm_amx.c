@@ -70,6 +70,22 @@ bool kc_cpu_avx512(unsigned *ecx7, unsigned *edx7, uint64_t *xcr0)
     return (*xcr0 & 0xe6) == 0xe6; /* SSE, AVX, the three AVX-512 states */
 }
 
+static bool avx512_ok;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+
+static void avx512_probe(void)
+{
+    unsigned c, d;
+    uint64_t xcr0;
+    avx512_ok = kc_cpu_avx512(&c, &d, &xcr0);
+}
+
+bool kc_cpu_has_avx512(void)
+{
+    pthread_once(&avx512_once, avx512_probe);
+    return avx512_ok;
+}
+
 /* AVX-512 as above, CPUID says AMX-TILE and AMX-INT8, XCR0 has XTILECFG
  * and XTILEDATA, and Linux grants this process the tile data state (it is
  * off until asked for). */
@@ -95,6 +111,11 @@ bool kc_amx_available(void)
 #else
 
 bool kc_amx_available(void)
+{
+    return false;
+}
+
+bool kc_cpu_has_avx512(void)
 {
     return false;
 }

@@ -46,6 +46,8 @@ void kc_amx_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packe
  * CPUID leaf 7's ECX / EDX and XCR0 for further feature bits. */
 bool kc_cpu_avx512(unsigned *ecx7, unsigned *edx7, uint64_t *xcr0);
 #endif
+/* kc_cpu_avx512's answer, asked once (false off x86-64). */
+bool kc_cpu_has_avx512(void);
 
 /* The same chunk on AVX-512 VNNI (qgemm_vnni.c), from the same packed
  * weight, for CPUs without AMX; n a multiple of 64; kc_vnni_available says whether it may run

@@ -4,7 +4,6 @@
  * sums back into FP32 after it. Declared in qgemm_s8_internal.h. */
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -207,23 +206,12 @@ static Q512 void quant_run_512(const float *x, int n, int pad, uint8_t *q, float
     if (n < pad)
         memset(q + n, 0, (size_t)(pad - n));
 }
-
-static bool wide_ok;
-static pthread_once_t wide_once = PTHREAD_ONCE_INIT;
-
-static void wide_probe(void)
-{
-    unsigned c, d;
-    uint64_t xcr0;
-    wide_ok = kc_cpu_avx512(&c, &d, &xcr0);
-}
 #endif
 
 bool kc_s8_quant_wide(void)
 {
 #ifdef KC_QG_SIMD
-    pthread_once(&wide_once, wide_probe);
-    return wide_ok;
+    return kc_cpu_has_avx512();
 #else
     return false;
 #endif

@@ -123,6 +123,17 @@ static double *twin_gemm(const double *xd, int m, const float *deq, int n, int k
     return acc;
 }
 
+/* The relative error of ya against yb (count values; yb the reference). */
+static double agree_err(const float *ya, const float *yb, size_t count)
+{
+    double *yd = malloc(sizeof(double) * (count + 1));
+    for (size_t i = 0; i < count; i++)
+        yd[i] = yb[i];
+    const double e = rel_err(ya, yd, count, 1e-3);
+    free(yd);
+    return e;
+}
+
 /* ---- every precision against its twin ------------------------------------ */
 
 START_TEST(each_precision_matches_its_double_twin_with_or_without_epilogue)
@@ -466,15 +477,12 @@ START_TEST(int8g_tile_kernels_and_onednn_form_agree)
             const int m = ms[mi];
             float *x = rand_vec((size_t)m * k, 2.0f);
             float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
-            double *yd = malloc(sizeof(double) * m * n);
             ck_assert_int_eq(kc_gemm_s8(x, m, a, bias, true, ya), KC_OK);
             ck_assert_int_eq(kc_gemm_s8(x, m, b, bias, true, yb), KC_OK);
-            for (size_t i = 0; i < (size_t)m * n; i++)
-                yd[i] = yb[i];
-            double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
+            double e = agree_err(ya, yb, (size_t)m * n);
             ck_assert_msg(e <= 1e-6, "%s n=%d k=%d m=%d: relative error %g",
                           kc_s8_weight_impl(a), n, k, m, e);
-            free(x), free(ya), free(yb), free(yd);
+            free(x), free(ya), free(yb);
         }
         kc_s8_weight_destroy(a);
         kc_s8_weight_destroy(b);
@@ -520,15 +528,12 @@ START_TEST(h16_kernel_and_panel_gemm_agree)
                 const int m = ms[mi];
                 float *x = rand_vec((size_t)m * k, 2.0f);
                 float *ya = poisoned((size_t)m * n), *yb = poisoned((size_t)m * n);
-                double *yd = malloc(sizeof(double) * m * n);
                 ck_assert_int_eq(be->ops->gemm(be, x, m, a, bias, MT_ACT_GELU, ya, &err), MT_OK);
                 ck_assert_int_eq(be->ops->gemm(be, x, m, b, bias, MT_ACT_GELU, yb, &err), MT_OK);
-                for (size_t i = 0; i < (size_t)m * n; i++)
-                    yd[i] = yb[i];
-                double e = rel_err(ya, yd, (size_t)m * n, 1e-3);
+                double e = agree_err(ya, yb, (size_t)m * n);
                 ck_assert_msg(e <= 1e-5, "%s n=%d k=%d m=%d: relative error %g",
                               mt_precision_name(p), n, k, m, e);
-                free(x), free(ya), free(yb), free(yd);
+                free(x), free(ya), free(yb);
             }
             be->ops->weight_destroy(be, a);
             be->ops->weight_destroy(be, b);
