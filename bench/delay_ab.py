@@ -31,7 +31,12 @@ def delay_value(d):
     return d if d == "auto" else int(d)
 
 
-def measure(prec, setting, bodies, tmp, secs, rates):
+def measure(prec, setting, bodies, tmp, secs, rates, timing=None):
+    """One server of prec with setting (delay/size/tokens): the closed points,
+    then the open points at rates (a list; "own": FRACS of this run's best
+    closed-loop rate, kept as row["capacity"]; None: none). timing: a folder
+    for the load generator's --timing file of each open point
+    (timing-50.txt, timing-90.txt)."""
     delay, size, tokens = setting.split("/")
     port = pb.free_port()
     srv = pb.mantissa(prec, delay_value(delay), tmp, int(size), int(tokens))(
@@ -42,8 +47,12 @@ def measure(prec, setting, bodies, tmp, secs, rates):
         for c in CLOSED:
             g = pb.point(srv, bodies, secs, conc=c)
             row["c=%d" % c] = [g["rps"], g["p50_ms"], g["p99_ms"], g["errors"]]
+        if rates == "own":
+            row["capacity"] = max(row["c=%d" % c][0] for c in CLOSED)
+            rates = [f * row["capacity"] for f in FRACS]
         for frac, rate in zip(FRACS, rates or ()):
-            g = pb.point(srv, bodies, secs, rate=rate)
+            path = os.path.join(timing, "timing-%d.txt" % (100 * frac)) if timing else None
+            g = pb.point(srv, bodies, secs, rate=rate, timing=path)
             row["%d%%" % (100 * frac)] = [g["rps"], g["p50_ms"], g["p99_ms"], g["errors"]]
     finally:
         srv.stop()

@@ -15,7 +15,8 @@ batch-1 forward).
    The open-loop points are at 50% and 90% of that. p50 and p99 are over
    400,000 simulated requests.
 3. With --serve, measures the real server the same way (closed loop at 1,
-   16, 64 for its capacity, then Poisson at 50% and 90% of it), with the
+   16, 64 for its capacity, then, on the same server, Poisson at 50% and 90%
+   of it: bench/delay_ab.py's measure), with the
    load generator's --timing: for the slowest 1% of requests at each point,
    where their time went (Server-Timing hops, means), the batch sizes they
    ran in, and the server's median forward per batch size against T(B).
@@ -37,7 +38,7 @@ import delay_ab  # noqa: E402
 import peers_bench as pb  # noqa: E402
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
-FRACS = (0.5, 0.9)
+FRACS = delay_ab.FRACS  # the open points: fractions of capacity
 
 
 def token_ids(sents, tmp):
@@ -137,21 +138,13 @@ def tail(rows, tab):
 
 
 def measure_real(prec, max_batch, bodies, tmp, tab):
-    setting = "0/%d/16384" % max_batch
-    r = delay_ab.measure(prec, setting, bodies, tmp, 6, None)
-    cap = max(r["c=%d" % c][0] for c in delay_ab.CLOSED)
-    real = {"capacity": cap}
-    port = pb.free_port()
-    srv = pb.mantissa(prec, 0, tmp, max_batch)(port, os.path.join(tmp, "srv.log"))
-    try:
-        pb.loadgen(port, bodies, 2, conc=16)  # warm-up
-        for f in FRACS:
-            path = os.path.join(tmp, "timing.txt")
-            g = pb.point(srv, bodies, 6, rate=f * cap, timing=path)
-            real["%d%%" % (100 * f)] = [g["rps"], g["p50_ms"], g["p99_ms"]]
-            real["tail %d%%" % (100 * f)] = tail(read_timing(path), tab)
-    finally:
-        srv.stop()
+    r = delay_ab.measure(prec, "0/%d/16384" % max_batch, bodies, tmp, 6, "own", timing=tmp)
+    real = {"capacity": r["capacity"]}
+    for f in FRACS:
+        key = "%d%%" % (100 * f)
+        real[key] = r[key][:3]
+        real["tail " + key] = tail(read_timing(os.path.join(tmp, "timing-%d.txt" % (100 * f))),
+                                   tab)
     return real
 
 

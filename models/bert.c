@@ -238,13 +238,19 @@ static mt_status load_tokenizer(bert_model *m, const char *dir, mt_err *err)
     return st;
 }
 
+/* Whether the variant loads a pre-quantized file (mantissa quantize). */
+static bool prequantized(const mt_model_opts *opts)
+{
+    return opts && opts->weights && *opts->weights;
+}
+
 /* The weights file: the folder's FP32 model, or a pre-quantized file whose
  * metadata must match the variant. */
 static mt_status open_weights(bert_model *m, const char *dir, const mt_model_opts *opts,
                               st_file **f, mt_err *err)
 {
     char path[4096];
-    if (opts && opts->weights && *opts->weights) {
+    if (prequantized(opts)) {
         m->prequant = 1;
         mt_status st = st_open(opts->weights, f, err);
         return st != MT_OK ? st
@@ -277,7 +283,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
     /* Smoothing's statistics come from a whole FP32 model of the folder,
      * loaded and freed before this model reads anything, so that the two
      * are never resident together (the peak of an int8 load). */
-    if (!(opts && opts->weights && *opts->weights) &&
+    if (!prequantized(opts) &&
         (bert_uses_precision(m, MT_PREC_INT8) || bert_uses_precision(m, MT_PREC_INT8G)) &&
         be->ops->weight_set_input_scale) {
         if ((st = bert_calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)

@@ -11,7 +11,7 @@
  * per value. A block of up to 8 rows of x times one panel keeps its 8 x 32
  * sums in 16 registers; per k it widens the panel's 32 codes (FP16:
  * vcvtph2ps; BF16: a 16-bit shift; E4M3: its bits moved into a half, which
- * reads as the value / 256, as qgemm.c's decoder does), broadcasts each
+ * reads as the value / 256: kc_e4m3_halves_div256, as qgemm.c's decoder), broadcasts each
  * row's x and does two FMAs per row. The sums are FP32, as sgemm's (in
  * another order: results differ from the panel GEMM's by FP32 rounding
  * only); FP8's 256 and channel scales are applied in the epilogue.
@@ -112,11 +112,8 @@ static H16_TARGET inline __attribute__((always_inline)) __m512 h16_widen(const u
     if (fmt == KC_H16_BF16)
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_load_si256((const __m256i *)c)), 16));
-    const __m256i b = _mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)c));
-    const __m256i h =
-        _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7f)), 7),
-                        _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8));
-    return _mm512_cvtph_ps(h);
+    return _mm512_cvtph_ps(
+        kc_e4m3_halves_div256(_mm256_cvtepu8_epi16(_mm_load_si128((const __m128i *)c))));
 }
 
 /* mr (1..8) rows of x (row stride ldx) times panel wp (k x 32 codes of

@@ -107,11 +107,9 @@ static void dec_e4m3_div256(const void *w, size_t first, size_t count, float *ds
     const uint8_t *src = (const uint8_t *)w + first;
     size_t i = 0;
 #ifdef KC_QG_SIMD
-    const __m256i lowbits = _mm256_set1_epi16(0x7f), sign = _mm256_set1_epi16(0x80);
     for (; i + 16 <= count; i += 16) {
-        __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + i)));
-        __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(b, lowbits), 7),
-                                    _mm256_slli_epi16(_mm256_and_si256(b, sign), 8));
+        const __m256i h = kc_e4m3_halves_div256(
+            _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(src + i))));
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
         _mm256_storeu_ps(dst + i + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)));
     }

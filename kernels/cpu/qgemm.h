@@ -56,6 +56,21 @@ int kc_gemm_fp8(const float *x, int m, const uint8_t *w, const float *scale, int
                 const float *bias, bool gelu, float *y);
 bool kc_e4m3_has_nan(const uint8_t *w, size_t count);
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* 16 E4M3 codes (widened to 16 bits) as IEEE halves that read as value /
+ * 256: sign to bit 15, exponent and mantissa to bits 13..7, exact for
+ * normals and subnormals alike. NaN codes would read as 1.875: callers
+ * refuse them first (kc_e4m3_has_nan). Shared by qgemm.c's panel decoder
+ * and gemm_h16.c's kernel. */
+static inline __m256i kc_e4m3_halves_div256(__m256i codes)
+{
+    return _mm256_or_si256(
+        _mm256_slli_epi16(_mm256_and_si256(codes, _mm256_set1_epi16(0x7f)), 7),
+        _mm256_slli_epi16(_mm256_and_si256(codes, _mm256_set1_epi16(0x80)), 8));
+}
+#endif
+
 /* Per-token asymmetric UINT8 quantization of x (m, k): lo = min(x[r], 0),
  * hi = max(x[r], 0), sx[r] = (hi - lo) / 255 (1 for an all-zero row),
  * zp[r] = round(-lo / sx[r]) in [0, 255], q = clamp(round_half_even(x *
