@@ -593,6 +593,11 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->crossover = env_int("MT_CUDA_CROSSOVER", 0);
     o->autotune = env_int("MT_CUDA_AUTOTUNE", 1);
     o->w8a16_bf16 = env_int("MT_CUDA_W8A16_BF16", 0);
+    const char *wk = getenv("MT_CUDA_W8A16_KERNEL");
+    if (wk && !strcmp(wk, "direct"))
+        o->w8a16_kernel = KCU_W8A16_DIRECT;
+    else if (wk && !strcmp(wk, "staged"))
+        o->w8a16_kernel = KCU_W8A16_STAGED;
     o->debug_sync = env_int("MT_CUDA_DEBUG_SYNC", 0);
     o->graphs = env_int("MT_CUDA_GRAPHS", 1);
 }
@@ -689,6 +694,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
 {
     const cu_backend *b = (const cu_backend *)be;
     out->fused = atomic_load(&b->n_fused);
+    out->fused_direct = atomic_load(&b->n_fused_direct);
     out->lt_dequant = atomic_load(&b->n_lt_dequant);
     out->lt_w8a8 = atomic_load(&b->n_lt_w8a8);
     out->lt_16 = atomic_load(&b->n_lt_16);

@@ -78,6 +78,9 @@ mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
  *   MT_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
  *   MT_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
  *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
+ *   MT_CUDA_W8A16_KERNEL=staged|direct  the fused kernel for m <= 16: staged (default,
+ *                                     measured) or direct (weights into registers, not
+ *                                     yet run on a GPU; bitwise the same results)
  *   MT_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
  *                                     asynchronous error names the op that caused it)
  *                                     and record no CUDA graphs (begin/end run the ops
@@ -94,6 +97,7 @@ typedef struct {
     int autotune;           /* measure the crossover per (precision, n, k) at weight upload */
     mt_cuda_attn attn;
     int w8a16_bf16;
+    int w8a16_kernel; /* kcu_w8a16_kernel: MT_CUDA_W8A16_KERNEL (0: auto) */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
@@ -115,6 +119,7 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
 /* How many GEMMs went down each path since the backend was made. */
 typedef struct {
     long fused;      /* W8A16 fused kernel */
+    long fused_direct; /* of which the direct kernel (MT_CUDA_W8A16_KERNEL=direct, m <= 16) */
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */

@@ -248,12 +248,15 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
     mt_status st = ws_ensure(c, err);
     if (st != MT_OK)
         return st;
+    const kcu_w8a16_opts ko = {.kernel = c->be->opts.w8a16_kernel};
     CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
                           pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3, pw->scales, bias,
                           act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
-                          pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, NULL,
+                          pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, &ko,
                           c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
     atomic_fetch_add_explicit(&c->be->n_fused, 1, memory_order_relaxed);
+    if (kcu_w8a16_direct(m, &ko))
+        atomic_fetch_add_explicit(&c->be->n_fused_direct, 1, memory_order_relaxed);
     return MT_OK;
 }
 

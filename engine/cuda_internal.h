@@ -155,7 +155,7 @@ struct cu_backend {
     int fp8_w8a8; /* cup_fp8_w8a8_enabled: sm_90 and cuBLASLt >= 12.9 with outer-vector scales */
     tune_entry tune[TUNE_SLOTS];
     int ntune;
-    atomic_long n_fused, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+    atomic_long n_fused, n_fused_direct, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */

@@ -10,6 +10,8 @@
  *   w8a8     cuBLASLt FP8 E4M3 x E4M3 -> FP32 with outer-vector scales
  *            (per-channel weight, per-token activation), activations already
  *            quantized; w8a8+q adds our per-token quantization kernel
+ *   int8d, fp8d  the fused kernel's direct variant (weights straight into
+ *            registers, KCU_W8A16_DIRECT), m <= 16 only ("-" above)
  * plus a measured device-to-device copy bandwidth (bytes read + written), and
  * for the fused kernels the bandwidth they achieve on the bytes they must
  * move (weights once, x, y, scales).
@@ -73,15 +75,16 @@
             return s_;                                                                      \
     } while (0)
 
-enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, NKERN };
-static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q"};
+enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, K_INT8D, K_FP8D, NKERN };
+static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q",
+                                         "int8d", "fp8d"};
 
 static cudaStream_t stream;
 static cublasLtHandle_t lt;
 static void *lt_ws;
 static const size_t LT_WS = 32 << 20;
 static int sms, l2_bytes;
-static kcu_w8a16_opts fused_opts;
+static kcu_w8a16_opts fused_opts, direct_opts;
 
 /* ------------------------------------------------------------------------
  * cuBLASLt, "TN" as in engine/backend_cuda.c: y^T (n, m) = W (k x n)^T x (k x m)
@@ -212,12 +215,16 @@ static int launch(point *p, int i)
         return lt_run(&p->op, p->w16[c], p->x16, p->y16);
     case K_INT8:
     case K_FP8:
-        return kq(kcu_w8a16_gemm(p->x, p->k, p->kind == K_INT8 ? p->w8[c] : p->w8e[c], p->ld8,
-                                 p->kind == K_INT8 ? KCU_W_INT8 : KCU_W_E4M3, p->scale, NULL,
-                                 KCU_ACT_NONE, p->y, p->n, p->m, p->n, p->k, KCU_A_F16,
-                                 &fused_opts, p->ws, p->ws_floats, p->counters, p->ncounters,
-                                 stream),
+    case K_INT8D:
+    case K_FP8D: {
+        const int i8 = p->kind == K_INT8 || p->kind == K_INT8D;
+        const int d = p->kind == K_INT8D || p->kind == K_FP8D;
+        return kq(kcu_w8a16_gemm(p->x, p->k, i8 ? p->w8[c] : p->w8e[c], p->ld8,
+                                 i8 ? KCU_W_INT8 : KCU_W_E4M3, p->scale, NULL, KCU_ACT_NONE, p->y,
+                                 p->n, p->m, p->n, p->k, KCU_A_F16, d ? &direct_opts : &fused_opts,
+                                 p->ws, p->ws_floats, p->counters, p->ncounters, stream),
                   "kcu_w8a16_gemm");
+    }
     case K_INT8LIB:
         if (kq(kcu_dequant_to_f16(p->w8[c], p->ld8, KCU_W_INT8, p->scale, p->n, p->k, p->wdeq,
                                   p->ld16, stream), "kcu_dequant_to_f16") ||
@@ -382,7 +389,9 @@ static void cell_us(double us, const char *note)
     if (isfinite(us))
         printf(" %.2f |", us);
     else
-        printf(" %s |", note && !strncmp(note, "refused", 7) ? "refused" : "failed");
+        printf(" %s |", note && !strncmp(note, "refused", 7) ? "refused"
+                        : note && !strncmp(note, "n/a", 3)   ? "-"
+                                                             : "failed");
 }
 
 /* Times every kind at (m, n, k); one markdown row and one JSON point. */
@@ -414,14 +423,17 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
             p->op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, p->ld8, p->ld8, p->ld8, p->scale, p->xs);
         else
             p->op.ok = 1;
-        if (p->op.ok) {
+        if ((kd == K_INT8D || kd == K_FP8D) && !kcu_w8a16_direct(m, &direct_opts)) {
+            us[kd] = NAN; /* the direct kernel is for m <= 16 only */
+            snprintf(point_note, sizeof point_note, "n/a: the direct kernel is for m <= 16");
+        } else if (p->op.ok) {
             us[kd] = time_point(p, quick);
         } else {
             us[kd] = NAN;
             snprintf(point_note, sizeof point_note, "refused: plan: %s", cublasLtGetStatusName(p->op.why));
         }
         snprintf(notes[kd], sizeof notes[kd], "%s", isfinite(us[kd]) ? "" : point_note);
-        if (kd != K_INT8 && kd != K_FP8)
+        if (kd != K_INT8 && kd != K_FP8 && kd != K_INT8D && kd != K_FP8D)
             lt_free(&p->op);
     }
     cudaFree(p->ws);
@@ -429,12 +441,17 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
     /* bytes the fused kernels must move: weights once, x, y, scales */
     const double bytes = (double)n * k + 4.0 * m * k + 4.0 * m * n + 4.0 * n;
     const double gb8 = bytes / (us[K_INT8] * 1e-6) / 1e9, gbe = bytes / (us[K_FP8] * 1e-6) / 1e9;
+    const double gb8d = bytes / (us[K_INT8D] * 1e-6) / 1e9, gbed = bytes / (us[K_FP8D] * 1e-6) / 1e9;
     printf("| %d |", m);
     for (int kd = 0; kd < NKERN; kd++)
         cell_us(us[kd], notes[kd]);
-    printf(" %.2fx | %.2fx | %.0f (%.0f%%) | %.0f (%.0f%%) | %.2fx |\n", us[K_FP16] / us[K_INT8],
+    printf(" %.2fx | %.2fx | %.0f (%.0f%%) | %.0f (%.0f%%) | %.2fx |", us[K_FP16] / us[K_INT8],
            us[K_FP16] / us[K_FP8], gb8, 100 * gb8 / copy_gbs, gbe, 100 * gbe / copy_gbs,
            us[K_FP16] / us[K_W8A8]);
+    if (isfinite(us[K_INT8D]))
+        printf(" %.2fx | %.0f (%.0f%%) |\n", us[K_FP16] / us[K_INT8D], gb8d, 100 * gb8d / copy_gbs);
+    else
+        printf(" - | - |\n");
     fflush(stdout);
     char *obj = NULL;
     size_t olen = 0;
@@ -449,6 +466,8 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
     }
     jnum(f, "int8_gbs", gb8, 1);
     jnum(f, "fp8_gbs", gbe, 1);
+    jnum(f, "int8d_gbs", gb8d, 1);
+    jnum(f, "fp8d_gbs", gbed, 1);
     fprintf(f, ", \"notes\": {");
     for (int kd = 0, c = 0; kd < NKERN; kd++)
         if (notes[kd][0])
@@ -506,9 +525,10 @@ static void bench_shape(int n, int k, int llm, const char *what, const int *ms, 
 
     printf("## %s (n=%d, k=%d)%s\n\n", what, n, k,
            llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
-    printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8 x | fp8 x | "
-           "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8d us | "
+           "fp8d us | int8 x | fp8 x | int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x | int8d x | "
+           "int8d GB/s (%% copy) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int mi = 0; mi < nm; mi++)
         bench_row(&p, what, ms[mi], copy_gbs, quick);
     printf("\n");
@@ -576,6 +596,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--target-blocks") && i + 1 < argc)
             fused_opts.target_blocks = atoi(argv[++i]);
     }
+    direct_opts = fused_opts;
+    direct_opts.kernel = KCU_W8A16_DIRECT;
+    fused_opts.kernel = KCU_W8A16_STAGED;
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         printf("gemm_bench: SKIP: no CUDA device\n");

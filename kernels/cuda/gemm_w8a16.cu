@@ -32,44 +32,21 @@
  * (src-size < cp-size), so any m, n, k works; W needs 16-byte aligned rows
  * (ldw % 16 == 0), which engine/backend_cuda.c guarantees by padding.
  */
-#include "kernels/cuda/kcu.h"
+#include "kernels/cuda/w8a16_dev.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <limits.h>
-#include <stdint.h>
-#include <string.h>
+
+using namespace kcu_w8a16;
 
 namespace {
 
-constexpr int KC = 64;             /* K chunk per pipeline stage (weight bytes per row) */
-constexpr int WARPS = 8;           /* warps per block, all along n */
-constexpr int THREADS = WARPS * 32;
-constexpr int BN = WARPS * 16;     /* weight rows per block */
 #ifndef KCU_W8A16_STAGES /* an experiment's override: NVCCFLAGS="-O3 -DKCU_W8A16_STAGES=8" */
 #define KCU_W8A16_STAGES 4
 #endif
 constexpr int STAGES = KCU_W8A16_STAGES; /* cp.async pipeline depth */
-constexpr int MAX_DEVICES = 64;
-
-struct Params {
-    const float *x;
-    const uint8_t *w;
-    const float *scale;
-    const float *bias;
-    const float *mul; /* smoothing: per-input-channel multipliers (SM instantiations) */
-    float *y;
-    float *ws;
-    int *counters;
-    int ldx, ldw, ldy, m, n, k;
-    int nchunks, chunks_per_split;
-    int gelu;
-    int xvec; /* 16-byte activation copies are legal */
-};
 
 /* ------------------------------------------------------------------------
- * PTX wrappers: cp.async with zero fill, and the MMA.
+ * PTX wrappers: cp.async with zero fill (the MMA is in w8a16_dev.cuh)
  * ---------------------------------------------------------------------- */
 
 /* 16 bytes global -> shared, bytes beyond src_bytes (0..16) are zero; cached
@@ -99,111 +76,6 @@ __device__ __forceinline__ void cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-
-/* D (16x8, f32) += A (16x16) * B (16x8); AT 0: f16 inputs, 1: bf16. */
-template <int AT>
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1)
-{
-    if (AT == 0)
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-    else
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-/* ------------------------------------------------------------------------
- * conversions in registers
- * ---------------------------------------------------------------------- */
-
-/* Bit casts between a 32-bit register and a pair of halves. */
-__device__ __forceinline__ __half2 bits_h2(uint32_t u)
-{
-    __half2 h;
-    memcpy(&h, &u, 4);
-    return h;
-}
-
-__device__ __forceinline__ uint32_t h2_bits(__half2 h)
-{
-    uint32_t u;
-    memcpy(&u, &h, 4);
-    return u;
-}
-
-/* Two FP32 activations -> one register of two 16-bit values (lower k in the
- * low half, as the MMA fragments expect); round to nearest even. */
-template <int AT>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi)
-{
-    if (AT == 0) {
-        return h2_bits(__floats2half2_rn(lo, hi));
-    } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        uint32_t u;
-        memcpy(&u, &h, 4);
-        return u;
-    }
-}
-
-/* Four 8-bit weight codes (one 32-bit word, byte i = k offset i) -> lo
- * (codes 0, 1) and hi (codes 2, 3) as f16x2 or bf16x2. Every conversion is
- * exact: int8 and E4M3 values are all representable in f16 and in bf16.
- *
- * int8 -> f16: the bytes are biased to q + 128 (xor 0x80) and placed under
- * the exponent of 1024 (0x64XX is the half 1024 + XX), then 1152 = 1024 + 128
- * is subtracted: three integer ops and one f16x2 subtract per pair.
- * int8 -> bf16: the same idea in FP32 (2^23 + byte), then a bf16x2 pack.
- * E4M3 -> f16: cuda_fp8.h (one cvt.rn.f16x2.e4m3x2 on sm_89+). */
-template <int WT, int AT>
-__device__ __forceinline__ void dec4(uint32_t w, uint32_t &lo, uint32_t &hi)
-{
-    if (WT == 0) {
-        const uint32_t u = w ^ 0x80808080u;
-        if (AT == 0) {
-            const __half2 bias = __half2half2(__ushort_as_half((unsigned short)0x6480)); /* 1152 */
-            lo = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140)), bias));
-            hi = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342)), bias));
-        } else {
-            float f[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                uint32_t b = __byte_perm(u, 0x4B000000u, 0x7440 | i);
-                f[i] = __uint_as_float(b) - 8388736.0f; /* 2^23 + 128 */
-            }
-            lo = pack2<1>(f[0], f[1]);
-            hi = pack2<1>(f[2], f[3]);
-        }
-    } else {
-        __half2_raw r0 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w & 0xffffu), __NV_E4M3);
-        __half2_raw r1 = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(w >> 16), __NV_E4M3);
-        if (AT == 0) {
-            lo = (uint32_t)r0.x | ((uint32_t)r0.y << 16);
-            hi = (uint32_t)r1.x | ((uint32_t)r1.y << 16);
-        } else {
-            float2 f0 = __half22float2(__half2(r0)), f1 = __half22float2(__half2(r1));
-            lo = pack2<1>(f0.x, f0.y);
-            hi = pack2<1>(f1.x, f1.y);
-        }
-    }
-}
-
-/* GELU in BERT's erf form (not the tanh approximation). */
-__device__ __forceinline__ float gelu_erf(float v)
-{
-    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-}
-
-/* ------------------------------------------------------------------------
- * the kernel
- * ---------------------------------------------------------------------- */
 
 /* Shared-memory sizes of one instantiation. */
 template <int MT>
@@ -337,75 +209,17 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         }
     }
     cp_async_wait<0>();
-
-    /* split-K: publish this split's partial; the last block of the tile to
-     * arrive sums all partials in split order and finishes the tile. */
-    if (gridDim.z > 1) {
-        float4 *wsp = reinterpret_cast<float4 *>(p.ws);
-        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-            __stcg(&wsp[((tile * gridDim.z + split) * MT + mt) * THREADS + tid],
-                   make_float4(acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]));
-        __threadfence();
-        __syncthreads();
-        if (tid == 0)
-            s_last = atomicAdd(&p.counters[tile], 1) == (int)gridDim.z - 1;
-        __syncthreads();
-        if (!s_last)
-            return;
-        __threadfence();
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int sp = 0; sp < (int)gridDim.z; sp++) {
-                const float4 v =
-                    sp == split ? make_float4(acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3])
-                                : __ldcg(&wsp[((tile * gridDim.z + sp) * MT + mt) * THREADS + tid]);
-                s.x += v.x;
-                s.y += v.y;
-                s.z += v.z;
-                s.w += v.w;
-            }
-            acc[mt][0] = s.x;
-            acc[mt][1] = s.y;
-            acc[mt][2] = s.z;
-            acc[mt][3] = s.w;
-        }
-        if (tid == 0)
-            p.counters[tile] = 0; /* ready for the next launch */
-    }
-
-    /* epilogue: accumulator (row g / g+8, tokens 2t, 2t+1) of each token tile */
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int nn = n0 + warp * 16 + g + half * 8;
-        if (nn >= p.n)
-            continue;
-        const float sc = p.scale[nn];
-        const float bi = p.bias ? p.bias[nn] : 0.f;
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int tok = m0 + mt * 8 + 2 * t + e;
-                if (tok < p.m) {
-                    float v = fmaf(acc[mt][half * 2 + e], sc, bi);
-                    if (p.gelu)
-                        v = gelu_erf(v);
-                    p.y[(size_t)tok * p.ldy + nn] = v;
-                }
-            }
-        }
-    }
+    finish_tile<MT>(p, acc, n0, m0, s_last);
 }
 
 /* ------------------------------------------------------------------------
  * launching
  * ---------------------------------------------------------------------- */
 
+} /* namespace */
+
 /* Multiprocessor count of the current device, asked once per device. */
-int device_sms(int *out_dev)
+int kcu_w8a16::device_sms(int *out_dev)
 {
     static int cache[MAX_DEVICES];
     int dev = 0;
@@ -422,6 +236,8 @@ int device_sms(int *out_dev)
     }
     return cache[dev];
 }
+
+namespace {
 
 /* Launches one instantiation, raising its dynamic shared-memory limit the
  * first time it runs on a device (the stages need more than the default 48 KiB). */
@@ -450,10 +266,14 @@ cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-/* From the planner's token-tile count to the instantiation. */
+/* From the planner's token-tile count to the instantiation; direct: the
+ * direct kernel (mt 1 or 2 only). */
 template <int WT, int AT, bool SM>
-cudaError_t dispatch_mt(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
+cudaError_t dispatch_mt(int mt, bool direct, const Params &p, dim3 grid, int dev,
+                        cudaStream_t stream)
 {
+    if (direct)
+        return launch_direct(mt, WT, AT, SM, p, grid, dev, stream);
     switch (mt) {
     case 1: return launch<1, WT, AT, SM>(p, grid, dev, stream);
     case 2: return launch<2, WT, AT, SM>(p, grid, dev, stream);
@@ -463,10 +283,11 @@ cudaError_t dispatch_mt(int mt, const Params &p, dim3 grid, int dev, cudaStream_
 }
 
 template <int WT, int AT>
-cudaError_t dispatch_sm(bool sm, int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
+cudaError_t dispatch_sm(bool sm, int mt, bool direct, const Params &p, dim3 grid, int dev,
+                        cudaStream_t stream)
 {
-    return sm ? dispatch_mt<WT, AT, true>(mt, p, grid, dev, stream)
-              : dispatch_mt<WT, AT, false>(mt, p, grid, dev, stream);
+    return sm ? dispatch_mt<WT, AT, true>(mt, direct, p, grid, dev, stream)
+              : dispatch_mt<WT, AT, false>(mt, direct, p, grid, dev, stream);
 }
 
 /* Loads every instantiation and sets its shared-memory limit on device dev. */
@@ -530,6 +351,13 @@ extern "C" int kcu_w8a16_make_plan(int m, int n, int k, int sms, const kcu_w8a16
     return 0;
 }
 
+/* Which kernel runs at m: the direct one only when asked for and m <= 16
+ * (one or two 8-token tiles); the staged one otherwise. Pure. */
+extern "C" int kcu_w8a16_direct(int m, const kcu_w8a16_opts *o)
+{
+    return o && o->kernel == KCU_W8A16_DIRECT && m >= 1 && m <= 16;
+}
+
 /* Checks the arguments, plans (falling back to one split when the workspace
  * is short) and launches. */
 extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, int ldw,
@@ -564,7 +392,7 @@ extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w
         return cudaErrorInvalidValue;
     if (plan.splits > 1 &&
         (!ws || !counters || ws_floats < plan.ws_floats || ncounters < plan.counters)) {
-        kcu_w8a16_opts one = opts ? *opts : kcu_w8a16_opts{0, 0, 0};
+        kcu_w8a16_opts one = opts ? *opts : kcu_w8a16_opts{0, 0, 0, 0};
         one.force_splits = 1;
         kcu_w8a16_make_plan(m, n, k, sms, &one, &plan);
     }
@@ -590,14 +418,16 @@ extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w
     const dim3 grid(plan.grid_n, plan.grid_m, plan.splits);
     const int mt = plan.bm / 8;
     const bool sm = in_mul != NULL;
+    const bool direct = kcu_w8a16_direct(m, opts);
     if (wt == KCU_W_INT8)
-        return at == KCU_A_F16 ? dispatch_sm<0, 0>(sm, mt, p, grid, dev, stream)
-                               : dispatch_sm<0, 1>(sm, mt, p, grid, dev, stream);
-    return at == KCU_A_F16 ? dispatch_sm<1, 0>(sm, mt, p, grid, dev, stream)
-                           : dispatch_sm<1, 1>(sm, mt, p, grid, dev, stream);
+        return at == KCU_A_F16 ? dispatch_sm<0, 0>(sm, mt, direct, p, grid, dev, stream)
+                               : dispatch_sm<0, 1>(sm, mt, direct, p, grid, dev, stream);
+    return at == KCU_A_F16 ? dispatch_sm<1, 0>(sm, mt, direct, p, grid, dev, stream)
+                           : dispatch_sm<1, 1>(sm, mt, direct, p, grid, dev, stream);
 }
 
-/* Every (MT, WT, AT, SM) instantiation: 32 kernels. */
+/* Every instantiation: (MT, WT, AT, SM) of the staged kernel (32) and of
+ * the direct one (16). */
 extern "C" cudaError_t kcu_w8a16_warm(void)
 {
     int dev = 0;
@@ -607,9 +437,9 @@ extern "C" cudaError_t kcu_w8a16_warm(void)
     if ((e = warm_all<0, 0, false>(dev)) != cudaSuccess || (e = warm_all<0, 1, false>(dev)) != cudaSuccess ||
         (e = warm_all<1, 0, false>(dev)) != cudaSuccess || (e = warm_all<1, 1, false>(dev)) != cudaSuccess ||
         (e = warm_all<0, 0, true>(dev)) != cudaSuccess || (e = warm_all<0, 1, true>(dev)) != cudaSuccess ||
-        (e = warm_all<1, 0, true>(dev)) != cudaSuccess)
+        (e = warm_all<1, 0, true>(dev)) != cudaSuccess || (e = warm_all<1, 1, true>(dev)) != cudaSuccess)
         return e;
-    return warm_all<1, 1, true>(dev);
+    return warm_direct(dev);
 }
 
 /* The plan's workspace at every m that can split: m up to 32 has one token

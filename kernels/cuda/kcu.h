@@ -62,12 +62,25 @@ typedef struct {
     int counters;         /* tile counters needed (0 when splits == 1) */
 } kcu_w8a16_plan;
 
+/* Which kernel runs a W8A16 GEMM. STAGED: weights and FP32 activations
+ * through a cp.async pipeline in shared memory, any m (measured on an H200,
+ * bench/results/gpu-2026-11-26.md). DIRECT: for m <= 16 only, weights
+ * straight into registers with no barrier per chunk, activations converted
+ * once per block (written 2026-11-26 without a GPU; not yet run). The same
+ * plan, workspace and accumulation order: bitwise the same results. */
+typedef enum { KCU_W8A16_AUTO = 0, KCU_W8A16_STAGED = 1, KCU_W8A16_DIRECT = 2 } kcu_w8a16_kernel;
+
 /* Planner knobs; zeros mean defaults. */
 typedef struct {
     int target_blocks; /* blocks to aim for (default 2 * SMs) */
     int force_splits;  /* > 0: use exactly this many splits (clamped to nchunks) */
     int max_splits;    /* cap (default 32) */
+    int kernel;        /* kcu_w8a16_kernel; AUTO is STAGED until DIRECT is measured */
 } kcu_w8a16_opts;
+
+/* Host only, pure: 1 when the direct kernel runs a GEMM of m tokens under
+ * these options (asked for, and m <= 16). */
+int kcu_w8a16_direct(int m, const kcu_w8a16_opts *o);
 
 /* Host only, pure: the tiling and split-K plan for (m, n, k) on a GPU with
  * `sms` multiprocessors. Returns 0, or -1 for sizes < 1. */

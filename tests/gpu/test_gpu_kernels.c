@@ -149,6 +149,41 @@ typedef struct {
     int bias, gelu, force_splits, x_misalign, ldy_extra;
 } w8_case;
 
+/* The direct kernel on the inputs the staged one just ran on (output
+ * poisoned again): the same plan and MMA order, so the same bits, padding
+ * included. y: the staged kernel's output (m x ldy). */
+static void w8a16_direct_same_bits(const w8_case *c, const float *dx, int ldx, const uint8_t *dw,
+                                   int ldw, const float *ds, const float *db, float *dy, int ldy,
+                                   const kcu_w8a16_opts *staged, float *ws,
+                                   const kcu_w8a16_plan *p, int *cnt, const float *y)
+{
+    const int m = c->m, n = c->n, k = c->k;
+    kcu_w8a16_opts o = *staged;
+    o.kernel = KCU_W8A16_DIRECT;
+    float *yd = malloc(sizeof(float) * (size_t)m * ldy);
+    if (!CHECK(yd, "allocation"))
+        return;
+    CUDA_OK(cudaMemset(dy, 0xff, sizeof(float) * (size_t)m * ldy));
+    cudaError_t e = kcu_w8a16_gemm(dx, ldx, dw, ldw, c->wt, ds, c->bias ? db : NULL,
+                                   c->gelu ? KCU_ACT_GELU : KCU_ACT_NONE, dy, ldy, m, n, k, c->at,
+                                   &o, ws, p->ws_floats, cnt, p->counters, stream);
+    if (CHECK(e == cudaSuccess, "direct launch m=%d n=%d k=%d: %s", m, n, k, cudaGetErrorString(e))) {
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaMemcpy(yd, dy, sizeof(float) * (size_t)m * ldy, cudaMemcpyDeviceToHost));
+        size_t first = (size_t)-1;
+        for (size_t i = 0; i < (size_t)m * ldy && first == (size_t)-1; i++)
+            if (memcmp(&yd[i], &y[i], sizeof(float)))
+                first = i;
+        CHECK(first == (size_t)-1,
+              "w8a16 direct %s/%s m=%d n=%d k=%d splits=%d misalign=%d: bitwise the staged "
+              "kernel's output (first difference at %zd: %.9g vs %.9g)",
+              c->wt == KCU_W_INT8 ? "int8" : "e4m3", c->at == KCU_A_BF16 ? "bf16" : "f16", m, n,
+              k, p->splits, c->x_misalign, first == (size_t)-1 ? (ssize_t)-1 : (ssize_t)first,
+              first == (size_t)-1 ? 0.0 : yd[first], first == (size_t)-1 ? 0.0 : y[first]);
+    }
+    free(yd);
+}
+
 static void w8a16_case(const w8_case *c)
 {
     const int m = c->m, n = c->n, k = c->k, ldw = round_up(k, 16), ldx = k + c->x_misalign,
@@ -228,6 +263,8 @@ static void w8a16_case(const w8_case *c)
             ref2[(size_t)r * n + j] = c->gelu ? gelu_ref(v2) : v2;
             yc[(size_t)r * n + j] = y[(size_t)r * ldy + j];
         }
+    if (m <= 16)
+        w8a16_direct_same_bits(c, dx, ldx, dw, ldw, ds, db, dy, ldy, &o, ws, &p, cnt, y);
     long bad = gt_first_nonfinite(yc, (size_t)m * n);
     int pad_ok = 1;
     for (int r = 0; r < m && c->ldy_extra; r++)
@@ -787,6 +824,17 @@ static void fills_are_deterministic_and_in_range(void)
     cudaFree(d), cudaFree(dc), free(h1), free(h2), free(hc);
 }
 
+/* The direct kernel runs only when asked for and only for m <= 16. */
+static void direct_kernel_choice(void)
+{
+    const kcu_w8a16_opts d = {.kernel = KCU_W8A16_DIRECT}, s = {.kernel = KCU_W8A16_STAGED},
+                         a = {0};
+    CHECK(kcu_w8a16_direct(1, &d) && kcu_w8a16_direct(16, &d), "direct at m = 1 and 16 when asked");
+    CHECK(!kcu_w8a16_direct(17, &d) && !kcu_w8a16_direct(0, &d), "not at m = 17 or 0");
+    CHECK(!kcu_w8a16_direct(1, &s) && !kcu_w8a16_direct(1, &a) && !kcu_w8a16_direct(1, NULL),
+          "staged when not asked for (auto is staged until direct is measured)");
+}
+
 int main(int argc, char **argv)
 {
     const char *suite = "gpu kernels";
@@ -795,6 +843,7 @@ int main(int argc, char **argv)
     planner_covers_k_without_empty_splits();
     planner_fills_the_gpu_and_obeys_knobs();
     crossover_picker_takes_the_last_unbroken_run();
+    direct_kernel_choice();
     if (!gt_have_device(suite)) {
         gt_skip++;
         return gt_finish(suite);

@@ -149,20 +149,21 @@ static void *dput(const void *h, size_t bytes)
     return d;
 }
 
-/* Runs the fused kernel on (x with mul) and on (x * mul); 1 when bitwise equal. */
-static int fused_pair(const layer *L, kcu_wtype wt, kcu_atype at, const float *dmul,
-                      const float *dx, const float *dxs, const void *dq, int ldq,
-                      const float *dsc, float *dy1, float *dy2, float *ws, size_t wsf, int *cnt,
-                      int ncnt)
+/* Runs the fused kernel (o: which one) on (x with mul) and on (x * mul); 1
+ * when bitwise equal. */
+static int fused_pair(const layer *L, kcu_wtype wt, kcu_atype at, const kcu_w8a16_opts *o,
+                      const float *dmul, const float *dx, const float *dxs, const void *dq,
+                      int ldq, const float *dsc, float *dy1, float *dy2, float *ws, size_t wsf,
+                      int *cnt, int ncnt)
 {
     const size_t mn = (size_t)L->m * L->n;
     float *h1 = malloc(sizeof(float) * mn), *h2 = malloc(sizeof(float) * mn);
     int ok = cudaMemset(dy1, 0xff, sizeof(float) * mn) == cudaSuccess &&
              cudaMemset(dy2, 0xff, sizeof(float) * mn) == cudaSuccess &&
              kcu_w8a16_gemm_mul(dx, L->k, dq, ldq, wt, dsc, NULL, KCU_ACT_NONE, dy1, L->n, L->m, L->n,
-                                L->k, at, dmul, NULL, ws, wsf, cnt, ncnt, stream) == cudaSuccess &&
+                                L->k, at, dmul, o, ws, wsf, cnt, ncnt, stream) == cudaSuccess &&
              kcu_w8a16_gemm(dxs, L->k, dq, ldq, wt, dsc, NULL, KCU_ACT_NONE, dy2, L->n, L->m, L->n,
-                            L->k, at, NULL, ws, wsf, cnt, ncnt, stream) == cudaSuccess &&
+                            L->k, at, o, ws, wsf, cnt, ncnt, stream) == cudaSuccess &&
              cudaStreamSynchronize(stream) == cudaSuccess &&
              cudaMemcpy(h1, dy1, sizeof(float) * mn, cudaMemcpyDeviceToHost) == cudaSuccess &&
              cudaMemcpy(h2, dy2, sizeof(float) * mn, cudaMemcpyDeviceToHost) == cudaSuccess;
@@ -171,9 +172,9 @@ static int fused_pair(const layer *L, kcu_wtype wt, kcu_atype at, const float *d
     return ok;
 }
 
-/* Bitwise: fused W8A16 (both weight and activation types, split-K), the
- * f16/bf16 conversion and the E4M3 row quantization, with multipliers vs
- * on pre-multiplied input. */
+/* Bitwise: fused W8A16 (both weight and activation types, split-K, the
+ * staged and, at m <= 16, the direct kernel), the f16/bf16 conversion and
+ * the E4M3 row quantization, with multipliers vs on pre-multiplied input. */
 static void kernels_with_multipliers_equal_premultiplied_input(void)
 {
     const int cases = quick ? 2 : 6;
@@ -181,7 +182,8 @@ static void kernels_with_multipliers_equal_premultiplied_input(void)
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     for (int cs = 0; cs < cases; cs++) {
         layer L;
-        layer_make(&L, gt_randint(1, 70), gt_randint(1, 700), gt_randint(1, 1500), MT_PREC_INT8);
+        layer_make(&L, cs & 1 ? gt_randint(1, 16) : gt_randint(1, 70), gt_randint(1, 700),
+                   gt_randint(1, 1500), MT_PREC_INT8);
         const int ldq = (L.k + 15) / 16 * 16, kp = (L.k + 63) / 64 * 64;
         float *mul = malloc(sizeof(float) * kp), *xs = malloc(sizeof(float) * (size_t)L.m * L.k);
         uint8_t *q = calloc((size_t)L.n * ldq, 1);
@@ -203,11 +205,14 @@ static void kernels_with_multipliers_equal_premultiplied_input(void)
         float *ws = dput(NULL, sizeof(float) * (wsf ? wsf : 1));
         int *dcnt = dput(NULL, sizeof(int) * (cnt ? cnt : 1));
         CUDA_OK(cudaMemset(dcnt, 0, sizeof(int) * (cnt ? cnt : 1)));
-        for (int v = 0; v < 4; v++)
+        for (int v = 0; v < 8; v++) {
+            const kcu_w8a16_opts ko = {.kernel = v & 4 ? KCU_W8A16_DIRECT : KCU_W8A16_STAGED};
             CHECK(fused_pair(&L, v & 1 ? KCU_W_E4M3 : KCU_W_INT8, v & 2 ? KCU_A_BF16 : KCU_A_F16,
-                             dmul, dx, dxs, dq, ldq, dsc, dy1, dy2, ws, wsf, dcnt, cnt),
-                  "fused %s/%s m=%d n=%d k=%d: with multipliers == on pre-multiplied x",
-                  v & 1 ? "e4m3" : "int8", v & 2 ? "bf16" : "f16", L.m, L.n, L.k);
+                             &ko, dmul, dx, dxs, dq, ldq, dsc, dy1, dy2, ws, wsf, dcnt, cnt),
+                  "fused %s/%s (%s kernel) m=%d n=%d k=%d: with multipliers == on pre-multiplied x",
+                  v & 1 ? "e4m3" : "int8", v & 2 ? "bf16" : "f16",
+                  kcu_w8a16_direct(L.m, &ko) ? "direct" : "staged", L.m, L.n, L.k);
+        }
         /* the conversion and the row quantization */
         const size_t half = 2 * (size_t)L.m * ldq;
         uint16_t *h1 = malloc(half), *h2 = malloc(half);
@@ -290,19 +295,27 @@ static void backend_case(mt_backend *be, const char *name, int library, mt_preci
 static void backend_smoothing_on_every_path(void)
 {
     mt_err err = {{0}};
-    for (int library = 0; library < 2; library++) {
+    for (int path = 0; path < 3; path++) { /* fused, library, fused with the direct kernel */
+        const int library = path == 1;
         mt_cuda_opts o;
         mt_cuda_opts_default(&o);
         o.gemm = library ? MT_CUDA_GEMM_LIBRARY : MT_CUDA_GEMM_FUSED;
+        o.w8a16_kernel = path == 2 ? KCU_W8A16_DIRECT : KCU_W8A16_STAGED;
         o.autotune = 0;
         mt_backend *be = NULL;
         if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
             return;
-        const char *name = library ? "library" : "fused";
+        const char *name = path == 2 ? "fused-direct" : library ? "library" : "fused";
         backend_case(be, name, library, MT_PREC_INT8, 5, 384, 384);
         backend_case(be, name, library, MT_PREC_INT8, 70, 100, 1000);
         backend_case(be, name, library, MT_PREC_FP8, 33, 1152, 384);
         backend_case(be, name, library, MT_PREC_FP8, 300, 384, 1536);
+        backend_case(be, name, library, MT_PREC_FP8, 16, 1000, 700);
+        mt_cuda_counts n;
+        mt_cuda_get_counts(be, &n);
+        CHECK(path == 2 ? n.fused_direct == 2 : n.fused_direct == 0,
+              "%s: %ld GEMMs ran the direct kernel (m = 5 and 16 only on fused-direct)", name,
+              n.fused_direct);
         mt_backend_destroy(be);
     }
 }
