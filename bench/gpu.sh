@@ -17,6 +17,9 @@
 #                   on the shipped MiniLM, test_gpu_backend again under
 #                   MT_CUDA_DEBUG_SYNC=1
 #         gemm      bench/gpu/gemm_bench (every shape and m)
+#         direct    gemm_bench on the LLM shapes at m = 1, 4, 16 and 1024 only
+#                   (the direct W8A16 kernel against the staged one, and the
+#                   FP8 row quantization; ~30 s), into gemm.json as gemm does
 #         e2e       bench/gpu/e2e_bench beside the PyTorch FP16 peer, same ids
 #         serve     mantissa serve on device "cuda", a precision switch
 #                   through every precision under load (serve_switch.py)
@@ -43,7 +46,9 @@
 # (default 560 s) by giving each step at most what is left, and says in the
 # report which steps it had to skip. Split the phases over two calls if the
 # budget runs out (e.g. "run tests,sanitize", then "run gemm,e2e"). The first
-# full run on an H200 (2026-11-26) took 185 s for the default phases.
+# full run on an H200 (2026-11-26) took 185 s for the default phases. With
+# 15 minutes of device time in all (start-up included), ask for
+# "run tests,direct,e2e" first.
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT.
 set -uo pipefail
@@ -225,6 +230,13 @@ run() {
     runb timeout "$(cap 150)" "$BIN/gemm_bench" --json "$W/gemm.json" > "$W/gemm.md" 2> "$LOG/gemm.err"
     tail -3 "$W/gemm.md"
   }
+  phase_direct() {
+    room 40 "GEMM points of the direct kernel" || return 0
+    say "GEMM microbenchmark, LLM shapes at m = 1, 4, 16, 1024"
+    runb timeout "$(cap 90)" "$BIN/gemm_bench" --shapes llm --ms 1,4,16,1024 --json "$W/gemm.json" \
+      > "$W/gemm.md" 2> "$LOG/gemm.err"
+    tail -3 "$W/gemm.md"
+  }
   phase_e2e() {
     room 90 "end to end" || return 0
     local secs=${SECONDS_PER_POINT:-1.5}
@@ -331,8 +343,8 @@ run() {
   [ "$phases" = all ] && phases=tests,gemm,e2e,serve,stsb,sanitize
   for ph in ${phases//,/ }; do
     case $ph in
-      tests|sanitize|gemm|e2e|serve|asan|profile|sweep|stsb) "phase_$ph" ;;
-      *) say "unknown phase $ph (tests, sanitize, gemm, e2e, serve, asan, profile, sweep, stsb)" ;;
+      tests|sanitize|gemm|direct|e2e|serve|asan|profile|sweep|stsb) "phase_$ph" ;;
+      *) say "unknown phase $ph (tests, sanitize, gemm, direct, e2e, serve, asan, profile, sweep, stsb)" ;;
     esac
   done
 

@@ -525,8 +525,11 @@ static void dequant_to_f16_is_bit_exact(void)
 static void quant_rows_e4m3_matches_numfmt(void)
 {
     for (int cs = 0; cs < (quick ? 2 : 8); cs++) {
-        const int m = gt_randint(1, 300), k = gt_randint(1, 3000), ldx = k + gt_randint(0, 2),
-                  ldq = round_up(k, 16);
+        /* odd cases: rows 16-byte aligned (the kernel's four-at-a-time path);
+         * cs % 4 == 2: code rows not 4-byte aligned (byte stores) */
+        const int m = gt_randint(1, 300), k = gt_randint(1, 3000),
+                  ldx = cs & 1 ? round_up(k, 4) : k + gt_randint(0, 2),
+                  ldq = cs % 4 == 2 ? k + 1 + (k % 4 == 3) : round_up(k, 16);
         float *x = malloc(sizeof(float) * (size_t)m * ldx), *s = malloc(sizeof(float) * m);
         uint8_t *q = malloc((size_t)m * ldq);
         for (int r = 0; r < m; r++) {
