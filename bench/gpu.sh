@@ -200,6 +200,12 @@ run() {
     room 30 test_gpu_model &&
       { runb timeout "$(cap 150)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 | tee -a "$LOG/tests.log" |
         grep -E 'FAIL|passed|SKIP|gpu model: [a-z0-9/]+ +mean' || true; }
+    # the opt-in GELU epilogue (tanh form) against the same CPU FP32 vectors
+    room 30 "test_gpu_model, MT_CUDA_GELU=tanh" &&
+      { echo "== MT_CUDA_GELU=tanh test_gpu_model" >> "$LOG/tests.log"
+        MT_CUDA_GELU=tanh runb timeout "$(cap 150)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 |
+          sed 's/^gpu model:/gpu model (gelu tanh):/' | tee -a "$LOG/tests.log" |
+          grep -E 'FAIL|passed|SKIP|gpu model \(gelu tanh\): [a-z0-9/]+ +mean' || true; }
   }
   phase_sanitize() {
     local cs
@@ -247,6 +253,11 @@ run() {
       say "peer failed: $(tail -3 "$LOG/peer.err")"
     runb timeout "$(cap 150)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --seconds "$secs" \
       --json "$W/e2e.json" 2> "$LOG/e2e.err" || say "e2e failed: $(tail -3 "$LOG/e2e.err")"
+    # 16-bit precisions with GELU in cuBLASLt's epilogue (MT_CUDA_GELU=tanh)
+    room 30 "end to end, MT_CUDA_GELU=tanh" &&
+      { MT_CUDA_GELU=tanh runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+          --seconds "$secs" --precisions fp16,bf16 --json "$W/e2e-gelu-tanh.json" 2>> "$LOG/e2e.err" ||
+          say "e2e (gelu tanh) failed: $(tail -3 "$LOG/e2e.err")"; }
   }
   # the server on the GPU: mantissa serve, device "cuda", a precision switch
   # through every precision under 16 client threads; zero failed requests
@@ -351,7 +362,7 @@ run() {
   python3 bench/gpu/report.py --work "$W" --phases "$phases" > "$OUT/gpu-results.md" ||
     say "report failed"
   for f in tests.log; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
-  for f in gemm.json e2e.json peer.json serve.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+  for f in gemm.json e2e.json e2e-gelu-tanh.json peer.json serve.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs $(cd "$W" && ls gemm.md 2>/dev/null) || true
   say "done in $((SECONDS - t_start)) s; $OUT/gpu-results.md"
   tail -n 60 "$OUT/gpu-results.md"

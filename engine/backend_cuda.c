@@ -598,6 +598,8 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
         o->w8a16_kernel = KCU_W8A16_DIRECT;
     else if (wk && !strcmp(wk, "staged"))
         o->w8a16_kernel = KCU_W8A16_STAGED;
+    const char *ge = getenv("MT_CUDA_GELU");
+    o->gelu_tanh = ge && !strcmp(ge, "tanh");
     o->debug_sync = env_int("MT_CUDA_DEBUG_SYNC", 0);
     o->graphs = env_int("MT_CUDA_GRAPHS", 1);
 }
@@ -695,6 +697,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     const cu_backend *b = (const cu_backend *)be;
     out->fused = atomic_load(&b->n_fused);
     out->fused_direct = atomic_load(&b->n_fused_direct);
+    out->lt_gelu_epi = atomic_load(&b->n_lt_gelu_epi);
     out->lt_dequant = atomic_load(&b->n_lt_dequant);
     out->lt_w8a8 = atomic_load(&b->n_lt_w8a8);
     out->lt_16 = atomic_load(&b->n_lt_16);

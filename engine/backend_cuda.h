@@ -78,6 +78,11 @@ mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
  *   MT_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
  *   MT_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
  *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
+ *   MT_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: erf (default, BERT's own, a
+ *                                     separate pass) or tanh (cuBLASLt's GELU_BIAS epilogue,
+ *                                     the tanh approximation: no pass over the FFN output;
+ *                                     on the CPU MiniLM's vectors moved by mean cosine
+ *                                     0.99999931 from erf's; not yet run on a GPU)
  *   MT_CUDA_W8A16_KERNEL=staged|direct  the fused kernel for m <= 16: staged (default,
  *                                     measured) or direct (weights into registers, not
  *                                     yet run on a GPU; bitwise the same results)
@@ -98,6 +103,7 @@ typedef struct {
     mt_cuda_attn attn;
     int w8a16_bf16;
     int w8a16_kernel; /* kcu_w8a16_kernel: MT_CUDA_W8A16_KERNEL (0: auto) */
+    int gelu_tanh;    /* MT_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
@@ -120,6 +126,7 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
 typedef struct {
     long fused;      /* W8A16 fused kernel */
     long fused_direct; /* of which the direct kernel (MT_CUDA_W8A16_KERNEL=direct, m <= 16) */
+    long lt_gelu_epi;  /* of lt_16, GEMMs whose GELU ran in cuBLASLt's epilogue (MT_CUDA_GELU=tanh) */
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */

@@ -99,8 +99,10 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
     LT(cublasLtMatmulDescCreate(&p->desc, ct, CUDA_R_32F));
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (key->bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (key->epi) {
+        const cublasLtEpilogue_t epi = key->epi == LT_EPI_BIAS   ? CUBLASLT_EPILOGUE_BIAS
+                                       : key->epi == LT_EPI_GELU ? CUBLASLT_EPILOGUE_GELU
+                                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
@@ -157,13 +159,15 @@ static mt_status lt_refuse(lt_plan *p, cublasStatus_t s, int m, int n, int k, mt
                    k, cublasLtGetStatusName(s));
 }
 
-/* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias];
+/* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias]
+ * [then cuBLASLt's GELU, the tanh approximation, when gelu];
  * MT_EUNSUPPORTED when cuBLASLt has no algorithm (callers may fall back). */
 static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
-                         int m, int n, int k, const float *bias, const float *a_scale,
+                         int m, int n, int k, const float *bias, int gelu, const float *a_scale,
                          const float *b_scale, float *y, mt_err *err)
 {
-    const lt_key key = {kind, n, k, m, lda, ldb, bias != NULL};
+    const lt_key key = {kind, n, k, m, lda, ldb,
+                        (bias ? LT_EPI_BIAS : 0) | (gelu ? LT_EPI_GELU : 0)};
     lt_plan *p;
     if (!c->lt_ws)
         CU(scratch(c, LT_WORKSPACE, &c->lt_ws));
@@ -275,7 +279,7 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int
                                pw->scales, n, k, wf, ld, c->stream),
             done);
     CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
-    if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, NULL, NULL, y, err)) != MT_OK)
+    if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, 0, NULL, NULL, y, err)) != MT_OK)
         goto done;
     if (act == MT_ACT_GELU)
         CU_GOTO(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream), done);
@@ -300,7 +304,7 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
     CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
     CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
-    if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, pw->scales, xs, y,
+    if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
                       err)) != MT_OK)
         goto done;
     CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
@@ -357,18 +361,27 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     case MT_PREC_FP32:
     case MT_PREC_TF32:
         st = lt_gemm(c, pw->prec == MT_PREC_TF32 ? LK_TF32 : LK_F32, pw->data, w->ld, x, k, m, n,
-                     k, bias, NULL, NULL, y, err);
+                     k, bias, 0, NULL, NULL, y, err);
         if (st == MT_OK)
             atomic_fetch_add_explicit(&b->n_lt_32, 1, memory_order_relaxed);
         break;
     case MT_PREC_FP16:
     case MT_PREC_BF16: {
-        const int bf = pw->prec == MT_PREC_BF16;
+        /* MT_CUDA_GELU=tanh: GELU in the epilogue; where cuBLASLt has no
+         * such algorithm, the plain GEMM and the erf pass below */
+        const int bf = pw->prec == MT_PREC_BF16, epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
         void *xh = NULL;
         CU(scratch(c, sizeof(uint16_t) * (size_t)m * w->ld, &xh));
         CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), h16_done);
-        st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, NULL,
-                     NULL, y, err);
+        st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, epi_gelu,
+                     NULL, NULL, y, err);
+        if (st == MT_EUNSUPPORTED && epi_gelu)
+            st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, 0,
+                         NULL, NULL, y, err);
+        else if (st == MT_OK && epi_gelu) {
+            atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
+            act = MT_ACT_NONE; /* done */
+        }
         if (st == MT_OK)
             atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
     h16_done:

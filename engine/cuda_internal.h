@@ -88,8 +88,10 @@ typedef enum { LK_F32, LK_TF32, LK_F16, LK_BF16, LK_E4M3 } lt_kind;
 
 /* One cuBLASLt problem: y^T (n, m) = op(A)^T-style "TN" GEMM, see lt_plan_get. */
 typedef struct {
-    int kind, n, k, m, lda, ldb, bias;
+    int kind, n, k, m, lda, ldb;
+    int epi; /* epilogue: LT_EPI_BIAS and/or LT_EPI_GELU bits */
 } lt_key;
+enum { LT_EPI_BIAS = 1, LT_EPI_GELU = 2 };
 
 typedef struct {
     lt_key key;
@@ -155,7 +157,7 @@ struct cu_backend {
     int fp8_w8a8; /* cup_fp8_w8a8_enabled: sm_90 and cuBLASLt >= 12.9 with outer-vector scales */
     tune_entry tune[TUNE_SLOTS];
     int ntune;
-    atomic_long n_fused, n_fused_direct, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+    atomic_long n_fused, n_fused_direct, n_lt_gelu_epi, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */

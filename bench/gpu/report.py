@@ -80,6 +80,24 @@ def gemm_targets(g):
     return lines
 
 
+def gelu_tanh_section(w, e):
+    """The fp16/bf16 rows again with MT_CUDA_GELU=tanh, against the erf rows
+    of the same run."""
+    et = load_json(os.path.join(w, "e2e-gelu-tanh.json"))
+    if not et:
+        return
+    base = {(r["precision"], r["batch"]): r for r in e["results"]}
+    print("### The same with MT_CUDA_GELU=tanh (GELU in cuBLASLt's epilogue)\n")
+    print("| precision | batch | sentences/s | vs the erf pass (same run) |")
+    print("|---|---|---|---|")
+    for r in et["results"]:
+        b0 = base.get((r["precision"], r["batch"]))
+        print("| %s | %d | %.1f | %s |" % (r["precision"], r["batch"], r["sentences_per_s"],
+                                         "%.2fx" % (r["sentences_per_s"] / b0["sentences_per_s"])
+                                         if b0 else "n/a"))
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -152,6 +170,7 @@ def main():
         print("raw: mantissa `%s`\n" % json.dumps(e))
         if peer:
             print("raw: peer `%s`\n" % json.dumps(peer))
+        gelu_tanh_section(w, e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
     serve_section(w, a.phases)

@@ -247,6 +247,35 @@ static void gemm_every_precision_and_path_matches_fp64(void)
     }
 }
 
+/* MT_CUDA_GELU=tanh: fp16/bf16 GEMMs with GELU take cuBLASLt's GELU_BIAS
+ * epilogue (the tanh approximation, within the 16-bit tolerances of the
+ * erf reference), the others and GEMMs without GELU are unchanged. */
+static void gelu_epilogue_within_tolerance(void)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.gelu_tanh = 1;
+    o.autotune = 0;
+    gemm_backend gb = {NULL, "gelu-tanh", MT_CUDA_GEMM_AUTO, 0};
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &gb.be, &err), err))
+        return;
+    static const int cases[][3] = {{1, 1536, 384}, {33, 1536, 384}, {300, 100, 77}, {7, 33, 1000}};
+    for (int p = MT_PREC_FP16; p <= MT_PREC_BF16; p++)
+        for (int i = 0; i < 4; i++) {
+            gemm_case(&gb, (mt_precision)p, cases[i][0], cases[i][1], cases[i][2], 1);
+            gemm_case(&gb, (mt_precision)p, cases[i][0], cases[i][1], cases[i][2], 0);
+        }
+    gemm_case(&gb, MT_PREC_FP32, 33, 1536, 384, 1);
+    mt_cuda_counts c;
+    mt_cuda_get_counts(gb.be, &c);
+    CHECK(c.lt_gelu_epi == 8 && c.lt_16 == 16,
+          "gelu-tanh backend: %ld of the 8 fp16/bf16 GEMMs with GELU ran it in the epilogue (%ld "
+          "16-bit GEMMs in all; fewer means cuBLASLt had no GELU_BIAS algorithm: fell back)",
+          c.lt_gelu_epi, c.lt_16);
+    mt_backend_destroy(gb.be);
+}
+
 /* ========================================================================
  * encoder ops against the CPU twins
  * ====================================================================== */
@@ -591,6 +620,7 @@ int main(int argc, char **argv)
     memory_ops_round_trip_and_survive_oom();
     encoder_ops_match_cpu_twins();
     gemm_every_precision_and_path_matches_fp64();
+    gelu_epilogue_within_tolerance();
     w8a8_refusal_falls_back_to_fused();
     threads_share_a_backend_with_a_stream_each();
     return gt_finish(suite);
