@@ -173,16 +173,8 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         const float4 *sx = reinterpret_cast<const float4 *>(sw + Tile<MT>::W_BYTES);
         const uint4 wa = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g) * KC + t * 16);
         const uint4 wb = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g + 8) * KC + t * 16);
-        /* A fragments of the 4 MMA steps: a[j] = {row g lo, row g+8 lo, row g hi, row g+8 hi} */
         uint32_t a[4][4];
-        dec4<WT, AT>(wa.x, a[0][0], a[0][2]);
-        dec4<WT, AT>(wb.x, a[0][1], a[0][3]);
-        dec4<WT, AT>(wa.y, a[1][0], a[1][2]);
-        dec4<WT, AT>(wb.y, a[1][1], a[1][3]);
-        dec4<WT, AT>(wa.z, a[2][0], a[2][2]);
-        dec4<WT, AT>(wb.z, a[2][1], a[2][3]);
-        dec4<WT, AT>(wa.w, a[3][0], a[3][2]);
-        dec4<WT, AT>(wb.w, a[3][1], a[3][3]);
+        dec_runs<WT, AT>(wa, wb, a);
         /* smoothing: this thread's 16 physical k are 16t .. 16t+15 of the
          * chunk (step j: 16t + 4j ..); mul is padded to whole chunks */
         float4 mul[4];
@@ -239,31 +231,18 @@ int kcu_w8a16::device_sms(int *out_dev)
 
 namespace {
 
-/* Launches one instantiation, raising its dynamic shared-memory limit the
- * first time it runs on a device (the stages need more than the default 48 KiB). */
+/* One instantiation (the stages need more than the default 48 KiB of
+ * shared memory: the limit is raised the first time it runs on a device). */
 template <int MT, int WT, int AT, bool SM>
 cudaError_t prepare(int dev)
 {
-    static unsigned char ready[MAX_DEVICES];
-    if (!ready[dev]) {
-        cudaError_t e = cudaFuncSetAttribute(w8a16_kernel<MT, WT, AT, SM>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             Tile<MT>::SMEM);
-        if (e != cudaSuccess)
-            return e;
-        ready[dev] = 1;
-    }
-    return cudaSuccess;
+    return prepare_once<w8a16_kernel<MT, WT, AT, SM>, Tile<MT>::SMEM>(dev);
 }
 
 template <int MT, int WT, int AT, bool SM>
 cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    const cudaError_t e = prepare<MT, WT, AT, SM>(dev);
-    if (e != cudaSuccess)
-        return e;
-    w8a16_kernel<MT, WT, AT, SM><<<grid, THREADS, Tile<MT>::SMEM, stream>>>(p);
-    return cudaGetLastError();
+    return launch_once<w8a16_kernel<MT, WT, AT, SM>, Tile<MT>::SMEM>(p, grid, dev, stream);
 }
 
 /* From the planner's token-tile count to the instantiation; direct: the

@@ -120,14 +120,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[MT][4], const uint4 &wa, 
 {
     constexpr int BM = 8 * MT;
     uint32_t a[4][4];
-    dec4<WT, AT>(wa.x, a[0][0], a[0][2]);
-    dec4<WT, AT>(wb.x, a[0][1], a[0][3]);
-    dec4<WT, AT>(wa.y, a[1][0], a[1][2]);
-    dec4<WT, AT>(wb.y, a[1][1], a[1][3]);
-    dec4<WT, AT>(wa.z, a[2][0], a[2][2]);
-    dec4<WT, AT>(wb.z, a[2][1], a[2][3]);
-    dec4<WT, AT>(wa.w, a[3][0], a[3][2]);
-    dec4<WT, AT>(wb.w, a[3][1], a[3][3]);
+    dec_runs<WT, AT>(wa, wb, a);
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -190,31 +183,19 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_direct_kernel(const Params p
     finish_tile<MT>(p, acc, n0, m0, s_last);
 }
 
-/* The direct kernel's instantiations: 32 KiB of shared memory at most, the
- * attribute is set anyway so that warming loads them. */
+/* The direct kernel's instantiations (32 KiB of shared memory at most; the
+ * attribute is set anyway, so that warming loads them). */
 template <int MT, int WT, int AT, bool SM>
 cudaError_t prepare_direct(int dev)
 {
-    static unsigned char ready[MAX_DEVICES];
-    if (!ready[dev]) {
-        cudaError_t e = cudaFuncSetAttribute(w8a16_direct_kernel<MT, WT, AT, SM>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             DirectTile<MT>::SMEM);
-        if (e != cudaSuccess)
-            return e;
-        ready[dev] = 1;
-    }
-    return cudaSuccess;
+    return prepare_once<w8a16_direct_kernel<MT, WT, AT, SM>, DirectTile<MT>::SMEM>(dev);
 }
 
 template <int MT, int WT, int AT, bool SM>
 cudaError_t run_direct(const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    const cudaError_t e = prepare_direct<MT, WT, AT, SM>(dev);
-    if (e != cudaSuccess)
-        return e;
-    w8a16_direct_kernel<MT, WT, AT, SM><<<grid, THREADS, DirectTile<MT>::SMEM, stream>>>(p);
-    return cudaGetLastError();
+    return launch_once<w8a16_direct_kernel<MT, WT, AT, SM>, DirectTile<MT>::SMEM>(p, grid, dev,
+                                                                                   stream);
 }
 
 } /* namespace */

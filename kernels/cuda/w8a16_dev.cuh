@@ -137,6 +137,22 @@ __device__ __forceinline__ void dec4(uint32_t w, uint32_t &lo, uint32_t &hi)
     }
 }
 
+/* The A fragments of a chunk's 4 MMA steps from a thread's two 16-byte
+ * weight runs (rows g and g + 8, one 32-bit word per step):
+ * a[j] = {row g lo, row g+8 lo, row g hi, row g+8 hi}. */
+template <int WT, int AT>
+__device__ __forceinline__ void dec_runs(const uint4 &wa, const uint4 &wb, uint32_t (&a)[4][4])
+{
+    dec4<WT, AT>(wa.x, a[0][0], a[0][2]);
+    dec4<WT, AT>(wb.x, a[0][1], a[0][3]);
+    dec4<WT, AT>(wa.y, a[1][0], a[1][2]);
+    dec4<WT, AT>(wb.y, a[1][1], a[1][3]);
+    dec4<WT, AT>(wa.z, a[2][0], a[2][2]);
+    dec4<WT, AT>(wb.z, a[2][1], a[2][3]);
+    dec4<WT, AT>(wa.w, a[3][0], a[3][2]);
+    dec4<WT, AT>(wb.w, a[3][1], a[3][3]);
+}
+
 /* GELU in BERT's erf form (not the tanh approximation). */
 __device__ __forceinline__ float gelu_erf(float v)
 {
@@ -213,6 +229,33 @@ __device__ __forceinline__ void finish_tile(const Params &p, float (&acc)[MT][4]
             }
         }
     }
+}
+
+/* Kernel KERNEL with SMEM bytes of dynamic shared memory: its limit raised
+ * once per device (the first launch, or warming: which also loads it), then
+ * launched. One flag array per instantiation. */
+template <void (*KERNEL)(const Params), int SMEM>
+cudaError_t prepare_once(int dev)
+{
+    static unsigned char ready[MAX_DEVICES];
+    if (!ready[dev]) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+        if (e != cudaSuccess)
+            return e;
+        ready[dev] = 1;
+    }
+    return cudaSuccess;
+}
+
+template <void (*KERNEL)(const Params), int SMEM>
+cudaError_t launch_once(const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    const cudaError_t e = prepare_once<KERNEL, SMEM>(dev);
+    if (e != cudaSuccess)
+        return e;
+    KERNEL<<<grid, THREADS, SMEM, stream>>>(p);
+    return cudaGetLastError();
 }
 
 /* Multiprocessor count of the current device (cached per device), and the
