@@ -18,8 +18,10 @@
 #                   MT_CUDA_DEBUG_SYNC=1
 #         gemm      bench/gpu/gemm_bench (every shape and m)
 #         direct    gemm_bench on the LLM shapes at m = 1, 4, 16 and 1024 only
-#                   (the direct W8A16 kernel against the staged one, and the
-#                   FP8 row quantization; ~30 s), into gemm.json as gemm does
+#                   (the direct W8A16 kernel against the staged one, the FP8
+#                   row quantization, and at m = 1024 the best of cuBLASLt's
+#                   first 8 algorithms for fp16 and w8a8; ~40 s), into
+#                   gemm.json as gemm does
 #         e2e       bench/gpu/e2e_bench beside the PyTorch FP16 peer, same ids
 #         serve     mantissa serve on device "cuda", a precision switch
 #                   through every precision under load (serve_switch.py)
@@ -239,7 +241,7 @@ run() {
   phase_direct() {
     room 40 "GEMM points of the direct kernel" || return 0
     say "GEMM microbenchmark, LLM shapes at m = 1, 4, 16, 1024"
-    runb timeout "$(cap 90)" "$BIN/gemm_bench" --shapes llm --ms 1,4,16,1024 --json "$W/gemm.json" \
+    runb timeout "$(cap 90)" "$BIN/gemm_bench" --shapes llm --ms 1,4,16,1024 --algos --json "$W/gemm.json" \
       > "$W/gemm.md" 2> "$LOG/gemm.err"
     tail -3 "$W/gemm.md"
   }

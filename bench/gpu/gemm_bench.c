@@ -12,6 +12,10 @@
  *            quantized; w8a8+q adds our per-token quantization kernel
  *   int8d, fp8d  the fused kernel's direct variant (weights straight into
  *            registers, KCU_W8A16_DIRECT), m <= 16 only ("-" above)
+ *   fp16*, w8a8*  with --algos, at m >= 256: the best of the first 8
+ *            algorithms cuBLASLt's heuristic offers for the fp16 and w8a8
+ *            points (the other columns take its first): would timing them
+ *            at load, as the backend times its crossover, pay?
  * plus a measured device-to-device copy bandwidth (bytes read + written), and
  * for the fused kernels the bandwidth they achieve on the bytes they must
  * move (weights once, x, y, scales).
@@ -29,7 +33,7 @@
  * stays valid when `timeout` cuts the run; "complete": true marks a full one.
  *
  *   gemm_bench [--json FILE] [--quick] [--shapes llm|model|all|NxK] [--ms 1,16,..]
- *              [--target-blocks N]
+ *              [--target-blocks N] [--algos]
  * prints a markdown table per shape; --json writes every number;
  * --shapes NxK benches that one shape (weights rotated through DRAM when
  * they are larger than 8 MiB), --ms the given m (at most 16 of them), for a
@@ -75,9 +79,11 @@
             return s_;                                                                      \
     } while (0)
 
-enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, K_INT8D, K_FP8D, NKERN };
+enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, K_INT8D, K_FP8D, K_FP16B, K_W8A8B, NKERN };
 static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q",
-                                         "int8d", "fp8d"};
+                                         "int8d", "fp8d", "fp16*", "w8a8*"};
+enum { MAX_ALGOS = 8, ALGOS_FROM_M = 256 };
+static int try_algos; /* --algos */
 
 static cudaStream_t stream;
 static cublasLtHandle_t lt;
@@ -94,6 +100,8 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t alts[MAX_ALGOS]; /* the heuristic's first algorithms, best first */
+    int nalts;
     int ok;
     cublasStatus_t why; /* when !ok: the status that refused the plan */
 } lt_op;
@@ -125,15 +133,20 @@ static cublasStatus_t lt_build(lt_op *o, cudaDataType_t ab, cudaDataType_t dt, i
     LQ(cublasLtMatmulPreferenceCreate(&pref));
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &LT_WS, sizeof LT_WS);
-    cublasLtMatmulHeuristicResult_t r;
+    cublasLtMatmulHeuristicResult_t r[MAX_ALGOS];
     int nr = 0;
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(lt, o->desc, o->a, o->b, o->d, o->d, pref, 1, &r, &nr);
+        s = cublasLtMatmulAlgoGetHeuristic(lt, o->desc, o->a, o->b, o->d, o->d, pref,
+                                           try_algos ? MAX_ALGOS : 1, r, &nr);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s == CUBLAS_STATUS_SUCCESS && nr == 0)
         s = CUBLAS_STATUS_NOT_SUPPORTED;
-    if (s == CUBLAS_STATUS_SUCCESS)
-        o->algo = r.algo;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        o->algo = r[0].algo;
+        o->nalts = nr;
+        for (int i = 0; i < nr; i++)
+            o->alts[i] = r[i].algo;
+    }
     return s;
 }
 
@@ -212,6 +225,7 @@ static int launch(point *p, int i)
     const int c = i % p->copies;
     switch (p->kind) {
     case K_FP16:
+    case K_FP16B:
         return lt_run(&p->op, p->w16[c], p->x16, p->y16);
     case K_INT8:
     case K_FP8:
@@ -232,6 +246,7 @@ static int launch(point *p, int i)
             return -1;
         return lt_run(&p->op, p->wdeq, p->x16, p->y);
     case K_W8A8:
+    case K_W8A8B:
         return lt_run(&p->op, p->w8e[c], p->xq, p->y);
     case K_W8A8Q:
         if (kq(kcu_quant_rows_e4m3(p->x, p->k, p->m, p->k, p->xq, p->ld8, p->xs, stream),
@@ -394,6 +409,54 @@ static void cell_us(double us, const char *note)
                                                              : "failed");
 }
 
+/* The fastest of the plan's alternative algorithms (--algos), in us. */
+static double time_best_algo(point *p, int quick)
+{
+    double best = NAN;
+    for (int i = 0; i < p->op.nalts; i++) {
+        p->op.algo = p->op.alts[i];
+        const double t = time_point(p, quick);
+        best = isfinite(t) && !(t >= best) ? t : best;
+    }
+    if (!isfinite(best))
+        snprintf(point_note, sizeof point_note, "failed: no algorithm ran");
+    return best;
+}
+
+/* Times kind kd at the point's m: us, or NaN with point_note saying why
+ * (refused, failed, or n/a where the kind does not apply). */
+static double time_kind(point *p, int kd, int quick)
+{
+    const int n = p->n, m = p->m, k = p->k;
+    const int best = kd == K_FP16B || kd == K_W8A8B;
+    if ((kd == K_INT8D || kd == K_FP8D) && !kcu_w8a16_direct(m, &direct_opts)) {
+        snprintf(point_note, sizeof point_note, "n/a: the direct kernel is for m <= 16");
+        return NAN;
+    }
+    if (best && (!try_algos || m < ALGOS_FROM_M)) {
+        snprintf(point_note, sizeof point_note, "n/a: --algos, m >= %d only", ALGOS_FROM_M);
+        return NAN;
+    }
+    p->kind = kd;
+    memset(&p->op, 0, sizeof p->op);
+    if (kd == K_FP16 || kd == K_FP16B)
+        p->op = lt_make(CUDA_R_16F, CUDA_R_16F, n, m, k, p->ld16, p->ld16, NULL, NULL);
+    else if (kd == K_INT8LIB)
+        p->op = lt_make(CUDA_R_16F, CUDA_R_32F, n, m, k, p->ld16, p->ld16, NULL, NULL);
+    else if (kd == K_W8A8 || kd == K_W8A8Q || kd == K_W8A8B)
+        p->op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, p->ld8, p->ld8, p->ld8, p->scale, p->xs);
+    else
+        p->op.ok = 1; /* our own kernels */
+    double us = NAN;
+    if (!p->op.ok)
+        snprintf(point_note, sizeof point_note, "refused: plan: %s", cublasLtGetStatusName(p->op.why));
+    else
+        us = best ? time_best_algo(p, quick) : time_point(p, quick);
+    if (kd != K_INT8 && kd != K_FP8 && kd != K_INT8D && kd != K_FP8D)
+        lt_free(&p->op);
+    return us;
+}
+
 /* Times every kind at (m, n, k); one markdown row and one JSON point. */
 static void bench_row(point *p, const char *what, int m, double copy_gbs, int quick)
 {
@@ -413,28 +476,8 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
         CK(cudaMemsetAsync(p->counters, 0, sizeof(int) * pl.counters, stream));
     }
     for (int kd = 0; kd < NKERN; kd++) {
-        p->kind = kd;
-        memset(&p->op, 0, sizeof p->op);
-        if (kd == K_FP16)
-            p->op = lt_make(CUDA_R_16F, CUDA_R_16F, n, m, k, p->ld16, p->ld16, NULL, NULL);
-        else if (kd == K_INT8LIB)
-            p->op = lt_make(CUDA_R_16F, CUDA_R_32F, n, m, k, p->ld16, p->ld16, NULL, NULL);
-        else if (kd == K_W8A8 || kd == K_W8A8Q)
-            p->op = lt_make(CUDA_R_8F_E4M3, CUDA_R_32F, n, m, p->ld8, p->ld8, p->ld8, p->scale, p->xs);
-        else
-            p->op.ok = 1;
-        if ((kd == K_INT8D || kd == K_FP8D) && !kcu_w8a16_direct(m, &direct_opts)) {
-            us[kd] = NAN; /* the direct kernel is for m <= 16 only */
-            snprintf(point_note, sizeof point_note, "n/a: the direct kernel is for m <= 16");
-        } else if (p->op.ok) {
-            us[kd] = time_point(p, quick);
-        } else {
-            us[kd] = NAN;
-            snprintf(point_note, sizeof point_note, "refused: plan: %s", cublasLtGetStatusName(p->op.why));
-        }
+        us[kd] = time_kind(p, kd, quick);
         snprintf(notes[kd], sizeof notes[kd], "%s", isfinite(us[kd]) ? "" : point_note);
-        if (kd != K_INT8 && kd != K_FP8 && kd != K_INT8D && kd != K_FP8D)
-            lt_free(&p->op);
     }
     cudaFree(p->ws);
     cudaFree(p->counters);
@@ -449,9 +492,14 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
            us[K_FP16] / us[K_FP8], gb8, 100 * gb8 / copy_gbs, gbe, 100 * gbe / copy_gbs,
            us[K_FP16] / us[K_W8A8]);
     if (isfinite(us[K_INT8D]))
-        printf(" %.2fx | %.0f (%.0f%%) |\n", us[K_FP16] / us[K_INT8D], gb8d, 100 * gb8d / copy_gbs);
+        printf(" %.2fx | %.0f (%.0f%%) |", us[K_FP16] / us[K_INT8D], gb8d, 100 * gb8d / copy_gbs);
     else
-        printf(" - | - |\n");
+        printf(" - | - |");
+    if (try_algos && isfinite(us[K_W8A8B]))
+        printf(" %.2fx |", us[K_FP16B] / us[K_W8A8B]);
+    else if (try_algos)
+        printf(" - |");
+    printf("\n");
     fflush(stdout);
     char *obj = NULL;
     size_t olen = 0;
@@ -526,9 +574,10 @@ static void bench_shape(int n, int k, int llm, const char *what, const int *ms, 
     printf("## %s (n=%d, k=%d)%s\n\n", what, n, k,
            llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
     printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8d us | "
-           "fp8d us | int8 x | fp8 x | int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x | int8d x | "
-           "int8d GB/s (%% copy) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "fp8d us | fp16* us | w8a8* us | int8 x | fp8 x | int8 GB/s (%% copy) | fp8 GB/s (%% copy) | "
+           "w8a8 x | int8d x | int8d GB/s (%% copy) |%s\n", try_algos ? " w8a8* x fp16* |" : "");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+           try_algos ? "---|" : "");
     for (int mi = 0; mi < nm; mi++)
         bench_row(&p, what, ms[mi], copy_gbs, quick);
     printf("\n");
@@ -595,6 +644,8 @@ int main(int argc, char **argv)
             mlist = argv[++i];
         else if (!strcmp(argv[i], "--target-blocks") && i + 1 < argc)
             fused_opts.target_blocks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--algos"))
+            try_algos = 1;
     }
     direct_opts = fused_opts;
     direct_opts.kernel = KCU_W8A16_DIRECT;

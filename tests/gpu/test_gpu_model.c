@@ -132,10 +132,10 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         mt_cuda_get_counts(be, &c);
         printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
                "embed %d sentences %.3f s  (gemm paths: fused %ld, dequant+lt %ld, w8a8 %ld, "
-               "lt16 %ld, lt32 %ld)\n",
+               "lt16 %ld of which GELU in the epilogue %ld, lt32 %ld)\n",
                v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
                n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
-               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_32);
+               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_32);
         CHECK(mean >= v->min_mean_cos && mn >= v->min_min_cos,
               "%s: mean cosine %.8f (>= %.6f), min %.8f (>= %.6f) against the CPU FP32 path",
               v->name, mean, v->min_mean_cos, mn, v->min_min_cos);
