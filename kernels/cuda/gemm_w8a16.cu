@@ -252,7 +252,7 @@ cudaError_t dispatch_mt(int mt, bool direct, const Params &p, dim3 grid, int dev
                         cudaStream_t stream)
 {
     if (direct)
-        return launch_direct(mt, WT, AT, SM, p, grid, dev, stream);
+        return launch_direct<WT, AT, SM>(mt, p, grid, dev, stream);
     switch (mt) {
     case 1: return launch<1, WT, AT, SM>(p, grid, dev, stream);
     case 2: return launch<2, WT, AT, SM>(p, grid, dev, stream);
@@ -276,9 +276,10 @@ cudaError_t warm_all(int dev)
     cudaError_t e;
     if ((e = prepare<1, WT, AT, SM>(dev)) != cudaSuccess ||
         (e = prepare<2, WT, AT, SM>(dev)) != cudaSuccess ||
-        (e = prepare<4, WT, AT, SM>(dev)) != cudaSuccess)
+        (e = prepare<4, WT, AT, SM>(dev)) != cudaSuccess ||
+        (e = prepare<8, WT, AT, SM>(dev)) != cudaSuccess)
         return e;
-    return prepare<8, WT, AT, SM>(dev);
+    return warm_direct<WT, AT, SM>(dev);
 }
 
 /* Rounded-up integer division for the planner. */
@@ -416,9 +417,9 @@ extern "C" cudaError_t kcu_w8a16_warm(void)
     if ((e = warm_all<0, 0, false>(dev)) != cudaSuccess || (e = warm_all<0, 1, false>(dev)) != cudaSuccess ||
         (e = warm_all<1, 0, false>(dev)) != cudaSuccess || (e = warm_all<1, 1, false>(dev)) != cudaSuccess ||
         (e = warm_all<0, 0, true>(dev)) != cudaSuccess || (e = warm_all<0, 1, true>(dev)) != cudaSuccess ||
-        (e = warm_all<1, 0, true>(dev)) != cudaSuccess || (e = warm_all<1, 1, true>(dev)) != cudaSuccess)
+        (e = warm_all<1, 0, true>(dev)) != cudaSuccess)
         return e;
-    return warm_direct(dev);
+    return warm_all<1, 1, true>(dev);
 }
 
 /* The plan's workspace at every m that can split: m up to 32 has one token

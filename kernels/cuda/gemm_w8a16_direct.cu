@@ -200,51 +200,33 @@ cudaError_t run_direct(const Params &p, dim3 grid, int dev, cudaStream_t stream)
 
 } /* namespace */
 
-cudaError_t launch_direct(int mt, int wt, int at, bool sm, const Params &p, dim3 grid, int dev,
-                          cudaStream_t stream)
+template <int WT, int AT, bool SM>
+cudaError_t launch_direct(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    if (wt == KCU_W_INT8) {
-        if (at == KCU_A_F16)
-            return sm ? (mt == 1 ? run_direct<1, 0, 0, true>(p, grid, dev, stream)
-                                 : run_direct<2, 0, 0, true>(p, grid, dev, stream))
-                      : (mt == 1 ? run_direct<1, 0, 0, false>(p, grid, dev, stream)
-                                 : run_direct<2, 0, 0, false>(p, grid, dev, stream));
-        return sm ? (mt == 1 ? run_direct<1, 0, 1, true>(p, grid, dev, stream)
-                             : run_direct<2, 0, 1, true>(p, grid, dev, stream))
-                  : (mt == 1 ? run_direct<1, 0, 1, false>(p, grid, dev, stream)
-                             : run_direct<2, 0, 1, false>(p, grid, dev, stream));
-    }
-    if (at == KCU_A_F16)
-        return sm ? (mt == 1 ? run_direct<1, 1, 0, true>(p, grid, dev, stream)
-                             : run_direct<2, 1, 0, true>(p, grid, dev, stream))
-                  : (mt == 1 ? run_direct<1, 1, 0, false>(p, grid, dev, stream)
-                             : run_direct<2, 1, 0, false>(p, grid, dev, stream));
-    return sm ? (mt == 1 ? run_direct<1, 1, 1, true>(p, grid, dev, stream)
-                         : run_direct<2, 1, 1, true>(p, grid, dev, stream))
-              : (mt == 1 ? run_direct<1, 1, 1, false>(p, grid, dev, stream)
-                         : run_direct<2, 1, 1, false>(p, grid, dev, stream));
+    return mt == 1 ? run_direct<1, WT, AT, SM>(p, grid, dev, stream)
+                   : run_direct<2, WT, AT, SM>(p, grid, dev, stream);
 }
 
+template <int WT, int AT, bool SM>
 cudaError_t warm_direct(int dev)
 {
-    cudaError_t e;
-    if ((e = prepare_direct<1, 0, 0, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 0, 0, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 0, 1, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 0, 1, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 1, 0, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 1, 0, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 1, 1, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 1, 1, false>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 0, 0, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 0, 0, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 0, 1, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 0, 1, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 1, 0, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<2, 1, 0, true>(dev)) != cudaSuccess ||
-        (e = prepare_direct<1, 1, 1, true>(dev)) != cudaSuccess)
-        return e;
-    return prepare_direct<2, 1, 1, true>(dev);
+    const cudaError_t e = prepare_direct<1, WT, AT, SM>(dev);
+    return e != cudaSuccess ? e : prepare_direct<2, WT, AT, SM>(dev);
 }
+
+/* The (WT, AT, SM) combinations gemm_w8a16.cu dispatches to. */
+#define KCU_DIRECT_INSTANCE(WT, AT, SM)                                                        \
+    template cudaError_t launch_direct<WT, AT, SM>(int, const Params &, dim3, int,             \
+                                                   cudaStream_t);                              \
+    template cudaError_t warm_direct<WT, AT, SM>(int);
+KCU_DIRECT_INSTANCE(0, 0, false)
+KCU_DIRECT_INSTANCE(0, 1, false)
+KCU_DIRECT_INSTANCE(1, 0, false)
+KCU_DIRECT_INSTANCE(1, 1, false)
+KCU_DIRECT_INSTANCE(0, 0, true)
+KCU_DIRECT_INSTANCE(0, 1, true)
+KCU_DIRECT_INSTANCE(1, 0, true)
+KCU_DIRECT_INSTANCE(1, 1, true)
+#undef KCU_DIRECT_INSTANCE
 
 } /* namespace kcu_w8a16 */

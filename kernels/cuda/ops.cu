@@ -205,6 +205,12 @@ __device__ __forceinline__ float4 row4(const float *xr, const float *mul, int c4
     return v;
 }
 
+/* x[c] (times mul[c]): one column. */
+__device__ __forceinline__ float row1(const float *xr, const float *mul, int c)
+{
+    return mul ? xr[c] * mul[c] : xr[c];
+}
+
 __device__ __forceinline__ uint32_t e4m3(float v)
 {
     return (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
@@ -230,7 +236,7 @@ __global__ void quant_rows_kernel(const float *x, int ldx, int m, int k, uint8_t
             amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
         for (int c = 4 * k4 + threadIdx.x; c < k; c += blockDim.x)
-            amax = fmaxf(amax, fabsf(mul ? xr[c] * mul[c] : xr[c]));
+            amax = fmaxf(amax, fabsf(row1(xr, mul, c)));
         amax = block_reduce(amax, red, true);
         const float s = amax > 0.f ? amax / 448.0f : 1.0f;
         uint8_t *qr = xq + (size_t)r * ldq;
@@ -246,14 +252,14 @@ __global__ void quant_rows_kernel(const float *x, int ldx, int m, int k, uint8_t
                     for (int e = 0; e < 4; e++) {
                         const int c = 4 * c4 + e;
                         if (c < k)
-                            word |= e4m3((mul ? xr[c] * mul[c] : xr[c]) / s) << (8 * e);
+                            word |= e4m3(row1(xr, mul, c) / s) << (8 * e);
                     }
                 }
                 reinterpret_cast<uint32_t *>(qr)[c4] = word;
             }
         } else {
             for (int c = threadIdx.x; c < ldq; c += blockDim.x)
-                qr[c] = c < k ? (uint8_t)e4m3((mul ? xr[c] * mul[c] : xr[c]) / s) : 0;
+                qr[c] = c < k ? (uint8_t)e4m3(row1(xr, mul, c) / s) : 0;
         }
         if (threadIdx.x == 0)
             row_scale[r] = s;

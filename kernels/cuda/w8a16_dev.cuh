@@ -262,11 +262,12 @@ cudaError_t launch_once(const Params &p, dim3 grid, int dev, cudaStream_t stream
  * device in *out_dev; -1 on error (gemm_w8a16.cu). */
 int device_sms(int *out_dev);
 
-/* The direct kernel (gemm_w8a16_direct.cu): launches the instantiation for
- * mt token tiles (1 or 2), weight type wt, activation type at and smoothing
- * sm; warm_direct loads all 16 on device dev. */
-cudaError_t launch_direct(int mt, int wt, int at, bool sm, const Params &p, dim3 grid, int dev,
-                          cudaStream_t stream);
+/* The direct kernel (gemm_w8a16_direct.cu, instantiated there for every
+ * weight type WT, activation type AT and smoothing SM): launches it for mt
+ * token tiles (1 or 2); warm_direct loads both tile counts on device dev. */
+template <int WT, int AT, bool SM>
+cudaError_t launch_direct(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream);
+template <int WT, int AT, bool SM>
 cudaError_t warm_direct(int dev);
 
 } /* namespace kcu_w8a16 */
