@@ -122,6 +122,12 @@ void sc_on_signal(uv_signal_t *h, int sig)
 {
     sched *s = h->loop->data;
     if (s->phase == 0) {
+        /* without a drain delay, admission stops before readiness goes:
+         * once a probe or client has seen the server unready, no request
+         * is admitted (HTTP threads read these flags while the loop sets
+         * them; with unready first, a request could slip in between) */
+        if (s->cfg->drain_delay_ms <= 0)
+            atomic_store(&s->draining, true);
         atomic_store(&s->unready, true);
         log_msg(LOG_INFO, "signal %d: readiness off, shutting down", sig);
         fprintf(stderr, "mantissa: signal %d: stopping\n", sig);
