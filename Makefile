@@ -18,8 +18,19 @@ else
   OPT    ?= -O1 -fno-omit-frame-pointer -fsanitize=$(SANITIZE) -fno-sanitize-recover=all
 endif
 BUILD    := build/$(CFG)
-MARCH    ?= -march=x86-64-v3
 CC       ?= cc
+# The target: x86-64-v3 (AVX2, FMA, F16C; our kernels pick AVX-512, VNNI
+# and AMX at run time), or ARMv8.0 for an aarch64 compiler (make
+# test-arm64: the dot product is picked at run time there).
+ifeq ($(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))),aarch64)
+  MARCH  ?= -march=armv8-a
+  MVEC   ?=
+else
+  MARCH  ?= -march=x86-64-v3
+  MVEC   ?= -lmvec
+endif
+DNNL_INC ?=
+DNNL_LIB ?= -ldnnl
 PKGS     := libmicrohttpd libcjson libuv
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -28,9 +39,9 @@ CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
 CFLAGS   ?=
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(MARCH) -fopenmp \
             -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
-            -I. $(PKG_CFLAGS) -MMD -MP
+            $(DNNL_INC) -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS  += $(OPT) -fopenmp
-LDLIBS   += $(PKG_LIBS) -ldnnl -lmvec -lm -lpthread
+LDLIBS   += $(PKG_LIBS) $(DNNL_LIB) $(MVEC) -lm -lpthread
 
 # Library sources: everything under engine/, models/, kernels/cpu/ and
 # server/ (base, net, api, core) except the entry point; the command line
@@ -52,8 +63,9 @@ VPY      := $(VENV)/bin/python
 MODEL_DIR := models/all-MiniLM-L6-v2
 CONFIG   ?= config/mantissa.json
 
-.PHONY: all build deps model model-all run test test-deploy test-image soak unit integration eval bench clean distclean
+.PHONY: all build deps model model-all run test test-deploy test-image soak unit integration eval bench clean distclean unit-bins
 all build: $(BIN) $(UNIT_BIN)
+unit-bins: $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
 # (owned by the CUDA backend: engine/backend_cuda.c and cuda_gemm.c, kernels/cuda/, tests/gpu/,
@@ -189,6 +201,14 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $< $(LIB_LINK) $(LDLIBS) $(CHECK_LIBS) -o $@
 
+# CPU benchmark programs that link the library (bench/int8_kernels.c: the
+# int8 kernels at the ISA level in force; bench/int8_remedies.c: the drift
+# of each remedy for int8 without VNNI); built by `all` so they keep up.
+CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies
+all build: $(CPU_BENCH_BIN)
+$(CPU_BENCH_BIN): $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $< $(LIB_LINK) $(LDLIBS) -o $@
+
 # ---- set-up ---------------------------------------------------------------
 # Debian packages and the Python virtual environment the tests and tools use.
 deps: $(VENV)/.deps-ok
@@ -223,10 +243,14 @@ run: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(BIN) serve --config $(CONFIG)
 
+# The ISA matrix (tests/run.sh) runs the GEMM tests at every lower level of
+# this CPU; under the sanitizers (4-6x slower) at avx2 alone, the level
+# furthest from AMX/AVX-512 (ISA_LEVELS overrides either).
+ISA_LEVELS ?= $(if $(SANITIZE),avx2)
 test: deps model-all
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory test-deploy
-	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/run.sh
+	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) ISA_LEVELS="$(ISA_LEVELS)" tests/run.sh
 
 # Mixed valid and invalid traffic for SOAK_SECONDS (600); RSS must stay flat.
 SOAK_SECONDS ?= 600
@@ -278,12 +302,20 @@ $(BUILD)/bench/loadgen: bench/loadgen.c
 # infinity-emb (bench/peers_bench.py; installs the peers once with
 # bench/peers/setup.sh: ~6 GB and ~10 minutes the first time); writes
 # bench/results/peers-<date>.md. Not in make test.
+# PEERS_ISA=avx2: every server as on an AVX2 CPU (Mantissa with
+# ONEDNN_MAX_CPU_ISA=AVX2, llama-server built for AVX2 alone); PASSAGES=1:
+# retrieval-sized inputs (~150 words) instead of sentences.
+PEERS_ISA ?=
+PASSAGES ?=
+PEERS_TAG := $(shell date +%F)$(if $(PEERS_ISA),-$(PEERS_ISA))$(if $(PASSAGES),-passages)
 .PHONY: bench-peers
 bench-peers: deps model
 	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
 	bench/peers/setup.sh
-	$(VPY) bench/peers_bench.py --out bench/results/peers-$(shell date +%F).md \
-	  --json build/peers/peers-$(shell date +%F).json
+	$(if $(PEERS_ISA),PEERS_ISA=$(PEERS_ISA) bench/peers/setup.sh)
+	$(VPY) bench/peers_bench.py --out bench/results/peers-$(PEERS_TAG).md \
+	  --json build/peers/peers-$(PEERS_TAG).json $(if $(PEERS_ISA),--isa $(PEERS_ISA)) \
+	  $(if $(PASSAGES),--passages)
 
 # compile_commands.json for clangd and other editors: every compile of a
 # full build (into build/compdb, so the usual builds are not touched),
@@ -359,6 +391,23 @@ test-lb-configs: deps model
 
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
 # ==== end of the fuzzing and deployment block ===============================
+
+# ---- arm64: the cross build and its unit tests under qemu-user ------------------
+# tools/install-deps.sh --arm64 installs Debian's aarch64 cross compiler,
+# qemu-user and the arm64 libraries (multiarch; oneDNN's arm64 headers from
+# its -dev package unpacked into build/arm64-deps, since the amd64 and arm64
+# -dev packages cannot be installed together); the library and the unit
+# tests are built with it for ARMv8.0 into build/arm64/, and tests/arm64.sh
+# runs them under qemu-aarch64 as a CPU with the ARMv8.2 dot product and as
+# one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Not in make
+# test (an hour under emulation on 2 cores); CI runs it.
+ARM64_DEPS := build/arm64-deps
+.PHONY: test-arm64
+test-arm64: model
+	tools/install-deps.sh --arm64
+	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 \
+	  DNNL_INC=-I$(ARM64_DEPS)/usr/include DNNL_LIB=-l:libdnnl.so.2 unit-bins
+	BUILD=build/arm64 tests/arm64.sh
 
 # ---- memcheck: a short server run under valgrind ----------------------------
 # Good and bad requests, a hot-added and removed variant, SIGTERM; fails on

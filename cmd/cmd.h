@@ -17,6 +17,7 @@ typedef struct {
     int batch;
     int jsonl;
     int autom;         /* quantize --auto */
+    int levels;        /* cpu --levels */
 } cmd_opts;
 
 /* Parses argv (argv[0] is the subcommand) into o with the defaults; prints
@@ -45,5 +46,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_cpu(int argc, char **argv);
 
 #endif

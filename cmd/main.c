@@ -7,6 +7,7 @@
  *   mantissa bench    --config FILE --ids FILE [--batch 1,32] [--seconds S]
  *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE
  *   mantissa compare  --config FILE [--model NAME] [--json FILE] [--svg FILE]
+ *   mantissa cpu      [--levels]
  *
  * Only cmd/ prints to stdout or exits; everything below it returns errors
  * as values.
@@ -31,6 +32,7 @@ static void usage(FILE *f)
             "  bench     engine throughput (sentences/s) on given token ids, per batch size\n"
             "  quantize  write a variant's quantized weights (see mantissa quantize --help)\n"
             "  compare   the precision report: every variant against FP32 (mantissa compare --help)\n"
+            "  cpu       the CPU's instruction-set level and the kernel of each precision there\n"
             "\n"
             "common options:\n"
             "  --config FILE      config file (default config/mantissa.json)\n"
@@ -90,6 +92,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"serve", cmd_serve}, {"embed", cmd_embed},       {"eval", cmd_eval},
         {"bench", cmd_bench}, {"quantize", cmd_quantize}, {"compare", cmd_compare},
+        {"cpu", cmd_cpu},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name))

@@ -71,6 +71,14 @@ typedef struct mt_backend_ops {
      * that must wake and meet for each of its hundreds of short ops. */
     void (*set_threads)(mt_backend *be, int threads);
 
+    /* Optional (NULL: not known): the instruction-set level its kernels run
+     * at (the CPU: "avx2" ... "avx512_core_amx", kernels/cpu/cpu_isa.h), and
+     * the kernel that multiplies GEMMs of precision p there ("avx2_sign",
+     * "onednn_f32", ...; NULL for a precision it does not support), for
+     * the start-up log, the load check's message and /metrics. */
+    const char *(*isa)(const mt_backend *be);
+    const char *(*gemm_kernel)(const mt_backend *be, mt_precision p);
+
     /* ---- ops (all buffers backend memory) -------------------------- */
     /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */
     mt_status (*gemm)(mt_backend *be, const float *x, int m, const mt_weight *w,
@@ -131,6 +139,12 @@ struct mt_backend {
 
 /* CPU backend: threads <= 0 means all cores. */
 mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err);
+
+/* The instruction-set levels this CPU can run its kernels at, lowest
+ * first (oneDNN's names, lower case: each one a value ONEDNN_MAX_CPU_ISA
+ * takes, which steps oneDNN and our kernels down together): up to cap of
+ * them into names; returns the count. */
+int mt_cpu_isa_levels(const char **names, int cap);
 
 static inline void mt_backend_destroy(mt_backend *be)
 {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "engine/quant.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qgemm.h"
 
@@ -179,9 +180,9 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
     if (prec == MT_PREC_FP16 || prec == MT_PREC_FP8 || (prec == MT_PREC_BF16 && !cw->f32))
         panel_copy(cw, bytes);
     if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
-        /* in place: ->data keeps the quant.h layout that callers (and
-         * tests/unit/test_quant.c) read back, with no second copy; a
-         * blocked copy would be faster at small M (kernels/cpu/qgemm.h) */
+        /* oneDNN's int8 per channel reads ->data in place (the quant.h
+         * layout, no second copy); our kernels (int8g, and int8 where the
+         * CPU has no VNNI) read their own packed copy, and ->data goes */
         int rc = prec == MT_PREC_INT8
                      ? kc_s8_weight_create(wt->data, wt->scales, n, k, false, &cw->s8)
                      : kc_s8_weight_create_grouped(wt->data, wt->scales, n, k,
@@ -192,12 +193,13 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
             free(cw);
             return rc == KC_ENOMEM
                        ? mt_fail(err, MT_ENOMEM, "out of memory for a %dx%d int8 weight", n, k)
-                       : mt_fail(err, MT_EINTERNAL,
-                                 "oneDNN could not prepare a %dx%d int8 weight", n, k);
+                       : mt_fail(err, MT_EINTERNAL, "could not prepare a %dx%d %s weight (%s)",
+                                 n, k, mt_precision_name(prec),
+                                 rc == KC_ENOKERNEL ? "no exact kernel on this CPU" : "oneDNN");
         }
         wt->bytes += kc_s8_weight_bytes(cw->s8);
-        if (prec == MT_PREC_INT8G && kc_s8_weight_bytes(cw->s8) > 0) {
-            /* the reordered copy is all the GEMM reads: keep one copy */
+        if (kc_s8_weight_bytes(cw->s8) > 0) {
+            /* the object's copy is all the GEMM reads: keep one copy */
             free(wt->data);
             wt->data = NULL;
             wt->bytes -= bytes;
@@ -310,6 +312,43 @@ static mt_status cpu_mean_pool(mt_backend *be, const float *x, const int32_t *of
     return MT_OK;
 }
 
+static const char *cpu_isa(const mt_backend *be)
+{
+    return kc_isa_name(kc_isa_get()->level);
+}
+
+/* What multiplies p's GEMMs at the ISA level in force (the same choices
+ * as cpu_weight_upload makes; a shape oneDNN's blocked layouts refuse
+ * falls back, which this does not name). */
+static const char *cpu_gemm_kernel(const mt_backend *be, mt_precision p)
+{
+    switch (p) {
+    case MT_PREC_FP32:
+        return "onednn_f32";
+    case MT_PREC_BF16:
+        if (kc_bf16_matmul_available())
+            return "onednn_bf16";
+        return kc_h16_available() ? "avx512_h16" : "decode_sgemm";
+    case MT_PREC_FP16:
+    case MT_PREC_FP8:
+        return kc_h16_available() ? "avx512_h16" : "decode_sgemm";
+    case MT_PREC_INT8:
+    case MT_PREC_INT8G:
+        return kc_s8_kernel_name(kc_s8_kernel_auto());
+    default:
+        return NULL;
+    }
+}
+
+int mt_cpu_isa_levels(const char **names, int cap)
+{
+    kc_isa_level lv[KC_ISA_COUNT];
+    const int n = kc_isa_levels(lv);
+    for (int i = 0; i < n && i < cap; i++)
+        names[i] = kc_isa_name(lv[i]);
+    return n < cap ? n : cap;
+}
+
 static const mt_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -322,6 +361,8 @@ static const mt_backend_ops cpu_ops = {
     .weight_destroy = cpu_weight_destroy,
     .weight_set_input_scale = cpu_weight_set_input_scale,
     .set_threads = cpu_set_threads,
+    .isa = cpu_isa,
+    .gemm_kernel = cpu_gemm_kernel,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
     .layernorm = cpu_layernorm,

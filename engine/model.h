@@ -122,6 +122,31 @@ static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const 
     return m->ops->forward(m, ids, offsets, nseq, out, norms, err);
 }
 
+/* ---- the load check ---------------------------------------------------
+ * A build whose GEMMs are not all FP32 embeds the built-in probe texts
+ * (engine/probe_text.h) and is compared with FP32's vectors of the same
+ * texts: its drift must be within its precisions' bounds (the traits
+ * table's check_mean_cos and check_min_cos), or it does not serve. A
+ * kernel that computes wrong sums (an int8 GEMM whose 16-bit pair sums
+ * saturate, as oneDNN's does on CPUs without VNNI) fails it by far. */
+
+/* Figures of one set of vectors against another. */
+typedef struct {
+    int probes;
+    double mean_cos, min_cos;
+} mt_drift;
+
+/* How many probe texts there are (rows of mt_model_embed_probes). */
+int mt_probe_count(void);
+/* Embeds the probe texts with m into out (mt_probe_count() x hidden). */
+mt_status mt_model_embed_probes(mt_model *m, float *out, mt_err *err);
+/* The mean and the least cosine between the rows of a and b (n rows of
+ * dim floats); a row that is zero or not finite counts as -1. */
+mt_drift mt_drift_between(const float *a, const float *b, int n, int dim);
+/* The bounds m's drift must keep: the loosest of its precision's and its
+ * mix's precisions'. False when m has none (every GEMM FP32). */
+bool mt_model_drift_bound(const mt_model *m, mt_drift *bound);
+
 /* The whole path from text to vector: tokenizes n texts (truncating at
  * max_seq_len; lens may be NULL for NUL-terminated texts) and embeds them
  * in one forward. n_tokens (may be NULL) gets the total token count.

@@ -36,6 +36,8 @@ typedef struct {
     bool gpu_only;        /* no CPU GEMM for it */
     st_dtype file_dtype;  /* its elements in a quantized safetensors file */
     nf_format format;     /* its elements' number format */
+    double check_mean_cos; /* the load check (engine/model.h): a build's vectors of the */
+    double check_min_cos;  /* probe texts against FP32's, mean and least cosine at least */
 } mt_precision_traits;
 
 /* The traits of p; p must be a valid mt_precision. */

@@ -41,11 +41,18 @@ static void print_loaded(const srv_models *s)
                         sl->error);
                 continue;
             }
+            char check[160] = "";
+            if (v->check.probes > 0)
+                snprintf(check, sizeof check,
+                         "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
+                         v->check.mean_cos, v->check.min_cos, v->check.probes);
             fprintf(stderr,
-                    "mantissa: loaded %s@%s (%s, %s backend, %d threads, one thread up to %d "
-                    "tokens): %.1f MiB resident, %.1f MiB GEMM weights, space %s\n",
+                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %d "
+                    "threads, one thread up to %d tokens%s): %.1f MiB resident, %.1f MiB GEMM "
+                    "weights, space %s\n",
                     m->name, v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-                    v->be->threads, v->solo_tokens, v->model->info.resident_bytes / 1048576.0,
+                    srv_variant_isa(v), srv_variant_kernel(v), v->be->threads, v->solo_tokens,
+                    check, v->model->info.resident_bytes / 1048576.0,
                     v->model->info.gemm_bytes / 1048576.0, v->space);
         }
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh: runs every test: the check unit suites (one program per module,
-# build/<cfg>/tests/test_*) and the Python integration tests that start the
+# build/<cfg>/tests/test_*; those that run GEMMs once more at every lower
+# instruction-set level of this CPU) and the Python integration tests that start the
 # real binary (tests/integration, pytest), with the tree's structure checks
 # (tests/structure). Ends with one line
 # "tests: N passed, N failed, N skipped" summed over all of them.
@@ -12,10 +13,11 @@ export MANTISSA_BIN=${MANTISSA_BIN:-$PWD/$BUILD/mantissa}
 export CK_FORK=${CK_FORK:-yes}
 
 pass=0; fail=0; skip=0; failed=()
-for t in "$BUILD"/tests/test_*; do
-  [ -x "$t" ] || continue
-  echo "== $t"
-  out=$("$t" 2>&1); rc=$?
+# run_unit LABEL COMMAND...: one check program, its checks added to the counts
+run_unit() {
+  local label=$1; shift
+  echo "== $label"
+  out=$("$@" 2>&1); rc=$?
   printf '%s\n' "$out"
   # check's summary: "100%: Checks: 12, Failures: 0, Errors: 0"
   line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
@@ -27,8 +29,28 @@ for t in "$BUILD"/tests/test_*; do
   fi
   if [ $rc -ne 0 ]; then
     [ -n "$line" ] || fail=$((fail + 1))
-    failed+=("$t")
+    failed+=("$label")
   fi
+}
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  run_unit "$t" "$t"
+done
+
+# The ISA matrix: the tests that run a GEMM again at every lower
+# instruction-set level this CPU can be stepped down to (mantissa cpu
+# --levels; ONEDNN_MAX_CPU_ISA steps oneDNN and our kernels down together),
+# so that a developer on an AMX or AVX-512 machine sees what a user on an
+# AVX2 CPU gets. ISA_LEVELS (a space-separated list) narrows it.
+ISA_TESTS=(test_qgemm test_bert test_mpnet test_mix_model test_quant test_cpu_ops)
+levels=${ISA_LEVELS:-$("$MANTISSA_BIN" cpu --levels)}
+top=$("$MANTISSA_BIN" cpu --levels | tail -1)
+for lv in $levels; do
+  [ "$lv" = "$top" ] && continue # the run above was at this CPU's own level
+  for t in "${ISA_TESTS[@]}"; do
+    [ -x "$BUILD/tests/$t" ] || continue
+    run_unit "$BUILD/tests/$t at ISA $lv" env ONEDNN_MAX_CPU_ISA="$lv" "$BUILD/tests/$t"
+  done
 done
 
 # the source tree's structure (layers, cycles, file headers, sizes), then

@@ -8,6 +8,8 @@
 #   tools/install-deps.sh --dev-tools     only bear (make compile_commands.json)
 #   tools/install-deps.sh --image-tools   only Debian's container engine and
 #                                         debootstrap (make test-image)
+#   tools/install-deps.sh --arm64         only the aarch64 cross compiler, qemu-user
+#                                         and the arm64 libraries (make test-arm64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,38 @@ if [ "${1:-}" = "--image-tools" ]; then
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${imissing[@]}"
+  fi
+  exit 0
+fi
+
+# make test-arm64: Debian's aarch64 cross compiler, qemu-user and the arm64
+# libraries the build links, through Debian's multiarch; oneDNN's arm64
+# headers from libdnnl-dev:arm64 unpacked into build/arm64-deps (it cannot be
+# installed beside the amd64 one: their dnnl_config.h differ).
+if [ "${1:-}" = "--arm64" ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "install-deps: adding the arm64 architecture"
+    $SUDO dpkg --add-architecture arm64
+    $SUDO apt-get update -qq
+  fi
+  A_PKGS=(gcc-aarch64-linux-gnu qemu-user libdnnl2:arm64 libmicrohttpd-dev:arm64
+          libcjson-dev:arm64 libuv1-dev:arm64 check:arm64 libsubunit-dev:arm64)
+  amissing=()
+  for p in "${A_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || amissing+=("$p")
+  done
+  if [ ${#amissing[@]} -gt 0 ]; then
+    echo "install-deps: installing ${amissing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${amissing[@]}"
+  fi
+  if [ ! -f build/arm64-deps/usr/include/oneapi/dnnl/dnnl.h ]; then
+    echo "install-deps: unpacking libdnnl-dev:arm64 into build/arm64-deps"
+    mkdir -p build/arm64-deps
+    (cd build/arm64-deps && apt-get download -qq libdnnl-dev:arm64 2>/dev/null &&
+     dpkg-deb -x libdnnl-dev_*_arm64.deb .)
   fi
   exit 0
 fi

@@ -39,9 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/qgemm_amx.h"
 #include "kernels/cpu/scratch.h"
 
 /* The primitives for one (block width, k, dst row stride, data type) shape. */
@@ -265,9 +265,7 @@ int kc_f32_weight_create(const float *w, int n, int k, int threads, kc_f32_weigh
 
 bool kc_bf16_matmul_available(void)
 {
-    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    return !kc_env_says_no("MANTISSA_NO_BF16_MATMUL") &&
-           (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    return !kc_env_says_no("MANTISSA_NO_BF16_MATMUL") && kc_isa_get()->bf16;
 }
 
 int kc_bf16_weight_create(const uint16_t *w, int n, int k, int threads, kc_f32_weight **out)

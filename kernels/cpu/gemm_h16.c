@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/qgemm_amx.h"
 
 #define H16_NR 32 /* columns of a panel */
 #define H16_MR 8  /* rows of a register block */
@@ -47,7 +47,7 @@ struct kc_h16_weight {
 bool kc_h16_available(void)
 {
 #ifdef H16_BUILD
-    return !kc_env_says_no("MANTISSA_NO_H16_KERNEL") && kc_cpu_has_avx512();
+    return !kc_env_says_no("MANTISSA_NO_H16_KERNEL") && kc_isa_get()->avx512;
 #else
     return false;
 #endif

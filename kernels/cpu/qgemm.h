@@ -11,9 +11,10 @@
  *   fp32        W reordered once into oneDNN's blocked layout, multiplied by
  *               its f32 matmul (gemm_f32.c: sgemm packs W on every call).
  *   int8        W8A8: activations are quantized per token (row) on the fly,
- *               the int8 x int8 product accumulates in int32 through oneDNN's
- *               matmul primitive (AMX / VNNI where the CPU has them), and the
- *               epilogue applies the token and channel scales.
+ *               the int8 x int8 product accumulates in int32, exactly, on
+ *               every ISA level (oneDNN's matmul where the CPU has VNNI or
+ *               AMX, our kernels elsewhere: qgemm_s8.c), and the epilogue
+ *               applies the token and channel scales.
  *
  * Every GEMM ends with the same epilogue: y = y * col_scale[n] (optional)
  * * row_scale[m] (optional) + bias[n] (optional), then GELU (optional, erf
@@ -32,6 +33,7 @@
 #define KC_EINVAL (-1)  /* bad argument (negative size, NULL buffer, NaN code) */
 #define KC_ENOMEM (-2)  /* scratch or weight memory could not be allocated */
 #define KC_EDNNL (-3)   /* oneDNN refused or failed */
+#define KC_ENOKERNEL (-4) /* the kernel asked for cannot run at the ISA level in force */
 
 /* In place over y (m, n), rows in parallel: y = y * col_scale[c] * row_scale[r]
  * + bias[c], then GELU when gelu. Each of the three vectors may be NULL. */
@@ -80,11 +82,13 @@ static inline __m256i kc_e4m3_halves_div256(__m256i codes)
  * the weight's group size within each row. */
 int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int32_t *zp);
 
-/* An INT8 weight (symmetric codes (n, k) + scale[n]) ready for oneDNN's
- * int8 matmul: the primitives it has built, and the codes in the layout
- * they read. One object may be used by several threads at once. The codes
- * and scales are BORROWED: they must stay valid and unchanged until
- * kc_s8_weight_destroy.
+/* An INT8 weight (symmetric codes (n, k) + scale[n]) ready for the int8
+ * GEMM: oneDNN's matmul primitives and the codes in the layout they read,
+ * or the codes packed for one of our kernels (kc_s8_kernel). One object
+ * may be used by several threads at once. The codes and scales are
+ * BORROWED: they must stay valid and unchanged until kc_s8_weight_destroy,
+ * unless kc_s8_weight_bytes > 0 (then the object has its own copy of the
+ * codes, and for groups of the scales too).
  *
  * reorder false: the primitives read the borrowed codes in place, unless
  * oneDNN would run a lesser kernel on that layout than on its preferred
@@ -112,6 +116,39 @@ void kc_s8_weight_destroy(kc_s8_weight *w);
 int kc_s8_weight_create_grouped(const int8_t *w, const float *scale, int n, int k, int group,
                                 kc_s8_weight **out);
 
+/* The kernels an INT8 weight can run on (qgemm_s8.c has the table of
+ * which KC_S8_AUTO takes at each ISA level); every one gives exact int32
+ * sums, and ours give bitwise the same outputs. */
+typedef enum {
+    KC_S8_AUTO,    /* the fastest exact kernel at the ISA level in force */
+    KC_S8_ONEDNN,  /* oneDNN's int8 matmul: only where the CPU has VNNI or AMX */
+    KC_S8_AMX,     /* our AMX tile kernel (groups only) */
+    KC_S8_VNNI512, /* our AVX512_VNNI kernel */
+    KC_S8_I16_512, /* our AVX-512 kernel on 16-bit products (no VNNI) */
+    KC_S8_VNNI256, /* our AVX-VNNI kernel (256-bit) */
+    KC_S8_I16_256,  /* our AVX2 kernel on 16-bit products */
+    KC_S8_SIGN256,  /* our AVX2 kernel on sign-moved codes (vpmaddubsw) */
+    KC_S8_NEON_SDOT, /* our aarch64 kernel on the dot product (ARMv8.2 sdot) */
+    KC_S8_NEON_I16,  /* our aarch64 kernel on 16-bit products (any ARMv8) */
+    KC_S8_KERNEL_COUNT
+} kc_s8_kernel;
+
+/* Whether the kernel can run (exactly) at the ISA level in force. */
+bool kc_s8_kernel_available(kc_s8_kernel kernel);
+/* "auto", "onednn", "amx", "avx512_vnni", "avx512_i16", "avx2_vnni",
+ * "avx2_i16", "avx2_sign", "neon_sdot", "neon_i16". */
+const char *kc_s8_kernel_name(kc_s8_kernel kernel);
+/* kc_s8_weight_create_grouped (group >= k: per channel) on the kernel
+ * given; KC_ENOKERNEL where it cannot run here (AMX: groups only). */
+int kc_s8_weight_create_with(const int8_t *w, const float *scale, int n, int k, int group,
+                             kc_s8_kernel kernel, kc_s8_weight **out);
+/* The kernel the weight runs on (never KC_S8_AUTO). */
+kc_s8_kernel kc_s8_weight_kernel(const kc_s8_weight *w);
+/* The kernel KC_S8_AUTO takes at the ISA level in force (or the one
+ * MANTISSA_INT8_KERNEL names: tests force oneDNN's, inexact without VNNI,
+ * to show the load check refusing it). */
+kc_s8_kernel kc_s8_kernel_auto(void);
+
 /* Resident bytes the object adds to the borrowed codes and scales: a copy
  * of the codes reordered into a blocked layout (with any compensation
  * oneDNN keeps with them) when the kernel needs one, else 0. Primitives and
@@ -121,7 +158,9 @@ size_t kc_s8_weight_bytes(const kc_s8_weight *w);
  * each call then quantizes x diag(1/s) per token. in_div holds 1/s (k
  * floats, copied). */
 int kc_s8_weight_set_smooth(kc_s8_weight *w, const float *in_div);
-/* The oneDNN implementation the weight's matmul runs ("brg:avx512_core_amx_int8"...). */
+/* The implementation the weight's GEMM runs: "onednn:" and oneDNN's name
+ * ("onednn:brg:avx512_core_amx_int8"), or our kernel and the format
+ * ("avx2:int8", "amx:int8g"). */
 const char *kc_s8_weight_impl(const kc_s8_weight *w);
 
 /* y = ((q(x) - zp[row]) . W^T) * sx[row] * scale[col] (+ bias, GELU), W8A8

@@ -15,134 +15,52 @@
  */
 #include "kernels/cpu/qgemm_amx.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/ops.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #define KC_AMX_BUILD 1
 #endif
-
-/* Whether the environment variable name is set to something other than
- * "" or "0" (MANTISSA_NO_AMX, MANTISSA_NO_VNNI). */
-bool kc_env_says_no(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
 
 /* Bytes of one tile of either kind here: 16 rows of 64 bytes. */
 #define TILE_BYTES 1024
 
-#ifdef KC_AMX_BUILD
-
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
-static bool amx_ok;
-static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
-
-/* CPUID says AVX-512 F/DQ/BW/VL and XCR0 that the OS saves their state
- * (and SSE's and AVX's); *ecx7 / *edx7 get CPUID leaf 7's ECX and EDX for
- * the caller's own feature bits, *xcr0 the register. Shared with
- * qgemm_vnni.c. */
-bool kc_cpu_avx512(unsigned *ecx7, unsigned *edx7, uint64_t *xcr0)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
-        return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return false;
-    const unsigned avx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
-    if ((b & avx512) != avx512)
-        return false;
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    *xcr0 = ((uint64_t)hi << 32) | lo;
-    *ecx7 = c;
-    *edx7 = d;
-    return (*xcr0 & 0xe6) == 0xe6; /* SSE, AVX, the three AVX-512 states */
-}
-
-static bool avx512_ok;
-static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
-
-static void avx512_probe(void)
-{
-    unsigned c, d;
-    uint64_t xcr0;
-    avx512_ok = kc_cpu_avx512(&c, &d, &xcr0);
-}
-
-bool kc_cpu_has_avx512(void)
-{
-    pthread_once(&avx512_once, avx512_probe);
-    return avx512_ok;
-}
-
-/* AVX-512 as above, CPUID says AMX-TILE and AMX-INT8, XCR0 has XTILECFG
- * and XTILEDATA, and Linux grants this process the tile data state (it is
- * off until asked for). */
-static void amx_probe(void)
-{
-    unsigned c, d;
-    uint64_t xcr0;
-    const unsigned amx = (1u << 24) | (1u << 25);
-    if (!kc_cpu_avx512(&c, &d, &xcr0) || (d & amx) != amx ||
-        (xcr0 & (3ull << 17)) != (3ull << 17))
-        return;
-    amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-}
-
 bool kc_amx_available(void)
 {
-    if (kc_env_says_no("MANTISSA_NO_AMX"))
-        return false;
-    pthread_once(&amx_once, amx_probe);
-    return amx_ok;
+    return kc_isa_get()->amx;
 }
-
-#else
-
-bool kc_amx_available(void)
-{
-    return false;
-}
-
-bool kc_cpu_has_avx512(void)
-{
-    return false;
-}
-
-#endif
 
 int8_t *kc_amx_pack(const int8_t *codes, int n, int k, int g, size_t *bytes)
 {
-    if (n <= 0 || k <= 0 || g <= 0 || g % KC_AMX_KSTEP)
+    if (n <= 0 || k <= 0 || g <= 0)
         return NULL;
-    const int nb = (k + g - 1) / g, ks = g / KC_AMX_KSTEP, n16 = (n + 15) / 16;
-    const size_t sz = (size_t)nb * ks * n16 * TILE_BYTES;
+    const int gp = (g + KC_AMX_KSTEP - 1) / KC_AMX_KSTEP * KC_AMX_KSTEP;
+    const int nb = (k + g - 1) / g, ks = gp / KC_AMX_KSTEP, n16 = (n + 15) / 16;
+    /* + 3 zero tiles: the 512-bit vector kernels (qgemm_dot.c) read a
+     * block's four tiles even where fewer remain at the end of a row of
+     * tiles, and drop those columns */
+    const size_t sz = ((size_t)nb * ks * n16 + 3) * TILE_BYTES;
     int8_t *p = aligned_alloc(64, sz);
     if (!p)
         return NULL;
     memset(p, 0, sz);
     /* tile (b, s, jb): row qd holds, for each of its 16 columns c, the 4
-     * codes at K = b g + 64 s + 4 qd + 0..3 (the layout tdpbusd reads) */
+     * codes of group b at 64 s + 4 qd + 0..3 (the layout tdpbusd reads);
+     * codes past the group's g (or past k) stay zero */
     for (int b = 0; b < nb; b++)
         for (int s = 0; s < ks; s++)
             for (int jb = 0; jb < n16; jb++) {
                 int8_t *t = p + (((size_t)b * ks + s) * n16 + jb) * TILE_BYTES;
-                const int k0 = b * g + s * KC_AMX_KSTEP;
+                const int j0 = s * KC_AMX_KSTEP; /* within the group */
                 for (int c = 0; c < 16 && jb * 16 + c < n; c++) {
-                    const int8_t *row = codes + (size_t)(jb * 16 + c) * k;
-                    for (int kk = 0; kk < KC_AMX_KSTEP && k0 + kk < k; kk++)
-                        t[(kk / 4) * 64 + c * 4 + kk % 4] = row[k0 + kk];
+                    const int8_t *row = codes + (size_t)(jb * 16 + c) * k + (size_t)b * g;
+                    for (int kk = 0; kk < KC_AMX_KSTEP && j0 + kk < g && b * g + j0 + kk < k;
+                         kk++)
+                        t[(kk / 4) * 64 + c * 4 + kk % 4] = row[j0 + kk];
                 }
             }
     *bytes = sz;
@@ -166,48 +84,84 @@ typedef struct {
 typedef struct {
     int r0, rr;       /* first row, rows that are real (<= 16) */
     int c0, nt;       /* first column, tiles of 16 columns (<= 4) */
-    int n, nb, b;     /* columns of y, groups, this group */
-    const float *sx, *gs, *csf;
-    const int32_t *zp;
+    int b;            /* the group being folded */
+    const kc_dot_rows *a;
+    const kc_dot_weight *w;
 } amx_block;
 
+/* The lanes of tile j of the block that hold columns of y. */
+static inline __mmask16 amx_lanes(const amx_block *k, int j)
+{
+    const int left = k->w->n - (k->c0 + 16 * j);
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
 /* Folds group b's four int32 tiles (ibuf, 16 x 16 each) into the block's
- * FP32 sums acc (16 rows x 64 columns). */
+ * FP32 sums acc (16 rows x 64 columns), as qgemm_dot.c folds its sums. */
 static AVX512_TARGET void amx_fold(const int32_t *ibuf, const amx_block *k, float *acc)
 {
+    const kc_dot_weight *w = k->w;
     for (int j = 0; j < k->nt; j++) {
-        const int c = k->c0 + 16 * j, left = k->n - c;
-        const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-        const __m512 cs = _mm512_maskz_loadu_ps(m, k->csf + (size_t)k->b * k->n + c);
-        const __m512 gs = _mm512_maskz_loadu_ps(m, k->gs + (size_t)k->b * k->n + c);
+        const int c = k->c0 + 16 * j;
+        const __mmask16 m = amx_lanes(k, j);
+        const __m512 cs = _mm512_maskz_loadu_ps(m, w->csf + (size_t)k->b * w->n + c);
+        const __m512 gs = _mm512_maskz_loadu_ps(m, w->gs + (size_t)k->b * w->n + c);
         for (int r = 0; r < k->rr; r++) {
-            const size_t at = (size_t)(k->r0 + r) * k->nb + k->b;
+            const size_t at = (size_t)(k->r0 + r) * w->nb + k->b;
             __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(ibuf + j * 256 + r * 16));
-            v = _mm512_fnmadd_ps(_mm512_set1_ps((float)k->zp[at]), cs, v);
-            v = _mm512_mul_ps(v, _mm512_set1_ps(k->sx[at]));
+            v = _mm512_fnmadd_ps(_mm512_set1_ps((float)k->a->zp[at]), cs, v);
+            v = _mm512_mul_ps(v, _mm512_set1_ps(k->a->sx[at]));
             float *a = acc + r * 64 + j * 16;
             _mm512_store_ps(a, _mm512_fmadd_ps(v, gs, _mm512_load_ps(a)));
         }
     }
 }
 
-/* The block's sums + bias into y, then GELU on each row's columns. */
-static AVX512_TARGET void amx_emit(const float *acc, const amx_block *k, const float *bias,
-                                   bool gelu, float *y, size_t ldy)
+/* Row r's results of tile j (v, before bias) into y; GELU after a row's
+ * last tile. */
+static AVX512_TARGET void amx_store(const amx_block *k, int r, int j, __m512 v, float *y,
+                                    size_t ldy)
 {
-    const int cols = k->n - k->c0 < 16 * k->nt ? k->n - k->c0 : 16 * k->nt;
+    const kc_dot_weight *w = k->w;
+    const int cols = w->n - k->c0 < 16 * k->nt ? w->n - k->c0 : 16 * k->nt;
+    const __mmask16 m = amx_lanes(k, j);
+    float *o = y + (size_t)(k->r0 + r) * ldy + k->c0;
+    if (w->bias)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, w->bias + k->c0 + 16 * j));
+    _mm512_mask_storeu_ps(o + 16 * j, m, v);
+    if (w->gelu && j == k->nt - 1)
+        kc_gelu(o, cols);
+}
+
+/* The grouped block's sums (acc) + bias into y, then GELU. */
+static AVX512_TARGET void amx_emit(const float *acc, const amx_block *k, float *y, size_t ldy)
+{
+    for (int r = 0; r < k->rr; r++)
+        for (int j = 0; j < k->nt; j++)
+            amx_store(k, r, j, _mm512_load_ps(acc + r * 64 + j * 16), y, ldy);
+}
+
+/* A per-channel block (one group) from its int32 tiles: (sums - zp *
+ * colsum) in int32, then * gs * sx, as qgemm_dot.c's block1, bit for bit. */
+static AVX512_TARGET void amx_emit1(const int32_t *ibuf, const amx_block *k, float *y,
+                                    size_t ldy)
+{
+    const kc_dot_weight *w = k->w;
+    __m512i cs[4];
+    __m512 sc[4];
+    for (int j = 0; j < k->nt; j++) {
+        const __mmask16 m = amx_lanes(k, j);
+        cs[j] = _mm512_maskz_loadu_epi32(m, w->colsum + k->c0 + 16 * j);
+        sc[j] = _mm512_maskz_loadu_ps(m, w->gs + k->c0 + 16 * j);
+    }
     for (int r = 0; r < k->rr; r++) {
-        float *o = y + (size_t)(k->r0 + r) * ldy + k->c0;
+        const __m512i zp = _mm512_set1_epi32(k->a->zp[k->r0 + r]);
+        const __m512 sx = _mm512_set1_ps(k->a->sx[k->r0 + r]);
         for (int j = 0; j < k->nt; j++) {
-            const int left = cols - 16 * j;
-            const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-            __m512 v = _mm512_load_ps(acc + r * 64 + j * 16);
-            if (bias)
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + k->c0 + 16 * j));
-            _mm512_mask_storeu_ps(o + 16 * j, m, v);
+            const __m512i s = _mm512_load_si512(ibuf + j * 256 + r * 16);
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, _mm512_mullo_epi32(zp, cs[j])));
+            amx_store(k, r, j, _mm512_mul_ps(_mm512_mul_ps(v, sc[j]), sx), y, ldy);
         }
-        if (gelu)
-            kc_gelu(o, cols);
     }
 }
 
@@ -269,37 +223,45 @@ static AMX_TARGET void amx_release(void)
     _tile_release();
 }
 
-void kc_amx_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packed, int n,
-                  const float *sx, const int32_t *zp, const float *gs, const float *csf,
-                  const float *bias, bool gelu, float *y, size_t ldy)
+void kc_amx_chunk(const kc_dot_rows *a, const kc_dot_weight *w, int c0, int c1, float *y,
+                  size_t ldy)
 {
     float acc[16 * 64] __attribute__((aligned(64)));
     int32_t ibuf[4 * 256] __attribute__((aligned(64)));
-    const int ks = g / KC_AMX_KSTEP, n16 = (n + 15) / 16;
-    const size_t kp = (size_t)nb * g, wstride = (size_t)n16 * TILE_BYTES;
+    const int ks = w->g / KC_AMX_KSTEP, n16 = (w->n + 15) / 16, e16 = (c1 + 15) / 16;
+    const size_t kp = (size_t)w->nb * w->g, wstride = (size_t)n16 * TILE_BYTES;
     amx_config();
-    for (int r0 = 0; r0 < rows; r0 += 16)
-        for (int jb = 0; jb < n16; jb += 4) {
-            amx_block k = {r0, rows - r0 < 16 ? rows - r0 : 16, jb * 16,
-                           n16 - jb < 4 ? n16 - jb : 4, n, nb, 0, sx, gs, csf, zp};
+    /* column blocks outer: a block's weights (64 columns x K) stay in cache
+     * while the chunk's rows pass; rows outer streamed the whole weight
+     * once per 16 rows (MPNet's 3072 x 768 int8 at 128 rows: 1962 -> 3203
+     * GOP/s on 2 cores, bench/results/int8-kernels-2026-11-26.md) */
+    for (int jb = c0 / 16; jb < e16; jb += 4)
+        for (int r0 = 0; r0 < a->rows; r0 += 16) {
+            amx_block k = {r0, a->rows - r0 < 16 ? a->rows - r0 : 16, jb * 16,
+                           e16 - jb < 4 ? e16 - jb : 4, 0, a, w};
+            const uint8_t *q = a->q + (size_t)r0 * kp;
+            const int8_t *wt = w->packed + (size_t)jb * TILE_BYTES;
+            if (w->nb == 1) {
+                amx_group(q, kp, wt, wstride, ks, k.nt, ibuf);
+                amx_emit1(ibuf, &k, y, ldy);
+                continue;
+            }
             memset(acc, 0, sizeof acc);
-            for (int b = 0; b < nb; b++) {
+            for (int b = 0; b < w->nb; b++) {
                 k.b = b;
-                amx_group(q + (size_t)r0 * kp + (size_t)b * g, kp,
-                          packed + (size_t)b * ks * wstride + (size_t)jb * TILE_BYTES, wstride,
-                          ks, k.nt, ibuf);
+                amx_group(q + (size_t)b * w->g, kp, wt + (size_t)b * ks * wstride, wstride, ks,
+                          k.nt, ibuf);
                 amx_fold(ibuf, &k, acc);
             }
-            amx_emit(acc, &k, bias, gelu, y, ldy);
+            amx_emit(acc, &k, y, ldy);
         }
     amx_release();
 }
 
 #else
 
-void kc_amx_chunk(const uint8_t *q, int rows, int nb, int g, const int8_t *packed, int n,
-                  const float *sx, const int32_t *zp, const float *gs, const float *csf,
-                  const float *bias, bool gelu, float *y, size_t ldy)
+void kc_amx_chunk(const kc_dot_rows *a, const kc_dot_weight *w, int c0, int c1, float *y,
+                  size_t ldy)
 {
     abort(); /* never called: kc_amx_available is false on this build */
 }

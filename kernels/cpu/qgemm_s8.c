@@ -1,325 +1,48 @@
 /* qgemm_s8.c: the CPU INT8 GEMM (W8A8) of qgemm.h, per output channel
  * ("int8") or with one weight scale per group of K inputs ("int8g").
  *
- * INT8 (W8A8): rows of x are quantized per token into a uint8 scratch with
- * a scale and a zero point (asymmetric: the grid spans [min, max] of the row
- * and 0, so a GELU output in [-0.17, max] gets all 256 codes rather than
- * the 128 a symmetric grid would leave it) and multiplied by oneDNN's int8
- * matmul primitive (u8 x s8 -> s32), which on this CPU picks the AMX brgemm
- * kernel; the epilogue then removes the zero point in int32 (acc - zp[row]
- * * colsum[col], colsum the sum of the column's codes, made once per
- * weight), so the integer part stays exact, and applies token scale,
- * channel scale, bias and GELU. The primitive reads
- * the codes in place or from a blocked copy made once at creation (the
- * caller chooses; qgemm.h has the measurements). How M (the token count, different in nearly every call) meets the
- * primitive was measured with oneDNN 2.6 on Sapphire Rapids:
- *   - DNNL_RUNTIME_DIM_VAL for M: oneDNN falls back to "ref_int8", about
- *     1000x slower (runtime output scales likewise lose the brgemm kernel,
- *     which is why the channel scales are applied in our epilogue);
- *   - a primitive per exact M costs 0.3-0.9 ms to create, more than the
- *     GEMM of a sentence, and a server sees a new M in most batches, so an
- *     LRU keyed by M would mostly miss;
- *   - brgemm is fastest on blocks of few rows: one core, N=1536 K=384,
- *     M <= 128: ~1050 GOP/s; M = 256: ~540; M = 4096 in one call: ~300
- *     (its f32 output no longer stays in L2).
- * So M is cut into chunks of at most KC_S8_CHUNK = 128 rows, and a chunk's
- * row count is rounded up to a bucket: 1, 2, then every even count to 16
- * (a lone sentence is a batch of about 10 rows, and padding 9 rows to 16
- * made the matmul 41% slower: 55 -> 39 us for 1536x384 on one core), then
- * multiples of 16 (AMX works on 16-row tiles anyway). The padded rows of
- * the uint8 input are zero, the chunk's result goes to a per-thread scratch
- * (which stays in L2), and the epilogue writes its real rows into y. A
- * weight thus needs at most 16 primitives, made on first use under a mutex
- * and kept until the weight is destroyed: a bounded cache that never needs
- * to evict, shared by every
- * thread calling the weight. All of them read the same codes in the same
- * layout (checked as each is made). The threads take whole chunks inside a
- * single parallel region (oneDNN runs a primitive sequentially there), so a
- * chunk is quantized, multiplied and finished in one core's cache and a call
- * forks and joins once.
+ * Which kernel multiplies depends on the ISA level in force
+ * (kernels/cpu/cpu_isa.h); every one is exact (its int32 sums are the true
+ * sums of the codes' products), and ours give bitwise the same outputs:
  *
- * Group scales ("int8g", kc_s8_weight_create_grouped): W's codes carry one
- * scale per (output channel, group of g inputs). K is cut into nb = k / g
- * groups (the last padded with zero codes) and the chunk's product runs as
- * one batched matmul of nb (rows, g) x (g, n) int8 products into int32
- * (batch = group); the epilogue sums the groups in FP32, each times its own
- * channel-and-group scale. The int32 scratch is nb times as large, so
- * chunks get fewer rows (at most KC_S8G_SCRATCH bytes of it).
- */
+ *   avx512_core_amx   our AMX tile kernel (qgemm_amx.c)
+ *   avx512_core_vnni  our 512-bit VNNI kernel (qgemm_dot.c)
+ *   avx2_vnni         our 256-bit VNNI kernel
+ *   avx512_core       our 512-bit kernel on 16-bit products
+ *   avx2              our 256-bit kernel on sign-moved codes (vpmaddubsw)
+ *
+ * oneDNN's int8 matmul (qgemm_s8_dnnl.c), which this GEMM ran before, is
+ * exact only where the CPU has VNNI: without it, it multiplies with
+ * vpmaddubsw on our uint8 activations, whose 16-bit pair sums saturate
+ * (255 x 127 x 2 > 32767), and results were off by up to 30% (relative)
+ * on AVX2 CPUs. Where it is exact ours measured faster anyway, by far for
+ * a few rows (it packs the in-place weight on every call), so it is kept
+ * only for KC_S8_ONEDNN (tests compare it with ours) and builds without
+ * our kernels (bench/results/int8-kernels-2026-11-26.md). Our kernels read
+ * the codes packed once at creation (kc_amx_pack, the only copy kept); the
+ * rows of a call are cut into chunks, and a call with few rows into column
+ * parts, so that a lone sentence uses every thread.
+ *
+ * This file: the weight object, the choice of kernel, and the driver of
+ * our kernels (chunks of rows and parts of columns over the threads);
+ * oneDNN's form is in qgemm_s8_dnnl.c. */
 #include "kernels/cpu/qgemm.h"
 
-#include <dnnl.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm_amx.h"
+#include "kernels/cpu/qgemm_dot.h"
 #include "kernels/cpu/qgemm_s8_internal.h"
 #include "kernels/cpu/scratch.h"
 
-/* ------------------------------------------------------------------------
- * INT8 W8A8
- * ---------------------------------------------------------------------- */
+#define KC_S8_SMALL_M 64 /* calls with at most this many rows split columns over threads */
 
-#define KC_S8_CHUNK 128
-#define KC_S8_MAX_K 66000
-#define KC_S8G_MIN_GROUP 16 /* at most KC_S8_MAX_K / 16 groups */
-#define KC_S8G_MAX_GROUP 512 /* 255 * 127 * 512 < 2^24: a group's sum is exact in float */
-static const int s8_buckets[] = {1, 2, 4, 6, 8, 10, 12, 14, 16, 32, 48, 64, 80, 96, 112, 128};
-#define S8_NBUCKET ((int)(sizeof s8_buckets / sizeof *s8_buckets))
-
-/* A chunk's grouped int32 scratch is kept under this many bytes (it must
- * stay in L2 while the epilogue reads it back): fewer rows per chunk when
- * there are many groups. */
-#define KC_S8G_SCRATCH (1536 * 1024)
-
-struct kc_s8_weight {
-    int n, k;
-    int g, nb;               /* group size along K and group count; g = k, nb = 1: per channel */
-    int max_rows;            /* the largest chunk (a bucket) */
-    dnnl_engine_t eng;
-    dnnl_memory_desc_t wmd;  /* the layout the primitives read the codes in */
-    const int8_t *codes;     /* borrowed: (n, k) row-major */
-    const float *scale;      /* borrowed: n, or (n, nb) for groups */
-    int8_t *padded;          /* groups with k % g != 0: the codes padded to (n, nb * g) */
-    int8_t *amx;             /* groups on AMX: the codes packed for qgemm_amx.c, else NULL */
-    bool vnni;               /* amx's packed codes run on qgemm_vnni.c (no AMX here) */
-    float *gscale;           /* groups only: the scales transposed, (nb, n) */
-    void *wbuf;              /* the codes reordered into wmd, or NULL: used in place */
-    float *in_div;           /* k: activation smoothing 1/s per input channel, or NULL */
-    int32_t *colsum;         /* (nb, n): sum of each output channel's codes in each group */
-    float *csf;              /* groups only: colsum as floats */
-    size_t wbytes;           /* its size */
-    char impl[64];
-    pthread_mutex_t mu; /* guards the three arrays below (each slot is written once) */
-    dnnl_primitive_t prim[S8_NBUCKET]; /* by bucket; NULL until first needed */
-    dnnl_memory_desc_t spmd[S8_NBUCKET]; /* each one's scratchpad */
-    size_t scratch[S8_NBUCKET];          /* and its size in bytes */
-};
-
-/* The bucket a chunk of rows runs as: the smallest bucket >= rows. */
-static int s8_bucket(int rows)
-{
-    int b = 0;
-    while (b < S8_NBUCKET - 1 && s8_buckets[b] < rows)
-        b++;
-    return b;
-}
-
-/* The plain descriptions of a chunk of rows: the uint8 input (rows, k), or
- * (nb, rows, g) for groups, and the int32 output (rows, n) or (nb, rows, n). */
-static dnnl_status_t s8_io_mds(const kc_s8_weight *w, int rows, dnnl_memory_desc_t *smd,
-                               dnnl_memory_desc_t *dmd)
-{
-    dnnl_status_t st;
-    if (w->nb == 1) {
-        dnnl_dims_t sd = {rows, w->k}, dd = {rows, w->n};
-        if ((st = dnnl_memory_desc_init_by_tag(smd, 2, sd, dnnl_u8, dnnl_ab)) != dnnl_success)
-            return st;
-        return dnnl_memory_desc_init_by_tag(dmd, 2, dd, dnnl_s32, dnnl_ab);
-    }
-    dnnl_dims_t sd = {w->nb, rows, w->g}, dd = {w->nb, rows, w->n};
-    if ((st = dnnl_memory_desc_init_by_tag(smd, 3, sd, dnnl_u8, dnnl_abc)) != dnnl_success)
-        return st;
-    return dnnl_memory_desc_init_by_tag(dmd, 3, dd, dnnl_s32, dnnl_abc);
-}
-
-/* The weight as the matmul multiplies it, (k, n) or (nb, g, n), in the
- * layout oneDNN prefers (any) or as our (n, k) codes lie (plain: the
- * transposed "ba", or for groups strides (g, 1, k)). */
-static dnnl_status_t s8_weight_md(const kc_s8_weight *w, bool plain, dnnl_memory_desc_t *wmd)
-{
-    if (w->nb == 1) {
-        dnnl_dims_t wd = {w->k, w->n};
-        return dnnl_memory_desc_init_by_tag(wmd, 2, wd, dnnl_s8,
-                                            plain ? dnnl_ba : dnnl_format_tag_any);
-    }
-    dnnl_dims_t wd = {w->nb, w->g, w->n}, strides = {w->g, 1, (dnnl_dim_t)w->nb * w->g};
-    if (plain)
-        return dnnl_memory_desc_init_by_strides(wmd, 3, wd, dnnl_s8, strides);
-    return dnnl_memory_desc_init_by_tag(wmd, 3, wd, dnnl_s8, dnnl_format_tag_any);
-}
-
-/* A matmul primitive descriptor for (rows, k) u8 x (k, n) s8 -> s32 (or its
- * batched form over the groups), the weights either in the given layout or
- * (wmd NULL) in the one it prefers. Scratchpad is user-managed so that
- * concurrent calls never share one. */
-static dnnl_status_t s8_make_pd(const kc_s8_weight *w, int rows, const dnnl_memory_desc_t *wmd,
-                                dnnl_primitive_desc_t *pd)
-{
-    dnnl_memory_desc_t smd, wany, dmd;
-    dnnl_status_t st;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_matmul_desc_t md;
-    if ((st = s8_io_mds(w, rows, &smd, &dmd)) != dnnl_success ||
-        (st = s8_weight_md(w, false, &wany)) != dnnl_success ||
-        (st = dnnl_matmul_desc_init(&md, &smd, wmd ? wmd : &wany, NULL, &dmd)) != dnnl_success ||
-        (st = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
-        (st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
-            dnnl_success)
-        goto done;
-    st = dnnl_primitive_desc_create(pd, &md, attr, w->eng, NULL);
-done:
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    return st;
-}
-
-/* Makes the primitive of bucket b from pd (which it takes over, and
- * destroys), with its scratchpad's description. */
-static int s8_set_prim(kc_s8_weight *w, int b, dnnl_primitive_desc_t pd)
-{
-    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    dnnl_primitive_t prim = NULL;
-    int rc = KC_EDNNL;
-    /* every bucket must read the one reordered copy of the weight */
-    if (wq && sp && dnnl_memory_desc_equal(wq, &w->wmd) &&
-        dnnl_primitive_create(&prim, pd) == dnnl_success) {
-        w->prim[b] = prim;
-        w->spmd[b] = *sp;
-        w->scratch[b] = dnnl_memory_desc_get_size(sp);
-        rc = KC_OK;
-    }
-    dnnl_primitive_desc_destroy(pd);
-    return rc;
-}
-
-/* The primitive of bucket b, made on first use; concurrent callers wait on
- * the weight's mutex while one of them makes it. */
-static int s8_get_prim(kc_s8_weight *w, int b, dnnl_primitive_t *prim)
-{
-    int rc = KC_OK;
-    pthread_mutex_lock(&w->mu);
-    if (!w->prim[b]) {
-        dnnl_primitive_desc_t pd;
-        if (s8_make_pd(w, s8_buckets[b], &w->wmd, &pd) != dnnl_success)
-            rc = KC_EDNNL;
-        else
-            rc = s8_set_prim(w, b, pd);
-    }
-    *prim = w->prim[b];
-    pthread_mutex_unlock(&w->mu);
-    return rc;
-}
-
-/* Frees the primitives, the engine and the reordered codes (not the
- * borrowed ones); also the cleanup of a half-made weight. */
-void kc_s8_weight_destroy(kc_s8_weight *w)
-{
-    if (!w)
-        return;
-    for (int b = 0; b < S8_NBUCKET; b++)
-        if (w->prim[b])
-            dnnl_primitive_destroy(w->prim[b]);
-    if (w->eng)
-        dnnl_engine_destroy(w->eng);
-    pthread_mutex_destroy(&w->mu);
-    free(w->wbuf);
-    free(w->padded);
-    free(w->amx);
-    free(w->gscale);
-    free(w->csf);
-    free(w->in_div);
-    free(w->colsum);
-    free(w);
-}
-
-/* Reorders W (n, k) row-major -- the (k, n) matrix the matmul multiplies,
- * stored transposed ("ba"; for groups (nb, g, n) with strides (g, 1, k)) --
- * into w->wbuf in layout w->wmd. */
-static int s8_reorder_in(kc_s8_weight *w, const int8_t *codes)
-{
-    dnnl_memory_desc_t umd;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t r = NULL;
-    dnnl_memory_t um = NULL, wm = NULL;
-    dnnl_stream_t s = NULL;
-    int rc = KC_EDNNL;
-    if (s8_weight_md(w, true, &umd) != dnnl_success ||
-        dnnl_reorder_primitive_desc_create(&rpd, &umd, w->eng, &w->wmd, w->eng, NULL) !=
-            dnnl_success ||
-        dnnl_primitive_create(&r, rpd) != dnnl_success ||
-        dnnl_memory_create(&um, &umd, w->eng, (void *)codes) != dnnl_success ||
-        dnnl_memory_create(&wm, &w->wmd, w->eng, w->wbuf) != dnnl_success ||
-        dnnl_stream_create(&s, w->eng, dnnl_stream_default_flags) != dnnl_success)
-        goto done;
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, um}, {DNNL_ARG_TO, wm}};
-    if (dnnl_primitive_execute(r, s, 2, args) == dnnl_success &&
-        dnnl_stream_wait(s) == dnnl_success)
-        rc = KC_OK;
-done:
-    if (s)
-        dnnl_stream_destroy(s);
-    if (um)
-        dnnl_memory_destroy(um);
-    if (wm)
-        dnnl_memory_destroy(wm);
-    if (r)
-        dnnl_primitive_destroy(r);
-    if (rpd)
-        dnnl_primitive_desc_destroy(rpd);
-    return rc;
-}
-
-/* Upload: the engine, the full-chunk primitive, and the weight layout:
- * the codes in place -- W (n, k) row-major is the (k, n) matrix the matmul
- * multiplies, stored transposed ("ba") -- or reordered once into the
- * blocked layout oneDNN prefers (see qgemm.h for when each is taken). */
-/* The weight's layout and primitive: oneDNN's plain (k, n) layout, read in
- * place, when the kernel it prefers takes that layout as is (and reorder is
- * false); else a copy reordered into the layout it prefers. Every
- * primitive descriptor made here is destroyed here, on every path (the one
- * handed to s8_set_prim is its to destroy). */
-static int s8_prepare(kc_s8_weight *w, const int8_t *codes, bool reorder)
-{
-    dnnl_primitive_desc_t pany = NULL, pplain = NULL;
-    dnnl_memory_desc_t plain;
-    const char *impl = NULL;
-    char iany[sizeof w->impl];
-    int rc = KC_EDNNL;
-    if (dnnl_engine_create(&w->eng, dnnl_cpu, 0) != dnnl_success) {
-        w->eng = NULL;
-        return KC_EDNNL;
-    }
-    if (s8_weight_md(w, true, &plain) != dnnl_success ||
-        s8_make_pd(w, w->max_rows, NULL, &pany) != dnnl_success ||
-        dnnl_primitive_desc_query(pany, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
-        goto out;
-    snprintf(iany, sizeof iany, "%s", impl ? impl : "?");
-    snprintf(w->impl, sizeof w->impl, "%s", iany);
-    if (!reorder && s8_make_pd(w, w->max_rows, &plain, &pplain) == dnnl_success &&
-        dnnl_primitive_desc_query(pplain, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-        impl && !strcmp(impl, iany)) {
-        w->wmd = plain; /* in place */
-        rc = s8_set_prim(w, s8_bucket(w->max_rows), pplain);
-        pplain = NULL;
-        goto out;
-    }
-    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pany, dnnl_query_weights_md, 0);
-    if (!wq)
-        goto out;
-    w->wmd = *wq;
-    rc = s8_set_prim(w, s8_bucket(w->max_rows), pany);
-    pany = NULL;
-    if (rc != KC_OK)
-        goto out;
-    w->wbytes = dnnl_memory_desc_get_size(&w->wmd);
-    rc = KC_ENOMEM;
-    if ((w->wbuf = aligned_alloc(64, (w->wbytes + 63) & ~(size_t)63)))
-        rc = s8_reorder_in(w, codes);
-out:
-    if (pany)
-        dnnl_primitive_desc_destroy(pany);
-    if (pplain)
-        dnnl_primitive_desc_destroy(pplain);
-    return rc;
-}
-
-/* The per-group sums of each channel's codes, the transposed group scales,
- * and (k not a multiple of g) the zero-padded copy of the codes. */
+/* The per-group sums of each channel's codes and the transposed group
+ * scales. */
 static int s8_group_tables(kc_s8_weight *w, const int8_t *codes)
 {
     const int n = w->n, k = w->k, g = w->g, nb = w->nb;
@@ -338,42 +61,134 @@ static int s8_group_tables(kc_s8_weight *w, const int8_t *codes)
         for (size_t i = 0; i < (size_t)nb * n; i++)
             w->csf[i] = (float)w->colsum[i];
     }
-    if (k % g) {
-        const size_t kp = (size_t)nb * g;
-        if (!(w->padded = calloc((size_t)n * kp, 1)))
-            return KC_ENOMEM;
-        for (int j = 0; j < n; j++)
-            memcpy(w->padded + (size_t)j * kp, codes + (size_t)j * k, (size_t)k);
+    return KC_OK;
+}
+
+/* Frees the weight: what oneDNN's form made, our packed codes, the tables
+ * (not the borrowed codes and scales); also the cleanup of a half-made
+ * weight. */
+void kc_s8_weight_destroy(kc_s8_weight *w)
+{
+    if (!w)
+        return;
+    kc_s8_dnnl_release(w);
+    pthread_mutex_destroy(&w->mu);
+    free(w->packed);
+    free(w->gscale);
+    free(w->csf);
+    free(w->in_div);
+    free(w->colsum);
+    free(w);
+}
+
+static const char *const s8_kernel_names[KC_S8_KERNEL_COUNT] = {
+    "auto",     "onednn",    "amx",       "avx512_vnni", "avx512_i16",
+    "avx2_vnni", "avx2_i16", "avx2_sign", "neon_sdot",   "neon_i16",
+};
+
+const char *kc_s8_kernel_name(kc_s8_kernel kernel)
+{
+    return (unsigned)kernel < KC_S8_KERNEL_COUNT ? s8_kernel_names[kernel] : "?";
+}
+
+/* The vector form of qgemm_dot.h a kernel of ours runs. */
+static kc_dot_form s8_dot_form(kc_s8_kernel kernel)
+{
+    return kernel == KC_S8_VNNI512   ? KC_DOT_VNNI512
+           : kernel == KC_S8_I16_512 ? KC_DOT_I16_512
+           : kernel == KC_S8_VNNI256 ? KC_DOT_VNNI256
+           : kernel == KC_S8_SIGN256 ? KC_DOT_SIGN256
+           : kernel == KC_S8_NEON_SDOT ? KC_DOT_NEON_SDOT
+           : kernel == KC_S8_NEON_I16  ? KC_DOT_NEON_I16
+                                       : KC_DOT_I16_256;
+}
+
+/* Whether kernels of ours run on this build (x86-64, aarch64). */
+static bool s8_own_kernels(void)
+{
+    return kc_dot_available(KC_DOT_I16_256) || kc_dot_available(KC_DOT_NEON_I16);
+}
+
+bool kc_s8_kernel_available(kc_s8_kernel kernel)
+{
+    const kc_isa *isa = kc_isa_get();
+    switch (kernel) {
+    case KC_S8_AUTO:
+        return true;
+    case KC_S8_ONEDNN: /* exact only with VNNI on x86 (see the top of this file) */
+        return !s8_own_kernels() || isa->vnni256 || isa->vnni512 || isa->level >= KC_ISA_ASIMD;
+    case KC_S8_AMX:
+        return kc_amx_available();
+    case KC_S8_VNNI512:
+    case KC_S8_I16_512:
+    case KC_S8_VNNI256:
+    case KC_S8_I16_256:
+    case KC_S8_SIGN256:
+    case KC_S8_NEON_SDOT:
+    case KC_S8_NEON_I16:
+        return kc_dot_available(s8_dot_form(kernel));
+    default:
+        return false;
     }
-    return KC_OK;
 }
 
-/* The most rows a chunk takes: KC_S8_CHUNK, or for groups as many (a
- * multiple of 16, at least 16) as keep the int32 scratch under
- * KC_S8G_SCRATCH. */
-static int s8_max_rows(int nb, int n)
+/* MANTISSA_INT8_KERNEL=NAME (a kc_s8_kernel_name) makes KC_S8_AUTO take
+ * that kernel, for tests and benchmarks; "onednn" is taken even where it
+ * is not exact (no VNNI), which is how tests/integration shows the load
+ * check refusing a wrong kernel. KC_S8_AUTO (none) when unset or unknown. */
+static kc_s8_kernel s8_forced(void)
 {
-    if (nb == 1)
-        return KC_S8_CHUNK;
-    size_t rows = KC_S8G_SCRATCH / (sizeof(int32_t) * (size_t)nb * n);
-    rows &= ~(size_t)15;
-    return rows < 16 ? 16 : rows > KC_S8_CHUNK ? KC_S8_CHUNK : (int)rows;
+    const char *v = getenv("MANTISSA_INT8_KERNEL");
+    for (int i = KC_S8_ONEDNN; v && *v && i < KC_S8_KERNEL_COUNT; i++)
+        if (!strcmp(v, s8_kernel_names[i]))
+            return (kc_s8_kernel)i;
+    return KC_S8_AUTO;
 }
 
-/* The grouped weight for the AMX kernel: its codes packed once (the only
- * copy the GEMM reads), no oneDNN primitives. */
-static int s8_prepare_amx(kc_s8_weight *w, const int8_t *codes, bool vnni)
+/* The kernel KC_S8_AUTO takes: ours, the first the ISA level has in the
+ * order of bench/results/int8-kernels-2026-11-26.md's measurements; oneDNN's
+ * matmul only on a build without ours. */
+static kc_s8_kernel s8_auto(void)
 {
-    if (!(w->amx = kc_amx_pack(codes, w->n, w->k, w->g, &w->wbytes)))
+    const kc_s8_kernel forced = s8_forced();
+    if (forced != KC_S8_AUTO)
+        return forced;
+    static const kc_s8_kernel order[] = {KC_S8_AMX,     KC_S8_VNNI512,   KC_S8_VNNI256,
+                                         KC_S8_I16_512, KC_S8_SIGN256,   KC_S8_I16_256,
+                                         KC_S8_NEON_SDOT, KC_S8_NEON_I16};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        if (kc_s8_kernel_available(order[i]))
+            return order[i];
+    return KC_S8_ONEDNN;
+}
+
+/* A weight for our kernels: its codes packed once (the only copy the GEMM
+ * reads), groups of gp = g rounded up to 64 codes; no oneDNN primitives. */
+static int s8_prepare_packed(kc_s8_weight *w, const int8_t *codes)
+{
+    w->gp = (w->g + KC_AMX_KSTEP - 1) / KC_AMX_KSTEP * KC_AMX_KSTEP;
+    if (!(w->packed = kc_amx_pack(codes, w->n, w->k, w->g, &w->wbytes)))
         return KC_ENOMEM;
-    w->vnni = vnni;
     w->max_rows = KC_S8_CHUNK;
-    snprintf(w->impl, sizeof w->impl, vnni ? "avx512_vnni:int8g" : "amx:int8g");
+    snprintf(w->impl, sizeof w->impl, "%s:%s", kc_s8_kernel_name(w->kernel),
+             w->nb > 1 ? "int8g" : "int8");
     return KC_OK;
 }
 
-static int s8_create(const int8_t *codes, const float *scale, int n, int k, int g, bool reorder,
-                     kc_s8_weight **out)
+/* The weight's tables, then its kernel's preparation: packed codes for
+ * ours, primitives (and a padded or reordered copy) for oneDNN's. */
+static int s8_prepare_kernel(kc_s8_weight *w, const int8_t *codes, bool reorder)
+{
+    int rc = s8_group_tables(w, codes);
+    if (rc != KC_OK)
+        return rc;
+    if (w->kernel != KC_S8_ONEDNN)
+        return s8_prepare_packed(w, codes);
+    return kc_s8_dnnl_prepare(w, codes, reorder);
+}
+
+static int s8_create(const int8_t *codes, const float *scale, int n, int k, int g,
+                     kc_s8_kernel kernel, bool reorder, kc_s8_weight **out)
 {
     if (!out)
         return KC_EINVAL;
@@ -381,7 +196,8 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
     /* k bounded so that 255 * 127 * k, the largest int32 sum, fits; a
      * group's sums must also be exact in float (see epi_rows_s32g) */
     if (n <= 0 || k <= 0 || k > KC_S8_MAX_K || !codes || !scale || g <= 0 ||
-        (g < k && (g < KC_S8G_MIN_GROUP || g > KC_S8G_MAX_GROUP)))
+        (g < k && (g < KC_S8G_MIN_GROUP || g > KC_S8G_MAX_GROUP)) ||
+        (unsigned)kernel >= KC_S8_KERNEL_COUNT)
         return KC_EINVAL;
     kc_s8_weight *w = calloc(1, sizeof *w);
     if (!w)
@@ -390,32 +206,32 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
     w->k = k;
     w->g = g < k ? g : k;
     w->nb = (k + w->g - 1) / w->g;
-    w->max_rows = s8_max_rows(w->nb, n);
+    const bool forced = kernel == KC_S8_AUTO && s8_forced() == KC_S8_ONEDNN;
+    if (kernel == KC_S8_AUTO)
+        kernel = s8_auto();
+    if (!forced && !kc_s8_kernel_available(kernel)) {
+        free(w);
+        return KC_ENOKERNEL;
+    }
+    w->kernel = kernel;
+    w->max_rows = kc_s8_dnnl_max_rows(w->nb, n);
     w->codes = codes;
     w->scale = scale;
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
         free(w);
         return KC_ENOMEM;
     }
-    int rc = s8_group_tables(w, codes);
-    if (rc == KC_OK && w->nb > 1 && w->g % KC_AMX_KSTEP == 0 && kc_amx_available())
-        rc = s8_prepare_amx(w, codes, false);
-    else if (rc == KC_OK && w->nb > 1 && w->g % KC_AMX_KSTEP == 0 && n % 64 == 0 &&
-             kc_vnni_available())
-        rc = s8_prepare_amx(w, codes, true);
-    else if (rc == KC_OK)
-        rc = s8_prepare(w, w->padded ? w->padded : codes, reorder || w->padded);
+    int rc = s8_prepare_kernel(w, codes, reorder);
     if (rc != KC_OK) {
         kc_s8_weight_destroy(w);
         return rc;
     }
-    if (w->wbuf || w->amx) { /* the padded copy was only the reorder's source */
+    if (w->wbuf || w->packed) { /* the padded copy was only the reorder's source */
         free(w->padded);
         w->padded = NULL;
-        if (w->nb > 1) { /* what the caller may now free (qgemm.h) is never read again */
-            w->codes = NULL;
+        w->codes = NULL; /* what the caller may now free (qgemm.h) is never read again */
+        if (w->nb > 1)
             w->scale = NULL;
-        }
     }
     *out = w;
     return KC_OK;
@@ -424,13 +240,29 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
 int kc_s8_weight_create(const int8_t *codes, const float *scale, int n, int k, bool reorder,
                         kc_s8_weight **out)
 {
-    return s8_create(codes, scale, n, k, k, reorder, out);
+    return s8_create(codes, scale, n, k, k, KC_S8_AUTO, reorder, out);
 }
 
 int kc_s8_weight_create_grouped(const int8_t *codes, const float *scale, int n, int k, int group,
                                 kc_s8_weight **out)
 {
-    return s8_create(codes, scale, n, k, group, false, out);
+    return s8_create(codes, scale, n, k, group, KC_S8_AUTO, false, out);
+}
+
+int kc_s8_weight_create_with(const int8_t *codes, const float *scale, int n, int k, int group,
+                             kc_s8_kernel kernel, kc_s8_weight **out)
+{
+    return s8_create(codes, scale, n, k, group, kernel, false, out);
+}
+
+kc_s8_kernel kc_s8_weight_kernel(const kc_s8_weight *w)
+{
+    return w ? w->kernel : KC_S8_AUTO;
+}
+
+kc_s8_kernel kc_s8_kernel_auto(void)
+{
+    return s8_auto();
 }
 
 /* For the backend's honest ->bytes: what this object adds to the borrowed
@@ -459,107 +291,73 @@ const char *kc_s8_weight_impl(const kc_s8_weight *w)
     return w ? w->impl : "";
 }
 
-/* Runs bucket b's primitive on src (rows of uint8 x) into dst (rows, n, int32). */
-static int s8_exec(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm, int rows,
-                   uint8_t *src, int32_t *dst, void *scratch)
+/* How a call of m rows on our kernels is cut: chunks of rows (a multiple
+ * of the kernel's row block) and, for few rows, parts of the columns
+ * (whole 64-column blocks), so that every thread has work: a lone
+ * sentence is one chunk of ~10 rows, which one thread would do alone. */
+typedef struct {
+    int align, crows, nchunk, nparts, n64;
+} s8_plan;
+
+static s8_plan s8_plan_call(const kc_s8_weight *w, int m, int maxthr)
 {
-    dnnl_memory_desc_t smd, dmd;
-    dnnl_memory_t ms = NULL, mw = NULL, md = NULL, msp = NULL;
-    void *wdata = w->wbuf ? w->wbuf : w->padded ? (void *)w->padded : (void *)w->codes;
-    int rc = KC_EDNNL;
-    if (s8_io_mds(w, rows, &smd, &dmd) != dnnl_success ||
-        dnnl_memory_create(&ms, &smd, w->eng, src) != dnnl_success ||
-        dnnl_memory_create(&mw, &w->wmd, w->eng, wdata) != dnnl_success ||
-        dnnl_memory_create(&md, &dmd, w->eng, dst) != dnnl_success ||
-        dnnl_memory_create(&msp, &w->spmd[b], w->eng, scratch) != dnnl_success)
-        goto done;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms},
-                               {DNNL_ARG_WEIGHTS, mw},
-                               {DNNL_ARG_DST, md},
-                               {DNNL_ARG_SCRATCHPAD, msp}};
-    if (dnnl_primitive_execute(prim, strm, 4, args) == dnnl_success &&
-        dnnl_stream_wait(strm) == dnnl_success)
-        rc = KC_OK;
-done:
-    if (ms)
-        dnnl_memory_destroy(ms);
-    if (mw)
-        dnnl_memory_destroy(mw);
-    if (md)
-        dnnl_memory_destroy(md);
-    if (msp)
-        dnnl_memory_destroy(msp);
-    return rc;
+    s8_plan p;
+    p.align = w->kernel == KC_S8_AMX ? 16 : 4;
+    p.n64 = (w->n + 63) / 64;
+    p.nparts = m <= KC_S8_SMALL_M ? (maxthr < p.n64 ? maxthr : p.n64) : 1;
+    const int tchunks = (maxthr + p.nparts - 1) / p.nparts;
+    p.crows = kc_s8_chunk_rows(m, tchunks, w->max_rows, p.align);
+    p.nchunk = (m + p.crows - 1) / p.crows;
+    return p;
 }
 
-/* One chunk of at most KC_S8_CHUNK rows of x, on the calling thread:
- * quantize into q (padded with zero codes up to the bucket's row count;
- * those rows' results are never read),
- * matmul into the thread's scratch dtmp, then the epilogue from there into
- * y. Inside a parallel region oneDNN runs the primitive on this thread
- * alone. The matmul never writes y itself: its stores into y's cold lines
- * cost more than the multiply (one core, M = 4096, N = 1536 K = 384:
- * 15 ms straight into y, 7.7 ms into a scratch that stays in L2 with the
- * epilogue doing the one pass over y that it makes anyway). */
-static int s8_chunk(kc_s8_weight *w, int b, dnnl_primitive_t prim, dnnl_stream_t strm,
-                    const float *x, int mm, uint8_t *q, float *sx, int32_t *zp, int32_t *dtmp,
-                    float *xtmp, void *spad, const float *bias, bool gelu, float *y)
+/* One work item on our kernels: quantize mm rows of x into plain rows of
+ * q (groups of gp codes, the tail of each zero; rows up to the row block
+ * zero), lay them out for the form, then columns [c0, c1) into y. */
+static void s8_chunk_packed(const kc_s8_weight *w, const s8_plan *p, const float *x, int mm,
+                            char *mine, int c0, int c1, const float *bias, bool gelu, float *y)
 {
-    const int n = w->n, k = w->k, g = w->g, rows = s8_buckets[b];
-    const size_t qplane = (size_t)rows * g; /* one group's codes */
-    kc_s8_quant_rows(x, mm, k, g, qplane, (size_t)g, q, sx, zp, w->in_div, xtmp,
+    const size_t kp = (size_t)w->nb * w->gp;
+    const size_t rows = (size_t)(p->crows + p->align - 1) / p->align * p->align;
+    const size_t qbytes = (rows * kp + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)p->crows * w->nb + 63) & ~(size_t)63;
+    uint8_t *q = (uint8_t *)mine;
+    float *sx = (float *)(mine + qbytes), *xtmp = (float *)(mine + qbytes + 2 * sbytes);
+    int32_t *zp = (int32_t *)(mine + qbytes + sbytes);
+    const int mr = (mm + p->align - 1) / p->align * p->align;
+    kc_s8_quant_rows(x, mm, w->k, w->g, (size_t)w->gp, kp, w->gp, q, sx, zp, w->in_div, xtmp,
                      kc_s8_quant_wide());
-    if (rows > mm)
-        for (int p = 0; p < w->nb; p++)
-            memset(q + p * qplane + (size_t)mm * g, 0, (size_t)(rows - mm) * g);
-    int rc = s8_exec(w, b, prim, strm, rows, q, dtmp, spad);
-    if (rc == KC_OK && w->nb == 1)
-        kc_s8_epi_rows(dtmp, (size_t)n, y, (size_t)n, mm, n, w->scale, sx, zp, w->colsum, bias,
-                     gelu);
-    else if (rc == KC_OK)
-        kc_s8_epi_rows_g(dtmp, (size_t)rows * n, w->nb, y, (size_t)n, mm, n, w->gscale, sx, zp,
-                      w->csf, bias, gelu);
-    return rc;
+    memset(q + (size_t)mm * kp, 0, (size_t)(mr - mm) * kp);
+    const kc_dot_weight dw = {w->packed, w->n,   w->nb, w->gp, w->nb > 1 ? w->gscale : w->scale,
+                              w->csf,    w->colsum, bias, gelu};
+    kc_dot_rows a = {q, mm, sx, zp};
+    if (w->kernel == KC_S8_AMX) {
+        kc_amx_chunk(&a, &dw, c0, c1, y, (size_t)w->n);
+        return;
+    }
+    const kc_dot_form form = s8_dot_form(w->kernel);
+    if (kc_dot_code_bytes(form) > 1) { /* after the smoothing row: see s8_gemm_packed */
+        uint8_t *q2 = (uint8_t *)(mine + qbytes + 2 * sbytes + kc_s8_xbytes(w));
+        kc_dot_prepare(form, q, mr, kp, q2);
+        a.q = q2;
+    }
+    kc_dot_chunk(form, &a, &dw, c0, c1, y, (size_t)w->n);
 }
 
-/* Rows per chunk for m rows on maxthr threads, chunks of at most
- * max_rows: a multiple of 16, the chunk count a multiple of the thread
- * count where m allows. */
-static int s8_chunk_rows(int m, int maxthr, int max_rows)
-{
-    const int per_thr = (m + maxthr * max_rows - 1) / (maxthr * max_rows);
-    int crows = (m + maxthr * per_thr - 1) / (maxthr * per_thr);
-    crows = (crows + 15) & ~15;
-    return crows > max_rows ? max_rows : crows;
-}
-
-/* One chunk on the AMX (or VNNI) kernel: quantize mm rows of x into plain rows of
- * q (row stride nb * g; rows up to the next 16 zero codes), then the tile
- * kernel writes y. */
-static void s8_chunk_amx(const kc_s8_weight *w, const float *x, int mm, uint8_t *q, float *sx,
-                         int32_t *zp, float *xtmp, const float *bias, bool gelu, float *y)
-{
-    const size_t kp = (size_t)w->nb * w->g;
-    const int rows16 = (mm + 15) & ~15;
-    kc_s8_quant_rows(x, mm, w->k, w->g, (size_t)w->g, kp, q, sx, zp, w->in_div, xtmp,
-                     kc_s8_quant_wide());
-    memset(q + (size_t)mm * kp, 0, (size_t)(rows16 - mm) * kp);
-    (w->vnni ? kc_vnni_chunk : kc_amx_chunk)(q, mm, w->nb, w->g, w->amx, w->n, sx, zp,
-                                             w->gscale, w->csf, bias, gelu, y,
-                 (size_t)w->n);
-}
-
-/* kc_gemm_s8 for a weight on the AMX kernel: chunks as below, no oneDNN. */
-static int s8_gemm_amx(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu,
-                       float *y)
+/* kc_gemm_s8 on our kernels: work items (row chunk, column part) over the
+ * threads, each with its own scratch; no oneDNN. */
+static int s8_gemm_packed(const float *x, int m, kc_s8_weight *w, const float *bias, bool gelu,
+                          float *y)
 {
     const int maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const int crows = s8_chunk_rows(m, maxthr, w->max_rows);
-    const int nchunk = (m + crows - 1) / crows, nthr = nchunk < maxthr ? nchunk : maxthr;
-    const size_t qbytes = ((size_t)((crows + 15) & ~15) * w->nb * w->g + 63) & ~(size_t)63;
-    const size_t sbytes = (sizeof(float) * (size_t)crows * w->nb + 63) & ~(size_t)63;
-    const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)w->k + 63) & ~(size_t)63 : 0;
-    const size_t per = qbytes + 2 * sbytes + xbytes;
+    const s8_plan p = s8_plan_call(w, m, maxthr);
+    const int items = p.nchunk * p.nparts, nthr = items < maxthr ? items : maxthr;
+    const size_t kp = (size_t)w->nb * w->gp;
+    const size_t rows = (size_t)(p.crows + p.align - 1) / p.align * p.align;
+    const size_t qbytes = (rows * kp + 63) & ~(size_t)63;
+    const size_t sbytes = (sizeof(float) * (size_t)p.crows * w->nb + 63) & ~(size_t)63;
+    const int cb = w->kernel == KC_S8_AMX ? 1 : kc_dot_code_bytes(s8_dot_form(w->kernel));
+    const size_t per = qbytes + 2 * sbytes + kc_s8_xbytes(w) + (cb > 1 ? (size_t)cb * qbytes : 0);
     char *buf = kc_scratch(per * nthr);
     if (!buf)
         return KC_ENOMEM;
@@ -567,12 +365,14 @@ static int s8_gemm_amx(const float *x, int m, kc_s8_weight *w, const float *bias
     {
         char *mine = buf + per * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
-        for (int c = 0; c < nchunk; c++) {
-            const int m0 = c * crows, mm = m - m0 < crows ? m - m0 : crows;
-            s8_chunk_amx(w, x + (size_t)m0 * w->k, mm, (uint8_t *)mine, (float *)(mine + qbytes),
-                         (int32_t *)(mine + qbytes + sbytes),
-                         xbytes ? (float *)(mine + qbytes + 2 * sbytes) : NULL, bias, gelu,
-                         y + (size_t)m0 * w->n);
+        for (int it = 0; it < items; it++) {
+            const int c = it / p.nparts, part = it % p.nparts;
+            const int m0 = c * p.crows, mm = m - m0 < p.crows ? m - m0 : p.crows;
+            const int b0 = part * p.n64 / p.nparts, b1 = (part + 1) * p.n64 / p.nparts;
+            const int c0 = 64 * b0, c1 = 64 * b1 < w->n ? 64 * b1 : w->n;
+            if (c0 < c1)
+                s8_chunk_packed(w, &p, x + (size_t)m0 * w->k, mm, mine, c0, c1, bias, gelu,
+                                y + (size_t)m0 * w->n);
         }
     }
     return KC_OK;
@@ -584,63 +384,6 @@ int kc_gemm_s8(const float *x, int m, kc_s8_weight *w, const float *bias, bool g
         return KC_EINVAL;
     if (m == 0)
         return KC_OK;
-    if (w->amx)
-        return s8_gemm_amx(x, m, w, bias, gelu, y);
-    const int n = w->n, k = w->k, maxthr = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
-    const int crows = s8_chunk_rows(m, maxthr, w->max_rows);
-    const int nchunk = (m + crows - 1) / crows, last = m - (nchunk - 1) * crows;
-    const int bfull = s8_bucket(crows), blast = s8_bucket(last);
-    dnnl_primitive_t pfull = NULL, plast = NULL;
-    int rc;
-    if ((nchunk > 1 && (rc = s8_get_prim(w, bfull, &pfull)) != KC_OK) ||
-        (rc = s8_get_prim(w, blast, &plast)) != KC_OK)
-        return rc;
-
-    /* per-thread scratch: a chunk's uint8 rows, scales and zero points, its
-     * f32 output, the primitives' scratchpad */
-    const int nthr = nchunk < maxthr ? nchunk : maxthr;
-    size_t spneed = w->scratch[blast];
-    if (nchunk > 1 && w->scratch[bfull] > spneed)
-        spneed = w->scratch[bfull];
-    const int cap = nchunk > 1 ? crows : s8_buckets[blast];
-    const size_t qbytes = ((size_t)cap * w->nb * w->g + 63) & ~(size_t)63;
-    const size_t sbytes = (sizeof(float) * (size_t)cap * w->nb + 63) & ~(size_t)63;
-    const size_t dbytes = (sizeof(int32_t) * (size_t)cap * w->nb * n + 63) & ~(size_t)63;
-    /* one smoothed activation row, when the weight smooths its input */
-    const size_t xbytes = w->in_div ? (sizeof(float) * (size_t)k + 63) & ~(size_t)63 : 0;
-    const size_t per = qbytes + 2 * sbytes + dbytes + xbytes + ((spneed + 63) & ~(size_t)63);
-    char *buf = kc_scratch(per * nthr);
-    if (!buf)
-        return KC_ENOMEM;
-    int failed = KC_OK;
-#pragma omp parallel num_threads(nthr) if (nthr > 1)
-    {
-        char *mine = buf + per * (size_t)omp_get_thread_num();
-        dnnl_stream_t strm = NULL;
-        if (dnnl_stream_create(&strm, w->eng, dnnl_stream_default_flags) != dnnl_success) {
-            strm = NULL;
-#pragma omp atomic write
-            failed = KC_EDNNL;
-        }
-#pragma omp for schedule(static)
-        for (int c = 0; c < nchunk; c++) {
-            const int m0 = c * crows, mm = c == nchunk - 1 ? last : crows;
-            const int b = c == nchunk - 1 ? blast : bfull;
-            char *p_sx = mine + qbytes, *p_zp = p_sx + sbytes, *p_d = p_zp + sbytes;
-            char *p_x = p_d + dbytes, *p_sp = p_x + xbytes;
-            int r = strm ? s8_chunk(w, b, c == nchunk - 1 ? plast : pfull, strm,
-                                    x + (size_t)m0 * k, mm, (uint8_t *)mine, (float *)p_sx,
-                                    (int32_t *)p_zp, (int32_t *)p_d, xbytes ? (float *)p_x : NULL,
-                                    p_sp, bias, gelu, y + (size_t)m0 * n)
-                         : KC_EDNNL;
-            if (r != KC_OK) {
-#pragma omp atomic write
-                failed = r;
-            }
-        }
-        if (strm)
-            dnnl_stream_destroy(strm);
-    }
-    return failed;
+    return w->packed ? s8_gemm_packed(x, m, w, bias, gelu, y)
+                     : kc_s8_dnnl_gemm(x, m, w, bias, gelu, y);
 }
-

@@ -12,9 +12,9 @@
 #define KC_QG_SIMD 1
 #endif
 
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/qgemm_amx.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/qgemm_s8_internal.h"
 
@@ -211,7 +211,7 @@ static Q512 void quant_run_512(const float *x, int n, int pad, uint8_t *q, float
 bool kc_s8_quant_wide(void)
 {
 #ifdef KC_QG_SIMD
-    return kc_cpu_has_avx512();
+    return kc_isa_get()->avx512;
 #else
     return false;
 #endif
@@ -226,8 +226,8 @@ bool kc_s8_quant_wide(void)
  * oneDNN form wants the groups as planes, the AMX kernel plain rows), its
  * scale and zero point to sx / zp [r * nb + b]. */
 void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_t rstride,
-                      uint8_t *q, float *sx, int32_t *zp, const float *in_div, float *tmp,
-                      bool wide)
+                      int pad, uint8_t *q, float *sx, int32_t *zp, const float *in_div,
+                      float *tmp, bool wide)
 {
     const int nb = (k + g - 1) / g;
     void (*run)(const float *, int, int, uint8_t *, float *, int32_t *) = quant_run;
@@ -245,7 +245,7 @@ void kc_s8_quant_rows(const float *x, int m, int k, int g, size_t gstride, size_
             xr = tmp;
         }
         for (int j0 = 0, b = 0; j0 < k; j0 += g, b++)
-            run(xr + j0, k - j0 < g ? k - j0 : g, g, q + (size_t)b * gstride + (size_t)r * rstride,
+            run(xr + j0, k - j0 < g ? k - j0 : g, pad, q + (size_t)b * gstride + (size_t)r * rstride,
                 sx + (size_t)r * nb + b, zp + (size_t)r * nb + b);
     }
 }
@@ -257,7 +257,7 @@ int kc_quantize_rows_u8(const float *x, int m, int k, uint8_t *q, float *sx, int
         return KC_EINVAL;
 #pragma omp parallel for schedule(static) if (m > 1)
     for (int r = 0; r < m; r++)
-        kc_s8_quant_rows(x + (size_t)r * k, 1, k, k, 0, (size_t)k, q + (size_t)r * k, sx + r,
+        kc_s8_quant_rows(x + (size_t)r * k, 1, k, k, 0, (size_t)k, k, q + (size_t)r * k, sx + r,
                          zp + r, NULL, NULL, kc_s8_quant_wide());
     return KC_OK;
 }

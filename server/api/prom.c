@@ -244,6 +244,35 @@ static void render_requests(sbuf *b, const row *rows, int n, srv_models *models,
 }
 
 /* The hot-switch: each variant's state, rotation, share, builds. */
+/* What each serving build runs on, and its load check's figures. */
+static void render_builds(sbuf *b, const row *rows, int n)
+{
+    head(b, "mantissa_variant_kernel_info", "gauge",
+         "What the build serving a variant runs on: backend, ISA level, GEMM kernel (always 1).");
+    EACH({
+        if (x->cur) {
+            sb_puts(b, "mantissa_variant_kernel_info");
+            labels(b, x);
+            sb_printf(b, ",precision=\"%s\",device=\"%s\",isa=\"%s\",kernel=\"%s\"} 1\n",
+                      mt_precision_name(x->cur->cfg.precision), x->cur->be->device,
+                      srv_variant_isa(x->cur), srv_variant_kernel(x->cur));
+        }
+    });
+    head(b, "mantissa_load_check_cosine", "gauge",
+         "The load check of the build serving a variant: cosine of its vectors of the built-in "
+         "probe texts to FP32's, mean and least (absent where every GEMM is FP32).");
+    EACH({
+        if (x->cur && x->cur->check.probes > 0) {
+            sb_puts(b, "mantissa_load_check_cosine");
+            labels(b, x);
+            sb_printf(b, ",stat=\"mean\"} %.8f\n", x->cur->check.mean_cos);
+            sb_puts(b, "mantissa_load_check_cosine");
+            labels(b, x);
+            sb_printf(b, ",stat=\"min\"} %.8f\n", x->cur->check.min_cos);
+        }
+    });
+}
+
 static void render_variants(sbuf *b, const row *rows, int n, srv_models *models)
 {
     head(b, "mantissa_variant_state", "gauge",
@@ -408,6 +437,7 @@ void prom_render(sbuf *b, const http_app *app)
     }
     render_server(b, models, s);
     render_requests(b, rows, n, models, s);
+    render_builds(b, rows, n);
     render_variants(b, rows, n, models);
     render_drift(b, rows, n, models, s);
     render_reloads(b, models);

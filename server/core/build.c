@@ -1,7 +1,9 @@
 /* build.c: making a build of a variant: load (and quantize) its model on
- * the right backend, the checksum of its weights file and its embedding
- * space id, and its promotion gate against the reference (probes, cosine,
- * p99 latency). See models.h for what a build is. */
+ * the right backend, the load check (its vectors of the built-in probe
+ * texts against FP32's, engine/model.h), the checksum of its weights file
+ * and its embedding space id, and its promotion gate against the
+ * reference (probes, cosine, p99 latency). See models.h for what a build
+ * is. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -261,8 +263,82 @@ done:
     return st;
 }
 
-/* The memory budget: the new build of vc and every build that will still
- * serve beside it (not the one it replaces). */
+/* ========================================================================
+ * the load check (engine/model.h)
+ * ====================================================================== */
+
+/* FP32's vectors of the probe texts for model mc into m's cache: made on
+ * the CPU from the folder's FP32 weights once per model path and token
+ * cap, then kept. Called with m->probe_lock held. */
+static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *mc, mt_err *err)
+{
+    char key[sizeof m->probe_key];
+    snprintf(key, sizeof key, "%s#%d", mc->path, mc->max_seq_len);
+    if (m->probe_ref && !strcmp(key, m->probe_key))
+        return MT_OK;
+    mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = mc->max_seq_len};
+    mt_model *ref = NULL;
+    mt_status st = mt_model_load(mc->path, s->cpu, &o, &ref, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "its FP32 reference: ");
+    const int h = ref->info.hidden;
+    float *vec = malloc(sizeof(float) * (size_t)mt_probe_count() * h);
+    if (!vec)
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+    else
+        st = mt_model_embed_probes(ref, vec, err);
+    mt_model_free(ref);
+    if (st != MT_OK) {
+        free(vec);
+        return mt_prefix(err, st, "its FP32 reference: ");
+    }
+    free(m->probe_ref);
+    m->probe_ref = vec;
+    m->probe_hidden = h;
+    snprintf(m->probe_key, sizeof m->probe_key, "%s", key);
+    return MT_OK;
+}
+
+/* The load check of build v: when some of its GEMMs are not FP32, its
+ * vectors of the probe texts against FP32's (v->check), which must keep
+ * its precisions' bounds (v->check_bound), or the build is refused with
+ * the figures and what computed them. */
+static mt_status load_check(srv_models *s, srv_model *m, const cfg_model *mc, srv_variant *v,
+                            mt_err *err)
+{
+    if (!mt_model_drift_bound(v->model, &v->check_bound))
+        return MT_OK;
+    const int n = mt_probe_count(), h = v->hidden;
+    float *mine = malloc(sizeof(float) * (size_t)n * h);
+    if (!mine)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    mt_status st = mt_model_embed_probes(v->model, mine, err);
+    pthread_mutex_lock(&m->probe_lock);
+    if (st == MT_OK)
+        st = probe_reference(s, m, mc, err);
+    if (st == MT_OK && m->probe_hidden != h)
+        st = mt_fail(err, MT_EINTERNAL, "its FP32 reference has %d dimensions, it %d",
+                     m->probe_hidden, h);
+    if (st == MT_OK)
+        v->check = mt_drift_between(mine, m->probe_ref, n, h);
+    pthread_mutex_unlock(&m->probe_lock);
+    free(mine);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "the load check: ");
+    if (v->check.mean_cos >= v->check_bound.mean_cos && v->check.min_cos >= v->check_bound.min_cos)
+        return MT_OK;
+    const char *kern = v->be->ops->gemm_kernel
+                           ? v->be->ops->gemm_kernel(v->be, v->cfg.precision) : NULL;
+    return mt_fail(err, MT_EUNSUPPORTED,
+                   "refused by the load check: on %d built-in probe texts its vectors' cosine "
+                   "to FP32's is %.6f on average (%s needs %.4f) and %.6f at least (needs "
+                   "%.4f); its %s GEMMs ran on the %s backend at ISA %s with kernel %s",
+                   n, v->check.mean_cos, mt_precision_name(v->cfg.precision),
+                   v->check_bound.mean_cos, v->check.min_cos, v->check_bound.min_cos,
+                   mt_precision_name(v->cfg.precision), v->be->device,
+                   v->be->ops->isa ? v->be->ops->isa(v->be) : "?", kern ? kern : "?");
+}
+
 /* The mix search's progress lines, logged at debug level. */
 static void mix_progress(void *arg, const char *line)
 {
@@ -270,6 +346,8 @@ static void mix_progress(void *arg, const char *line)
     log_msg(LOG_DEBUG, "mix auto: %s", line);
 }
 
+/* The memory budget: the new build of vc and every build that will still
+ * serve beside it (not the one it replaces). */
 static mt_status check_budget(srv_models *s, srv_model *m, const cfg_variant *vc,
                               const mt_model *model, mt_err *err)
 {
@@ -364,6 +442,10 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     else
         snprintf(wpath, sizeof wpath, "%s/model.safetensors", mc->path);
     if ((st = srv_file_checksum(wpath, v->checksum, err)) != MT_OK) {
+        srv_variant_unref(v);
+        return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
+    }
+    if ((st = load_check(s, m, mc, v, err)) != MT_OK) {
         srv_variant_unref(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }

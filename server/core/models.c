@@ -50,6 +50,19 @@ void srv_variant_unref(srv_variant *v)
         build_free(v);
 }
 
+const char *srv_variant_isa(const srv_variant *v)
+{
+    const char *s = v->be->ops->isa ? v->be->ops->isa(v->be) : NULL;
+    return s ? s : "?";
+}
+
+const char *srv_variant_kernel(const srv_variant *v)
+{
+    const char *s =
+        v->be->ops->gemm_kernel ? v->be->ops->gemm_kernel(v->be, v->cfg.precision) : NULL;
+    return s ? s : "?";
+}
+
 /* ========================================================================
  * models and slots
  * ====================================================================== */
@@ -89,6 +102,7 @@ srv_model *srv_model_add(srv_models *s, const cfg_model *c, mt_err *err)
     snprintf(m->name, sizeof m->name, "%s", c->name);
     m->index = n;
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->probe_lock, NULL);
     atomic_init(&m->max_queue, c->max_queue);
     atomic_init(&m->truncate, c->truncate);
     snprintf(m->reason, sizeof m->reason, "loading");
@@ -132,6 +146,8 @@ static void model_free(srv_model *m)
     free(m->slots);
     cfg_model_clear(&m->cfg);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->probe_lock);
+    free(m->probe_ref);
     free(m);
 }
 

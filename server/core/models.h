@@ -80,6 +80,9 @@ typedef struct srv_variant {
     char space[200];          /* the embedding space id (see srv_space_id) */
     double build_s;           /* seconds to load (and quantize) */
     srv_gate gate;
+    mt_drift check;           /* the load check: its probe vectors against FP32's
+                               * (probes 0: none, every GEMM FP32) */
+    mt_drift check_bound;     /* what that check had to keep */
     stats_drift drift;         /* live shadow comparisons to the reference */
     atomic_long queue_depth;  /* texts waiting in the scheduler for it */
     atomic_bool retired;      /* no longer serving its slot */
@@ -119,6 +122,10 @@ typedef struct srv_model {
     atomic_int max_queue;     /* copies of cfg fields the HTTP threads read */
     atomic_bool truncate;
     atomic_long inflight;     /* admitted and not yet answered */
+    pthread_mutex_t probe_lock; /* guards the three below; held while they are made */
+    float *probe_ref;         /* FP32's vectors of the probe texts (the load check), or NULL */
+    int probe_hidden;
+    char probe_key[4200];     /* the model path and max_seq_len they were made for */
 } srv_model;
 
 /* What a reload did, for the index, the config view and /metrics. */
@@ -174,6 +181,10 @@ mt_status srv_run_gate(srv_variant *v, srv_variant *ref, mt_err *err);
 void srv_variant_ref(srv_variant *v);
 /* Drops a reference; the last one frees the build (any thread). */
 void srv_variant_unref(srv_variant *v);
+/* The ISA level build v's backend runs at, and the kernel of its GEMMs in
+ * its precision ("?" where the backend does not say). */
+const char *srv_variant_isa(const srv_variant *v);
+const char *srv_variant_kernel(const srv_variant *v);
 
 /* Why srv_acquire found no build. */
 typedef enum { SRV_OK = 0, SRV_NO_VARIANT, SRV_NOT_SERVING, SRV_UNLOADED } srv_acq;

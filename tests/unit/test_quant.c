@@ -881,12 +881,13 @@ START_TEST(quant_weight_create_on_cpu_backend)
          * except where it keeps only a blocked copy of its own (fp32, and
          * bf16 on a CPU with AVX512_BF16: the layout oneDNN's matmul reads,
          * padded to its column blocks; fp16, fp8 and bf16 on a CPU with
-         * AVX-512: panels of 32 columns) */
+         * AVX-512: panels of 32 columns; int8g, and int8 without VNNI:
+         * the codes packed for our int8 kernels) */
         if (wt->data) {
             ck_assert_uint_eq(wt->bytes, mt_quant_total_bytes(p, n, k));
             ck_assert(!memcmp(wt->data, q.data, mt_quant_data_bytes(p, n, k)));
         } else {
-            ck_assert_msg(p == MT_PREC_FP32 || p == MT_PREC_INT8G ||
+            ck_assert_msg(p == MT_PREC_FP32 || p == MT_PREC_INT8G || p == MT_PREC_INT8 ||
                               (p == MT_PREC_BF16 && kc_bf16_matmul_available()) ||
                               ((p == MT_PREC_FP16 || p == MT_PREC_BF16 || p == MT_PREC_FP8) &&
                                kc_h16_available()),

@@ -1,0 +1,88 @@
+/* qgemm_dot.h: the vector kernels of the INT8 GEMM (qgemm_s8.c) for CPUs
+ * without AMX, internal to kernels/cpu: int8 (one scale per output
+ * channel) and int8g (one per channel and group of K) on the weight packed
+ * for the AMX kernel (kc_amx_pack), in five forms:
+ *
+ *   KC_DOT_VNNI512  AVX512_VNNI: vpdpbusd on 16 columns a vector
+ *   KC_DOT_I16_512  AVX-512 without VNNI: 16-bit products (vpmaddwd)
+ *   KC_DOT_VNNI256  AVX-VNNI: 256-bit vpdpbusd on 8 columns a vector
+ *   KC_DOT_SIGN256  AVX2: vpmaddubsw on the codes shifted to int8 with
+ *                   their sign moved onto the weight, as llama.cpp's Q8_0
+ *                   dot product does (|a| <= 128, so pairs fit in 16 bits)
+ *   KC_DOT_I16_256  AVX2: 16-bit products (vpmaddwd)
+ *
+ * Every form's int32 sums are exact and equal: where there is no VNNI the
+ * products never go through vpmaddubsw on the uint8 codes themselves,
+ * whose 16-bit pair sums saturate (255 x 127 x 2 > 32767: what oneDNN's
+ * int8 matmul does on such CPUs, and why the int8 GEMM gave wrong results
+ * there). The epilogues are the same float operations in every form, so
+ * the forms' outputs are bitwise equal (tests/unit/test_qgemm.c checks
+ * it). On AVX2 the sign form measured 10-15% faster than the 16-bit one
+ * on a Sapphire Rapids core stepped down to AVX2
+ * (bench/results/int8-kernels-2026-11-26.md); both stay, and
+ * bench/int8_kernels.c compares them on any CPU.
+ */
+#ifndef MT_KERNELS_CPU_QGEMM_DOT_H
+#define MT_KERNELS_CPU_QGEMM_DOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    KC_DOT_VNNI512,
+    KC_DOT_I16_512,
+    KC_DOT_VNNI256,
+    KC_DOT_I16_256,
+    KC_DOT_SIGN256,
+    KC_DOT_NEON_SDOT, /* aarch64 with the dot product: sdot on the codes shifted to int8 */
+    KC_DOT_NEON_I16,  /* any aarch64: 16-bit products */
+    KC_DOT_COUNT
+} kc_dot_form;
+
+/* The packed weight and what the epilogue needs of it. */
+typedef struct {
+    const int8_t *packed;  /* kc_amx_pack's layout, groups of g (a multiple of 64) */
+    int n, nb, g;          /* columns, groups, group size */
+    const float *gs;       /* nb > 1: (nb, n) group scales; nb == 1: n channel scales */
+    const float *csf;      /* nb > 1: (nb, n) code sums per group, as floats */
+    const int32_t *colsum; /* nb == 1: n code sums per channel */
+    const float *bias;     /* n, or NULL */
+    bool gelu;
+} kc_dot_weight;
+
+/* A chunk's activations: rows (padded with any codes to a multiple of 4)
+ * of kp = nb * g uint8 codes each, in the layout kc_dot_prepare made for
+ * the form; sx / zp (rows, nb) their scales and zero points. */
+typedef struct {
+    const uint8_t *q;
+    int rows;
+    const float *sx;
+    const int32_t *zp;
+} kc_dot_rows;
+
+/* Whether the form may run at the ISA level in force (kernels/cpu/cpu_isa.h). */
+bool kc_dot_available(kc_dot_form form);
+/* "avx512_vnni", "avx512_i16", "avx2_vnni", "avx2_i16", "avx2_sign",
+ * "neon_sdot", "neon_i16". */
+const char *kc_dot_name(kc_dot_form form);
+
+/* Bytes per activation code in the form's layout (1 or 2). */
+int kc_dot_code_bytes(kc_dot_form form);
+/* The form's activation layout, from plain uint8 rows (rows x kp codes,
+ * kp a multiple of 64) into dst (rows x kp x kc_dot_code_bytes): the
+ * 16-bit forms want each quad (a0, a1, a2, a3) as the 16-bit words (a0,
+ * a2, a1, a3); the sign form each quad as s = a - 128 (int8) then |s|.
+ * For the VNNI forms (1 byte) the plain rows are the layout and nothing
+ * is done. */
+void kc_dot_prepare(kc_dot_form form, const uint8_t *q, int rows, size_t kp, uint8_t *dst);
+
+/* y (rows x columns [c0, c1) of n; row stride ldy) = the chunk's rows
+ * times the weight, with the epilogue: per group b, (sums_b - zp * csf_b)
+ * * sx * gs_b summed in FP32 (nb > 1), or (sums - zp * colsum) in int32,
+ * then * gs * sx in FP32 (nb == 1, kc_s8_epi_rows's order), + bias, then
+ * GELU. c0 is a multiple of 64; c1 is a multiple of 64 or n. */
+void kc_dot_chunk(kc_dot_form form, const kc_dot_rows *a, const kc_dot_weight *w, int c0,
+                  int c1, float *y, size_t ldy);
+
+#endif

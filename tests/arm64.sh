@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# arm64.sh: the unit tests of an arm64 build (make test-arm64: build/arm64)
+# under qemu-user, twice: as a CPU with the ARMv8.2 dot product (qemu's
+# "max": the int8 kernels' sdot form) and as an ARMv8.0 one (Cortex-A72:
+# their 16-bit form), so that both int8 forms are checked against their
+# double-precision twins and against each other bit for bit. The tests'
+# timing-only parts are skipped and their largest grids cut down there
+# (MANTISSA_EMULATED: under emulation a GEMM is ~50x slower). Ends with
+# "arm64 tests: N passed, N failed" and a non-zero status on any failure.
+# ARM64_TESTS (names, space-separated) chooses the programs; ARM64_CPUS the CPUs.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/arm64}
+QEMU=${QEMU:-qemu-aarch64}
+# the arm64 libraries are the multiarch ones (/lib/aarch64-linux-gnu): the
+# cross compiler's /usr/aarch64-linux-gnu holds an older libc whose ld.so
+# does not match them (a QEMU_LD_PREFIX there hangs in the first pthread_create)
+export MANTISSA_EMULATED=1 CK_FORK=yes
+cpus=${ARM64_CPUS:-max cortex-a72}
+tests=${ARM64_TESTS:-$(cd "$BUILD/tests" && ls test_* 2>/dev/null)}
+pass=0; fail=0; failed=()
+for cpu in $cpus; do
+  for t in $tests; do
+    [ -x "$BUILD/tests/$t" ] || continue
+    echo "== $t on qemu -cpu $cpu"
+    out=$("$QEMU" -cpu "$cpu" "$BUILD/tests/$t" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
+    if [ -n "$line" ]; then
+      c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+      f=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+      e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+      pass=$((pass + c - f - e)); fail=$((fail + f + e))
+    fi
+    if [ $rc -ne 0 ]; then
+      [ -n "$line" ] || fail=$((fail + 1))
+      failed+=("$t@$cpu")
+    fi
+  done
+done
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failing: ${failed[*]}"
+echo "arm64 tests: $pass passed, $fail failed"
+[ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]
