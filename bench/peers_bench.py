@@ -19,7 +19,15 @@ flags get a small sweep first (llama-server -t and -np, infinity
 Setup (bench/peers/setup.sh) builds llama-server from the llama.cpp vendored
 in llama-cpp-python's sdist and installs infinity-emb in .venv-peers.
 
-  bench/peers_bench.py [--seconds 6] [--only NAME,...] [--out FILE]
+--isa avx2 runs every server as on a CPU of that instruction-set level:
+Mantissa with ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN and our kernels step down
+together), llama-server built for AVX2 alone (bench/peers/setup.sh
+PEERS_ISA=avx2: build/peers/llama-build-avx2) and infinity's torch with
+ATEN_CPU_CAPABILITY=avx2. --passages sends retrieval-sized inputs instead of
+sentences: consecutive STS-B test sentences joined to about 150 words
+(about 190 tokens), one per request; their drift has no STS-B Spearman.
+
+  bench/peers_bench.py [--seconds 6] [--only NAME,...] [--isa avx2] [--passages] [--out FILE]
 """
 import argparse
 import csv
@@ -37,7 +45,7 @@ import urllib.request
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers_targets import targets_table  # noqa: E402
+from peers_targets import issue27_table, targets_table  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
@@ -46,6 +54,7 @@ PEERS = os.path.join(ROOT, "build", "peers")
 LOADGEN = os.path.join(ROOT, "build", "release", "bench", "loadgen")
 MANTISSA = os.path.join(ROOT, "build", "release", "mantissa")
 LLAMA = os.path.join(PEERS, "llama-build", "bin", "llama-server")
+ISA = None  # --isa: the instruction-set level every server runs at (None: the CPU's own)
 INFINITY = os.path.join(ROOT, ".venv-peers", "bin", "infinity_emb")
 
 
@@ -65,6 +74,35 @@ def stsb():
             pairs.append(ids)
             gold.append(float(row[4]))
     return sents, pairs, gold
+
+
+def passages(sents, words=150):
+    """Consecutive sentences joined until each passage has about `words` words."""
+    out, cur = [], []
+    for t in sents:
+        cur.append(t)
+        if sum(len(c.split()) for c in cur) >= words:
+            out.append(" ".join(cur))
+            cur = []
+    return out
+
+
+def isa_env(server):
+    """The environment that runs server at --isa's level."""
+    if not ISA:
+        return {}
+    if server == "mantissa":
+        return {"ONEDNN_MAX_CPU_ISA": ISA.upper()}
+    if server == "infinity":
+        return {"ATEN_CPU_CAPABILITY": ISA.lower(), "ONEDNN_MAX_CPU_ISA": ISA.upper()}
+    return {}
+
+
+def llama_bin():
+    """llama-server built for --isa's level (bench/peers/setup.sh PEERS_ISA)."""
+    if not ISA:
+        return LLAMA
+    return os.path.join(PEERS, "llama-build-%s" % ISA.lower(), "bin", "llama-server")
 
 
 def ranks(x):
@@ -203,14 +241,15 @@ def mantissa(precision, delay, tmp, size=64, tokens=16384):
         path = os.path.join(tmp, "m-%s-%s-%d-%d.json" % (precision, delay, size, tokens))
         with open(path, "w") as f:
             json.dump(cfg, f)
-        return Server("mantissa", [MANTISSA, "serve", "--config", path], port, log=log)
+        return Server("mantissa", [MANTISSA, "serve", "--config", path], port,
+                      env=isa_env("mantissa"), log=log)
     return start
 
 
 def llama(gguf, threads, slots, spin):
     def start(port, log):
         env = {"GOMP_SPINCOUNT": str(spin)} if spin is not None else {}
-        argv = [LLAMA, "-m", os.path.join(PEERS, gguf), "--embeddings", "--pooling", "mean",
+        argv = [llama_bin(), "-m", os.path.join(PEERS, gguf), "--embeddings", "--pooling", "mean",
                 "-t", str(threads), "-np", str(slots), "-c", str(512 * slots),
                 "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
         return Server("llama-server", argv, port, env=env, log=log)
@@ -221,6 +260,7 @@ def infinity(batch):
     def start(port, log):
         env = {"HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0",
                "DO_NOT_TRACK": "1"}
+        env.update(isa_env("infinity"))
         argv = [INFINITY, "v2", "--model-id", MODEL, "--served-model-name", "minilm",
                 "--url-prefix", "/v1", "--host", "127.0.0.1", "--port", str(port),
                 "--engine", "torch", "--device", "cpu", "--batch-size", str(batch)]
@@ -258,6 +298,8 @@ def vector_check(port, ref, sents, full):
 def drift(port, ref, sents, pairs, gold):
     v = embed_all(port, sents)
     cos = (v * ref).sum(1)
+    if not pairs:  # passages: no gold similarity
+        return {"mean_cos": float(cos.mean()), "min_cos": float(cos.min()), "spearman": None}
     sim = [float(v[a] @ v[b]) for a, b in pairs]
     return {"mean_cos": float(cos.mean()), "min_cos": float(cos.min()),
             "spearman": 100 * spearman(np.array(sim), np.array(gold))}
@@ -318,6 +360,17 @@ def mantissa_reference(sents, tmp):
         srv.stop()
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def fmt(v, f="%.1f"):
     return "-" if v is None else f % v
 
@@ -327,12 +380,21 @@ def report(results, args, t0):
          % datetime.date.today().isoformat(), ""]
     L += ["Machine: %s, %d cores (shared with other work: the 1-minute load average is given "
           "per point), %s. All servers on loopback with the same 2 cores; the load generator "
-          "(bench/loadgen.c, C, epoll) on the same cores. One STS-B test sentence per "
-          "request, %d s per point. Made by `make bench-peers` in %.0f min." %
-          (platform.processor() or platform.machine(), os.cpu_count(), platform.platform(),
-           args.seconds, (time.time() - t0) / 60), ""]
+          "(bench/loadgen.c, C, epoll) on the same cores. %s per request, %d s per point. "
+          "Made by `make bench-peers` in %.0f min." %
+          (cpu_model(), os.cpu_count(), platform.platform(),
+           "One passage of consecutive STS-B test sentences (about 150 words)" if args.passages
+           else "One STS-B test sentence", args.seconds, (time.time() - t0) / 60), ""]
+    if ISA:
+        L += ["Instruction-set level: **%s** for every server (Mantissa with "
+              "ONEDNN_MAX_CPU_ISA=%s, which steps oneDNN and its own kernels down; "
+              "llama-server built for it alone, bench/peers/setup.sh PEERS_ISA=%s; infinity's "
+              "torch with ATEN_CPU_CAPABILITY=%s), on a CPU that has more: an emulation of such "
+              "a CPU's instruction set, not of its cores." % (ISA, ISA.upper(), ISA, ISA), ""]
     L += ["## Targets (issue 13, computed by bench/peers_targets.py)", ""]
     L += targets_table(results)
+    L += ["", "## Targets (issue 27, computed by bench/peers_targets.py)", ""]
+    L += issue27_table(results, args.passages)
     L += ["", "## Throughput and latency", "",
           "| setting | flags | point | req/s | p50 ms | p99 ms | errors | RSS / peak MiB | "
           "CPU s per 1k req | load |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -343,7 +405,8 @@ def report(results, args, t0):
                 g["rss_mib"], g["peak_mib"], fmt(g["cpu_per_1k"], "%.2f"), g["load"]))
         if "points" not in r:
             L.append("| %s | %s | not timed | | | | | | | |" % (r["name"], r["flags"]))
-    L += ["", "## Drift from Mantissa FP32 (all %d STS-B test sentences)" % args.nsents, "",
+    L += ["", "## Drift from Mantissa FP32 (all %d %s)" % (
+        args.nsents, "passages" if args.passages else "STS-B test sentences"), "",
           "| setting | vector check (64 sentences) | mean cosine | min cosine | STS-B Spearman x100 |",
           "|---|---|---|---|---|"]
     for r in results:
@@ -386,9 +449,16 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--out")
     ap.add_argument("--json")
+    ap.add_argument("--isa", default="", help="run every server at this ISA level (avx2)")
+    ap.add_argument("--passages", action="store_true",
+                    help="inputs of about 150 words (consecutive STS-B sentences)")
     args = ap.parse_args()
+    global ISA
+    ISA = args.isa or None
     t0 = time.time()
     sents, pairs, gold = stsb()
+    if args.passages:
+        sents, pairs, gold = passages(sents), [], []
     args.nsents = len(sents)
     with tempfile.TemporaryDirectory() as tmp:
         bodies = os.path.join(tmp, "bodies.txt")

@@ -1,5 +1,6 @@
-"""peers_targets.py: issue 13's targets, read off one `make bench-peers` run
-(bench/peers_bench.py's results), as the report's "Targets" table.
+"""peers_targets.py: issue 13's and issue 27's targets, read off one `make
+bench-peers` run (bench/peers_bench.py's results), as the report's
+"Targets" tables.
 
 Classes, for concurrency 1 ("the fastest peer of the same precision
 class"): full precision (Mantissa fp32; llama-server F32, infinity torch
@@ -120,4 +121,42 @@ def targets_table(results):
         mc = int8["drift"]["mean_cos"]
         L.append("| drift: %s's mean cosine to FP32 >= the 8-bit peers' | %.6f against %.6f | %s |"
                  % (int8["name"].split(",")[0], mc, pc, "met" if mc >= pc else "missed"))
+    return L
+
+
+def _vs(label, mine, other, point, want):
+    """One row: mine's rate at point against other's, want x or more."""
+    if not mine or not other or point not in mine.get("points", {}) or \
+            point not in other.get("points", {}):
+        return "| %s | not measured | |" % label
+    m, o = mine["points"][point]["rps"], other["points"][point]["rps"]
+    return "| %s >= %.4gx | %s %.0f req/s: %.2fx %s's %.0f | %s |" % (
+        label, want, mine["name"].split(",")[0], m, m / o, other["name"], o,
+        "met" if m >= want * o else "missed")
+
+
+def issue27_table(results, passages):
+    """Issue 27's targets: on sentences, int8g against Mantissa fp32 (1.5x at
+    c=16 and 64) and against llama-server Q8_0 (1.25x at c=1, 4x at 16 and
+    64); on passages, fp32 against llama-server F32 (1.5x) and int8g against
+    Q8_0 (2x), at c=1 and 16; drift at or below Q8_0's either way."""
+    res = _timed(results)
+    fp32, int8g = _mantissa(res, "fp32"), _mantissa(res, "int8g")
+    f32, q8 = res.get("llama-server F32"), res.get("llama-server Q8_0")
+    L = ["| target | measured | |", "|---|---|---|"]
+    if passages:
+        for point in ("c=1", "c=16"):
+            L.append(_vs("passages %s, fp32 vs llama-server F32" % point, fp32, f32, point, 1.5))
+            L.append(_vs("passages %s, int8g vs llama-server Q8_0" % point, int8g, q8, point,
+                         2.0))
+    else:
+        for point in ("c=16", "c=64"):
+            L.append(_vs("%s, int8g vs Mantissa fp32" % point, int8g, fp32, point, 1.5))
+        L.append(_vs("c=1, int8g vs llama-server Q8_0", int8g, q8, "c=1", 1.25))
+        for point in ("c=16", "c=64"):
+            L.append(_vs("%s, int8g vs llama-server Q8_0" % point, int8g, q8, point, 4.0))
+    if int8g and q8 and "drift" in int8g and "drift" in q8:
+        mc, pc = int8g["drift"]["mean_cos"], q8["drift"]["mean_cos"]
+        L.append("| drift: int8g's mean cosine to FP32 >= Q8_0's | %.6f against %.6f | %s |" % (
+            mc, pc, "met" if mc >= pc else "missed"))
     return L

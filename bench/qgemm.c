@@ -23,9 +23,8 @@ static double now_s(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Times one GEMM shape in one precision: best seconds per call. p ==
- * MT_PREC_COUNT is INT8 with the codes reordered into oneDNN's blocked
- * layout (the backend keeps them in place). */
+/* Times one GEMM shape in one precision: best seconds per call. (The int8
+ * kernels' forms side by side: bench/int8_kernels.c.) */
 static double time_gemm(mt_backend *be, mt_precision p, int m, int n, int k, int rounds)
 {
     float *w = malloc(sizeof(float) * n * k), *x = malloc(sizeof(float) * m * k);
@@ -37,25 +36,12 @@ static double time_gemm(mt_backend *be, mt_precision p, int m, int n, int k, int
     for (int i = 0; i < n; i++)
         b[i] = 0.01f * i;
     mt_weight *wt = NULL;
-    kc_s8_weight *blocked = NULL;
-    int8_t *codes = NULL;
-    float *sc = NULL;
     mt_err err;
-    if (p == MT_PREC_COUNT) {
-        codes = malloc((size_t)n * k);
-        sc = malloc(sizeof(float) * n);
-        if (mt_quantize(w, n, k, MT_PREC_INT8, NULL, codes, sc, &err) != MT_OK ||
-            kc_s8_weight_create(codes, sc, n, k, true, &blocked) != KC_OK) {
-            fprintf(stderr, "int8 blocked weight failed\n");
-            exit(1);
-        }
-    } else if (mt_weight_create(be, w, n, k, p, NULL, &wt, &err) != MT_OK) {
+    if (mt_weight_create(be, w, n, k, p, NULL, &wt, &err) != MT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         exit(1);
     }
-#define CALL()                                                                                  \
-    (blocked ? (void)kc_gemm_s8(x, m, blocked, b, false, y)                                     \
-             : (void)be->ops->gemm(be, x, m, wt, b, MT_ACT_NONE, y, &err))
+#define CALL() (void)be->ops->gemm(be, x, m, wt, b, MT_ACT_NONE, y, &err)
     CALL();
     /* the fastest single call: on a shared machine the minimum is the
      * least disturbed measurement */
@@ -67,10 +53,8 @@ static double time_gemm(mt_backend *be, mt_precision p, int m, int n, int k, int
         double dt = now_s() - t0;
         best = dt < best ? dt : best;
     }
-    if (wt)
-        be->ops->weight_destroy(be, wt);
-    kc_s8_weight_destroy(blocked);
-    free(w), free(x), free(b), free(y), free(codes), free(sc);
+    be->ops->weight_destroy(be, wt);
+    free(w), free(x), free(b), free(y);
     return best;
 }
 
@@ -85,7 +69,7 @@ int main(int argc, char **argv)
     }
     static const int shapes[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
     static const mt_precision precs[] = {MT_PREC_FP32, MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8,
-                                         MT_PREC_INT8, MT_PREC_COUNT};
+                                         MT_PREC_INT8, MT_PREC_INT8G};
     mt_backend *be;
     mt_err err;
     if (mt_backend_cpu_create(0, &be, &err) != MT_OK)
@@ -97,8 +81,7 @@ int main(int argc, char **argv)
             printf("M=%-5d N=%-5d K=%-5d", m, n, k);
             for (size_t p = 0; p < sizeof precs / sizeof *precs; p++) {
                 double t = time_gemm(be, precs[p], m, n, k, rounds);
-                printf("  %s %7.1f (%7.3f)",
-                       precs[p] == MT_PREC_COUNT ? "int8/blocked" : mt_precision_name(precs[p]),
+                printf("  %s %7.1f (%7.3f)", mt_precision_name(precs[p]),
                        2.0 * m * n * k / t * 1e-9, t * 1e3);
                 fflush(stdout);
             }

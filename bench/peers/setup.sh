@@ -3,7 +3,8 @@
 # (a second run finds them and does nothing):
 #   - .venv-peers: infinity-emb 0.0.78 with its torch and optimum extras and
 #     everything else pinned in bench/peers/requirements.txt (~6 GB);
-#   - build/peers/llama-build/bin/llama-server: llama.cpp as vendored in the
+#   - build/peers/llama-build/bin/llama-server (build/peers/llama-build-avx2
+#     with PEERS_ISA=avx2): llama.cpp as vendored in the
 #     PyPI sdist of llama-cpp-python 0.3.36 (sha256-pinned), built with cmake
 #     (Release, no web UI download, no curl/openssl), ~6 minutes on 2 cores;
 #   - build/peers/minilm-{f32,q8_0}.gguf: our safetensors converted by its own
@@ -28,7 +29,13 @@ if [ ! -x .venv-peers/bin/infinity_emb ]; then
   .venv-peers/bin/pip install -q --disable-pip-version-check -r bench/peers/requirements.txt
 fi
 
-if [ ! -x $P/llama-build/bin/llama-server ]; then
+# PEERS_ISA=avx2: a second llama-server built for AVX2 alone (no AVX-512,
+# no VNNI), as on a Zen 3 or a pre-Alder-Lake Intel CPU, into
+# build/peers/llama-build-avx2 (peers_bench.py --isa avx2 runs it).
+BDIR=$P/llama-build
+[ -n "${PEERS_ISA:-}" ] && BDIR=$P/llama-build-$PEERS_ISA
+
+if [ ! -x $BDIR/bin/llama-server ]; then
   mkdir -p $P/sdist
   if [ ! -f $P/sdist/llama_cpp_python-$SDIST_VER.tar.gz ]; then
     echo "peers: downloading the llama-cpp-python $SDIST_VER sdist"
@@ -44,14 +51,16 @@ if [ ! -x $P/llama-build/bin/llama-server ]; then
   # or SIGILL) in our VMs; AVX-512 VNNI is what its int8 dot products use
   # otherwise.
   ISA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
-  grep -qw avx512bw /proc/cpuinfo && ISA+=(-DGGML_AVX512=ON)
-  grep -qw avx512_vnni /proc/cpuinfo && ISA+=(-DGGML_AVX512_VNNI=ON)
-  grep -qw avx512_bf16 /proc/cpuinfo && ISA+=(-DGGML_AVX512_BF16=ON)
-  grep -qw avx_vnni /proc/cpuinfo && ISA+=(-DGGML_AVX_VNNI=ON)
-  cmake -S $L -B $P/llama-build -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
+  if [ "${PEERS_ISA:-}" != avx2 ]; then
+    grep -qw avx512bw /proc/cpuinfo && ISA+=(-DGGML_AVX512=ON)
+    grep -qw avx512_vnni /proc/cpuinfo && ISA+=(-DGGML_AVX512_VNNI=ON)
+    grep -qw avx512_bf16 /proc/cpuinfo && ISA+=(-DGGML_AVX512_BF16=ON)
+    grep -qw avx_vnni /proc/cpuinfo && ISA+=(-DGGML_AVX_VNNI=ON)
+  fi
+  cmake -S $L -B $BDIR -DCMAKE_BUILD_TYPE=Release -DLLAMA_USE_PREBUILT_UI=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-    "${ISA[@]}" >$P/cmake.log
-  cmake --build $P/llama-build --target llama-server -j"$(nproc)" >$P/build.log
+    "${ISA[@]}" >$BDIR.cmake.log
+  cmake --build $BDIR --target llama-server -j"$(nproc)" >$BDIR.build.log
 fi
 
 for t in f32 q8_0; do
