@@ -51,8 +51,10 @@ echo "bench: peer, second window ..." >&2
 "$PY" bench/peer_ort.py "$OUTDIR/minilm.onnx" "$MODEL" --int8 --min-time "$SECS" \
   > "$OUTDIR/peer2.json"
 
+MT_ISA_LINE=$("$BUILD/mantissa" cpu | sed -n 's/^isa: //p')
+export MT_ISA_LINE
 report=$("$PY" - "$OUTDIR/peer.json" "$OUTDIR/mantissa.jsonl" "$SECS" "$OUTDIR/peer2.json" <<'PY'
-import json, sys, platform, subprocess, datetime
+import json, os, sys, platform, subprocess, datetime
 peers = [json.load(open(sys.argv[1])), json.load(open(sys.argv[4]))]
 runs = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 ours = runs[0]
@@ -71,6 +73,10 @@ print("# CPU throughput per precision: Mantissa vs ONNX Runtime\n")
 print("- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
 print("- machine: %s, %d threads used by each side" % (cpu, ours["threads"]))
 print("- command: `make bench` (bench/cpu.sh)")
+isa = os.environ.get("MT_ISA_LINE", "?")
+print("- instruction set: Mantissa at %s (`mantissa cpu`; `ONEDNN_MAX_CPU_ISA=AVX2 make bench` "
+      "steps it down); ONNX Runtime at this CPU's own level (it has no switch to step down)"
+      % isa)
 print("- inputs: 32 sequences of 128 token ids (%s); the same ids for both" % peer.get("inputs", "see peer_ort.py"))
 print("- peer: onnxruntime %s, graph from tools/export-onnx.py%s" % (peer.get("version", "?"),
       ", fused by onnxruntime.transformers.optimizer" if peer.get("fused", True) else ""))
@@ -94,7 +100,7 @@ PY
 )
 echo "$report"
 if [ "${SAVE:-0}" = 1 ]; then
-  f="bench/results/cpu-precisions-$(date -u +%Y-%m-%d).md"
+  f="bench/results/cpu-precisions-$(date -u +%Y-%m-%d)${ONEDNN_MAX_CPU_ISA:+-$(echo "$ONEDNN_MAX_CPU_ISA" | tr 'A-Z' 'a-z')}.md"
   echo "$report" > "$f"
   echo "bench: wrote $f" >&2
 fi

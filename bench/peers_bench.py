@@ -438,8 +438,15 @@ def ideal_bounds(results, sents, tmp):
     ids = os.path.join(tmp, "ids.json")
     with open(ids, "w") as f:
         json.dump(ob.token_ids(sents, tmp), f)
-    for r in mine:
-        r["ideal"] = ob.bound(ob.engine_times(r["name"].split()[1].rstrip(","), ids, tmp, 2), 64)
+    saved = dict(os.environ)
+    os.environ.update(isa_env("mantissa"))  # the engine times at the servers' level
+    try:
+        for r in mine:
+            r["ideal"] = ob.bound(ob.engine_times(r["name"].split()[1].rstrip(","), ids, tmp, 2),
+                                  64)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def main():
@@ -482,7 +489,8 @@ def main():
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=1)
-        ideal_bounds(results, sents, tmp)
+        if not args.passages:  # the bound models sentence traffic (issue 13)
+            ideal_bounds(results, sents, tmp)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
