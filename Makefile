@@ -399,8 +399,8 @@ test-lb-configs: deps model
 # -dev packages cannot be installed together); the library and the unit
 # tests are built with it for ARMv8.0 into build/arm64/, and tests/arm64.sh
 # runs them under qemu-aarch64 as a CPU with the ARMv8.2 dot product and as
-# one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Not in make
-# test (an hour under emulation on 2 cores); CI runs it.
+# one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Neither in
+# make test nor in CI: about an hour under emulation on 2 cores.
 ARM64_DEPS := build/arm64-deps
 .PHONY: test-arm64
 test-arm64: model
