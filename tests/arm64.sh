@@ -23,23 +23,11 @@ export MANTISSA_EMULATED=1 CK_FORK=yes CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIP
 cpus=${ARM64_CPUS:-max cortex-a72}
 tests=${ARM64_TESTS:-$(cd "$BUILD/tests" && ls test_* 2>/dev/null | grep -vxE 'test_mpnet|test_mix_model')}
 pass=0; fail=0; failed=()
+. tests/run_unit.sh
 for cpu in $cpus; do
   for t in $tests; do
     [ -x "$BUILD/tests/$t" ] || continue
-    echo "== $t on qemu -cpu $cpu"
-    out=$("$QEMU" -cpu "$cpu" "$BUILD/tests/$t" 2>&1); rc=$?
-    printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
-    if [ -n "$line" ]; then
-      c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
-      f=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
-      e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
-      pass=$((pass + c - f - e)); fail=$((fail + f + e))
-    fi
-    if [ $rc -ne 0 ]; then
-      [ -n "$line" ] || fail=$((fail + 1))
-      failed+=("$t@$cpu")
-    fi
+    run_unit "$t on qemu -cpu $cpu" "$QEMU" -cpu "$cpu" "$BUILD/tests/$t"
   done
 done
 echo

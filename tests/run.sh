@@ -13,25 +13,7 @@ export MANTISSA_BIN=${MANTISSA_BIN:-$PWD/$BUILD/mantissa}
 export CK_FORK=${CK_FORK:-yes}
 
 pass=0; fail=0; skip=0; failed=()
-# run_unit LABEL COMMAND...: one check program, its checks added to the counts
-run_unit() {
-  local label=$1; shift
-  echo "== $label"
-  out=$("$@" 2>&1); rc=$?
-  printf '%s\n' "$out"
-  # check's summary: "100%: Checks: 12, Failures: 0, Errors: 0"
-  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
-  if [ -n "$line" ]; then
-    c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
-    f=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
-    e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
-    pass=$((pass + c - f - e)); fail=$((fail + f + e))
-  fi
-  if [ $rc -ne 0 ]; then
-    [ -n "$line" ] || fail=$((fail + 1))
-    failed+=("$label")
-  fi
-}
+. tests/run_unit.sh
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   run_unit "$t" "$t"
