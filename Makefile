@@ -46,7 +46,7 @@ LDLIBS   += $(PKG_LIBS) $(DNNL_LIB) $(MVEC) -lm -lpthread
 # Library sources: everything under engine/, models/, kernels/cpu/ and
 # server/ (base, net, api, core) except the entry point; the command line
 # (server/main.c and cmd/) links against it.
-LIB_SRC  := $(wildcard engine/*.c) $(wildcard models/*.c) $(wildcard kernels/cpu/*.c) \
+LIB_SRC  := $(wildcard engine/*.c engine/*/*.c) $(wildcard models/*.c) $(wildcard kernels/cpu/*.c) \
             $(wildcard server/*/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmantissa.a
@@ -68,21 +68,21 @@ all build: $(BIN) $(UNIT_BIN)
 unit-bins: $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
-# (owned by the CUDA backend: engine/backend_cuda.c and cuda_gemm.c, kernels/cuda/, tests/gpu/,
+# (owned by the CUDA backend: engine/cuda/backend.c and engine/cuda/gemm.c, kernels/cuda/, tests/gpu/,
 # bench/gpu/). Everything CUDA-specific of the build is in this section.
 #
 #   CUDA=1   kernels/cuda/*.cu -> $(BUILD)/kernels/cuda/*.o through nvcc, for
 #            sm_80, sm_89 and sm_90a plus compute_90 PTX (never -arch=native:
-#            CI and build machines have no GPU); those and engine/backend_cuda.c,
-#            cuda_*.c (-fPIC) make the module $(BUILD)/libmantissa_cuda.so, linked
+#            CI and build machines have no GPU); those and engine/cuda/backend.c,
+#            the rest of engine/cuda/ (-fPIC) make the module $(BUILD)/libmantissa_cuda.so, linked
 #            with cuBLASLt and the CUDA runtime (rpath to the toolkit's lib dir),
-#            built with the binary. The binary links engine/backend_cuda_dl.c
+#            built with the binary. The binary links engine/cuda/dl.c
 #            instead, which opens the module only where a CUDA driver is (loading
 #            cuBLASLt cost ~150 MB of RSS, GPU or not); it is linked -rdynamic
 #            with the whole library, so the module's references to the engine
 #            resolve against it. tests/gpu and bench/gpu programs link the same
 #            objects statically ($(BUILD)/libmantissa_cuda.a) and are in `all`.
-#   CUDA=0   exactly the CPU build; engine/backend_cuda_none.c answers "no CUDA".
+#   CUDA=0   exactly the CPU build; engine/cuda/none.c answers "no CUDA".
 #   default  1 when nvcc is on the PATH, else 0; SANITIZE builds default to 0:
 #            ASan and the CUDA runtime fight over the shadow gap (a CUDA=1
 #            SANITIZE build needs ASAN_OPTIONS=protect_shadow_gap=0 to start),
@@ -122,13 +122,13 @@ CUDA_CFG := CUDA=$(CUDA) module-fPIC $(NVCC) $(NVCCFLAGS)
 $(shell mkdir -p $(BUILD) && { printf '%s\n' '$(CUDA_CFG)' | cmp -s - $(BUILD)/cuda.cfg || \
           printf '%s\n' '$(CUDA_CFG)' > $(BUILD)/cuda.cfg; })
 # The CUDA backend's host files (they include the toolkit's headers).
-CUDA_HOST_SRC := engine/backend_cuda.c $(wildcard engine/cuda_*.c)
+CUDA_HOST_SRC := $(filter-out engine/cuda/dl.c engine/cuda/none.c,$(wildcard engine/cuda/*.c))
 CUDA_HOST_OBJ := $(CUDA_HOST_SRC:%.c=$(BUILD)/%.o)
-$(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
+$(CUDA_HOST_OBJ) $(BUILD)/engine/cuda/none.o $(CUDA_OBJ): $(BUILD)/cuda.cfg
 
 # LIB_SRC keeps the no-CUDA stub (other builds from LIB_SRC, e.g. the fuzzers,
 # need no CUDA); the CUDA build swaps the objects.
-CUDA_DL_SRC := engine/backend_cuda_dl.c
+CUDA_DL_SRC := engine/cuda/dl.c
 LIB_SRC     := $(filter-out $(CUDA_HOST_SRC) $(CUDA_DL_SRC),$(LIB_SRC))
 CUDA_MOD    := $(BUILD)/libmantissa_cuda.so
 CUDA_LIB    := $(BUILD)/libmantissa_cuda.a
@@ -136,7 +136,7 @@ CUDA_LDLIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcudart -l
 # How the binary and the unit tests link the library (LIB_LINK, EXPORT_LDFLAGS).
 LIB_LINK    = $(LIB)
 ifeq ($(CUDA),1)
-  LIB_OBJ := $(filter-out $(BUILD)/engine/backend_cuda_none.o $(CUDA_HOST_OBJ),$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(BUILD)/engine/cuda/none.o $(CUDA_HOST_OBJ),$(LIB_OBJ))
   LIB_LINK = -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive
   EXPORT_LDFLAGS := -rdynamic
   all build: $(GPU_TEST_BIN) $(GPU_BENCH_BIN) $(CUDA_MOD)
@@ -145,7 +145,7 @@ ifeq ($(CUDA),1)
   $(CUDA_HOST_OBJ) $(BUILD)/tests/gpu/%.o $(BUILD)/bench/gpu/%.o: \
       CFLAGS += -I$(CUDA_HOME)/include
 else
-  LIB_OBJ := $(filter-out $(CUDA_HOST_OBJ) $(BUILD)/engine/backend_cuda_dl.o,$(LIB_OBJ))
+  LIB_OBJ := $(filter-out $(CUDA_HOST_OBJ) $(BUILD)/engine/cuda/dl.o,$(LIB_OBJ))
 endif
 
 $(BUILD)/kernels/cuda/%.o: kernels/cuda/%.cu

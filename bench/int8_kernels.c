@@ -21,7 +21,7 @@
 #include <time.h>
 
 #include "engine/precision.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm.h"
 

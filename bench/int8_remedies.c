@@ -34,7 +34,7 @@
 #include "engine/backend.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 
 typedef enum { R_EXACT, R_SATURATE, R_ACT7, R_SYM8, R_W7, R_COUNT } remedy;
 static const char *const rnames[R_COUNT] = {"exact", "saturate", "act7", "sym8", "w7"};

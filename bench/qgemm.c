@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/qgemm.h"
 
 /* Wall-clock seconds. */

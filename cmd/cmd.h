@@ -4,7 +4,7 @@
 #ifndef MT_CMD_CMD_H
 #define MT_CMD_CMD_H
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "server/core/config.h"
 #include "server/core/models.h"
 

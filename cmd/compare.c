@@ -10,7 +10,7 @@
 
 #include "cmd/cmd.h"
 #include "engine/metrics.h"
-#include "engine/mix_search.h"
+#include "engine/quant/mix_search.h"
 #include "engine/model.h"
 
 typedef struct {

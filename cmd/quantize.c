@@ -1,7 +1,7 @@
 /* quantize.c: mantissa quantize: writes a variant's weights, quantized as
  * its config says, so that a restart loads them without re-quantizing
  * (variants[].weights). With --auto it first chooses a per-layer mixed
- * precision under a cosine budget (engine/mix_search.h) and writes that. */
+ * precision under a cosine budget (engine/quant/mix_search.h) and writes that. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include "cmd/cmd.h"
 #include "engine/backend.h"
 #include "engine/model.h"
-#include "engine/mix_search.h"
+#include "engine/quant/mix_search.h"
 
 static void progress(void *arg, const char *line)
 {

@@ -1,7 +1,7 @@
 /* backend.h: the table of operations a model's forward pass is written in.
  *
- * models/ call only these ops; engine/backend_cpu.c (and later
- * engine/backend_cuda.c) fill the same table. Buffers passed to ops live in
+ * models/ call only these ops; engine/cpu/backend.c (and later
+ * engine/cuda/backend.c) fill the same table. Buffers passed to ops live in
  * the backend's memory (host memory for the CPU backend, device memory for
  * CUDA): get them from ->alloc and move data with ->upload / ->download.
  *
@@ -24,7 +24,7 @@ typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
 
 /* A GEMM weight resident in a backend: y = x W^T with W (n, k), in the
  * precision the variant asked for. scales: one per output channel (int8g:
- * per group of inputs, engine/quant.h) for the 8-bit precisions, NULL
+ * per group of inputs, engine/quant/quant.h) for the 8-bit precisions, NULL
  * otherwise. data is NULL where the backend keeps the codes only in a
  * layout of its own (the CPU backend's int8g and fp32); bytes then counts
  * that copy, padding included. */
@@ -52,8 +52,8 @@ typedef struct mt_backend_ops {
 
     /* ---- weights --------------------------------------------------- */
     /* Makes a resident weight (n, k) from host data already in precision
-     * prec, laid out as engine/quant.h describes (scales: n floats for int8
-     * and fp8, else NULL). engine/quant.c's mt_weight_create quantizes FP32
+     * prec, laid out as engine/quant/quant.h describes (scales: n floats for int8
+     * and fp8, else NULL). engine/quant/quant.c's mt_weight_create quantizes FP32
      * and calls this. */
     mt_status (*weight_upload)(mt_backend *be, mt_precision prec, int n, int k,
                                const void *data, const float *scales, mt_weight **out,

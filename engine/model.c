@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/mix.h"
-#include "engine/probe_text.h"
+#include "engine/quant/mix.h"
+#include "engine/text/probe_text.h"
 
 mt_status mt_model_embed_texts(mt_model *m, const char *const *texts, const size_t *lens, int n,
                                float *out, long *n_tokens, mt_err *err)

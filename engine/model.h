@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/status.h"
 
 typedef struct mt_model mt_model;
@@ -35,7 +35,7 @@ typedef struct {
     const char *weights; /* NULL/"": the folder's FP32 model.safetensors, quantized at
                           * load; else a file from mt_model_save_quantized, as is */
     const char *mix;     /* NULL/"": every GEMM in precision; else per-layer rules
-                          * (engine/mix.h) over it; a weights file must have been
+                          * (engine/quant/mix.h) over it; a weights file must have been
                           * written with the same rules */
 } mt_model_opts;
 
@@ -124,7 +124,7 @@ static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const 
 
 /* ---- the load check ---------------------------------------------------
  * A build whose GEMMs are not all FP32 embeds the built-in probe texts
- * (engine/probe_text.h) and is compared with FP32's vectors of the same
+ * (engine/text/probe_text.h) and is compared with FP32's vectors of the same
  * texts: its drift must be within its precisions' bounds (the traits
  * table's check_mean_cos and check_min_cos), or it does not serve. A
  * kernel that computes wrong sums (an int8 GEMM whose 16-bit pair sums

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/safetensors.h"
+#include "engine/weights/safetensors.h"
 #include "kernels/cpu/numfmt.h"
 
 typedef enum {

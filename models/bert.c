@@ -18,13 +18,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/calib_text.h"
+#include "engine/text/calib_text.h"
 #include "engine/fwd_graph.h"
 #include "engine/jsonfile.h"
-#include "engine/mix.h"
-#include "engine/quant.h"
-#include "engine/safetensors.h"
-#include "engine/tokenizer.h"
+#include "engine/quant/mix.h"
+#include "engine/quant/quant.h"
+#include "engine/weights/safetensors.h"
+#include "engine/text/tokenizer.h"
 #include "models/bert_internal.h"
 
 static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
@@ -184,7 +184,7 @@ mt_status bert_read_configs(const char *dir, bert_config *c, mt_err *err)
 }
 
 /* Per-column activation maxima of every GEMM input of dir's FP32 model on
- * the built-in calibration text (engine/calib_text.c): the statistics that
+ * the built-in calibration text (engine/text/calib_text.c): the statistics that
  * INT8 activation smoothing needs. *out: layers x 4 x max(h, i) floats. */
 mt_status bert_calibrate(const char *dir, mt_backend *be, int max_seq_len, float **out,
                            mt_err *err)

@@ -15,7 +15,7 @@
 
 #include "engine/backend.h"
 #include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "engine/status.h"
 
 typedef struct bert_model bert_model; /* an mt_model (engine/model.h) of arch "bert" */
@@ -49,7 +49,7 @@ mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *off
 /* Writes dir's model as a safetensors file whose GEMM weights are already in
  * precision p (int8/fp8 with "<name>_scale" F32 tensors; fp16/bf16 as F16/
  * BF16), everything else FP32, and metadata naming format, precision and
- * calibration. A mix (engine/mix.h; NULL or "" for none) gives some GEMM
+ * calibration. A mix (engine/quant/mix.h; NULL or "" for none) gives some GEMM
  * weights another precision, and is recorded in the metadata.
  * bert_load_model with opts.weights = out_path (and the same mix) loads it
  * without re-quantizing, and refuses it when the metadata does not match. */

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/mix.h"
-#include "engine/safetensors.h"
-#include "engine/tokenizer.h"
+#include "engine/quant/mix.h"
+#include "engine/weights/safetensors.h"
+#include "engine/text/tokenizer.h"
 #include "models/bert.h"
 
 typedef struct {
@@ -25,7 +25,7 @@ struct bert_model {
     bert_config cfg;
     mt_backend *be;
     mt_precision prec;
-    mt_mix mix;          /* per-layer precisions over prec (engine/mix.h) */
+    mt_mix mix;          /* per-layer precisions over prec (engine/quant/mix.h) */
     char mix_text[1024]; /* its text form, "" when none */
     mt_calib_opts calib;
     int prequant; /* weights come from a bert_save_quantized file */

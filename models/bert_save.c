@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "models/bert_internal.h"
 
 /* Layer and GEMM slot (0 qkv, 1 attention output, 2 intermediate, 3

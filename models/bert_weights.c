@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "models/bert_internal.h"
 
 /* ========================================================================

@@ -11,7 +11,7 @@ loading models/all-MiniLM-L6-v2/tokenizer.json, with truncation to 256 and
 no padding (the file itself configures truncation 128 and padding 128, which
 the test does not want). full_len is the length of the same encoding without
 truncation, [CLS] and [SEP] included. tests/unit/test_tokenizer.c encodes each
-text with engine/tokenizer.c and compares.
+text with engine/text/tokenizer.c and compares.
 
 The corpus is built here, deterministically (no randomness but a seeded
 random.Random), so the fixtures can be regenerated and diffed:
@@ -680,7 +680,7 @@ writes a slightly different corpus.
 
 If a new tokenizers release changes an id, first run
 `/tmp/tokvenv/bin/python tools/gen-unicode-tables.py --check`: it compares the
-Unicode tables in engine/unicode_data.c with what the installed tokenizers does
+Unicode tables in engine/text/unicode_data.c with what the installed tokenizers does
 on every code point.
 """
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "engine/jsonfile.h"
 #include "engine/model.h"
 

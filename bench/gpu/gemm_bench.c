@@ -93,7 +93,7 @@ static int sms, l2_bytes;
 static kcu_w8a16_opts fused_opts, direct_opts;
 
 /* ------------------------------------------------------------------------
- * cuBLASLt, "TN" as in engine/backend_cuda.c: y^T (n, m) = W (k x n)^T x (k x m)
+ * cuBLASLt, "TN" as in engine/cuda/backend.c: y^T (n, m) = W (k x n)^T x (k x m)
  * ---------------------------------------------------------------------- */
 
 typedef struct {

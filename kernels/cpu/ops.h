@@ -1,6 +1,6 @@
 /* ops.h: FP32 CPU kernels for the encoder's non-GEMM work (layernorm,
  * attention, GELU, embeddings, pooling). The GEMMs go to BLAS in
- * engine/backend_cpu.c. Each kernel is threaded with OpenMP over its outer
+ * engine/cpu/backend.c. Each kernel is threaded with OpenMP over its outer
  * dimension; tests/unit/test_cpu_ops.c checks each against a plain twin.
  */
 #ifndef MT_KERNELS_CPU_OPS_H

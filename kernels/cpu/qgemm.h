@@ -1,6 +1,6 @@
 /* qgemm.h: CPU GEMMs for the low-precision resident weights (DESIGN.md,
  * "Precision"): y (m, n) = x (m, k) . deq(W)^T with x and y FP32 and W laid
- * out as engine/quant.h describes ((n, k) row-major codes, per-output-channel
+ * out as engine/quant/quant.h describes ((n, k) row-major codes, per-output-channel
  * scales for the 8-bit formats).
  *
  *   fp16, bf16  W is decoded a panel of rows at a time into a bounded FP32
@@ -107,7 +107,7 @@ int kc_s8_weight_create(const int8_t *w, const float *scale, int n, int k, bool 
 void kc_s8_weight_destroy(kc_s8_weight *w);
 /* The same with one scale per (output channel, group of `group` inputs):
  * scale is (n, ceil(k / group)) row-major, w ~ q * scale[ch][i / group]
- * ("int8g", engine/quant.h). group in 1..512 (larger: KC_EINVAL), or
+ * ("int8g", engine/quant/quant.h). group in 1..512 (larger: KC_EINVAL), or
  * group >= k for one group (the per-channel form). The codes are read in
  * place or, when k is not a multiple of group or oneDNN prefers it, from a
  * reordered copy the object keeps (kc_s8_weight_bytes counts it); with that

@@ -30,7 +30,7 @@
  *
  * Boundaries: rows >= n, tokens >= m and k >= K are zero-filled by cp.async
  * (src-size < cp-size), so any m, n, k works; W needs 16-byte aligned rows
- * (ldw % 16 == 0), which engine/backend_cuda.c guarantees by padding.
+ * (ldw % 16 == 0), which engine/cuda/backend.c guarantees by padding.
  */
 #include "kernels/cuda/w8a16_dev.cuh"
 

@@ -5,12 +5,12 @@
  * launch (cudaGetLastError() after each launch, so a bad configuration is
  * reported here and not at the next synchronisation). Nothing here
  * synchronises the stream or allocates memory; workspaces come from the
- * caller. engine/backend_cuda.c is the only user above kernels/, and no CUDA
+ * caller. engine/cuda/backend.c is the only user above kernels/, and no CUDA
  * type travels further up than that file.
  *
  * Layouts are row-major. Activations are FP32 (tokens, width) with a leading
  * dimension; GEMM weights W are (n, k), one output channel per row, in the
- * formats of engine/quant.h, with a row stride ldw.
+ * formats of engine/quant/quant.h, with a row stride ldw.
  *
  * Host-only helpers (the split-K planner, the crossover picker) need no GPU
  * and are unit-tested on CPU-only machines by tests/gpu/test_gpu_kernels.c.
@@ -41,7 +41,7 @@ typedef enum { KCU_ACT_NONE = 0, KCU_ACT_GELU = 1 } kcu_act; /* GELU: erf form, 
  * registers right before mma.sync m16n8k16, FP32 accumulation. The
  * per-channel scale, bias (may be NULL) and GELU are applied in the
  * epilogue. Any m, n, k >= 1. Requirements: w 16-byte aligned, ldw a
- * multiple of 16 and >= k (engine/backend_cuda.c pads rows); x with any
+ * multiple of 16 and >= k (engine/cuda/backend.c pads rows); x with any
  * ldx >= k (16-byte loads when x is 16-byte aligned and ldx % 4 == 0, 4-byte
  * loads otherwise); ldy >= n.
  *

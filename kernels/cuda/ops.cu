@@ -4,7 +4,7 @@
  * weights -> f16 for cuBLASLt at large m, per-token FP8 quantization for
  * W8A8). Each is the GPU twin of a plain loop in kernels/cpu/ops.c or
  * engine/numfmt.c, and tests/gpu/test_gpu_kernels.c checks it against a C
- * reference. All arithmetic is FP32 (the op policy of engine/quant.h).
+ * reference. All arithmetic is FP32 (the op policy of engine/quant/quant.h).
  */
 #include "kernels/cuda/kcu.h"
 

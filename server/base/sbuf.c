@@ -1,7 +1,7 @@
 /* sbuf.c: growable response buffer (see sbuf.h). */
 #include "server/base/sbuf.h"
 
-#include "engine/utf8.h"
+#include "engine/text/utf8.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
-#include "engine/mix_search.h"
+#include "engine/quant/mix_search.h"
 #include "server/base/log.h"
 #include "server/core/models.h"
 

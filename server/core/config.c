@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "engine/jsonfile.h"
-#include "engine/mix.h"
+#include "engine/quant/mix.h"
 #include "server/base/log.h"
 
 /* ========================================================================

@@ -24,8 +24,8 @@ typedef struct {
     double percentile;    /* for calibration "percentile" */
     double traffic;       /* weight in the unpinned split */
     char weights[1024];   /* optional: a quantized safetensors file from `mantissa quantize` */
-    char mix[1024];       /* per-layer precisions (engine/mix.h text form); "": all `precision`;
-                           * "auto": chosen at load under budget_cos (engine/mix_search.h) */
+    char mix[1024];       /* per-layer precisions (engine/quant/mix.h text form); "": all `precision`;
+                           * "auto": chosen at load under budget_cos (engine/quant/mix_search.h) */
     double budget_cos;    /* mix "auto": held-back mean cosine to FP32 at least this */
     char mix_high[16];    /* mix "auto": the lifted GEMMs' precision, or "default" */
     /* promotion gate (all optional; see README "Promotion gate") */

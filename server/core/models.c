@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "server/base/log.h"
 
 const char *srv_vstate_name(srv_vstate s)

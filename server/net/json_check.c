@@ -3,7 +3,7 @@
  * bounded by max_depth. */
 #include "server/net/json_check.h"
 
-#include "engine/utf8.h"
+#include "engine/text/utf8.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c: libFuzzer harness for the safetensors reader
- * (engine/safetensors.c, st_parse) on arbitrary bytes as a whole file.
+ * (engine/weights/safetensors.c, st_parse) on arbitrary bytes as a whole file.
  *
  * Beyond "no crash, no sanitizer report", for a file it accepts it checks
  * what safetensors.h promises: every tensor lies inside the data area, its
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/safetensors.h"
+#include "engine/weights/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static char roundtrip_path[256];

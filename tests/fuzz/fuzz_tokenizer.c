@@ -1,5 +1,5 @@
 /* fuzz_tokenizer.c: libFuzzer harness for the WordPiece tokenizer
- * (engine/tokenizer.c) with the real all-MiniLM-L6-v2 vocab, fed arbitrary
+ * (engine/text/tokenizer.c) with the real all-MiniLM-L6-v2 vocab, fed arbitrary
  * bytes as the text of a request.
  *
  * Beyond "no crash, no sanitizer report", it checks what tokenizer.h
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define MAX_LEN 256

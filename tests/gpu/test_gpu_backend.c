@@ -1,4 +1,4 @@
-/* test_gpu_backend.c: the CUDA backend table (engine/backend_cuda.c) op by
+/* test_gpu_backend.c: the CUDA backend table (engine/cuda/backend.c) op by
  * op: GEMMs of every precision down every path (fused W8A16, cuBLASLt after
  * dequantization, FP8 W8A8, FP16/BF16, FP32/TF32) against an FP64 product
  * of the dequantized weights; the encoder ops against their CPU twins in
@@ -8,8 +8,8 @@
  *
  *   test_gpu_backend [--seed N] [--quick]
  */
-#include "engine/backend_cuda.h"
-#include "engine/quant.h"
+#include "engine/cuda/backend.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/ops.h"
 #include "tests/gpu/gpu_test.h"
 

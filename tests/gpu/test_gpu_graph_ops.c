@@ -1,13 +1,13 @@
 /* test_gpu_graph_ops.c: CUDA graphs through the CUDA backend table
- * (engine/cuda_graph.c): a cut-down encoder layer recorded, replayed and
+ * (engine/cuda/graph.c): a cut-down encoder layer recorded, replayed and
  * compared bitwise with its eager run; re-recording after the split-K
  * workspace grows; the rules between begin and end; MT_CUDA_DEBUG_SYNC
  * recording nothing. The model forward as graphs: test_gpu_graphs.c.
  *
  *   test_gpu_graph_ops [--seed N] [--quick]
  */
-#include "engine/backend_cuda.h"
-#include "engine/quant.h"
+#include "engine/cuda/backend.h"
+#include "engine/quant/quant.h"
 #include "tests/gpu/gpu_test.h"
 
 #define MT_OK_OR(st, err) CHECK((st) == MT_OK, "%s", (err).msg)

@@ -17,7 +17,7 @@
  */
 #include <pthread.h>
 
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "engine/fwd_graph.h"
 #include "engine/model.h"
 #include "tests/gpu/gpu_test.h"

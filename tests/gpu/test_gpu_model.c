@@ -19,7 +19,7 @@
  */
 #include <cJSON.h>
 
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "engine/model.h"

@@ -1,4 +1,4 @@
-/* test_gpu_policy.c: the CUDA backend's pure decisions (engine/cuda_policy.h
+/* test_gpu_policy.c: the CUDA backend's pure decisions (engine/cuda/policy.h
  * and the split-K workspace bound of kernels/cuda/kcu.h), on the host: no
  * GPU needed, so this runs everywhere `make test-gpu` runs.
  *   - which cuBLASLt statuses are an FP8 plan refusal (fall back to the
@@ -13,7 +13,7 @@
  *
  *   test_gpu_policy [--seed N] [--quick]
  */
-#include "engine/cuda_policy.h"
+#include "engine/cuda/policy.h"
 #include "engine/fwd_graph.h"
 #include "kernels/cuda/kcu.h"
 #include "tests/gpu/gpu_test.h"
@@ -131,7 +131,7 @@ static void graph_decisions(void)
 }
 
 /* ---- the graph bookkeeping, simulated -------------------------------------
- * A model of engine/cuda_graph.c's use of the decisions above, on ids
+ * A model of engine/cuda/graph.c's use of the decisions above, on ids
  * instead of device memory: buffers and workspaces are ids with a freed
  * flag, a recorded graph remembers the ids its ops touched. */
 enum { SIM_SLOTS = 4, SIM_KEYS = 7, SIM_BUFS = 6, SIM_IDS = 1 << 16 };
@@ -148,7 +148,7 @@ typedef struct {
     size_t need;
     cup_ws ws;
     int ws_id;
-    int bufs[SIM_KEYS][SIM_BUFS]; /* backend_cuda.h: the caller keeps buffers per key */
+    int bufs[SIM_KEYS][SIM_BUFS]; /* engine/cuda/backend.h: the caller keeps buffers per key */
     unsigned gen_at_begin, clock;
     sim_slot slots[SIM_SLOTS], rec;
     cup_ptr_list deferred;
@@ -263,7 +263,7 @@ static int sim_step(sim *s)
             return 0;
     } else if (r < 50) {
         /* the model frees a buffer while recording (outside a recording,
-         * backend_cuda.h makes the caller keep a key's buffers) */
+         * engine/cuda/backend.h makes the caller keep a key's buffers) */
         if (s->capturing && gt_randint(0, 3) == 0) {
             const int i = gt_randint(0, SIM_BUFS - 1);
             cup_ptr_list_push(&s->deferred, (void *)(intptr_t)s->bufs[s->cur_key][i]);

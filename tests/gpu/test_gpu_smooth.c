@@ -15,9 +15,9 @@
  *   test_gpu_smooth [--seed N] [--quick]
  */
 #include "engine/backend.h"
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 #include "engine/numfmt.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cuda/kcu.h"
 #include "tests/gpu/gpu_test.h"
 

@@ -1,4 +1,4 @@
-"""Integration tests: the CUDA backend as a module (engine/backend_cuda_dl.c).
+"""Integration tests: the CUDA backend as a module (engine/cuda/dl.c).
 
 A CUDA build's binary opens libmantissa_cuda.so, and with it cuBLASLt and
 the CUDA runtime, only where a CUDA driver opens. These run the real binary

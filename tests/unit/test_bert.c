@@ -12,7 +12,7 @@
 
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
-#include "engine/safetensors.h"
+#include "engine/weights/safetensors.h"
 #include "engine/model.h"
 #include "models/bert.h"
 

@@ -11,7 +11,7 @@
 
 #include "engine/backend.h"
 #include "tests/unit/testutil.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/ops.h"
 
 

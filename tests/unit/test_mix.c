@@ -1,4 +1,4 @@
-/* test_mix.c: per-layer mixed precision rules (engine/mix.c): the last
+/* test_mix.c: per-layer mixed precision rules (engine/quant/mix.c): the last
  * matching rule wins; the text form parses, formats and parses back to
  * the same assignment; bad rules are refused naming the rule and the
  * problem; and a full (layer, kind) map turned into rules gives every
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/mix.h"
+#include "engine/quant/mix.h"
 
 static mt_mix parse_ok(const char *text)
 {

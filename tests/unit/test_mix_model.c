@@ -1,10 +1,10 @@
 /* test_mix_model.c: per-layer mixed precision on the real all-MiniLM-L6-v2
- * weights (engine/mix.h through the model interface): rules that give
+ * weights (engine/quant/mix.h through the model interface): rules that give
  * every GEMM one precision are that precision, bit for bit; a rule moves
  * exactly the weights it names (resident bytes add up layer by layer); a
  * quantized file written with a mix reloads to the same vectors and is
  * refused for any other mix; a bad rule is refused by name; and the mix
- * search (engine/mix_search.h) meets its budget on held-back text, checked
+ * search (engine/quant/mix_search.h) meets its budget on held-back text, checked
  * again here by loading its mix, or says why it cannot. */
 #include <check.h>
 #include <math.h>
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/calib_text.h"
+#include "engine/text/calib_text.h"
 #include "engine/model.h"
-#include "engine/mix_search.h"
+#include "engine/quant/mix_search.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 

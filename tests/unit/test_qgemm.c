@@ -18,7 +18,7 @@
 #include "engine/backend.h"
 #include "tests/unit/testutil.h"
 #include "kernels/cpu/numfmt.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/qgemm.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm_s8_internal.h"

@@ -1,4 +1,4 @@
-/* test_quant.c: engine/quant.c, the FP32 -> resident precision step of a
+/* test_quant.c: engine/quant/quant.c, the FP32 -> resident precision step of a
  * GEMM weight: sizes, round-trip error bounds per format, the three
  * calibration methods (absmax, percentile, mse) and their edge cases
  * (all-zero, denormal-only, outlier and non-finite channels), the
@@ -14,7 +14,7 @@
  * Loops over many values count failures and assert once at the end: check's
  * ck_assert records a mark point per call, which is slow in a hot loop.
  */
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/qgemm.h"
 
 #include <check.h>

@@ -1,4 +1,4 @@
-/* test_safetensors.c: check suite for engine/safetensors.c.
+/* test_safetensors.c: check suite for engine/weights/safetensors.c.
  *
  * Pins the reader against the real MiniLM weights, the writer by round trip,
  * every rejection the reference reader makes (each malformed file is built
@@ -6,7 +6,7 @@
  * the message names the file and the tensor at fault), and a seeded fuzz loop
  * over truncations and byte mutations, meant to be run under ASan as well.
  */
-#include "engine/safetensors.h"
+#include "engine/weights/safetensors.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -1,4 +1,4 @@
-/* test_tokenizer.c: check suite for engine/tokenizer.c.
+/* test_tokenizer.c: check suite for engine/text/tokenizer.c.
  *
  * The main test encodes every text of tests/fixtures/tokenizer/corpus.jsonl
  * and compares ids and untruncated length with the Hugging Face tokenizers
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #define VOCAB "models/all-MiniLM-L6-v2/vocab.txt"
 #define CORPUS "tests/fixtures/tokenizer/corpus.jsonl"

@@ -1,4 +1,4 @@
-/* cuda_gemm.c: the CUDA backend's GEMMs (see backend_cuda.c for the whole):
+/* engine/cuda/gemm.c: the CUDA backend's GEMMs (see engine/cuda/backend.c for the whole):
  * cuBLASLt plans cached per context, the paths (fp32/tf32/fp16/bf16 through
  * cuBLASLt; int8/fp8 through the fused W8A16 kernel at small m, and from a
  * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM), and
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cuda_internal.h"
-#include "engine/quant.h"
+#include "engine/cuda/internal.h"
+#include "engine/quant/quant.h"
 
 static const char *const lt_kind_name[] = {"fp32", "tf32", "fp16", "bf16", "fp8 w8a8"};
 

@@ -1,6 +1,6 @@
 /* quant.c: FP32 GEMM weights -> resident precisions (quant.h), the
  * per-channel calibration of their scales, and the op policy table. */
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,10 +1,10 @@
-/* cuda_policy.h: the CUDA backend's decisions as pure functions, so that
+/* engine/cuda/policy.h: the CUDA backend's decisions as pure functions, so that
  * they are unit-tested on machines without a GPU (tests/gpu host parts):
  * which cuBLASLt statuses mean "this FP8 plan is unsupported, use the fused
  * kernel", where FP8 W8A8 with outer-vector scales is enabled at all, the
  * split-K workspace bound, and the CUDA-graph bookkeeping (when a cached
- * graph may be replayed, when a recording may be kept). engine/cuda_gemm.c
- * and engine/cuda_graph.c act on these answers; nothing here touches a
+ * graph may be replayed, when a recording may be kept). engine/cuda/gemm.c
+ * and engine/cuda/graph.c act on these answers; nothing here touches a
  * device. */
 #ifndef MT_ENGINE_CUDA_POLICY_H
 #define MT_ENGINE_CUDA_POLICY_H

@@ -1,5 +1,5 @@
 /* utf8.c: UTF-8 well-formedness (utf8.h). */
-#include "engine/utf8.h"
+#include "engine/text/utf8.h"
 
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
-/* cuda_internal.h: what the CUDA backend's two files share: backend_cuda.c
+/* engine/cuda/internal.h: what the CUDA backend's two files share: engine/cuda/backend.c
  * (devices, per-thread contexts, memory, weights, the encoder ops, CUDA
- * graphs, the table) and cuda_gemm.c (cuBLASLt plans, the GEMM paths, the
+ * graphs, the table) and engine/cuda/gemm.c (cuBLASLt plans, the GEMM paths, the
  * measured W8A16 / cuBLASLt crossover): error checking, types, and the few
  * functions one calls in the other. */
 #ifndef MT_ENGINE_CUDA_INTERNAL_H
@@ -11,8 +11,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "engine/backend_cuda.h"
-#include "engine/cuda_policy.h"
+#include "engine/cuda/backend.h"
+#include "engine/cuda/policy.h"
 #include "kernels/cuda/kcu.h"
 
 /* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: a property of the cuBLAS
@@ -114,11 +114,11 @@ typedef struct cu_ctx {
     size_t skw_floats;
     int *counters;     /* split-K tile counters, zero between launches */
     int ncounters;
-    cup_ws ws;         /* its size and generation (cuda_policy.h) */
+    cup_ws ws;         /* its size and generation (engine/cuda/policy.h) */
     lt_plan plans[PLAN_SLOTS];
     unsigned clock;
     mt_precision last_prec; /* of the last GEMM: picks the attention kernel */
-    /* CUDA graphs (cuda_graph.c): a slot per key seen, with its graph once recorded */
+    /* CUDA graphs (engine/cuda/graph.c): a slot per key seen, with its graph once recorded */
     struct {
         unsigned long long key;
         cudaGraphExec_t exec; /* NULL: seen (ran eagerly) but not recorded */
@@ -178,7 +178,7 @@ typedef enum { P_FUSED, P_DEQUANT, P_W8A8 } q8_path;
 
 static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
-/* ---- backend_cuda.c ---- */
+/* ---- engine/cuda/backend.c ---- */
 /* The calling thread's context on b (made on first use, device current). */
 mt_status ctx_get(cu_backend *b, cu_ctx **out, mt_err *err);
 /* Stream-ordered scratch from the backend's pool: the CUDA error, whose
@@ -191,7 +191,7 @@ void ws_raise(cu_backend *b, int n, int k);
  * graph is being recorded; a new generation invalidates cached graphs. */
 mt_status ws_ensure(cu_ctx *c, mt_err *err);
 
-/* ---- cuda_graph.c ---- */
+/* ---- engine/cuda/graph.c ---- */
 /* Holds a ->free made while recording until the graph has launched. */
 void graph_defer_free(cu_ctx *c, void *p);
 /* Destroys the context's cached graphs, its deferred list and its forward
@@ -202,7 +202,7 @@ mt_status cu_graph_begin_op(mt_backend *be, unsigned long long key, size_t bytes
                             size_t in_bytes, void **arena, bool *replay, mt_err *err);
 mt_status cu_graph_end_op(mt_backend *be, bool failed, mt_err *err);
 
-/* ---- cuda_gemm.c ---- */
+/* ---- engine/cuda/gemm.c ---- */
 /* The backend table's gemm. */
 mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, const float *bias,
                   mt_act act, float *y, mt_err *err);

@@ -1,6 +1,6 @@
 /* mix.c: per-layer mixed precision rules (mix.h): lookup, the text form
  * and its parser, and the compact rules for a full (layer, kind) map. */
-#include "engine/mix.h"
+#include "engine/quant/mix.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* calib_text.c: the built-in calibration sentences (calib_text.h): varied
  * topics, lengths, registers, numbers and punctuation. */
-#include "engine/calib_text.h"
+#include "engine/text/calib_text.h"
 
 const char *const mt_calib_sentences[] = {
     "The train to the airport leaves every twenty minutes from platform four.",

@@ -1,4 +1,4 @@
-/* backend_cpu.c: the CPU implementation of the backend table (backend.h).
+/* engine/cpu/backend.c: the CPU implementation of the backend table (backend.h).
  *
  * FP32 GEMMs (and BF16 ones where the CPU has AVX512_BF16) go to oneDNN's
  * matmul on weights reordered once (kernels/cpu/gemm_f32.c; threaded with the
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/qgemm.h"

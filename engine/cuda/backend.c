@@ -1,4 +1,4 @@
-/* backend_cuda.c: the CUDA implementation of the backend table (backend.h).
+/* engine/cuda/backend.c: the CUDA implementation of the backend table (backend.h).
  *
  * What goes where:
  *   - GEMMs: fp32 / tf32 / fp16 / bf16 weights go to cuBLASLt (bias in its
@@ -14,17 +14,17 @@
  *   - memory: a per-backend stream-ordered pool (cudaMallocFromPoolAsync) that
  *     keeps what it has, so the per-forward allocations of models/bert.c cost
  *     no cudaMalloc and no synchronisation.
- *   - CUDA graphs (cuda_graph.c): the graph_begin / graph_end slots record
+ *   - CUDA graphs (engine/cuda/graph.c): the graph_begin / graph_end slots record
  *     a model's forward per shape key and replay it; op calls that launch at
  *     once are counted (mt_cuda_counts.ops) to show the difference.
  *   - threads: each calling thread gets a context (stream, cuBLASLt plans and
  *     workspace, split-K workspace) found through a pthread key; see
- *     backend_cuda.h for what that means for callers.
+ *     engine/cuda/backend.h for what that means for callers.
  *
  * Every CUDA and cuBLASLt call is checked; a failure becomes an mt_status
  * whose message names this file, the line, the call and the CUDA error.
  */
-#include "engine/cuda_internal.h"
+#include "engine/cuda/internal.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -36,14 +36,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "kernels/cuda/kcu.h"
 
 /* ========================================================================
  * devices
  * ====================================================================== */
 
-/* backend_cuda.h: never fails loudly; no driver reads as no device. */
+/* engine/cuda/backend.h: never fails loudly; no driver reads as no device. */
 int mt_cuda_device_count(void)
 {
     int n = 0;
@@ -435,7 +435,7 @@ static void count_op(cu_ctx *c)
         atomic_fetch_add(&c->be->n_ops, 1);
 }
 
-/* The table's gemm: cu_gemm (cuda_gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
+/* The table's gemm: cu_gemm (engine/cuda/gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
 static mt_status cu_gemm_op(mt_backend *be, const float *x, int m, const mt_weight *w,
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
@@ -564,7 +564,7 @@ static const mt_backend_ops cuda_ops = {
     .layernorm = cu_layernorm,
     .attention = cu_attention,
     .mean_pool = cu_mean_pool,
-    .graph_begin = cu_graph_begin_op, /* cuda_graph.c */
+    .graph_begin = cu_graph_begin_op, /* engine/cuda/graph.c */
     .graph_end = cu_graph_end_op,
 };
 
@@ -575,7 +575,7 @@ static int env_int(const char *name, int dflt)
     return v && *v ? atoi(v) : dflt;
 }
 
-/* Defaults, then the MT_CUDA_* environment overrides (backend_cuda.h). */
+/* Defaults, then the MT_CUDA_* environment overrides (engine/cuda/backend.h). */
 void mt_cuda_opts_default(mt_cuda_opts *o)
 {
     memset(o, 0, sizeof *o);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/safetensors.h"
+#include "engine/weights/safetensors.h"
 
 /* Integers from 2^53 up do not survive cJSON's doubles exactly; no real file
  * has offsets that large, so both reader and writer refuse them. */

@@ -2,7 +2,7 @@
  * budget (mix_search.h says how it works). It uses models only through the
  * model interface, so it serves every architecture with the four encoder
  * GEMM kinds. */
-#include "engine/mix_search.h"
+#include "engine/quant/mix_search.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/calib_text.h"
+#include "engine/text/calib_text.h"
 
 typedef struct {
     const char *dir;

@@ -2,7 +2,7 @@
  * "added_tokens": "[CLS]", "<s>", "<unk>", ...), which Hugging Face matches
  * in the text before WordPiece: those with normalized=false verbatim in the
  * raw text, those with normalized=true in the normalized (cleaned,
- * lowercased) text. Used by engine/tokenizer.c.
+ * lowercased) text. Used by engine/text/tokenizer.c.
  */
 #ifndef MT_TOK_SPECIAL_H
 #define MT_TOK_SPECIAL_H

@@ -4,7 +4,7 @@
  * the precision report measures on: short and long, plain and technical,
  * numbers, code, lists, non-English words and punctuation runs, so that
  * activations of every range go through each GEMM. */
-#include "engine/probe_text.h"
+#include "engine/text/probe_text.h"
 
 const char *const mt_probe_texts[] = {
     "A man is playing a guitar on a street corner.",

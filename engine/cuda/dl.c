@@ -1,5 +1,5 @@
-/* backend_cuda_dl.c: the entry points of engine/backend_cuda.h in a CUDA
- * build's mantissa binary. The backend itself (engine/backend_cuda.c,
+/* engine/cuda/dl.c: the entry points of engine/cuda/backend.h in a CUDA
+ * build's mantissa binary. The backend itself (engine/cuda/backend.c,
  * cuda_*.c, kernels/cuda) is a module, libmantissa_cuda.so, linked with
  * cuBLASLt and the CUDA runtime; this file opens it on the first call, and
  * only where a CUDA driver (libcuda.so.1) can be opened, then forwards every
@@ -21,7 +21,7 @@
  * Makefile's CUDA section). $MANTISSA_CUDA_DRIVER names another driver
  * library to probe (tests: any library that opens, to reach the module on a
  * machine without a GPU). */
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -168,7 +168,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
         mod.opts_default(o);
         return;
     }
-    memset(o, 0, sizeof *o); /* as backend_cuda_none.c: nothing reads them without CUDA */
+    memset(o, 0, sizeof *o); /* as engine/cuda/none.c: nothing reads them without CUDA */
     o->autotune = 1;
     o->max_len_hint = 512;
     o->graphs = 1;

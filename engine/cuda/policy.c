@@ -1,6 +1,6 @@
-/* cuda_policy.c: the CUDA backend's pure decisions (see cuda_policy.h);
+/* engine/cuda/policy.c: the CUDA backend's pure decisions (see engine/cuda/policy.h);
  * no device calls, so tests/gpu checks them on machines without a GPU. */
-#include "engine/cuda_policy.h"
+#include "engine/cuda/policy.h"
 
 #include <stdlib.h>
 

@@ -14,14 +14,14 @@
  * HF lowercases after stripping accents; we keep that order.
  *
  * The Unicode facts (categories, decompositions, lowercase) live in the
- * generated engine/unicode_data.c, which also records where the Rust crates
+ * generated engine/text/unicode_data.c, which also records where the Rust crates
  * HF uses lag behind current Unicode.
  *
  * A loaded tok_t is never written again, so any number of threads may
  * encode with one; each encode owns its scratch buffers (heap, sized to the
  * input).
  */
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/tok_special.h"
-#include "engine/unicode_data.h"
+#include "engine/text/tok_special.h"
+#include "engine/text/unicode_data.h"
 
 /* Code points above Unicode stand for special tokens found in the raw text
  * while the normalized text is a code point array: TOK_MARK + index. */

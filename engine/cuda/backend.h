@@ -1,9 +1,9 @@
-/* backend_cuda.h: the CUDA backend (engine/backend_cuda.c) and the device
+/* engine/cuda/backend.h: the CUDA backend (engine/cuda/backend.c) and the device
  * queries the server needs to choose between it and the CPU.
  *
- * Builds without CUDA (make CUDA=0, or no nvcc) link engine/backend_cuda_none.c
+ * Builds without CUDA (make CUDA=0, or no nvcc) link engine/cuda/none.c
  * instead: no devices, and creating the backend fails with MT_EUNSUPPORTED.
- * A CUDA build's mantissa binary links engine/backend_cuda_dl.c, which opens
+ * A CUDA build's mantissa binary links engine/cuda/dl.c, which opens
  * the backend as a module (libmantissa_cuda.so) where a CUDA driver is and
  * forwards these functions to it; tests/gpu and bench/gpu link it directly.
  * No CUDA type appears here; callers need no CUDA headers.
@@ -67,7 +67,7 @@ mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
  * the least recently used of GRAPH_SLOTS graphs is dropped. backend.h's
  * graph_begin / graph_end slots (what models/bert.c calls) are this protocol
  * plus a per-thread forward arena that holds the key's buffers
- * (engine/cuda_graph.c). */
+ * (engine/cuda/graph.c). */
 mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
 mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
 

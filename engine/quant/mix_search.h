@@ -1,4 +1,4 @@
-/* mix_search.h: chooses a per-layer mixed precision (engine/mix.h) for a
+/* mix_search.h: chooses a per-layer mixed precision (engine/quant/mix.h) for a
  * model: the cheapest assignment of a low precision (int8, fp8) and a high
  * one (fp32, fp16, bf16, int8g) to its encoder GEMMs whose mean cosine to
  * FP32 on held-back text meets a budget. `mantissa quantize --auto` runs it.
@@ -20,7 +20,7 @@
 #include <stddef.h>
 
 #include "engine/backend.h"
-#include "engine/mix.h"
+#include "engine/quant/mix.h"
 #include "engine/model.h"
 
 typedef struct {

@@ -5,13 +5,13 @@
  * normalized text). lstrip/rstrip only move whitespace, which
  * BertPreTokenizer drops anyway, so they do not change ids.
  */
-#include "engine/tok_special.h"
+#include "engine/text/tok_special.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/jsonfile.h"
-#include "engine/unicode_data.h"
+#include "engine/text/unicode_data.h"
 
 /* Decodes well-formed UTF-8 (cJSON's output) into code points. */
 static size_t tok_added_decode(const char *s, size_t len, uint32_t *cps)

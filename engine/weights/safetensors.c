@@ -19,8 +19,8 @@
  * pads it with spaces so the data starts 8-byte aligned, and writes through a
  * temporary file that is fsynced and renamed into place.
  */
-#include "engine/safetensors.h"
-#include "engine/st_internal.h"
+#include "engine/weights/safetensors.h"
+#include "engine/weights/st_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
-/* cuda_graph.c: CUDA graphs for the CUDA backend (the protocol is in
- * backend_cuda.h: mt_cuda_graph_begin / mt_cuda_graph_end, and backend.h's
+/* engine/cuda/graph.c: CUDA graphs for the CUDA backend (the protocol is in
+ * engine/cuda/backend.h: mt_cuda_graph_begin / mt_cuda_graph_end, and backend.h's
  * graph_begin / graph_end slots, which models/bert.c calls), acting on the
- * pure decisions of cuda_policy.h:
+ * pure decisions of engine/cuda/policy.h:
  *   - a key's first begin runs the ops eagerly (every kernel and cuBLASLt
  *     plan gets made outside a capture), the second records, later ones
  *     replay;
@@ -16,13 +16,13 @@
  *     it holds a forward's inputs and activations, so a key's buffers are the
  *     same on every replay;
  *   - MT_CUDA_DEBUG_SYNC=1 records nothing (every op runs eagerly and is
- *     checked, see backend_cuda.c), and the slots answer "not now".
+ *     checked, see engine/cuda/backend.c), and the slots answer "not now".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cuda_internal.h"
+#include "engine/cuda/internal.h"
 
 void graph_defer_free(cu_ctx *c, void *p)
 {
@@ -117,7 +117,7 @@ static mt_status graph_begin_ctx(cu_ctx *c, unsigned long long key, int eager_on
     return MT_OK;
 }
 
-/* backend_cuda.h explains the protocol. */
+/* engine/cuda/backend.h explains the protocol. */
 mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err)
 {
     cu_ctx *c;

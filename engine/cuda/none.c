@@ -1,7 +1,7 @@
-/* backend_cuda_none.c: the CUDA entry points of engine/backend_cuda.h for
+/* engine/cuda/none.c: the CUDA entry points of engine/cuda/backend.h for
  * builds without CUDA (make CUDA=0, or no nvcc on the PATH), so that the
  * server links the same way either way and can say why there is no GPU. */
-#include "engine/backend_cuda.h"
+#include "engine/cuda/backend.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * Base: Python unicodedata 14.0.0, with the differences of Hugging Face
  * tokenizers measured on every code point (see the generator).
  */
-#include "engine/unicode_data.h"
+#include "engine/text/unicode_data.h"
 
 #include <stddef.h>
 

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/st_internal.h"
+#include "engine/weights/st_internal.h"
 
 /* ======================================================================
  * writer

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/st_internal.h"
-#include "engine/utf8.h"
+#include "engine/weights/st_internal.h"
+#include "engine/text/utf8.h"
 
 /* ======================================================================
  * UTF-8 and strict JSON syntax
