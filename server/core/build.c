@@ -411,8 +411,9 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
     char mix[sizeof vc->mix];
-    mt_status st = mt_mix_resolve(mc->path, be, &o, vc->mix, vc->budget_cos,
-                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix, err);
+    mt_status st = mt_mix_resolve(mc->path, be, mt_model_load, &o, vc->mix, vc->budget_cos,
+                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix,
+                                  err);
     o.mix = mix;
     if (st == MT_OK && !strcmp(vc->mix, "auto"))
         log_msg(LOG_INFO, "model %s, variant %s: mix \"auto\" chose \"%s\"", mc->name,
