@@ -21,6 +21,10 @@ and the command line; BUILD defaults to build/release; `make all` first):
   the file-level call graph, more than one file) are declared as one module
   in DECLARED_MODULES with the reason. A new loop fails; so does a declared
   one that is no longer there, so that the list stays true.
+- Each global symbol has one definition per program (the binary; in a CUDA
+  build also the CUDA module), and every entry point engine/cuda/dl.c looks
+  up in the module by name is defined there.
+Objects missing or older than their sources fail these: build first.
 """
 import functools
 import os
