@@ -80,8 +80,8 @@ static int run_variant(const cfg_model *cm, const cfg_variant *v, mt_backend *be
     mt_model_opts lo = {.precision = v->precision, .calib = cmd_calib(v),
                          .max_seq_len = cm->max_seq_len, .weights = v->weights};
     char mix[sizeof v->mix];
-    if (mt_mix_resolve(cm->path, be, &lo, v->mix, v->budget_cos, cfg_variant_mix_high(v), NULL,
-                       NULL, mix, sizeof mix, &err) != MT_OK) {
+    if (mt_mix_resolve(cm->path, be, mt_model_load, &lo, v->mix, v->budget_cos,
+                       cfg_variant_mix_high(v), NULL, NULL, mix, sizeof mix, &err) != MT_OK) {
         fprintf(stderr, "mantissa: variant %s: %s\n", v->name, err.msg);
         return -1;
     }

@@ -22,7 +22,8 @@ static int search_mix(const cfg_model *m, const cfg_variant *v, const cmd_opts *
                       size_t cap)
 {
     mt_err err;
-    mt_mix_search_opts so = {.low = v->precision,
+    mt_mix_search_opts so = {.load = mt_model_load,
+                             .low = v->precision,
                              .budget_cos = o->budget_cos > 0 ? o->budget_cos : v->budget_cos,
                              .calib = cmd_calib(v), .max_seq_len = m->max_seq_len,
                              .progress = progress};

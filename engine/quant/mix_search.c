@@ -1,7 +1,8 @@
 /* mix_search.c: the search for a per-layer mixed precision under a cosine
  * budget (mix_search.h says how it works). It uses models only through the
- * model interface, so it serves every architecture with the four encoder
- * GEMM kinds. */
+ * model interface and the loader its caller passes, so it serves every
+ * architecture with the four encoder GEMM kinds and calls nothing in
+ * models/. */
 #include "engine/quant/mix_search.h"
 
 #include <math.h>
@@ -44,7 +45,7 @@ static mt_status embed_as(search *s, mt_precision p, const char *mix, int which,
     mt_model_opts mo = {.precision = p, .calib = s->o->calib, .max_seq_len = s->o->max_seq_len,
                         .mix = mix};
     mt_model *m;
-    mt_status st = mt_model_load(s->dir, s->be, &mo, &m, err);
+    mt_status st = s->o->load(s->dir, s->be, &mo, &m, err);
     if (st != MT_OK)
         return mt_prefix(err, st, "loading %s%s%s: ", mt_precision_name(p), mix ? " with mix " : "",
                          mix ? mix : "");
@@ -248,7 +249,8 @@ static mt_status run(search *s, mt_err *err)
     return choose(s, err);
 }
 
-mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
+mt_status mt_mix_resolve(const char *dir, mt_backend *be, mt_mix_load_fn load,
+                         const mt_model_opts *o,
                          const char *mix, double budget_cos, mt_precision high,
                          void (*progress)(void *arg, const char *line), void *arg,
                          char *out, size_t cap, mt_err *err)
@@ -259,7 +261,8 @@ mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o
     }
     if ((unsigned)high >= MT_PREC_COUNT)
         high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32;
-    mt_mix_search_opts so = {.low = o->precision,
+    mt_mix_search_opts so = {.load = load,
+                             .low = o->precision,
                              .high = high,
                              .budget_cos = budget_cos, .calib = o->calib,
                              .max_seq_len = o->max_seq_len, .progress = progress,
@@ -278,6 +281,8 @@ mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opt
                         mt_mix_search_result *res, mt_err *err)
 {
     memset(res, 0, sizeof *res);
+    if (!o->load)
+        return mt_fail(err, MT_EINVAL, "the mix search needs a model loader (mt_model_load)");
     if (!(o->budget_cos > 0 && o->budget_cos <= 1))
         return mt_fail(err, MT_EINVAL, "budget cosine %g is not in (0, 1]", o->budget_cos);
     if (!mt_prec(o->low)->has_scales || o->high == o->low ||

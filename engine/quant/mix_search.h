@@ -13,6 +13,10 @@
  * next GEMM goes high and it is measured again. Drops of small errors add
  * up nearly linearly, which is what makes one pass of single-GEMM
  * measurements enough; the final check does not rely on it.
+ *
+ * The search loads the model many times, but engine/ sits below models/:
+ * it never calls the registry itself. Its caller (cmd/, server/core/)
+ * passes the loader, mt_model_load (engine/model.h, in models/registry.c).
  */
 #ifndef MT_ENGINE_MIX_SEARCH_H
 #define MT_ENGINE_MIX_SEARCH_H
@@ -23,7 +27,12 @@
 #include "engine/quant/mix.h"
 #include "engine/model.h"
 
+/* Loads the model in dir onto be as o says: mt_model_load's shape. */
+typedef mt_status (*mt_mix_load_fn)(const char *dir, mt_backend *be, const mt_model_opts *o,
+                                    mt_model **out, mt_err *err);
+
 typedef struct {
+    mt_mix_load_fn load;   /* required: mt_model_load, from the caller */
     mt_precision low;      /* the cheap precision most GEMMs get (int8, fp8) */
     mt_precision high;     /* the precision of the sensitive ones (fp32, fp16, bf16, or
                             * int8g: group scales, near int8's speed on the CPU) */
@@ -48,16 +57,19 @@ typedef struct {
     char mix[1024];           /* the chosen mix, text form */
 } mt_mix_search_result;
 
-/* Runs the search for the model in dir on be. A budget that even all-high
- * misses is MT_EINVAL naming both figures. */
+/* Runs the search for the model in dir on be, loading it with o->load. A
+ * budget that even all-high misses is MT_EINVAL naming both figures. */
 mt_status mt_mix_search(const char *dir, mt_backend *be, const mt_mix_search_opts *o,
                         mt_mix_search_result *res, mt_err *err);
 
 /* A variant's mix as loadable rules: mix itself, or for "auto" the search's
  * choice for o->precision (the low one) under budget_cos, with high as the
  * high precision; high MT_PREC_COUNT: fp32 on the CPU backend and fp16
- * elsewhere (where 16-bit GEMMs run on tensor cores). progress may be NULL. */
-mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o,
+ * elsewhere (where 16-bit GEMMs run on tensor cores). load is the search's
+ * loader (mt_mix_search_opts.load; unused when mix is not "auto"); progress
+ * may be NULL. */
+mt_status mt_mix_resolve(const char *dir, mt_backend *be, mt_mix_load_fn load,
+                         const mt_model_opts *o,
                          const char *mix, double budget_cos, mt_precision high,
                          void (*progress)(void *arg, const char *line), void *arg,
                          char *out, size_t cap, mt_err *err);

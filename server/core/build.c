@@ -2,8 +2,9 @@
  * the right backend, the load check (its vectors of the built-in probe
  * texts against FP32's, engine/model.h), the checksum of its weights file
  * and its embedding space id, and its promotion gate against the
- * reference (probes, cosine, p99 latency). See models.h for what a build
- * is. */
+ * reference (probes, cosine, p99 latency); its references and its end,
+ * and the memory the serving builds hold (the budget). See models.h for
+ * what a build is. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -121,6 +122,66 @@ mt_status srv_file_checksum(const char *path, char out[17], mt_err *err)
     memcpy(sum_cache[slot].hex, out, 17);
     pthread_mutex_unlock(&sum_mu);
     return MT_OK;
+}
+
+/* ========================================================================
+ * a build's references and end, the memory its builds hold
+ * ====================================================================== */
+
+void srv_variant_ref(srv_variant *v)
+{
+    atomic_fetch_add(&v->refs, 1);
+}
+
+/* The end of a build: its weights go back to the backend. */
+static void build_free(srv_variant *v)
+{
+    atomic_fetch_sub(v->alive, 1);
+    mt_model_free(v->model);
+    pthread_mutex_destroy(&v->lock);
+    stats_drift_destroy(&v->drift);
+    free(v);
+}
+
+void srv_variant_unref(srv_variant *v)
+{
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1)
+        build_free(v);
+}
+
+const char *srv_variant_isa(const srv_variant *v)
+{
+    const char *s = v->be->ops->isa ? v->be->ops->isa(v->be) : NULL;
+    return s ? s : "?";
+}
+
+const char *srv_variant_kernel(const srv_variant *v)
+{
+    const char *s =
+        v->be->ops->gemm_kernel ? v->be->ops->gemm_kernel(v->be, v->cfg.precision) : NULL;
+    return s ? s : "?";
+}
+
+/* Walks the models and slots (models.h) itself: models.c makes builds with
+ * srv_build, so build.c calls nothing of models.c. */
+size_t srv_resident_bytes(srv_models *s, srv_model *only, const srv_model *skip_m,
+                          const char *skip)
+{
+    size_t total = 0;
+    const int n = atomic_load(&s->nmodels);
+    for (int i = 0; i < n; i++) {
+        srv_model *m = s->models[i];
+        if (only && m != only)
+            continue;
+        pthread_mutex_lock(&m->lock);
+        for (int k = 0; k < m->nslots; k++) {
+            const srv_slot *sl = m->slots[k];
+            if (sl->cur && !(m == skip_m && skip && !strcmp(sl->name, skip)))
+                total += sl->cur->model->info.resident_bytes;
+        }
+        pthread_mutex_unlock(&m->lock);
+    }
+    return total;
 }
 
 /* ========================================================================
@@ -411,8 +472,9 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
     char mix[sizeof vc->mix];
-    mt_status st = mt_mix_resolve(mc->path, be, &o, vc->mix, vc->budget_cos,
-                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix, err);
+    mt_status st = mt_mix_resolve(mc->path, be, mt_model_load, &o, vc->mix, vc->budget_cos,
+                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix,
+                                  err);
     o.mix = mix;
     if (st == MT_OK && !strcmp(vc->mix, "auto"))
         log_msg(LOG_INFO, "model %s, variant %s: mix \"auto\" chose \"%s\"", mc->name,

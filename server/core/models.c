@@ -1,7 +1,7 @@
 /* models.c: the models a server holds, their variants' slots, the loading
  * of a config at start, and the routing of a request to a build (see
  * models.h for the object model and the lifetime rules a hot-switch relies
- * on; build.c makes the builds). */
+ * on; build.c makes the builds, counts their references and frees them). */
 #include "server/core/models.h"
 
 #include <math.h>
@@ -23,44 +23,6 @@ const char *srv_vstate_name(srv_vstate s)
     case SRV_VS_DEMOTED: return "demoted";
     }
     return "?";
-}
-
-/* ========================================================================
- * builds' lifetime
- * ====================================================================== */
-
-void srv_variant_ref(srv_variant *v)
-{
-    atomic_fetch_add(&v->refs, 1);
-}
-
-/* The end of a build: its weights go back to the backend. */
-static void build_free(srv_variant *v)
-{
-    atomic_fetch_sub(v->alive, 1);
-    mt_model_free(v->model);
-    pthread_mutex_destroy(&v->lock);
-    stats_drift_destroy(&v->drift);
-    free(v);
-}
-
-void srv_variant_unref(srv_variant *v)
-{
-    if (v && atomic_fetch_sub(&v->refs, 1) == 1)
-        build_free(v);
-}
-
-const char *srv_variant_isa(const srv_variant *v)
-{
-    const char *s = v->be->ops->isa ? v->be->ops->isa(v->be) : NULL;
-    return s ? s : "?";
-}
-
-const char *srv_variant_kernel(const srv_variant *v)
-{
-    const char *s =
-        v->be->ops->gemm_kernel ? v->be->ops->gemm_kernel(v->be, v->cfg.precision) : NULL;
-    return s ? s : "?";
 }
 
 /* ========================================================================
@@ -269,25 +231,6 @@ void srv_models_free(srv_models *s)
 /* ========================================================================
  * routing
  * ====================================================================== */
-
-size_t srv_resident_bytes(srv_models *s, srv_model *only, const srv_model *skip_m,
-                          const char *skip)
-{
-    size_t total = 0;
-    for (int i = 0; i < srv_models_count(s); i++) {
-        srv_model *m = srv_models_at(s, i);
-        if (only && m != only)
-            continue;
-        pthread_mutex_lock(&m->lock);
-        for (int k = 0; k < m->nslots; k++) {
-            const srv_slot *sl = m->slots[k];
-            if (sl->cur && !(m == skip_m && skip && !strcmp(sl->name, skip)))
-                total += sl->cur->model->info.resident_bytes;
-        }
-        pthread_mutex_unlock(&m->lock);
-    }
-    return total;
-}
 
 char *srv_split_pin(char *model_name)
 {

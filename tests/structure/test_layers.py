@@ -1,5 +1,6 @@
 """test_layers.py: the source tree keeps the shape docs/ARCHITECTURE.md gives it.
 
+From the sources (.c, .h, .cu, .cuh under cmd/ server/ engine/ models/ kernels/):
 - Includes point down the layers: cmd -> server -> engine -> kernels, models
   on engine; inside server/, net/ includes neither api/ nor core/, core/
   includes neither api/ nor net/, base/ includes only base/; nothing in
@@ -8,9 +9,27 @@
 - Every C, CUDA and header file says in its first lines what it is for.
 - No file over 800 lines and no function over 80 lines, except the ones
   listed below with the reason they are allowed.
+
+From the built objects' symbol tables (`nm` on $BUILD/**/*.o of the library
+and the command line; BUILD defaults to build/release; `make all` first):
+- Calls point down the same layers: a file that uses a global symbol (a
+  function or data) defined in another file depends on it, and the pair must
+  be allowed by the include table (ALLOWED), or be one of CALLS_ALLOWED with
+  its reason. So engine/ cannot call up into models/ or server/ even through
+  a declaration in one of its own headers.
+- Files that call each other in a loop (a strongly connected component of
+  the file-level call graph, more than one file) are declared as one module
+  in DECLARED_MODULES with the reason. A new loop fails; so does a declared
+  one that is no longer there, so that the list stays true.
+- Each global symbol has one definition per program (the binary; in a CUDA
+  build also the CUDA module), and every entry point engine/cuda/dl.c looks
+  up in the module by name is defined there.
+Objects missing or older than their sources fail these: build first.
 """
+import functools
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -37,7 +56,7 @@ def sources():
     for top in SOURCE_DIRS:
         for d, _, files in os.walk(os.path.join(ROOT, top)):
             for f in sorted(files):
-                if f.endswith((".c", ".h", ".cu")):
+                if f.endswith((".c", ".h", ".cu", ".cuh")):
                     yield os.path.relpath(os.path.join(d, f), ROOT)
 
 
@@ -163,3 +182,257 @@ def test_files_and_functions_are_short():
 @pytest.mark.parametrize("rule", sorted(ALLOWED))
 def test_the_rules_name_real_layers(rule):
     assert all(r in ALLOWED for r in ALLOWED[rule])
+
+
+# ==== calls: the built objects' symbol tables ===============================
+
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build/release"))
+
+# Calls the include table does not allow, and why: (layer of the user, file
+# defining the symbol) -> reason. Each must still happen (else it is stale).
+CALLS_ALLOWED = {
+    ("server/core", "models/registry.c"):
+        "the registry's entry points (mt_model_load) are declared in engine/model.h: the "
+        "server loads a model by folder without naming an architecture; models/ never "
+        "calls the server, so this makes no loop (engine/ may not: models/ is built on it)",
+}
+
+# Files that call each other, declared as one module: frozenset(files) ->
+# why they are one. Keep the sets exact: the test names any loop that
+# differs from them.
+DECLARED_MODULES = {
+    frozenset({"server/core/sched.c", "server/core/batch.c", "server/core/drain.c",
+               "server/core/shadow.c"}):
+        "the scheduler: one loop-thread state (sched_internal.h) in files by topic; sched.c's "
+        "loop hands batches to batch.c, signals to drain.c and shadow draws to shadow.c, "
+        "and they end, fail and requeue jobs through sched.c",
+    frozenset({"server/core/apply.c", "server/core/reload.c"}):
+        "the hot-switch (reload_internal.h): reload.c's loader thread and admin requests "
+        "run apply.c's diff and swaps, and apply.c posts the builds it asks for back on "
+        "reload.c's task queue",
+    frozenset({"engine/cuda/backend.c", "engine/cuda/gemm.c", "engine/cuda/graph.c"}):
+        "the CUDA backend's host (engine/cuda/internal.h), one backend table by topic: "
+        "backend.c's ops call gemm.c's GEMM paths and graph.c's recording, and those use "
+        "backend.c's per-thread context and scratch",
+    frozenset({"models/bert_weights.c", "models/mpnet.c"}):
+        "MPNet is BERT's layers under other tensor names (bert_internal.h): bert_weights.c "
+        "asks mpnet.c for the names and MPNet's extra tensors while loading, and mpnet.c "
+        "loads those with bert_weights.c's helpers",
+}
+
+# The CUDA backend (a CUDA build, cuda.cfg "CUDA=1") is a module of its own,
+# libmantissa_cuda.so: the host files in engine/cuda/ but dl.c and none.c,
+# and kernels/cuda (nvcc objects: C++ names for device-side code, extern "C"
+# for the launch API kcu.h). Its calls bind inside it
+# (-Bsymbolic-functions) and its other references resolve against the
+# binary. The binary holds the rest, with engine/cuda/dl.c, which defines
+# the entry points of engine/cuda/backend.h again and forwards them to the
+# module through dlsym, by name (strings, not symbols: read from dl.c
+# below). A CUDA=0 build has no module and links engine/cuda/none.c, the
+# same entry points answering "no CUDA". So the objects are two programs,
+# and one of dl.c and none.c is read, by cuda.cfg (an object left over from
+# a build with the other setting is not read).
+DLSYM_FORWARDER = "engine/cuda/dl.c"
+NO_CUDA_STUB = "engine/cuda/none.c"
+
+
+def in_cuda_module(path):
+    return (path.startswith("kernels/cuda/") or
+            (path.startswith("engine/cuda/") and path not in (DLSYM_FORWARDER, NO_CUDA_STUB)))
+
+
+def built_sources():
+    """{source: program} of what this build compiled: "binary" or "module"."""
+    cfg = os.path.join(BUILD, "cuda.cfg")
+    if not os.path.exists(cfg):
+        pytest.fail(f"{os.path.relpath(BUILD, ROOT)} has no build: run `make all` "
+                    "(with BUILD=build/<cfg>: `make CFG=<cfg> all`) before this test")
+    with open(cfg) as fh:
+        cuda = fh.read().split()[0] == "CUDA=1"
+    out = {}
+    for p in sources():
+        if not p.endswith((".c", ".cu")):
+            continue
+        if in_cuda_module(p):
+            if cuda:
+                out[p] = "module"
+        elif p != (NO_CUDA_STUB if cuda else DLSYM_FORWARDER):
+            out[p] = "binary"
+    return out
+
+
+def obj(path):
+    return os.path.join(BUILD, os.path.splitext(path)[0] + ".o")
+
+
+# nm's letters: defined global (strong), defined weak or COMDAT (C++ inline
+# functions and template instances: several objects may each carry a copy,
+# and only a copy no user carries itself ties it to another file), undefined.
+STRONG, WEAK, UNDEF = set("TDBRCGSi"), set("WVu"), "U"
+
+
+@functools.lru_cache(maxsize=None)
+def symbols():
+    """(progs, defs, uses) of every object of the build, by one nm run:
+    progs {file: program} (built_sources), defs {(program, symbol): [(file,
+    strong)]}, uses {file: {undefined symbol}}."""
+    progs = built_sources()
+    missing = [p for p in progs if not os.path.exists(obj(p))]
+    stale = [p for p in progs if p not in missing and
+             os.path.getmtime(obj(p)) < os.path.getmtime(os.path.join(ROOT, p))]
+    if missing or stale:
+        pytest.fail(f"build first (`make all`, BUILD={os.path.relpath(BUILD, ROOT)}): objects "
+                    "missing or older than their sources:\n" + "\n".join(missing + stale))
+    by_obj = {obj(p): p for p in progs}
+    res = subprocess.run(["nm", "-o"] + sorted(by_obj), capture_output=True, text=True,
+                         check=True)
+    defs, uses = {}, {p: set() for p in progs}
+    for line in res.stdout.splitlines():
+        o, rest = line.split(":", 1)
+        f = rest.split()
+        kind, name, path = f[-2], f[-1], by_obj[o]
+        if kind == UNDEF:
+            uses[path].add(name)
+        elif kind in STRONG or kind in WEAK:
+            defs.setdefault((progs[path], name), []).append((path, kind in STRONG))
+    return progs, defs, uses
+
+
+def definer(defs, programs, name):
+    """The file whose definition of name a reference binds to, looked up in
+    programs in order; None for a system library's, or for a COMDAT copy
+    several objects carry."""
+    for prog in programs:
+        found = defs.get((prog, name), [])
+        strong = [f for f, s in found if s]
+        if len(strong) == 1:
+            return strong[0]
+        if not strong and len(found) == 1:
+            return found[0][0]
+        if found:
+            return None
+    return None
+
+
+def dlsym_names():
+    """The entry points dl.c looks up in the module by name."""
+    with open(os.path.join(ROOT, DLSYM_FORWARDER)) as fh:
+        return re.findall(r'"(mt_\w+)"', fh.read())
+
+
+@functools.lru_cache(maxsize=None)
+def call_edges():
+    """{(user, definer): sorted symbols} over every reference between files:
+    a module file's bind in the module first, then in the binary; dl.c's
+    lookups by name count as its calls into the module."""
+    progs, defs, uses = symbols()
+    edges = {}
+    for user, names in uses.items():
+        order = ("module", "binary") if progs[user] == "module" else ("binary",)
+        for name in names:
+            d = definer(defs, order, name)
+            if d and d != user:
+                edges.setdefault((user, d), set()).add(name)
+    if DLSYM_FORWARDER in progs:
+        for name in dlsym_names():
+            d = definer(defs, ("module",), name)
+            if d:
+                edges.setdefault((DLSYM_FORWARDER, d), set()).add(name)
+    return {k: sorted(v) for k, v in edges.items()}
+
+
+def test_each_symbol_has_one_definition_per_program():
+    _, defs, _ = symbols()
+    bad = [f"{name} ({prog}): " + ", ".join(f for f, _ in found)
+           for (prog, name), found in sorted(defs.items())
+           if sum(1 for _, s in found if s) > 1]
+    assert not bad, "symbols defined in more than one file of a program:\n" + "\n".join(bad)
+
+
+def test_dl_forwards_to_entry_points_the_module_has():
+    progs, defs, _ = symbols()
+    if DLSYM_FORWARDER not in progs:
+        pytest.skip("a build without CUDA: no module, no dl.c")
+    names = dlsym_names()
+    assert names, f"no dlsym names found in {DLSYM_FORWARDER}"
+    lacking = [n for n in names if ("module", n) not in defs]
+    assert not lacking, f"{DLSYM_FORWARDER} looks up what the module lacks: {lacking}"
+
+
+def test_calls_point_down_the_layers():
+    bad, used = [], set()
+    for (user, d), names in sorted(call_edges().items()):
+        mine, theirs = layer(user), layer(d)
+        if theirs in ALLOWED[mine]:
+            continue
+        if (mine, d) in CALLS_ALLOWED:
+            used.add((mine, d))
+            continue
+        bad.append(f"{user} ({mine}) uses {', '.join(names)} from {d} ({theirs})")
+    stale = [f"{k}: no such call any more" for k in CALLS_ALLOWED if k not in used]
+    assert not bad and not stale, "calls against the layers:\n" + "\n".join(bad + stale)
+
+
+def loops(edges):
+    """The strongly connected components of more than one file (Tarjan's,
+    iterative)."""
+    graph = {}
+    for u, d in edges:
+        graph.setdefault(u, []).append(d)
+        graph.setdefault(d, [])
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = set()
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.add(x)
+                        if x == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(frozenset(comp))
+            elif w not in index:
+                index[w] = low[w] = counter[0]
+                counter[0] += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(graph[w]))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def test_file_loops_are_declared_modules():
+    edges = call_edges()
+    progs, _, _ = symbols()
+    found = loops(edges)
+    bad = []
+    for comp in found:
+        if comp not in DECLARED_MODULES:
+            calls = [f"  {u} -> {d}: {', '.join(n)}" for (u, d), n in sorted(edges.items())
+                     if u in comp and d in comp]
+            bad.append("undeclared loop: " + ", ".join(sorted(comp)) + "\n" + "\n".join(calls))
+    there = set(sources())
+    for comp in DECLARED_MODULES:
+        if not comp <= there:
+            bad.append("declared loop names files that are not there: " +
+                       ", ".join(sorted(comp - there)))
+        elif comp not in found and comp <= progs.keys():  # (CUDA=0 builds no engine/cuda)
+            bad.append("declared loop no longer there (remove or correct it): " +
+                       ", ".join(sorted(comp)))
+    assert not bad, "file loops (DECLARED_MODULES):\n" + "\n".join(bad)

@@ -166,10 +166,16 @@ END_TEST
 
 START_TEST(the_mix_search_meets_its_budget_or_says_why_not)
 {
-    mt_mix_search_opts so = {.low = MT_PREC_INT8, .high = MT_PREC_FP32,
-                             .calib = {MT_CALIB_ABSMAX, 100.0}};
+    mt_mix_search_opts so = {.load = mt_model_load, .low = MT_PREC_INT8,
+                             .high = MT_PREC_FP32, .calib = {MT_CALIB_ABSMAX, 100.0}};
     static mt_mix_search_result r;
     mt_err err = {0};
+    /* the loader is the caller's (engine/ calls nothing in models/) */
+    so.load = NULL;
+    so.budget_cos = 0.5;
+    ck_assert_int_eq(mt_mix_search(MODEL_DIR, be, &so, &r, &err), MT_EINVAL);
+    ck_assert_msg(strstr(err.msg, "loader"), "%s", err.msg);
+    so.load = mt_model_load;
     /* a budget all-int8 meets: no search, all int8 */
     so.budget_cos = 0.5;
     ck_assert_msg(mt_mix_search(MODEL_DIR, be, &so, &r, &err) == MT_OK, "%s", err.msg);
@@ -221,8 +227,8 @@ END_TEST
  * the high one of an int8 search. */
 START_TEST(the_mix_search_lifts_gemms_to_int8g)
 {
-    mt_mix_search_opts so = {.low = MT_PREC_INT8, .high = MT_PREC_INT8G,
-                             .calib = {MT_CALIB_ABSMAX, 100.0}};
+    mt_mix_search_opts so = {.load = mt_model_load, .low = MT_PREC_INT8,
+                             .high = MT_PREC_INT8G, .calib = {MT_CALIB_ABSMAX, 100.0}};
     static mt_mix_search_result r;
     mt_err err = {0};
     so.budget_cos = 0.99999; /* between all-int8g and fp32: out of reach */
