@@ -287,9 +287,10 @@ eval: deps-serve model
         test-arm64 test-lb-configs fuzz soak
 
 # make check: the unit tests alone at this CPU's own level, two at a time
-# (tests/check.sh), with the structure checks; no integration tests.
+# (tests/check.sh), with the structure checks (which read every object of
+# the build, hence `all`); no integration tests.
 check: deps model-all
-	$(MAKE) --no-print-directory unit-bins
+	$(MAKE) --no-print-directory all
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) tests/check.sh
 
 # The ISA matrix (tests/run.sh) runs the GEMM tests at every lower level of
