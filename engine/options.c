@@ -15,9 +15,11 @@
 
 /* oneDNN's names for its ISA cap (it reads the variable itself, without
  * regard to case, and ignores a name it does not know: we refuse one). The
- * list is every name oneDNN 2.6 to 3.x knows on the architecture. */
+ * list is every name oneDNN 2.6 to 3.x knows on the architecture, and on
+ * aarch64 also our own top level's (`mantissa cpu --levels`), which oneDNN
+ * ignores: the level is then the CPU's, as that name asks. */
 #if defined(__aarch64__)
-#define ISA_VALUES "ALL|ASIMD|SVE_128|SVE_256|SVE_384|SVE_512"
+#define ISA_VALUES "ALL|ASIMD|ASIMD_DOTPROD|SVE_128|SVE_256|SVE_384|SVE_512"
 #else
 #define ISA_VALUES                                                                        \
     "ALL|SSE41|AVX|AVX2|AVX2_VNNI|AVX2_VNNI_2|AVX512_MIC|AVX512_MIC_4OPS|AVX512_CORE|"   \
@@ -85,7 +87,7 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                           "(set by that restart)"},
     [MT_OPT_OMP_NUM_THREADS] = {"OMP_NUM_THREADS", NULL, MT_OPT_OUTSIDE, "libgomp's", 0, 0,
                                 "libgomp's",
-                                "libgomp's (the engine sets its threads from the config)"},
+                                "libgomp's; the CPU backend sets its own team (engine_threads, else every CPU)"},
     [MT_OPT_OMP_WAIT_POLICY] = {"OMP_WAIT_POLICY", NULL, MT_OPT_OUTSIDE, "libgomp's", 0, 0,
                                 "active (by the restart)",
                                 "libgomp's; set, it stops the restart"},

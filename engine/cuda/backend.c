@@ -410,7 +410,7 @@ static mt_status cu_weight_set_input_scale(mt_backend *be, mt_weight *pw, const 
  * the encoder ops
  * ====================================================================== */
 
-/* MT_CUDA_DEBUG_SYNC=1: waits for the op just issued and reports its error
+/* MANTISSA_CUDA_DEBUG_SYNC=1: waits for the op just issued and reports its error
  * (or that of an earlier op not checked this way: the attention op is
  * checked by the op after it) with the op's name. Off: nothing. */
 static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
@@ -424,7 +424,7 @@ static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
         return MT_OK;
     (void)cudaGetLastError();
     return mt_fail(err, e == cudaErrorMemoryAllocation ? MT_ENOMEM : MT_EINTERNAL,
-                   "MT_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
+                   "MANTISSA_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
                    cudaGetErrorName(e));
 }
 
@@ -436,7 +436,7 @@ static void count_op(cu_ctx *c)
         atomic_fetch_add(&c->be->n_ops, 1);
 }
 
-/* The table's gemm: cu_gemm (engine/cuda/gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
+/* The table's gemm: cu_gemm (engine/cuda/gemm.c), checked under MANTISSA_CUDA_DEBUG_SYNC. */
 static mt_status cu_gemm_op(mt_backend *be, const float *x, int m, const mt_weight *w,
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
