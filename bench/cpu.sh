@@ -51,8 +51,8 @@ echo "bench: peer, second window ..." >&2
 "$PY" bench/peer_ort.py "$OUTDIR/minilm.onnx" "$MODEL" --int8 --min-time "$SECS" \
   > "$OUTDIR/peer2.json"
 
-MT_ISA_LINE=$("$BUILD/mantissa" cpu | sed -n 's/^isa: //p')
-export MT_ISA_LINE
+CPU_BENCH_ISA=$("$BUILD/mantissa" cpu | sed -n 's/^isa: //p')
+export CPU_BENCH_ISA
 report=$("$PY" - "$OUTDIR/peer.json" "$OUTDIR/mantissa.jsonl" "$SECS" "$OUTDIR/peer2.json" <<'PY'
 import json, os, sys, platform, subprocess, datetime
 peers = [json.load(open(sys.argv[1])), json.load(open(sys.argv[4]))]
@@ -73,7 +73,7 @@ print("# CPU throughput per precision: Mantissa vs ONNX Runtime\n")
 print("- date: %s" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
 print("- machine: %s, %d threads used by each side" % (cpu, ours["threads"]))
 print("- command: `make bench` (bench/cpu.sh)")
-isa = os.environ.get("MT_ISA_LINE", "?")
+isa = os.environ.get("CPU_BENCH_ISA", "?")
 print("- instruction set: Mantissa at %s (`mantissa cpu`; `ONEDNN_MAX_CPU_ISA=AVX2 make bench` "
       "steps it down); ONNX Runtime at this CPU's own level (it has no switch to step down)"
       % isa)

@@ -15,7 +15,7 @@
 #       run in the order given; default tests,gemm,e2e,serve,stsb,sanitize):
 #         tests     every tests/gpu program, test_gpu_graphs and test_gpu_model
 #                   on the shipped MiniLM, test_gpu_backend again under
-#                   MT_CUDA_DEBUG_SYNC=1
+#                   MANTISSA_CUDA_DEBUG_SYNC=1
 #         gemm      bench/gpu/gemm_bench (every shape and m)
 #         direct    gemm_bench on the LLM shapes at m = 1, 4, 16 and 1024 only
 #                   (the direct W8A16 kernel against the staged one, the FP8
@@ -195,17 +195,17 @@ run() {
           tee -a "$LOG/tests.log" | grep -E 'FAIL|passed|SKIP|gpu graphs: .*(op calls|max \|diff)' || true; }
     # the debug switch: every op synchronised and checked, no graphs recorded
     room 30 "debug-sync pass" &&
-      { echo "== MT_CUDA_DEBUG_SYNC=1 test_gpu_backend --quick" >> "$LOG/tests.log"
-        MT_CUDA_DEBUG_SYNC=1 runb timeout "$(cap 120)" "$BIN/test_gpu_backend" --quick 2>&1 |
+      { echo "== MANTISSA_CUDA_DEBUG_SYNC=1 test_gpu_backend --quick" >> "$LOG/tests.log"
+        MANTISSA_CUDA_DEBUG_SYNC=1 runb timeout "$(cap 120)" "$BIN/test_gpu_backend" --quick 2>&1 |
           sed 's/^gpu backend:/gpu backend (debug sync):/' | tee -a "$LOG/tests.log" |
           grep -E 'FAIL|passed|SKIP' || true; }
     room 30 test_gpu_model &&
       { runb timeout "$(cap 150)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 | tee -a "$LOG/tests.log" |
         grep -E 'FAIL|passed|SKIP|gpu model: [a-z0-9/]+ +mean' || true; }
     # the opt-in GELU epilogue (tanh form) against the same CPU FP32 vectors
-    room 30 "test_gpu_model, MT_CUDA_GELU=tanh" &&
-      { echo "== MT_CUDA_GELU=tanh test_gpu_model" >> "$LOG/tests.log"
-        MT_CUDA_GELU=tanh runb timeout "$(cap 150)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 |
+    room 30 "test_gpu_model, MANTISSA_CUDA_GELU=tanh" &&
+      { echo "== MANTISSA_CUDA_GELU=tanh test_gpu_model" >> "$LOG/tests.log"
+        MANTISSA_CUDA_GELU=tanh runb timeout "$(cap 150)" "$BIN/test_gpu_model" "${ref_args[@]}" 2>&1 |
           sed 's/^gpu model:/gpu model (gelu tanh):/' | tee -a "$LOG/tests.log" |
           grep -E 'FAIL|passed|SKIP|gpu model \(gelu tanh\): [a-z0-9/]+ +mean' || true; }
   }
@@ -255,9 +255,9 @@ run() {
       say "peer failed: $(tail -3 "$LOG/peer.err")"
     runb timeout "$(cap 150)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --seconds "$secs" \
       --json "$W/e2e.json" 2> "$LOG/e2e.err" || say "e2e failed: $(tail -3 "$LOG/e2e.err")"
-    # 16-bit precisions with GELU in cuBLASLt's epilogue (MT_CUDA_GELU=tanh)
-    room 30 "end to end, MT_CUDA_GELU=tanh" &&
-      { MT_CUDA_GELU=tanh runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+    # 16-bit precisions with GELU in cuBLASLt's epilogue (MANTISSA_CUDA_GELU=tanh)
+    room 30 "end to end, MANTISSA_CUDA_GELU=tanh" &&
+      { MANTISSA_CUDA_GELU=tanh runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
           --seconds "$secs" --precisions fp16,bf16 --json "$W/e2e-gelu-tanh.json" 2>> "$LOG/e2e.err" ||
           say "e2e (gelu tanh) failed: $(tail -3 "$LOG/e2e.err")"; }
   }
@@ -296,7 +296,7 @@ run() {
     say "batch-1 forward with and without CUDA graphs"
     { echo "### batch 1, 128 tokens: CUDA graphs on (default) and off"; echo '```'
       for g in 1 0; do
-        MT_CUDA_GRAPHS=$g runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+        MANTISSA_CUDA_GRAPHS=$g runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
           --precisions fp16,int8 --batch 1 --seconds 1 2>&1 | sed "s/^/graphs=$g /" | grep -F 'sentences/s'
       done; echo '```'; } >> "$P" 2>&1
     if [ -z "$ncu" ]; then echo "ncu not found" >> "$P"; return 0; fi

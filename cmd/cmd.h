@@ -4,6 +4,8 @@
 #ifndef MT_CMD_CMD_H
 #define MT_CMD_CMD_H
 
+#include <stdio.h>
+
 #include "engine/quant/quant.h"
 #include "server/core/config.h"
 #include "server/core/models.h"
@@ -47,5 +49,10 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_cpu(int argc, char **argv);
+int cmd_options(int argc, char **argv);
+
+/* The runtime options table (engine/options.h): text for --help, or the
+ * README's Markdown table (cmd/options.c). */
+void cmd_options_print(FILE *f, int markdown);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "cmd/cmd.h"
 #include "engine/backend.h"
+#include "engine/options.h"
 
 static const char usage[] =
     "usage: mantissa cpu [--levels]\n"
@@ -57,7 +58,7 @@ int cmd_cpu(int argc, char **argv)
     }
     char model[256];
     cpu_model(model, sizeof model);
-    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    const char *cap = mt_opt_text(MT_OPT_MAX_CPU_ISA);
     printf("cpu: %s, %d threads\n", model, be->threads);
     printf("isa: %s%s%s%s\n", be->ops->isa(be), cap ? " (ONEDNN_MAX_CPU_ISA=" : "",
            cap ? cap : "", cap ? ")" : "");

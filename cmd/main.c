@@ -8,6 +8,7 @@
  *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE
  *   mantissa compare  --config FILE [--model NAME] [--json FILE] [--svg FILE]
  *   mantissa cpu      [--levels]
+ *   mantissa options  [--markdown]
  *
  * Only cmd/ prints to stdout or exits; everything below it returns errors
  * as values.
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "engine/options.h"
 
 static void usage(FILE *f)
 {
@@ -33,6 +35,7 @@ static void usage(FILE *f)
             "  quantize  write a variant's quantized weights (see mantissa quantize --help)\n"
             "  compare   the precision report: every variant against FP32 (mantissa compare --help)\n"
             "  cpu       the CPU's instruction-set level and the kernel of each precision there\n"
+            "  options   the environment variables Mantissa reads (MANTISSA_*), values, defaults\n"
             "\n"
             "common options:\n"
             "  --config FILE      config file (default config/mantissa.json)\n"
@@ -67,11 +70,14 @@ static void usage(FILE *f)
  * 2.42 ms) and tied it beside a busy process (3.3 against 3.4 ms; c=64
  * throughput 7% lower): bench/results/openmp-throttle-2026-11-26.md.
  * libgomp reads these when it loads, before main(), so when the user has
- * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT we set both and start
- * again. */
+ * chosen neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT (nor MANTISSA_NO_REEXEC=1)
+ * we set both and start again. Their values come from the options module
+ * (engine/options.h), which read them already: nothing here reads the
+ * environment, it only writes the restart's. */
 static void prefer_short_openmp_spin(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("MANTISSA_NO_REEXEC"))
+    if (mt_opt_text(MT_OPT_OMP_WAIT_POLICY) || mt_opt_text(MT_OPT_GOMP_SPINCOUNT) ||
+        mt_opt_int(MT_OPT_NO_REEXEC))
         return;
     setenv("OMP_WAIT_POLICY", "active", 1);
     setenv("GOMP_SPINCOUNT", "1000", 1);
@@ -81,7 +87,13 @@ static void prefer_short_openmp_spin(char **argv)
 
 int main(int argc, char **argv)
 {
+    mt_err err;
+    if (mt_options_init(&err) != MT_OK) { /* the environment, read once; see `mantissa options` */
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return 2;
+    }
     prefer_short_openmp_spin(argv);
+    fputs(mt_options_warnings(), stderr); /* after the restart: printed once */
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -92,7 +104,7 @@ int main(int argc, char **argv)
     } cmds[] = {
         {"serve", cmd_serve}, {"embed", cmd_embed},       {"eval", cmd_eval},
         {"bench", cmd_bench}, {"quantize", cmd_quantize}, {"compare", cmd_compare},
-        {"cpu", cmd_cpu},
+        {"cpu", cmd_cpu},     {"options", cmd_options},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(argv[1], cmds[i].name))

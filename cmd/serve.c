@@ -1,4 +1,8 @@
-/* serve.c: mantissa serve: the options, then server/main.c's wiring. */
+/* serve.c: mantissa serve: the options, then server/main.c's wiring;
+ * --help also lists the runtime options (environment: cmd/options.c). */
+#include <stdio.h>
+#include <string.h>
+
 #include "cmd/cmd.h"
 #include "server/main.h"
 
@@ -10,6 +14,12 @@ int cmd_serve(int argc, char **argv)
         "OpenAI embeddings API, KServe v2 and the admin endpoints (see README.md).\n"
         "--listen overrides server.listen. SIGTERM/SIGINT drain and stop; SIGHUP\n"
         "reloads the config.\n";
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("%s\n", usage);
+            cmd_options_print(stdout, 0);
+            return 0;
+        }
     cmd_opts o;
     if (cmd_parse(argc, argv, &o, usage) != 0)
         return 2;

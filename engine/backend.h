@@ -110,7 +110,7 @@ typedef struct mt_backend_ops {
      *
      *   void *arena; bool replay;
      *   graph_begin(be, key, bytes, in, in_bytes, &arena, &replay, err);
-     *   if arena is NULL: nothing is recorded now (e.g. MT_CUDA_DEBUG_SYNC=1):
+     *   if arena is NULL: nothing is recorded now (e.g. MANTISSA_CUDA_DEBUG_SYNC=1):
      *       run the forward as usual; no graph_end.
      *   else: in (in_bytes of host memory) has been copied to the start of
      *       arena (bytes of backend memory, the calling thread's); take every

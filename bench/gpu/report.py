@@ -86,13 +86,13 @@ def gemm_targets(g):
 
 
 def gelu_tanh_section(w, e):
-    """The fp16/bf16 rows again with MT_CUDA_GELU=tanh, against the erf rows
+    """The fp16/bf16 rows again with MANTISSA_CUDA_GELU=tanh, against the erf rows
     of the same run."""
     et = load_json(os.path.join(w, "e2e-gelu-tanh.json"))
     if not et:
         return
     base = {(r["precision"], r["batch"]): r for r in e["results"]}
-    print("### The same with MT_CUDA_GELU=tanh (GELU in cuBLASLt's epilogue)\n")
+    print("### The same with MANTISSA_CUDA_GELU=tanh (GELU in cuBLASLt's epilogue)\n")
     print("| precision | batch | sentences/s | vs the erf pass (same run) |")
     print("|---|---|---|---|")
     for r in et["results"]:

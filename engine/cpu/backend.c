@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/options.h"
 #include "engine/quant/quant.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/ops.h"
@@ -372,6 +373,9 @@ static const mt_backend_ops cpu_ops = {
 
 mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err)
 {
+    *out = NULL;
+    if (mt_options_init(err) != MT_OK) /* a bad MANTISSA_* value; also hands the kernels theirs */
+        return MT_EINVAL;
     mt_backend *be = calloc(1, sizeof *be);
     if (!be)
         return mt_fail(err, MT_ENOMEM, "out of memory");

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/options.h"
 #include "engine/quant/quant.h"
 #include "kernels/cuda/kcu.h"
 
@@ -409,7 +410,7 @@ static mt_status cu_weight_set_input_scale(mt_backend *be, mt_weight *pw, const 
  * the encoder ops
  * ====================================================================== */
 
-/* MT_CUDA_DEBUG_SYNC=1: waits for the op just issued and reports its error
+/* MANTISSA_CUDA_DEBUG_SYNC=1: waits for the op just issued and reports its error
  * (or that of an earlier op not checked this way: the attention op is
  * checked by the op after it) with the op's name. Off: nothing. */
 static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
@@ -423,7 +424,7 @@ static mt_status op_done(cu_ctx *c, const char *op, mt_err *err)
         return MT_OK;
     (void)cudaGetLastError();
     return mt_fail(err, e == cudaErrorMemoryAllocation ? MT_ENOMEM : MT_EINTERNAL,
-                   "MT_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
+                   "MANTISSA_CUDA_DEBUG_SYNC: after the %s op: %s (%s)", op, cudaGetErrorString(e),
                    cudaGetErrorName(e));
 }
 
@@ -435,7 +436,7 @@ static void count_op(cu_ctx *c)
         atomic_fetch_add(&c->be->n_ops, 1);
 }
 
-/* The table's gemm: cu_gemm (engine/cuda/gemm.c), checked under MT_CUDA_DEBUG_SYNC. */
+/* The table's gemm: cu_gemm (engine/cuda/gemm.c), checked under MANTISSA_CUDA_DEBUG_SYNC. */
 static mt_status cu_gemm_op(mt_backend *be, const float *x, int m, const mt_weight *w,
                             const float *bias, mt_act act, float *y, mt_err *err)
 {
@@ -568,40 +569,21 @@ static const mt_backend_ops cuda_ops = {
     .graph_end = cu_graph_end_op,
 };
 
-/* An integer environment knob, or dflt when unset or empty. */
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : dflt;
-}
-
-/* Defaults, then the MT_CUDA_* environment overrides (engine/cuda/backend.h). */
+/* Defaults, then the MANTISSA_CUDA_* options (engine/options.h; their CHOICE
+ * values are in the order of the enums). */
 void mt_cuda_opts_default(mt_cuda_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->autotune = 1;
     o->max_len_hint = 512;
-    const char *g = getenv("MT_CUDA_GEMM"), *a = getenv("MT_CUDA_ATTN");
-    if (g && !strcmp(g, "fused"))
-        o->gemm = MT_CUDA_GEMM_FUSED;
-    else if (g && !strcmp(g, "library"))
-        o->gemm = MT_CUDA_GEMM_LIBRARY;
-    if (a && !strcmp(a, "fp32"))
-        o->attn = MT_CUDA_ATTN_FP32;
-    else if (a && !strcmp(a, "f16"))
-        o->attn = MT_CUDA_ATTN_F16;
-    o->crossover = env_int("MT_CUDA_CROSSOVER", 0);
-    o->autotune = env_int("MT_CUDA_AUTOTUNE", 1);
-    o->w8a16_bf16 = env_int("MT_CUDA_W8A16_BF16", 0);
-    const char *wk = getenv("MT_CUDA_W8A16_KERNEL");
-    if (wk && !strcmp(wk, "direct"))
-        o->w8a16_kernel = KCU_W8A16_DIRECT;
-    else if (wk && !strcmp(wk, "staged"))
-        o->w8a16_kernel = KCU_W8A16_STAGED;
-    const char *ge = getenv("MT_CUDA_GELU");
-    o->gelu_tanh = ge && !strcmp(ge, "tanh");
-    o->debug_sync = env_int("MT_CUDA_DEBUG_SYNC", 0);
-    o->graphs = env_int("MT_CUDA_GRAPHS", 1);
+    o->gemm = (mt_cuda_gemm_path)mt_opt_int(MT_OPT_CUDA_GEMM);
+    o->attn = (mt_cuda_attn)mt_opt_int(MT_OPT_CUDA_ATTN);
+    o->crossover = mt_opt_int(MT_OPT_CUDA_CROSSOVER);
+    o->autotune = mt_opt_int(MT_OPT_CUDA_AUTOTUNE);
+    o->w8a16_bf16 = mt_opt_int(MT_OPT_CUDA_W8A16_BF16);
+    o->w8a16_kernel = mt_opt_int(MT_OPT_CUDA_W8A16_KERNEL); /* auto, staged, direct */
+    o->gelu_tanh = mt_opt_int(MT_OPT_CUDA_GELU);             /* erf, tanh */
+    o->debug_sync = mt_opt_int(MT_OPT_CUDA_DEBUG_SYNC);
+    o->graphs = mt_opt_int(MT_OPT_CUDA_GRAPHS);
 }
 
 /* Checks the device (present, sm_80+, our kernels load), then makes the
@@ -611,6 +593,8 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
 {
     int n = 0;
     *out = NULL;
+    if (mt_options_init(err) != MT_OK) /* a bad MANTISSA_* value */
+        return MT_EINVAL;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
         (void)cudaGetLastError();

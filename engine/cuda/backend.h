@@ -72,27 +72,29 @@ mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *repl
 mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
 
 /* ---- knobs for tests and benchmarks ------------------------------------
- * mt_backend_cuda_create reads the same knobs from the environment:
- *   MT_CUDA_GEMM=auto|fused|library   8-bit GEMM path (default auto)
- *   MT_CUDA_CROSSOVER=M               fixed m from which 8-bit GEMMs use cuBLASLt
- *   MT_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
- *   MT_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
- *   MT_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
- *   MT_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: erf (default, BERT's own, a
- *                                     separate pass) or tanh (cuBLASLt's GELU_BIAS epilogue,
+ * mt_backend_cuda_create takes them from the runtime options (engine/options.h;
+ * `mantissa options` lists each with its values and default):
+ *   MANTISSA_CUDA_GEMM=auto|fused|library   8-bit GEMM path (default auto)
+ *   MANTISSA_CUDA_CROSSOVER=M               fixed m from which 8-bit GEMMs use cuBLASLt
+ *   MANTISSA_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
+ *   MANTISSA_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
+ *   MANTISSA_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
+ *   MANTISSA_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: erf (default, BERT's own,
+ *                                     a separate pass) or tanh (cuBLASLt's GELU_BIAS epilogue,
  *                                     the tanh approximation: no pass over the FFN output;
  *                                     on the CPU MiniLM's vectors moved by mean cosine
  *                                     0.99999931 from erf's; not yet run on a GPU)
- *   MT_CUDA_W8A16_KERNEL=staged|direct  the fused kernel for m <= 16: staged (default,
- *                                     measured) or direct (weights into registers, not
+ *   MANTISSA_CUDA_W8A16_KERNEL=auto|staged|direct  the fused kernel for m <= 16: staged
+ *                                     (auto, measured) or direct (weights into registers, not
  *                                     yet run on a GPU; bitwise the same results)
- *   MT_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
+ *   MANTISSA_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
  *                                     asynchronous error names the op that caused it)
  *                                     and record no CUDA graphs (begin/end run the ops
  *                                     eagerly, the graph_begin slot answers "not now"
  *                                     so models run their plain forward); slow, for
  *                                     finding a failing kernel
- *   MT_CUDA_GRAPHS=0|1                model forwards recorded as CUDA graphs (1) */
+ *   MANTISSA_CUDA_GRAPHS=0|1                model forwards recorded as CUDA graphs (1)
+ * (the old MT_CUDA_* names are still honoured, with a warning). */
 typedef enum { MT_CUDA_GEMM_AUTO, MT_CUDA_GEMM_FUSED, MT_CUDA_GEMM_LIBRARY } mt_cuda_gemm_path;
 typedef enum { MT_CUDA_ATTN_AUTO, MT_CUDA_ATTN_FP32, MT_CUDA_ATTN_F16 } mt_cuda_attn;
 
@@ -102,22 +104,22 @@ typedef struct {
     int autotune;           /* measure the crossover per (precision, n, k) at weight upload */
     mt_cuda_attn attn;
     int w8a16_bf16;
-    int w8a16_kernel; /* kcu_w8a16_kernel: MT_CUDA_W8A16_KERNEL (0: auto) */
-    int gelu_tanh;    /* MT_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
+    int w8a16_kernel; /* kcu_w8a16_kernel: MANTISSA_CUDA_W8A16_KERNEL (0: auto) */
+    int gelu_tanh;    /* MANTISSA_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
      * to the fused kernel can be checked on any GPU. */
     int fake_w8a8_refusal_below_m;
-    int debug_sync; /* MT_CUDA_DEBUG_SYNC */
-    /* MT_CUDA_GRAPHS: 1 (default) the graph_begin slot records and replays
+    int debug_sync; /* MANTISSA_CUDA_DEBUG_SYNC */
+    /* MANTISSA_CUDA_GRAPHS: 1 (default) the graph_begin slot records and replays
      * forwards; 0 it answers "not now" (the plain, unpadded forward); 2
      * (tests only) padded forwards in the arena, always eager, never
      * recorded: the bitwise reference for a replay. */
     int graphs;
 } mt_cuda_opts;
 
-/* The defaults, overridden by the environment variables above. */
+/* The defaults, overridden by the options above. */
 void mt_cuda_opts_default(mt_cuda_opts *o);
 mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_backend **out,
                                       mt_err *err);
@@ -125,8 +127,8 @@ mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_back
 /* How many GEMMs went down each path since the backend was made. */
 typedef struct {
     long fused;      /* W8A16 fused kernel */
-    long fused_direct; /* of which the direct kernel (MT_CUDA_W8A16_KERNEL=direct, m <= 16) */
-    long lt_gelu_epi;  /* of lt_16, GEMMs whose GELU ran in cuBLASLt's epilogue (MT_CUDA_GELU=tanh) */
+    long fused_direct; /* of which the direct kernel (MANTISSA_CUDA_W8A16_KERNEL=direct, m <= 16) */
+    long lt_gelu_epi;  /* of lt_16, GEMMs whose GELU ran in cuBLASLt's epilogue (MANTISSA_CUDA_GELU=tanh) */
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */

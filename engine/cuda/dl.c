@@ -13,7 +13,8 @@
  * without a driver never loads them, and one without the module runs on the
  * CPU and says why.
  *
- * Where the module is looked for, in order: $MANTISSA_CUDA_MODULE (a path);
+ * Where the module is looked for, in order: $MANTISSA_CUDA_MODULE (a path;
+ * this file reads it and MANTISSA_CUDA_DRIVER through engine/options.h);
  * next to the binary (build/<cfg>/); ../lib from the binary (an installed
  * layout such as the container image's /opt/mantissa/{bin,lib}). The
  * module's references to the rest of the engine resolve against the binary,
@@ -22,6 +23,7 @@
  * library to probe (tests: any library that opens, to reach the module on a
  * machine without a GPU). */
 #include "engine/cuda/backend.h"
+#include "engine/options.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -54,8 +56,8 @@ static struct {
 static void *open_module(void)
 {
     char exe[PATH_MAX], path[PATH_MAX + 64];
-    const char *env = getenv("MANTISSA_CUDA_MODULE");
-    if (env && *env) {
+    const char *env = mt_opt_text(MT_OPT_CUDA_MODULE);
+    if (env) {
         void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
         if (!h)
             snprintf(mod.why, sizeof mod.why, "cannot load the CUDA module: %s", dlerror());
@@ -116,8 +118,8 @@ static bool bind_all(void *h)
 
 static void load(void)
 {
-    const char *drv = getenv("MANTISSA_CUDA_DRIVER");
-    if (!drv || !*drv)
+    const char *drv = mt_opt_text(MT_OPT_CUDA_DRIVER);
+    if (!drv)
         drv = "libcuda.so.1";
     void *d = dlopen(drv, RTLD_LAZY | RTLD_LOCAL);
     if (!d) {

@@ -367,7 +367,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
         break;
     case MT_PREC_FP16:
     case MT_PREC_BF16: {
-        /* MT_CUDA_GELU=tanh: GELU in the epilogue; where cuBLASLt has no
+        /* MANTISSA_CUDA_GELU=tanh: GELU in the epilogue; where cuBLASLt has no
          * such algorithm, the plain GEMM and the erf pass below */
         const int bf = pw->prec == MT_PREC_BF16, epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
         void *xh = NULL;

@@ -15,7 +15,7 @@
  *     key of every model (one forward at a time runs on a thread's stream);
  *     it holds a forward's inputs and activations, so a key's buffers are the
  *     same on every replay;
- *   - MT_CUDA_DEBUG_SYNC=1 records nothing (every op runs eagerly and is
+ *   - MANTISSA_CUDA_DEBUG_SYNC=1 records nothing (every op runs eagerly and is
  *     checked, see engine/cuda/backend.c), and the slots answer "not now".
  */
 #include <stdio.h>
@@ -73,7 +73,7 @@ static int slot_take(cu_ctx *c, unsigned long long key)
  * grow, so the sum changes whenever either does. */
 static unsigned mem_gen(const cu_ctx *c) { return c->ws.gen + c->arena_gen; }
 
-/* begin on c: eager_only (debug sync, or the tests' MT_CUDA_GRAPHS=2) never
+/* begin on c: eager_only (debug sync, or the tests' MANTISSA_CUDA_GRAPHS=2) never
  * records. */
 static mt_status graph_begin_ctx(cu_ctx *c, unsigned long long key, int eager_only, bool *replay,
                                  mt_err *err)
@@ -268,7 +268,7 @@ static mt_status arena_ensure(cu_ctx *c, size_t bytes, mt_err *err)
 }
 
 /* backend.h's graph_begin: "not now" (arena NULL) when graphs are off or
- * under MT_CUDA_DEBUG_SYNC; else the arena, the inputs copied into it
+ * under MANTISSA_CUDA_DEBUG_SYNC; else the arena, the inputs copied into it
  * (synchronously, as ->upload: in may be freed on return), and begin. */
 mt_status cu_graph_begin_op(mt_backend *be, unsigned long long key, size_t bytes, const void *in,
                             size_t in_bytes, void **arena, bool *replay, mt_err *err)

@@ -68,7 +68,7 @@ typedef enum {
 /* What begin does for a key: cached says whether a graph is cached for it
  * (recorded at workspace generation graph_gen), seen whether the key was
  * begun before on this thread, cur_gen the workspace's generation now, and
- * debug_sync whether MT_CUDA_DEBUG_SYNC asks for eager ops only. */
+ * debug_sync whether MANTISSA_CUDA_DEBUG_SYNC asks for eager ops only. */
 cup_graph_action cup_graph_decide(int cached, unsigned graph_gen, unsigned cur_gen, int seen,
                                   int debug_sync);
 

@@ -1,11 +1,12 @@
 /* cpu_isa.c: the instruction-set level of the CPU kernels (cpu_isa.h):
  * what CPUID and the OS allow, capped by oneDNN's effective ISA, so that
- * one setting (ONEDNN_MAX_CPU_ISA) steps oneDNN and our kernels down
- * together. */
+ * one setting (ONEDNN_MAX_CPU_ISA, read by oneDNN and by engine/options.c,
+ * which hands it here) steps oneDNN and our kernels down together. */
 #include "kernels/cpu/cpu_isa.h"
 
 #include <dnnl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,11 +24,8 @@
 #endif
 #endif
 
-bool kc_env_says_no(const char *name)
-{
-    const char *v = getenv(name);
-    return v && *v && strcmp(v, "0") != 0;
-}
+/* The cap the engine handed over (kc_isa_set_cap); "" when none. */
+static char isa_cap[32];
 
 static const char *const isa_names[KC_ISA_COUNT] = {
     "avx2",           "avx2_vnni",       "avx512_core", "avx512_core_vnni",
@@ -103,8 +101,7 @@ static void isa_probe(void)
 {
     const kc_isa f = cpu_features();
 #ifdef KC_ISA_ARM
-    const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
-    isa.dotprod = f.dotprod && !(cap && !strcasecmp(cap, "ASIMD"));
+    isa.dotprod = f.dotprod && strcasecmp(isa_cap, "ASIMD") != 0;
     isa.level = isa.dotprod ? KC_ISA_ASIMD_DOTPROD : KC_ISA_ASIMD;
     return;
 #endif
@@ -128,6 +125,11 @@ const kc_isa *kc_isa_get(void)
 {
     pthread_once(&isa_once, isa_probe);
     return &isa;
+}
+
+void kc_isa_set_cap(const char *cap)
+{
+    snprintf(isa_cap, sizeof isa_cap, "%s", cap ? cap : "");
 }
 
 int kc_isa_levels(kc_isa_level *out)

@@ -10,8 +10,9 @@
  * reads once. The binary itself needs AVX2, FMA and F16C (the Makefile's
  * x86-64-v3), so AVX2 is the floor: a cap below it leaves oneDNN's own
  * kernels lower and ours at AVX2. On aarch64 it is ASIMD, with the dot
- * product where the CPU has it (HWCAP_ASIMDDP) and ONEDNN_MAX_CPU_ISA is
- * not "ASIMD". Read once per process. */
+ * product where the CPU has it (HWCAP_ASIMDDP) and the cap handed over
+ * (kc_isa_set_cap, ONEDNN_MAX_CPU_ISA) is not "ASIMD". Computed once per
+ * process. */
 #ifndef MT_KERNELS_CPU_CPU_ISA_H
 #define MT_KERNELS_CPU_CPU_ISA_H
 
@@ -55,9 +56,11 @@ int kc_isa_levels(kc_isa_level *out);
  * "avx512_core_bf16", "avx512_core_amx" (oneDNN's names, lower case). */
 const char *kc_isa_name(kc_isa_level level);
 
-/* Whether the environment variable name is set to other than "" or "0"
- * (the kernels' per-form switches, MANTISSA_NO_H16_KERNEL and
- * MANTISSA_NO_BF16_MATMUL, which tests use to compare two forms). */
-bool kc_env_says_no(const char *name);
+/* The ISA cap oneDNN was given (ONEDNN_MAX_CPU_ISA's value, or NULL), from
+ * the engine's options (engine/options.c): kernels/ reads no environment.
+ * On x86-64 oneDNN applies the cap itself and the level follows oneDNN's
+ * effective ISA; on aarch64 "ASIMD" (any case) leaves out the dot product.
+ * Call before the first kc_isa_get (the level is computed once). */
+void kc_isa_set_cap(const char *cap);
 
 #endif

@@ -263,9 +263,17 @@ int kc_f32_weight_create(const float *w, int n, int k, int threads, kc_f32_weigh
     return weight_create(w, n, k, threads, dnnl_f32, out);
 }
 
+/* kc_bf16_matmul_set_enabled's switch (engine/options.c: MANTISSA_NO_BF16_MATMUL). */
+static _Atomic bool bf16_off;
+
+void kc_bf16_matmul_set_enabled(bool on)
+{
+    bf16_off = !on;
+}
+
 bool kc_bf16_matmul_available(void)
 {
-    return !kc_env_says_no("MANTISSA_NO_BF16_MATMUL") && kc_isa_get()->bf16;
+    return !bf16_off && kc_isa_get()->bf16;
 }
 
 int kc_bf16_weight_create(const uint16_t *w, int n, int k, int threads, kc_f32_weight **out)

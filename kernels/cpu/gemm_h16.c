@@ -44,10 +44,18 @@ struct kc_h16_weight {
 #define H16_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,f16c")))
 #endif
 
+/* kc_h16_set_enabled's switch (engine/options.c: MANTISSA_NO_H16_KERNEL). */
+static _Atomic bool h16_off;
+
+void kc_h16_set_enabled(bool on)
+{
+    h16_off = !on;
+}
+
 bool kc_h16_available(void)
 {
 #ifdef H16_BUILD
-    return !kc_env_says_no("MANTISSA_NO_H16_KERNEL") && kc_isa_get()->avx512;
+    return !h16_off && kc_isa_get()->avx512;
 #else
     return false;
 #endif

@@ -145,9 +145,14 @@ int kc_s8_weight_create_with(const int8_t *w, const float *scale, int n, int k, 
 /* The kernel the weight runs on (never KC_S8_AUTO). */
 kc_s8_kernel kc_s8_weight_kernel(const kc_s8_weight *w);
 /* The kernel KC_S8_AUTO takes at the ISA level in force (or the one
- * MANTISSA_INT8_KERNEL names: tests force oneDNN's, inexact without VNNI,
- * to show the load check refusing it). */
+ * kc_s8_force gave: tests force oneDNN's, inexact without VNNI, to show
+ * the load check refusing it). */
 kc_s8_kernel kc_s8_kernel_auto(void);
+/* Makes KC_S8_AUTO take kernel (KC_S8_AUTO: the level's own choice again),
+ * for weights made from now on; the engine's options call it with
+ * MANTISSA_INT8_KERNEL (engine/options.c). kc_s8_forced answers it. */
+void kc_s8_force(kc_s8_kernel kernel);
+kc_s8_kernel kc_s8_forced(void);
 
 /* Resident bytes the object adds to the borrowed codes and scales: a copy
  * of the codes reordered into a blocked layout (with any compensation
@@ -190,23 +195,26 @@ int kc_gemm_f32(const float *x, int m, const kc_f32_weight *w, const float *bias
  * oneDNN's bf16 matmul (VDPBF16PS: twice the FP32 rate) with FP32 sums and
  * output; kc_gemm_f32 rounds each call's x to BF16 (nearest even) first, as
  * the GPU's BF16 GEMM does. Only where the CPU has AVX512_BF16
- * (kc_bf16_matmul_available; MANTISSA_NO_BF16_MATMUL=1 says no), and only
+ * (kc_bf16_matmul_available; kc_bf16_matmul_set_enabled(false), the
+ * engine's MANTISSA_NO_BF16_MATMUL=1, says no), and only
  * for shapes oneDNN gives one blocked layout: else KC_EDNNL, and the
  * caller keeps kc_gemm_bf16 (FP32 x, weights decoded per call). */
 bool kc_bf16_matmul_available(void);
+void kc_bf16_matmul_set_enabled(bool on);
 int kc_bf16_weight_create(const uint16_t *w, int n, int k, int threads, kc_f32_weight **out);
 
 /* FP16, BF16 and FP8 (E4M3) weights on CPUs with AVX-512 (gemm_h16.c): W
  * packed once into panels of 32 columns (k-major, the same bytes per
  * value), widened in registers by the GEMM; FP32 activations and sums.
- * kc_h16_available: the CPU has AVX-512 (MANTISSA_NO_H16_KERNEL=1 says
- * no); elsewhere create returns KC_EDNNL and callers keep the panel GEMMs
+ * kc_h16_available: the CPU has AVX-512 (kc_h16_set_enabled(false), the
+ * engine's MANTISSA_NO_H16_KERNEL=1, says no); elsewhere create returns KC_EDNNL and callers keep the panel GEMMs
  * (kc_gemm_f16, kc_gemm_bf16, kc_gemm_fp8). scale: FP8's per-channel
  * scales (n), NULL for the 16-bit formats. FP8 codes must hold no NaN
  * (kc_e4m3_has_nan), as for kc_gemm_fp8. */
 typedef enum { KC_H16_F16, KC_H16_BF16, KC_H16_E4M3 } kc_h16_fmt;
 typedef struct kc_h16_weight kc_h16_weight;
 bool kc_h16_available(void);
+void kc_h16_set_enabled(bool on);
 int kc_h16_weight_create(const void *w, int n, int k, kc_h16_fmt fmt, kc_h16_weight **out);
 void kc_h16_weight_destroy(kc_h16_weight *w);
 size_t kc_h16_weight_bytes(const kc_h16_weight *w);

@@ -132,17 +132,20 @@ bool kc_s8_kernel_available(kc_s8_kernel kernel)
     }
 }
 
-/* MANTISSA_INT8_KERNEL=NAME (a kc_s8_kernel_name) makes KC_S8_AUTO take
- * that kernel, for tests and benchmarks; "onednn" is taken even where it
- * is not exact (no VNNI), which is how tests/integration shows the load
- * check refusing a wrong kernel. KC_S8_AUTO (none) when unset or unknown. */
-static kc_s8_kernel s8_forced(void)
+/* kc_s8_force's kernel (engine/options.c: MANTISSA_INT8_KERNEL=NAME), which
+ * KC_S8_AUTO takes, for tests and benchmarks; "onednn" is taken even where
+ * it is not exact (no VNNI), which is how tests/integration shows the load
+ * check refusing a wrong kernel. KC_S8_AUTO: none. */
+static _Atomic int s8_forced_kernel = KC_S8_AUTO;
+
+void kc_s8_force(kc_s8_kernel kernel)
 {
-    const char *v = getenv("MANTISSA_INT8_KERNEL");
-    for (int i = KC_S8_ONEDNN; v && *v && i < KC_S8_KERNEL_COUNT; i++)
-        if (!strcmp(v, s8_kernel_names[i]))
-            return (kc_s8_kernel)i;
-    return KC_S8_AUTO;
+    s8_forced_kernel = (unsigned)kernel < KC_S8_KERNEL_COUNT ? (int)kernel : KC_S8_AUTO;
+}
+
+kc_s8_kernel kc_s8_forced(void)
+{
+    return (kc_s8_kernel)s8_forced_kernel;
 }
 
 /* The kernel KC_S8_AUTO takes: ours, the first the ISA level has in the
@@ -150,7 +153,7 @@ static kc_s8_kernel s8_forced(void)
  * matmul only on a build without ours. */
 static kc_s8_kernel s8_auto(void)
 {
-    const kc_s8_kernel forced = s8_forced();
+    const kc_s8_kernel forced = kc_s8_forced();
     if (forced != KC_S8_AUTO)
         return forced;
     static const kc_s8_kernel order[] = {KC_S8_AMX,     KC_S8_VNNI512,   KC_S8_VNNI256,
@@ -206,7 +209,7 @@ static int s8_create(const int8_t *codes, const float *scale, int n, int k, int 
     w->k = k;
     w->g = g < k ? g : k;
     w->nb = (k + w->g - 1) / w->g;
-    const bool forced = kernel == KC_S8_AUTO && s8_forced() == KC_S8_ONEDNN;
+    const bool forced = kernel == KC_S8_AUTO && kc_s8_forced() == KC_S8_ONEDNN;
     if (kernel == KC_S8_AUTO)
         kernel = s8_auto();
     if (!forced && !kc_s8_kernel_available(kernel)) {

@@ -3,7 +3,7 @@
  * The same GEMM, plan, split-K workspace, epilogue and MMA order as the
  * staged kernel of gemm_w8a16.cu (so bitwise the same results); only the
  * main loop differs. Chosen by kcu_w8a16_opts.kernel = KCU_W8A16_DIRECT
- * (the backend: MT_CUDA_W8A16_KERNEL=direct); see kernels/cuda/NOTES.md.
+ * (the backend: MANTISSA_CUDA_W8A16_KERNEL=direct); see kernels/cuda/NOTES.md.
  */
 #include "kernels/cuda/w8a16_dev.cuh"
 

@@ -247,7 +247,7 @@ static void gemm_every_precision_and_path_matches_fp64(void)
     }
 }
 
-/* MT_CUDA_GELU=tanh: fp16/bf16 GEMMs with GELU take cuBLASLt's GELU_BIAS
+/* MANTISSA_CUDA_GELU=tanh: fp16/bf16 GEMMs with GELU take cuBLASLt's GELU_BIAS
  * epilogue (the tanh approximation, within the 16-bit tolerances of the
  * erf reference), the others and GEMMs without GELU are unchanged. */
 static void gelu_epilogue_within_tolerance(void)

@@ -1,7 +1,7 @@
 /* test_gpu_graph_ops.c: CUDA graphs through the CUDA backend table
  * (engine/cuda/graph.c): a cut-down encoder layer recorded, replayed and
  * compared bitwise with its eager run; re-recording after the split-K
- * workspace grows; the rules between begin and end; MT_CUDA_DEBUG_SYNC
+ * workspace grows; the rules between begin and end; MANTISSA_CUDA_DEBUG_SYNC
  * recording nothing. The model forward as graphs: test_gpu_graphs.c.
  *
  *   test_gpu_graph_ops [--seed N] [--quick]
@@ -44,7 +44,7 @@ static mt_status mini_forward(const mini_model *mm, mt_err *err)
     return op->mean_pool(be, mm->x, mm->doff, mm->nseq, h, true, mm->pooled, err);
 }
 
-/* MT_CUDA_DEBUG_SYNC: no graph is ever recorded, ops still compute, and an
+/* MANTISSA_CUDA_DEBUG_SYNC: no graph is ever recorded, ops still compute, and an
  * error surfaces at the op that caused it. */
 static void debug_sync_records_nothing(void)
 {
@@ -131,7 +131,7 @@ static void graphs_replay_what_eager_computes(void)
     mt_err err = {{0}};
     mt_cuda_opts o;
     mt_cuda_opts_default(&o);
-    o.debug_sync = 0; /* graphs even in bench/gpu.sh's MT_CUDA_DEBUG_SYNC=1 pass */
+    o.debug_sync = 0; /* graphs even in bench/gpu.sh's MANTISSA_CUDA_DEBUG_SYNC=1 pass */
     if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
         return;
     const mt_backend_ops *op = be->ops;

@@ -3,14 +3,14 @@
  * fwd_graph.h), on a GPU; without one it prints the SKIP line.
  *
  * Three backends per precision (fp32, fp16, int8): graphs on (the default),
- * MT_CUDA_GRAPHS=2 (the same padded forward in the same arena layout, always
+ * MANTISSA_CUDA_GRAPHS=2 (the same padded forward in the same arena layout, always
  * eager: the bitwise reference) and graphs off (the plain unpadded forward).
  * For batch 1, 2, 5 and 8 at several lengths: the key's first use (eager),
  * second (recorded) and third (replayed) equal the padded eager forward
  * bitwise, and so do replays after the inputs change (new ids, lengths and
  * offsets in the same bucket); all of them equal the plain forward to
  * rounding (the GEMMs see another m). Then the launch counts of a batch-1
- * forward with and without graphs, batch 9 (no graph), MT_CUDA_DEBUG_SYNC
+ * forward with and without graphs, batch 9 (no graph), MANTISSA_CUDA_DEBUG_SYNC
  * (no graph), and two threads replaying at once (one arena each).
  *
  *   test_gpu_graphs [--model DIR] [--quick] [--seed N]
@@ -187,8 +187,8 @@ static void outside_the_keys(trio *t, mt_precision prec)
     mt_cuda_get_counts(dbg.be, &c1);
     CHECK(c1.graph_records == 0 && c1.graph_replays == 0 &&
               memcmp(a, c, sizeof(float) * 2 * t->g.m->info.hidden) == 0,
-          "%s: MT_CUDA_DEBUG_SYNC recorded %ld graphs or differs from the plain forward", t->name,
-          c1.graph_records);
+          "%s: MANTISSA_CUDA_DEBUG_SYNC recorded %ld graphs or differs from the plain forward",
+          t->name, c1.graph_records);
     inst_free(&dbg);
 }
 

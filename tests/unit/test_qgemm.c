@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "engine/backend.h"
+#include "engine/options.h"
 #include "tests/unit/testutil.h"
 #include "kernels/cpu/numfmt.h"
 #include "engine/quant/quant.h"
@@ -427,8 +428,8 @@ START_TEST(int8_in_place_and_reordered_weights_give_identical_results)
         printf("int8 oneDNN layouts: skipped (no VNNI at this ISA level)\n");
         return;
     }
-    char *saved = getenv("MANTISSA_INT8_KERNEL") ? strdup(getenv("MANTISSA_INT8_KERNEL")) : NULL;
-    setenv("MANTISSA_INT8_KERNEL", "onednn", 1);
+    const kc_s8_kernel saved = kc_s8_forced(); /* MANTISSA_INT8_KERNEL's, through the engine */
+    kc_s8_force(KC_S8_ONEDNN);
     static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 17}};
     static const int ms[] = {1, 16, 33, 128, 300};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -458,29 +459,20 @@ START_TEST(int8_in_place_and_reordered_weights_give_identical_results)
         kc_s8_weight_destroy(b);
         free(w), free(sc), free(bias), free(codes);
     }
-    if (saved)
-        setenv("MANTISSA_INT8_KERNEL", saved, 1);
-    else
-        unsetenv("MANTISSA_INT8_KERNEL");
-    free(saved);
+    kc_s8_force(saved);
 }
 END_TEST
 
-/* Saves and clears an environment variable; restore_env puts it back. */
-static char *take_env(const char *name)
+/* MANTISSA_INT8_KERNEL's values (engine/options.c's table) are the kernels'
+ * names in kc_s8_kernel's order: the option hands the kernels its index. */
+START_TEST(int8_kernel_option_values_are_the_kernel_names_in_order)
 {
-    const char *v = getenv(name);
-    char *saved = v ? strdup(v) : NULL;
-    unsetenv(name);
-    return saved;
+    int i = 0;
+    for (; mt_opt_choice(MT_OPT_INT8_KERNEL, i); i++)
+        ck_assert_str_eq(mt_opt_choice(MT_OPT_INT8_KERNEL, i), kc_s8_kernel_name((kc_s8_kernel)i));
+    ck_assert_int_eq(i, KC_S8_KERNEL_COUNT);
 }
-
-static void restore_env(const char *name, char *saved)
-{
-    if (saved)
-        setenv(name, saved, 1);
-    free(saved);
-}
+END_TEST
 
 /* The int8 kernels the ISA level in force can run, KC_S8_AUTO excluded. */
 static int kernels_here(kc_s8_kernel *out)
@@ -615,16 +607,17 @@ END_TEST
  * the matmul, the rest keep a plain copy on sgemm; all must be right. */
 /* FP16, BF16 and FP8: the AVX-512 kernel (panels of 32 columns, where the
  * CPU has it) and the panel GEMM (decoded panels into sgemm, which
- * MANTISSA_NO_H16_KERNEL=1 selects) agree to FP32 rounding, on shapes that
- * leave partial panels and partial register blocks (BF16 with
- * MANTISSA_NO_BF16_MATMUL=1, else oneDNN's bf16 matmul takes it). */
+ * kc_h16_set_enabled(false), the engine's MANTISSA_NO_H16_KERNEL=1, selects)
+ * agree to FP32 rounding, on shapes that leave partial panels and partial
+ * register blocks (BF16 with the bf16 matmul off, MANTISSA_NO_BF16_MATMUL=1,
+ * else oneDNN's bf16 matmul takes it). */
 START_TEST(h16_kernel_and_panel_gemm_agree)
 {
     static const mt_precision ps[] = {MT_PREC_FP16, MT_PREC_BF16, MT_PREC_FP8};
     static const int shapes[][2] = {{1536, 384}, {384, 1536}, {13, 17}, {33, 129}, {64, 300}};
     static const int ms[] = {1, 5, 8, 9, 63, 64, 65, 300};
-    char *saved = take_env("MANTISSA_NO_H16_KERNEL"), *saved_bf = take_env("MANTISSA_NO_BF16_MATMUL");
-    setenv("MANTISSA_NO_BF16_MATMUL", "1", 1);
+    kc_h16_set_enabled(true);
+    kc_bf16_matmul_set_enabled(false);
     printf("fp16/bf16/fp8: kernel form %s\n",
            kc_h16_available() ? "AVX-512 panels" : "none (panel GEMM)");
     mt_backend *be;
@@ -637,9 +630,9 @@ START_TEST(h16_kernel_and_panel_gemm_agree)
             float *w = rand_vec((size_t)n * k, 0.1f), *deq = malloc(sizeof(float) * n * k);
             float *bias = rand_vec(n, 0.5f);
             mt_weight *a = make_weight(be, w, n, k, p, deq);
-            setenv("MANTISSA_NO_H16_KERNEL", "1", 1);
+            kc_h16_set_enabled(false);
             mt_weight *b = make_weight(be, w, n, k, p, deq);
-            unsetenv("MANTISSA_NO_H16_KERNEL");
+            kc_h16_set_enabled(true);
             ck_assert_ptr_nonnull(b->data); /* the panel GEMM reads the plain codes */
             ck_assert(kc_h16_available() ? a->data == NULL : a->data != NULL);
             for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
@@ -658,8 +651,9 @@ START_TEST(h16_kernel_and_panel_gemm_agree)
             free(w), free(deq), free(bias);
         }
     mt_backend_destroy(be);
-    restore_env("MANTISSA_NO_H16_KERNEL", saved);
-    restore_env("MANTISSA_NO_BF16_MATMUL", saved_bf);
+    /* back to the options' settings (engine/options.c handed them over) */
+    kc_h16_set_enabled(!mt_opt_int(MT_OPT_NO_H16_KERNEL));
+    kc_bf16_matmul_set_enabled(!mt_opt_int(MT_OPT_NO_BF16_MATMUL));
 }
 END_TEST
 
@@ -858,6 +852,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, int8_kernels_agree_bitwise_on_every_form_the_isa_level_has);
     tcase_add_test(tc, int8_pairs_of_largest_codes_do_not_saturate);
     tcase_add_test(tc, h16_kernel_and_panel_gemm_agree);
+    tcase_add_test(tc, int8_kernel_option_values_are_the_kernel_names_in_order);
     tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
     suite_add_tcase(s, tc);
