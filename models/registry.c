@@ -12,10 +12,11 @@
 #include "models/encoder.h"
 
 /* The rows, in the order an error lists them: X(the row's variable),
- * each defined in the file named beside it. */
+ * each defined in the file named beside it; a new row is one more line. */
 #define ARCH_ROWS(X)                                                                             \
-    X(enc_arch_bert)  /* models/arch_bert.c */                                                  \
-    X(enc_arch_mpnet) /* models/mpnet.c */
+    X(enc_arch_bert)       /* models/arch_bert.c */                                              \
+    X(enc_arch_mpnet)      /* models/mpnet.c */                                                  \
+    /* end of the rows */
 
 #define ARCH_DECLARE(row) extern const enc_arch row;
 #define ARCH_ENTRY(row) &row,
