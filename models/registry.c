@@ -16,6 +16,7 @@
 #define ARCH_ROWS(X)                                                                             \
     X(enc_arch_bert)       /* models/arch_bert.c */                                              \
     X(enc_arch_mpnet)      /* models/mpnet.c */                                                  \
+    X(enc_arch_distilbert) /* models/distilbert.c */                                             \
     /* end of the rows */
 
 #define ARCH_DECLARE(row) extern const enc_arch row;
