@@ -1,13 +1,16 @@
 /* arch.h: what an architecture row is. Each encoder family (BERT, MPNet,
- * ...) is one const enc_arch in its own file (models/arch_bert.c,
- * models/mpnet.c), listed once in models/registry.c;
+ * DistilBERT, ...) is one const enc_arch in its own file (models/arch_bert.c,
+ * models/mpnet.c, models/distilbert.c), listed once in models/registry.c;
  * the shared encoder (models/encoder*.c) reads config.json, names tensors,
- * embeds and attends through the row alone, in the manner of llama.cpp's
- * per-architecture key and tensor-name tables and hooks.
+ * embeds, attends and pools through the row alone, in the manner of
+ * llama.cpp's per-architecture key and tensor-name tables and hooks.
  *
  * A row gives data (config.json's key names, the tensor names, the
- * tokenizer's special tokens) and optional hooks (NULL: the BERT-shaped
- * default). Hooks see the model through models/encoder_internal.h.
+ * tokenizer's special tokens, the default pooling) and optional hooks
+ * (NULL: the BERT-shaped default): its own config fields, extra weights
+ * (an attention bias: m->pos_bias / m->maxrel, passed to every attention
+ * op), its embeddings and positions, and whether a batch may be recorded.
+ * Hooks see the model through models/encoder_internal.h.
  */
 #ifndef MT_MODELS_ARCH_H
 #define MT_MODELS_ARCH_H
@@ -60,6 +63,9 @@ struct enc_arch {
     /* The tokenizer's roles (engine/text/tokenizer.h); NULL: BERT's
      * "[CLS]" "[SEP]" "[PAD]" "[UNK]". */
     const char *cls_token, *sep_token, *pad_token, *unk_token;
+    /* The pooling of a folder without 1_Pooling/config.json (which, when
+     * there, decides); 0 is MT_POOL_MEAN, sentence-transformers' default. */
+    mt_pooling pooling;
 
     /* ---- hooks, each optional ---- */
 

@@ -100,14 +100,16 @@ static mt_status read_arch(const char *dir, const enc_arch *a, enc_config *c, mt
 }
 
 /* 1_Pooling/config.json: mean or CLS pooling, one of them true; any other
- * mode, an unknown field or a non-bool value is refused, naming the field. */
-static mt_status read_pooling(const char *dir, enc_config *c, mt_err *err)
+ * mode, an unknown field or a non-bool value is refused, naming the field.
+ * Without the file, the row's pooling. */
+static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
     snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    c->pool_cls = a->pooling == MT_POOL_CLS;
     if (mt_json_load(path, &j, NULL) != MT_OK)
-        return MT_OK; /* no pooling config: mean, as sentence-transformers defaults */
+        return MT_OK;
     static const char *const modes[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token",
                                         "pooling_mode_max_tokens",
                                         "pooling_mode_mean_sqrt_len_tokens",
@@ -165,7 +167,7 @@ mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt
         if (st != MT_OK)
             return st;
     }
-    if ((st = read_pooling(dir, c, err)) != MT_OK)
+    if ((st = read_pooling(dir, a, c, err)) != MT_OK)
         return st;
 
     c->normalize = 0;
