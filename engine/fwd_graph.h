@@ -2,7 +2,7 @@
  * through backend.h's graph_begin / graph_end): which forwards are recorded,
  * the token-count bucket they are padded to, their key, and where each
  * buffer lies in the backend's forward arena. No device, no CUDA header:
- * models/bert.c acts on these answers, and tests/gpu/test_gpu_policy checks
+ * models/encoder.c acts on these answers, and tests/gpu/test_gpu_policy checks
  * them on any machine.
  *
  * Why padding is exact: activations are packed (varlen, backend.h), so a

@@ -2,10 +2,11 @@
  * tools know of a model, whatever its architecture.
  *
  * A model is a table of operations (like the backend table in
- * engine/backend.h) and a few facts about it. Each architecture in models/
- * (bert.c first) fills the table; models/registry.c picks the architecture
- * of a folder from its config.json "model_type" and loads it. Nothing above
- * engine/ names an architecture: a new one is added in models/ alone.
+ * engine/backend.h) and a few facts about it. The shared encoder in models/
+ * (encoder.c) fills the table for every architecture row; models/registry.c
+ * picks the row of a folder from its config.json "model_type" and loads it.
+ * Nothing above engine/ names an architecture: a new one is added in models/
+ * alone.
  *
  * Texts become vectors in two steps, so that a scheduler can batch the
  * second: tokenize (per text, any thread) then forward (a batch of packed

@@ -1,32 +1,41 @@
-/* mpnet.c: what all-mpnet-base-v2 (model_type "mpnet") adds to the BERT
- * encoder in bert.c: its config fields, its tensor names, RoBERTa-style
- * position ids (padding_idx = pad_token_id) without token types, and the
- * relative position bias that every layer adds to its attention scores
- * (one table of relative_attention_num_buckets x heads, bucketed as
- * transformers' MPNetEncoder.relative_position_bucket does).
+/* mpnet.c: the MPNet row (model_type "mpnet", as all-mpnet-base-v2) on the
+ * shared encoder (models/encoder.c): its config fields, its tensor names,
+ * its tokenizer's <s> </s> <pad>, RoBERTa-style position ids (padding_idx =
+ * pad_token_id) without token types, and the relative position bias that
+ * every layer adds to its attention scores (one table of
+ * relative_attention_num_buckets x heads, bucketed as transformers'
+ * MPNetEncoder.relative_position_bucket does), which the attention op is
+ * given as m->pos_bias.
  */
+#include "models/mpnet.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/bert_internal.h"
+#include "models/encoder_internal.h"
 
 #define MPNET_MAX_DISTANCE 128
 
-mt_status mpnet_read_config(const cJSON *j, const char *path, bert_config *c, mt_err *err)
+/* config.json's MPNet fields (relative_attention_num_buckets, pad_token_id);
+ * the longest text is what the positions after the padding index allow. */
+static mt_status mpnet_read_config(const cJSON *j, const char *path, enc_config *c, mt_err *err)
 {
+    const cJSON *pet = cJSON_GetObjectItemCaseSensitive(j, "position_embedding_type");
+    if (pet && (!cJSON_IsString(pet) || strcmp(pet->valuestring, "absolute") != 0))
+        return mt_fail(err, MT_EUNSUPPORTED, "%s: position_embedding_type must be \"absolute\"",
+                       path);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "relative_attention_num_buckets");
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(j, "pad_token_id");
-    if (!cJSON_IsNumber(b) || b->valuedouble != 32)
+    if (!cJSON_IsNumber(b) || b->valuedouble != MPNET_BUCKETS)
         return mt_fail(err, MT_EUNSUPPORTED,
                        "%s: field 'relative_attention_num_buckets' must be 32 (the only value served)",
                        path);
     if (!cJSON_IsNumber(pad) || pad->valuedouble < 0 || pad->valuedouble != (int)pad->valuedouble ||
         pad->valuedouble >= c->vocab || pad->valuedouble + 2 >= c->max_positions)
         return mt_fail(err, MT_EFORMAT, "%s: field 'pad_token_id' missing or out of range", path);
-    c->buckets = 32;
     c->pad_id = (int)pad->valuedouble;
-    c->type_vocab = 0;
+    c->max_seq_len = c->max_positions - c->pad_id - 1;
     return MT_OK;
 }
 
@@ -49,39 +58,35 @@ int mpnet_bucket(int rel, int buckets, int max_distance)
     return ret + (large < buckets - 1 ? large : buckets - 1);
 }
 
-mt_status mpnet_load_extras(bert_model *m, const st_file *f, mt_err *err)
+/* The relative position bias table (encoder.relative_attention_bias),
+ * expanded to one bias per head and relative distance up to the longest
+ * text (the attention op's pos_bias, maxrel). */
+static mt_status mpnet_load_extras(enc_model *m, const st_file *f, mt_err *err)
 {
-    const bert_config *c = &m->cfg;
+    const enc_config *c = &m->cfg;
     const float *tab;
-    mt_status st = bert_find_f32(f, "encoder.relative_attention_bias.weight", c->buckets,
-                                 c->heads, &tab, err);
+    mt_status st = enc_find_f32(m, f, "encoder.relative_attention_bias.weight", MPNET_BUCKETS,
+                                c->heads, &tab, err);
     if (st != MT_OK)
         return st;
     m->maxrel = c->max_seq_len - 1;
     const size_t w = 2 * (size_t)m->maxrel + 1;
     float *pb = malloc(sizeof(float) * w * (size_t)c->heads);
-    float *zero = calloc((size_t)c->hidden, sizeof(float));
-    if (!pb || !zero) {
-        free(pb);
-        free(zero);
+    if (!pb)
         return mt_fail(err, MT_ENOMEM, "out of memory for the relative position bias");
-    }
     for (int r = -m->maxrel; r <= m->maxrel; r++) {
-        int b = mpnet_bucket(r, c->buckets, MPNET_MAX_DISTANCE);
+        int b = mpnet_bucket(r, MPNET_BUCKETS, MPNET_MAX_DISTANCE);
         for (int hd = 0; hd < c->heads; hd++)
             pb[(size_t)hd * w + (size_t)(r + m->maxrel)] = tab[(size_t)b * c->heads + hd];
     }
-    st = bert_to_backend(m, pb, w * (size_t)c->heads, &m->pos_bias, err);
-    if (st == MT_OK)
-        st = bert_to_backend(m, zero, (size_t)c->hidden, &m->type0, err);
+    st = enc_to_backend(m, pb, w * (size_t)c->heads, &m->pos_bias, err);
     free(pb);
-    free(zero);
     return st;
 }
 
 /* One run of tokens that share a position base: embed's pos[i - start]
  * then reads position base + i - start. */
-static mt_status embed_run(bert_model *m, const int32_t *d_ids, int start, int len, int base,
+static mt_status embed_run(enc_model *m, const int32_t *d_ids, int start, int len, int base,
                            int32_t *d_pair, float *x, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
@@ -94,7 +99,9 @@ static mt_status embed_run(bert_model *m, const int32_t *d_ids, int start, int l
     return st;
 }
 
-mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+/* Embeddings with RoBERTa's position ids: position pad_id + 1 + (non-pad
+ * tokens before) for each non-pad token, pad_id for a <pad> in the text. */
+static mt_status mpnet_embed(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                       const int32_t *d_ids, const int32_t *d_off, float *x, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
@@ -131,17 +138,36 @@ mt_status mpnet_embed(bert_model *m, const int32_t *ids, const int32_t *offsets,
     return st;
 }
 
-static const bert_names bert_n = {
-    "attention.self.query", "attention.self.key", "attention.self.value",
-    "attention.output.dense", "attention.output.LayerNorm", "intermediate.dense",
-    "output.dense", "output.LayerNorm",
-};
-static const bert_names mpnet_n = {
-    "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
-    "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm",
-};
-
-const bert_names *bert_layer_names(const bert_model *m)
+/* A literal <pad> makes mpnet_embed upload between its embed calls: such
+ * a batch runs plain, not recorded. */
+static bool mpnet_recordable(const enc_model *m, const int32_t *ids, int t)
 {
-    return m->cfg.mpnet ? &mpnet_n : &bert_n;
+    for (int i = 0; i < t; i++)
+        if (ids[i] == m->cfg.pad_id)
+            return false;
+    return true;
 }
+
+const enc_arch enc_arch_mpnet = {
+    .model_type = "mpnet",
+    .prefix = "mpnet.",
+    .keys = {.vocab = "vocab_size", .hidden = "hidden_size", .layers = "num_hidden_layers",
+             .heads = "num_attention_heads", .intermediate = "intermediate_size",
+             .max_positions = "max_position_embeddings", .act = "hidden_act",
+             .eps = "layer_norm_eps"},
+    .emb = {.word = "embeddings.word_embeddings.weight",
+            .pos = "embeddings.position_embeddings.weight", .ln = "embeddings.LayerNorm"},
+    .layers = "encoder.layer",
+    .layer = {.q = "attention.attn.q", .k = "attention.attn.k", .v = "attention.attn.v",
+              .o = "attention.attn.o", .ln1 = "attention.LayerNorm",
+              .inter = "intermediate.dense", .out = "output.dense", .ln2 = "output.LayerNorm"},
+    /* MPNetTokenizer: <s> A </s>, <pad>, WordPiece's [UNK] */
+    .cls_token = "<s>",
+    .sep_token = "</s>",
+    .pad_token = "<pad>",
+    .unk_token = "[UNK]",
+    .read_config = mpnet_read_config,
+    .load_extras = mpnet_load_extras,
+    .embed = mpnet_embed,
+    .recordable = mpnet_recordable,
+};

@@ -14,7 +14,7 @@
 #include "engine/metrics.h"
 #include "engine/weights/safetensors.h"
 #include "engine/model.h"
-#include "models/bert.h"
+#include "models/encoder.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 #define REF_DIR "tests/fixtures/reference"
@@ -59,7 +59,7 @@ static double scaled_err(const float *got, const cJSON *rows, int h)
 
 START_TEST(bert_reads_minilm_architecture)
 {
-    const bert_config *c = bert_get_config(model);
+    const enc_config *c = enc_get_config(model);
     ck_assert_int_eq(c->hidden, 384);
     ck_assert_int_eq(c->layers, 6);
     ck_assert_int_eq(c->heads, 12);
@@ -89,7 +89,7 @@ START_TEST(bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden)
     for (size_t p = 0; p < 3; p++) {
         for (int i = 0; i < t * 384; i++)
             out[i] = NAN; /* poison */
-        ck_assert_int_eq(bert_hidden_states(model, ids, off, 1, pieces[p].layers, out, &err), MT_OK);
+        ck_assert_int_eq(enc_hidden_states(model, ids, off, 1, pieces[p].layers, out, &err), MT_OK);
         double e = scaled_err(out, cJSON_GetObjectItem(j, pieces[p].key), 384);
         ck_assert_msg(e < 2e-5, "%s: relative error %g", pieces[p].key, e);
     }
@@ -291,7 +291,7 @@ START_TEST(bert_load_errors_name_the_file_and_tensor)
     snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"bert\"/\"model_type\": \"gpt2\"/' "
              "%s/config.json", d);
     ck_assert_int_eq(system(cmd), 0);
-    expect_load_error(d, "config.json: model_type \"gpt2\" is not supported (\"bert\", \"mpnet\")");
+    expect_load_error(d, "config.json: model_type \"gpt2\" is not supported (\"bert\", \"mpnet\", \"distilbert\")");
     snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"gpt2\",//' %s/config.json", d);
     ck_assert_int_eq(system(cmd), 0);
     expect_load_error(d, "config.json: field 'model_type' missing or not a string");

@@ -1,4 +1,4 @@
-/* test_fwd_graph.c: models/bert.c's recorded forward (backend.h's
+/* test_fwd_graph.c: models/encoder.c's recorded forward (backend.h's
  * graph_begin / graph_end, engine/fwd_graph.h) on the host, without a GPU.
  *
  * A "tape" backend wraps the CPU backend and implements the graph slots the

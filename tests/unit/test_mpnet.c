@@ -17,8 +17,8 @@
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "engine/model.h"
-#include "models/bert.h"
-#include "models/bert_internal.h"
+#include "models/encoder.h"
+#include "models/mpnet.h"
 
 #define MODEL_DIR "models/all-mpnet-base-v2"
 #define REF_DIR "tests/fixtures/reference"
@@ -309,7 +309,7 @@ START_TEST(mpnet_cls_pooling_is_the_first_token)
                          MT_OK);
         off[1] = n;
         float *hs = malloc(sizeof(float) * (size_t)n * H);
-        ck_assert_int_eq(bert_hidden_states(m, ids, off, 1, 12, hs, &err), MT_OK);
+        ck_assert_int_eq(enc_hidden_states(m, ids, off, 1, 12, hs, &err), MT_OK);
         double c = mt_cosine(cls + s * H, hs, H), norm = 0;
         for (int j = 0; j < H; j++)
             norm += (double)cls[s * H + j] * cls[s * H + j];

@@ -1,64 +1,51 @@
-/* bert_save.c: writes a BERT model as a quantized safetensors file (each
- * GEMM weight in its precision with its scales and smoothing factors, the
- * mix and calibration in the metadata) that bert_weights.c loads without
- * re-quantizing. */
+/* encoder_save.c: writes an encoder model as a quantized safetensors file
+ * (each GEMM weight, named as its architecture row names it, in its
+ * precision with its scales and smoothing factors, the mix and calibration
+ * in the metadata) that encoder_weights.c loads without re-quantizing. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/quant/quant.h"
-#include "models/bert_internal.h"
+#include "models/encoder_internal.h"
 
 /* Layer and GEMM slot (0 qkv, 1 attention output, 2 intermediate, 3
- * output) of an encoder GEMM weight's name; false for other tensors. */
-static bool gemm_slot(const char *name, int *layer, int *g)
+ * output) of an encoder GEMM weight's name under row a's tensor names
+ * (with or without the row's prefix); false for other tensors: these are
+ * the only tensors the op policy lets take a low precision. */
+static bool gemm_slot(const enc_arch *a, const char *name, int *layer, int *g)
 {
-    static const struct {
-        const char *suffix;
+    const enc_layer_names *nm = &a->layer;
+    const struct {
+        const char *part;
         int g;
-    } slots[] = {
-        {"attention.self.query.weight", 0}, {"attention.self.key.weight", 0},
-        {"attention.self.value.weight", 0}, {"attention.output.dense.weight", 1},
-        {"intermediate.dense.weight", 2},   {"output.dense.weight", 3},
-        /* MPNet's names (models/mpnet.c) */
-        {"attention.attn.q.weight", 0}, {"attention.attn.k.weight", 0},
-        {"attention.attn.v.weight", 0}, {"attention.attn.o.weight", 1},
-    };
-    int l, at = 0;
-    if (!strncmp(name, "bert.", 5))
-        name += 5;
-    if (sscanf(name, "encoder.layer.%d.%n", &l, &at) != 1 || at == 0 || l < 0)
+    } slots[] = {{nm->q, 0}, {nm->k, 0}, {nm->v, 0}, {nm->o, 1}, {nm->inter, 2}, {nm->out, 3}};
+    const size_t pl = a->prefix ? strlen(a->prefix) : 0, ll = strlen(a->layers);
+    char *end;
+    if (pl && !strncmp(name, a->prefix, pl))
+        name += pl;
+    if (strncmp(name, a->layers, ll) || name[ll] != '.' || name[ll + 1] < '0' ||
+        name[ll + 1] > '9')
         return false;
-    for (size_t i = 0; i < sizeof slots / sizeof *slots; i++)
-        if (!strcmp(name + at, slots[i].suffix)) {
-            *layer = l;
+    long l = strtol(name + ll + 1, &end, 10);
+    if (*end != '.' || l > 1 << 20)
+        return false;
+    for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+        const size_t n = strlen(slots[i].part);
+        if (!strncmp(end + 1, slots[i].part, n) && !strcmp(end + 1 + n, ".weight")) {
+            *layer = (int)l;
             *g = slots[i].g;
             return true;
         }
+    }
     return false;
 }
 
-/* Whether a tensor of the HF BERT file is one of the encoder's GEMM weights
- * (the only tensors the op policy lets take a low precision). */
-static bool is_gemm_weight(const char *name)
+static bool is_gemm_weight(const enc_arch *a, const char *name)
 {
-    static const char *const suffix[] = {
-        ".attention.self.query.weight", ".attention.self.key.weight",
-        ".attention.self.value.weight", ".attention.output.dense.weight",
-        ".intermediate.dense.weight",   ".output.dense.weight",
-        ".attention.attn.q.weight",     ".attention.attn.k.weight",
-        ".attention.attn.v.weight",     ".attention.attn.o.weight",
-    };
-    if (strncmp(name, "encoder.layer.", 14) && strncmp(name, "bert.encoder.layer.", 19))
-        return false;
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
-        size_t sl = strlen(suffix[i]);
-        if (n > sl && !strcmp(name + n - sl, suffix[i]))
-            return true;
-    }
-    return false;
+    int l, g;
+    return gemm_slot(a, name, &l, &g);
 }
 
 typedef struct {
@@ -77,16 +64,18 @@ static int by_dtype_size_desc(const void *a, const void *b)
 
 /* The precision tensor `name` is saved in: p, or what the mix gives its
  * (layer, kind). */
-static mt_precision save_precision(const char *name, mt_precision p, const mt_mix *mix)
+static mt_precision save_precision(const enc_arch *a, const char *name, mt_precision p,
+                                   const mt_mix *mix)
 {
     int l, g;
-    return gemm_slot(name, &l, &g) ? mt_mix_precision(mix, l, (mt_gemm_kind)g, p) : p;
+    return gemm_slot(a, name, &l, &g) ? mt_mix_precision(mix, l, (mt_gemm_kind)g, p) : p;
 }
 
 /* What a save builds up: the source, the output tensors and the names
  * and smoothing factors they point into. */
 typedef struct {
     const char *dir;
+    const enc_arch *arch;
     char path[4096];
     st_file *f;
     mt_precision p;
@@ -97,7 +86,7 @@ typedef struct {
     out_tensor *o;     /* up to 3 per source tensor: codes, scales, smoothing */
     size_t no;
     char (*names)[160], (*snames)[192];
-    bert_config cfg;
+    enc_config cfg;
     int maxk;
     float *stats, *smooth; /* per (layer, gemm): act maxima, then factors */
 } saver;
@@ -109,29 +98,29 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
 {
     mt_backend *cpu;
     mt_status st;
-    if ((st = bert_read_configs(sv->dir, &sv->cfg, err)) != MT_OK ||
+    if ((st = enc_read_configs(sv->dir, sv->arch, &sv->cfg, err)) != MT_OK ||
         (st = mt_backend_cpu_create(0, &cpu, err)) != MT_OK)
         return st;
-    st = bert_calibrate(sv->dir, cpu, sv->cfg.max_seq_len, &sv->stats, err);
+    st = enc_calibrate(sv->dir, sv->arch, cpu, sv->cfg.max_seq_len, &sv->stats, err);
     mt_backend_destroy(cpu);
     if (st != MT_OK)
         return st;
-    const bert_config *c = &sv->cfg;
+    const enc_config *c = &sv->cfg;
     sv->maxk = c->intermediate > c->hidden ? c->intermediate : c->hidden;
     if (!(sv->smooth = calloc((size_t)c->layers * GEMMS_PER_LAYER * sv->maxk, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
     for (size_t i = 0; i < st_count(sv->f); i++) {
         const st_tensor *t = st_get(sv->f, i);
         int l, g;
-        if (!gemm_slot(t->name, &l, &g) || l >= c->layers || t->dtype != ST_F32 || t->ndim != 2)
+        if (!gemm_slot(sv->arch, t->name, &l, &g) || l >= c->layers || t->dtype != ST_F32 || t->ndim != 2)
             continue;
-        bert_col_absmax(t->data, (int)t->shape[0], (int)t->shape[1],
+        enc_col_absmax(t->data, (int)t->shape[0], (int)t->shape[1],
                         sv->smooth + ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk);
     }
     for (int l = 0; l < c->layers; l++)
         for (int g = 0; g < GEMMS_PER_LAYER; g++) {
             size_t off = ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk;
-            bert_smooth_finish(sv->stats + off, sv->smooth + off,
+            enc_smooth_finish(sv->stats + off, sv->smooth + off,
                                g == 3 ? c->intermediate : c->hidden);
         }
     return MT_OK;
@@ -143,7 +132,7 @@ static mt_status save_smoothed(saver *sv, size_t i, const st_tensor *t, float **
                                mt_err *err)
 {
     int l, g, rows = (int)t->shape[0], cols = (int)t->shape[1];
-    if (!gemm_slot(t->name, &l, &g) || l >= sv->cfg.layers)
+    if (!gemm_slot(sv->arch, t->name, &l, &g) || l >= sv->cfg.layers)
         return MT_OK;
     const float *s = sv->smooth + ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk;
     const float *w = t->data;
@@ -152,7 +141,7 @@ static mt_status save_smoothed(saver *sv, size_t i, const st_tensor *t, float **
     for (int r = 0; r < rows; r++)
         for (int j = 0; j < cols; j++)
             (*scaled)[(size_t)r * cols + j] = w[(size_t)r * cols + j] * s[j];
-    bert_smooth_name(t->name, sv->snames[i], sizeof sv->snames[i]);
+    enc_smooth_name(t->name, sv->snames[i], sizeof sv->snames[i]);
     sv->o[sv->no++].t = (st_tensor){.name = sv->snames[i], .dtype = ST_F32, .ndim = 1,
                                     .shape = {cols}, .data = s,
                                     .nbytes = sizeof(float) * (size_t)cols};
@@ -164,8 +153,8 @@ static mt_status save_smoothed(saver *sv, size_t i, const st_tensor *t, float **
 static mt_status save_tensor(saver *sv, size_t i, mt_err *err)
 {
     const st_tensor *t = st_get(sv->f, i);
-    const mt_precision tp = save_precision(t->name, sv->p, &sv->mix);
-    if (tp == MT_PREC_FP32 || !is_gemm_weight(t->name)) {
+    const mt_precision tp = save_precision(sv->arch, t->name, sv->p, &sv->mix);
+    if (tp == MT_PREC_FP32 || !is_gemm_weight(sv->arch, t->name)) {
         sv->o[sv->no++].t = *t;
         return MT_OK;
     }
@@ -198,7 +187,7 @@ static mt_status save_tensor(saver *sv, size_t i, mt_err *err)
     sv->o[sv->no].t.nbytes = mt_quant_data_bytes(tp, rows, cols);
     sv->no++;
     if (sc) {
-        bert_scale_name(t->name, sv->names[i], sizeof sv->names[i]);
+        enc_scale_name(t->name, sv->names[i], sizeof sv->names[i]);
         sv->o[sv->no].owned = sc;
         const int64_t ng = (int64_t)(nsc / (size_t)rows); /* per group: [rows, groups] */
         sv->o[sv->no].t = (st_tensor){.name = sv->names[i], .dtype = ST_F32,
@@ -236,13 +225,14 @@ static mt_status save_write(saver *sv, const char *out_path, mt_err *err)
     return st;
 }
 
-mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
-                              const char *mix_text, const char *out_path, mt_err *err)
+mt_status enc_save_quantized(const char *dir, const enc_arch *a, mt_precision p,
+                             const mt_calib_opts *calib, const char *mix_text,
+                             const char *out_path, mt_err *err)
 {
     saver *sv = calloc(1, sizeof *sv);
     if (!sv)
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    *sv = (saver){.dir = dir, .p = p, .calib = calib};
+    *sv = (saver){.dir = dir, .arch = a, .p = p, .calib = calib};
     snprintf(sv->path, sizeof sv->path, "%s/model.safetensors", dir);
     mt_status st = mt_mix_parse(mix_text, &sv->mix, err);
     if (st != MT_OK)
@@ -260,8 +250,8 @@ mt_status bert_save_quantized(const char *dir, mt_precision p, const mt_calib_op
             st = mt_fail(err, MT_ENOMEM, "out of memory");
     }
     for (size_t i = 0; st == MT_OK && i < n; i++)
-        sv->any_int8 |= is_gemm_weight(st_get(sv->f, i)->name) &&
-                        mt_prec(save_precision(st_get(sv->f, i)->name, p, &sv->mix))->int8_act;
+        sv->any_int8 |= is_gemm_weight(a, st_get(sv->f, i)->name) &&
+                        mt_prec(save_precision(a, st_get(sv->f, i)->name, p, &sv->mix))->int8_act;
     if (st == MT_OK && sv->any_int8)
         st = save_smoothing(sv, err);
     for (size_t i = 0; st == MT_OK && i < n; i++)

@@ -1,7 +1,8 @@
-/* bert_weights.c: the BERT encoder's weights read into the backend: FP32
+/* encoder_weights.c: the shared encoder's weights read into the backend,
+ * under the tensor names of its architecture row (models/arch.h): FP32
  * vectors and tables as they are, each GEMM weight in the precision its
  * variant (and mix) gives it, quantized at load or taken as stored from a
- * file written by bert_save.c, with int8's activation smoothing; and the
+ * file written by encoder_save.c, with int8's activation smoothing; and the
  * checks that a file and a variant agree. */
 #include <math.h>
 #include <stdio.h>
@@ -9,22 +10,29 @@
 #include <string.h>
 
 #include "engine/quant/quant.h"
-#include "models/bert_internal.h"
+#include "models/encoder_internal.h"
 
 /* ========================================================================
  * weights
  * ====================================================================== */
 
-/* Finds name (or "bert." + name) and checks it is F32 of the given shape. */
-mt_status bert_find_f32(const st_file *f, const char *name, int64_t d0, int64_t d1,
-                          const float **out, mt_err *err)
+const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name)
 {
     const st_tensor *t = st_find(f, name);
     char alt[256];
-    if (!t) {
-        snprintf(alt, sizeof alt, "bert.%s", name);
+    if (!t && a->prefix) {
+        snprintf(alt, sizeof alt, "%s%s", a->prefix, name);
         t = st_find(f, alt);
     }
+    return t;
+}
+
+/* Finds name (or the row's prefix + name) and checks it is F32 of the
+ * given shape. */
+mt_status enc_find_f32(const enc_model *m, const st_file *f, const char *name, int64_t d0,
+                       int64_t d1, const float **out, mt_err *err)
+{
+    const st_tensor *t = enc_find(m->arch, f, name);
     if (!t)
         return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), name);
     int want_dims = d1 > 0 ? 2 : 1;
@@ -39,7 +47,7 @@ mt_status bert_find_f32(const st_file *f, const char *name, int64_t d0, int64_t 
 }
 
 /* Copies a host FP32 vector/table into backend memory. */
-mt_status bert_to_backend(bert_model *m, const float *src, size_t n, float **out, mt_err *err)
+mt_status enc_to_backend(enc_model *m, const float *src, size_t n, float **out, mt_err *err)
 {
     size_t bytes = n * sizeof(float);
     float *p = m->be->ops->alloc(m->be, bytes);
@@ -55,12 +63,12 @@ mt_status bert_to_backend(bert_model *m, const float *src, size_t n, float **out
     return MT_OK;
 }
 
-mt_status bert_load_vec(bert_model *m, const st_file *f, const char *name, int64_t n,
+mt_status enc_load_vec(enc_model *m, const st_file *f, const char *name, int64_t n,
                           float **out, mt_err *err)
 {
     const float *src;
-    mt_status st = bert_find_f32(f, name, n, 0, &src, err);
-    return st != MT_OK ? st : bert_to_backend(m, src, (size_t)n, out, err);
+    mt_status st = enc_find_f32(m, f, name, n, 0, &src, err);
+    return st != MT_OK ? st : enc_to_backend(m, src, (size_t)n, out, err);
 }
 
 /* NaN or Inf in a weight is a load error: it would only show up later as
@@ -77,7 +85,7 @@ static mt_status check_finite(const st_file *f, const char *name, const float *w
 
 /* "x.weight" -> "x.weight_scale": where a pre-quantized file keeps the
  * per-channel scales of a weight. */
-void bert_scale_name(const char *weight, char *out, size_t cap)
+void enc_scale_name(const char *weight, char *out, size_t cap)
 {
     snprintf(out, cap, "%s_scale", weight);
 }
@@ -90,7 +98,7 @@ void bert_scale_name(const char *weight, char *out, size_t cap)
  * per-token int8 scales coarse for every other dimension; dividing x by s
  * per column and multiplying W's columns by s moves that range into the
  * weights, which per-channel scales absorb better. */
-void bert_col_absmax(const float *w, int n, int k, float *colmax)
+void enc_col_absmax(const float *w, int n, int k, float *colmax)
 {
     for (int r = 0; r < n; r++)
         for (int j = 0; j < k; j++) {
@@ -100,7 +108,7 @@ void bert_col_absmax(const float *w, int n, int k, float *colmax)
 }
 
 /* s from the activation maxima and the weight's column maxima (in place). */
-void bert_smooth_finish(const float *act_max, float *s, int k)
+void enc_smooth_finish(const float *act_max, float *s, int k)
 {
     for (int j = 0; j < k; j++) {
         double a = act_max[j] > 1e-5f ? act_max[j] : 1e-5, b = s[j] > 1e-5f ? s[j] : 1e-5;
@@ -111,11 +119,11 @@ void bert_smooth_finish(const float *act_max, float *s, int k)
 static void smooth_factors(const float *act_max, const float *w, int n, int k, float *s)
 {
     memset(s, 0, sizeof(float) * (size_t)k);
-    bert_col_absmax(w, n, k, s);
-    bert_smooth_finish(act_max, s, k);
+    enc_col_absmax(w, n, k, s);
+    enc_smooth_finish(act_max, s, k);
 }
 
-void bert_smooth_name(const char *weight, char *out, size_t cap)
+void enc_smooth_name(const char *weight, char *out, size_t cap)
 {
     snprintf(out, cap, "%s_input_smooth", weight);
 }
@@ -132,12 +140,12 @@ typedef struct {
 } gemm_src;
 
 /* Finds and checks every part of a GEMM weight (and its stored scales). */
-static mt_status gemm_find(bert_model *m, const st_file *f, const char *const *names,
+static mt_status gemm_find(enc_model *m, const st_file *f, const char *const *names,
                            const int *rows, int nparts, int k, gemm_src *g, mt_err *err)
 {
     const st_dtype want = m->prequant ? mt_prec(g->p)->file_dtype : ST_F32;
     for (int i = 0; i < nparts; i++) {
-        const st_tensor *t = st_find(f, names[i]);
+        const st_tensor *t = enc_find(m->arch, f, names[i]);
         if (!t)
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), names[i]);
         if (t->dtype != want || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
@@ -156,11 +164,11 @@ static mt_status gemm_find(bert_model *m, const st_file *f, const char *const *n
         }
         if (m->prequant && mt_prec(g->p)->has_scales) {
             char sn[160];
-            bert_scale_name(names[i], sn, sizeof sn);
+            enc_scale_name(names[i], sn, sizeof sn);
             const float *sc;
             /* one scale per channel: [rows]; per group of K: [rows, groups] */
             const int64_t ng = mt_prec(g->p)->group ? (int64_t)mt_quant_scale_groups(g->p, k) : 0;
-            mt_status st = bert_find_f32(f, sn, rows[i], ng, &sc, err);
+            mt_status st = enc_find_f32(m, f, sn, rows[i], ng, &sc, err);
             if (st != MT_OK)
                 return st;
             for (int64_t r = 0; r < rows[i] * (ng ? ng : 1); r++)
@@ -174,7 +182,7 @@ static mt_status gemm_find(bert_model *m, const st_file *f, const char *const *n
 }
 
 /* Packs the parts into one (a single part is used in place). */
-static mt_status gemm_pack(bert_model *m, const char *name, const int *rows, int nparts, int n,
+static mt_status gemm_pack(enc_model *m, const char *name, const int *rows, int nparts, int n,
                            int k, gemm_src *g, mt_err *err)
 {
     g->data = g->src[0];
@@ -202,14 +210,14 @@ static mt_status gemm_pack(bert_model *m, const char *name, const int *rows, int
 
 /* The smoothing factors: stored with a pre-quantized weight, or computed
  * for int8 from the calibration maxima (then W's columns are scaled). */
-static mt_status gemm_smooth(bert_model *m, const st_file *f, const char *name, int n, int k,
+static mt_status gemm_smooth(enc_model *m, const st_file *f, const char *name, int n, int k,
                              const float *act_max, gemm_src *g, mt_err *err)
 {
     char smn[192];
-    bert_smooth_name(name, smn, sizeof smn);
-    if (m->prequant && st_find(f, smn)) {
+    enc_smooth_name(name, smn, sizeof smn);
+    if (m->prequant && enc_find(m->arch, f, smn)) {
         const float *fs;
-        mt_status st = bert_find_f32(f, smn, k, 0, &fs, err);
+        mt_status st = enc_find_f32(m, f, smn, k, 0, &fs, err);
         if (st != MT_OK)
             return st;
         if (!(g->smooth = malloc(sizeof(float) * (size_t)k)))
@@ -238,7 +246,7 @@ static mt_status gemm_smooth(bert_model *m, const st_file *f, const char *name, 
 
 /* Places the weight in the backend (as stored, or quantized now), with
  * the inverse smoothing factors as its input scale. */
-static mt_status gemm_place(bert_model *m, int n, int k, const gemm_src *g, mt_weight **out,
+static mt_status gemm_place(enc_model *m, int n, int k, const gemm_src *g, mt_weight **out,
                             mt_err *err)
 {
     mt_status st = m->prequant
@@ -269,7 +277,7 @@ static mt_status gemm_place(bert_model *m, int n, int k, const gemm_src *g, mt_w
  * not mix across rows, so packing first is the same as quantizing each
  * part); from a pre-quantized file it packs the stored codes and scales as
  * they are, with no re-quantization. */
-static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *names,
+static mt_status load_gemm(enc_model *m, const st_file *f, const char *const *names,
                            const int *rows, int nparts, int k, const float *act_max,
                            int layer, mt_gemm_kind kind, mt_weight **out, mt_err *err)
 {
@@ -296,14 +304,14 @@ static mt_status load_gemm(bert_model *m, const st_file *f, const char *const *n
 
 /* Q, K and V are packed into one (3h, h) weight so that one GEMM produces
  * the packed qkv rows that the attention op reads. */
-mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
+mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err)
 {
     const int h = m->cfg.hidden, in = m->cfg.intermediate;
-    bert_layer *L = &m->layer[l];
+    enc_layer *L = &m->layer[l];
     char n1[128], n2[128], n3[128];
     mt_status st;
-    const char *p = "encoder.layer";
-    const bert_names *nm = bert_layer_names(m);
+    const char *p = m->arch->layers;
+    const enc_layer_names *nm = &m->arch->layer;
 
     /* packed qkv */
     const float *bq, *bk, *bv;
@@ -319,8 +327,9 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     snprintf(n1, sizeof n1, "%s.%d.%s.bias", p, l, nm->q);
     snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, nm->k);
     snprintf(n3, sizeof n3, "%s.%d.%s.bias", p, l, nm->v);
-    if ((st = bert_find_f32(f, n1, h, 0, &bq, err)) || (st = bert_find_f32(f, n2, h, 0, &bk, err)) ||
-        (st = bert_find_f32(f, n3, h, 0, &bv, err)))
+    if ((st = enc_find_f32(m, f, n1, h, 0, &bq, err)) ||
+        (st = enc_find_f32(m, f, n2, h, 0, &bk, err)) ||
+        (st = enc_find_f32(m, f, n3, h, 0, &bv, err)))
         return st;
     float *bqkv = malloc(sizeof(float) * 3 * (size_t)h);
     if (!bqkv)
@@ -328,7 +337,7 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     memcpy(bqkv, bq, h * sizeof(float));
     memcpy(bqkv + h, bk, h * sizeof(float));
     memcpy(bqkv + 2 * h, bv, h * sizeof(float));
-    st = bert_to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
+    st = enc_to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
     free(bqkv);
     if (st != MT_OK)
         return st;
@@ -350,7 +359,7 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
         const char *names[1] = {n1};
         if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
                             l, (mt_gemm_kind)(i + 1), g[i].wt, err)) ||
-            (st = bert_load_vec(m, f, n2, g[i].n, g[i].bias, err)))
+            (st = enc_load_vec(m, f, n2, g[i].n, g[i].bias, err)))
             return st;
     }
     struct {
@@ -364,7 +373,7 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         snprintf(n1, sizeof n1, "%s.%d.%s.%s", p, l, v[i].name, v[i].part);
-        if ((st = bert_load_vec(m, f, n1, h, v[i].dst, err)))
+        if ((st = enc_load_vec(m, f, n1, h, v[i].dst, err)))
             return st;
     }
     return MT_OK;
@@ -373,7 +382,7 @@ mt_status bert_load_layer(bert_model *m, const st_file *f, int l, mt_err *err)
 /* A pre-quantized file says in its metadata how it was made; refuse one
  * that does not match what the variant asks for, so a config edit can never
  * silently serve other weights than it names. */
-mt_status bert_check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
+mt_status enc_check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
                                   const char *mix, mt_err *err)
 {
     const char *fmt = st_meta(f, "mantissa.format");
@@ -403,7 +412,7 @@ mt_status bert_check_quant_meta(const st_file *f, mt_precision p, const mt_calib
 }
 
 /* Whether any GEMM weight of the model is in precision p. */
-bool bert_uses_precision(const bert_model *m, mt_precision p)
+bool enc_uses_precision(const enc_model *m, mt_precision p)
 {
     for (int l = 0; l < m->cfg.layers; l++)
         for (int k = 0; k < MT_GEMM_KINDS; k++)
@@ -415,7 +424,7 @@ bool bert_uses_precision(const bert_model *m, mt_precision p)
 /* Parses the variant's mix (kept in its normalised text form, which a
  * quantized file's metadata must match) and checks that the backend runs
  * every precision it gives. */
-mt_status bert_setup_mix(bert_model *m, const char *text, mt_err *err)
+mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err)
 {
     mt_status st = mt_mix_parse(text, &m->mix, err);
     if (st != MT_OK)
@@ -423,30 +432,37 @@ mt_status bert_setup_mix(bert_model *m, const char *text, mt_err *err)
     if (!mt_mix_format(&m->mix, m->mix_text, sizeof m->mix_text))
         return mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof m->mix_text);
     for (int p = 0; p < MT_PREC_COUNT; p++)
-        if ((p == (int)m->prec || bert_uses_precision(m, (mt_precision)p)) &&
+        if ((p == (int)m->prec || enc_uses_precision(m, (mt_precision)p)) &&
             !m->be->ops->supports(m->be, (mt_precision)p))
             return mt_fail(err, MT_EUNSUPPORTED, "precision %s is not supported on the %s backend",
                            mt_precision_name((mt_precision)p), m->be->device);
     return MT_OK;
 }
 
-mt_status bert_load_embeddings(bert_model *m, const st_file *f, mt_err *err)
+/* The tables before the layers, under the row's names; a zero row stands
+ * for the token types of a row without them (the embed op adds one row). */
+mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err)
 {
+    const enc_embed_names *e = &m->arch->emb;
     const int h = m->cfg.hidden;
     const float *word, *pos, *type = NULL;
+    float *zero = NULL;
+    char n1[128], n2[128];
     mt_status st;
-    if ((st = bert_find_f32(f, "embeddings.word_embeddings.weight", m->cfg.vocab, h, &word,
-                            err)) ||
-        (st = bert_find_f32(f, "embeddings.position_embeddings.weight", m->cfg.max_positions, h,
-                            &pos, err)) ||
-        (!m->cfg.mpnet && (st = bert_find_f32(f, "embeddings.token_type_embeddings.weight",
-                                              m->cfg.type_vocab, h, &type, err))))
+    if ((st = enc_find_f32(m, f, e->word, m->cfg.vocab, h, &word, err)) ||
+        (st = enc_find_f32(m, f, e->pos, m->cfg.max_positions, h, &pos, err)) ||
+        (e->type && (st = enc_find_f32(m, f, e->type, m->cfg.type_vocab, h, &type, err))))
         return st;
-    if ((st = bert_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) ||
-        (st = bert_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err)) ||
-        (st = m->cfg.mpnet ? mpnet_load_extras(m, f, err)
-                           : bert_to_backend(m, type, (size_t)h, &m->type0, err)) ||
-        (st = bert_load_vec(m, f, "embeddings.LayerNorm.weight", h, &m->emb_ln_g, err)))
-        return st;
-    return bert_load_vec(m, f, "embeddings.LayerNorm.bias", h, &m->emb_ln_b, err);
+    if (!type && !(type = zero = calloc((size_t)h, sizeof(float))))
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    snprintf(n1, sizeof n1, "%s.weight", e->ln);
+    snprintf(n2, sizeof n2, "%s.bias", e->ln);
+    if (!(st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) &&
+        !(st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err)) &&
+        !(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
+        !(m->arch->load_extras && (st = m->arch->load_extras(m, f, err))) &&
+        !(st = enc_load_vec(m, f, n1, h, &m->emb_ln_g, err)))
+        st = enc_load_vec(m, f, n2, h, &m->emb_ln_b, err);
+    free(zero);
+    return st;
 }

@@ -1,14 +1,16 @@
-/* bert.c: the BERT encoder forward pass and its loading, written against
- * the backend table (engine/backend.h) so that it runs unchanged on every
- * backend. The forward reads like the paper: embeddings + LayerNorm, then
- * per layer self-attention and a GELU MLP, each followed by residual +
- * LayerNorm, then mean pooling and L2 normalisation (sentence-transformers).
+/* encoder.c: the shared encoder's forward pass and its loading, written
+ * against the backend table (engine/backend.h) so that it runs unchanged on
+ * every backend, and against an architecture row (models/arch.h) so that it
+ * runs unchanged for every encoder family: it never asks which row it runs.
+ * The forward reads like the paper: embeddings + LayerNorm, then per layer
+ * self-attention and a GELU MLP, each followed by residual + LayerNorm, then
+ * mean (or CLS) pooling and L2 normalisation (sentence-transformers).
  * Here: the configuration files, loading and calibration, the forward
  * (plain, or recorded and replayed through the backend's graph slots where
- * engine/fwd_graph.h says so);
- * bert_weights.c reads the weights, bert_save.c writes quantized files.
+ * engine/fwd_graph.h says so); encoder_weights.c reads the weights,
+ * encoder_save.c writes quantized files.
  */
-#include "models/bert.h"
+#include "models/encoder.h"
 
 #include <limits.h>
 #include <math.h>
@@ -25,18 +27,18 @@
 #include "engine/quant/quant.h"
 #include "engine/weights/safetensors.h"
 #include "engine/text/tokenizer.h"
-#include "models/bert_internal.h"
+#include "models/encoder_internal.h"
 
-static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
-                      bert_model **out, mt_err *err);
-static void bert_free(mt_model *base);
+static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
+                      const mt_model_opts *opts, enc_model **out, mt_err *err);
+static void enc_free(mt_model *base);
 
 /* ========================================================================
  * configuration files
  * ====================================================================== */
 
-static mt_status json_int(const cJSON *o, const char *file, const char *key, int lo, int hi,
-                          int *out, mt_err *err)
+mt_status enc_json_int(const cJSON *o, const char *file, const char *key, int lo, int hi,
+                       int *out, mt_err *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsNumber(v))
@@ -49,29 +51,35 @@ static mt_status json_int(const cJSON *o, const char *file, const char *key, int
     return MT_OK;
 }
 
-/* config.json's fields that BERT and MPNet share. */
-static mt_status read_dims(const cJSON *j, const char *path, bert_config *c, mt_err *err)
+/* config.json's numbers every encoder has, under the row's key names. */
+static mt_status read_dims(const cJSON *j, const char *path, const enc_config_keys *k,
+                           enc_config *c, mt_err *err)
 {
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");
+    const cJSON *act = k->act ? cJSON_GetObjectItemCaseSensitive(j, k->act) : NULL;
+    const cJSON *eps = k->eps ? cJSON_GetObjectItemCaseSensitive(j, k->eps) : NULL;
     mt_status st;
     if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu") != 0)
-        return mt_fail(err, MT_EUNSUPPORTED, "%s: hidden_act \"%s\" is not supported (gelu only)",
-                       path, act->valuestring);
-    if ((st = json_int(j, path, "vocab_size", 1, 1 << 22, &c->vocab, err)) ||
-        (st = json_int(j, path, "hidden_size", 1, 1 << 16, &c->hidden, err)) ||
-        (st = json_int(j, path, "num_hidden_layers", 1, 1024, &c->layers, err)) ||
-        (st = json_int(j, path, "num_attention_heads", 1, 1024, &c->heads, err)) ||
-        (st = json_int(j, path, "intermediate_size", 1, 1 << 18, &c->intermediate, err)) ||
-        (st = json_int(j, path, "max_position_embeddings", 2, 1 << 16, &c->max_positions, err)))
+        return mt_fail(err, MT_EUNSUPPORTED, "%s: %s \"%s\" is not supported (gelu only)",
+                       path, k->act, act->valuestring);
+    if ((st = enc_json_int(j, path, k->vocab, 1, 1 << 22, &c->vocab, err)) ||
+        (st = enc_json_int(j, path, k->hidden, 1, 1 << 16, &c->hidden, err)) ||
+        (st = enc_json_int(j, path, k->layers, 1, 1024, &c->layers, err)) ||
+        (st = enc_json_int(j, path, k->heads, 1, 1024, &c->heads, err)) ||
+        (st = enc_json_int(j, path, k->intermediate, 1, 1 << 18, &c->intermediate, err)) ||
+        (st = enc_json_int(j, path, k->max_positions, 2, 1 << 16, &c->max_positions, err)) ||
+        (k->type_vocab &&
+         (st = enc_json_int(j, path, k->type_vocab, 1, 1 << 16, &c->type_vocab, err))))
         return st;
     if (c->hidden % c->heads != 0)
-        return mt_fail(err, MT_EFORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d",
-                       path, c->hidden, c->heads);
+        return mt_fail(err, MT_EFORMAT, "%s: %s %d is not a multiple of %s %d", path, k->hidden,
+                       c->hidden, k->heads, c->heads);
+    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
     return MT_OK;
 }
 
-/* config.json: the architecture (BERT, or MPNet's extra fields). */
-static mt_status read_arch(const char *dir, bert_config *c, mt_err *err)
+/* config.json: the architecture, as the row reads it (its keys, then its
+ * own fields). */
+static mt_status read_arch(const char *dir, const enc_arch *a, enc_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
@@ -80,33 +88,28 @@ static mt_status read_arch(const char *dir, bert_config *c, mt_err *err)
     if (st != MT_OK)
         return st;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
-    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "layer_norm_eps");
-    const cJSON *pet = cJSON_GetObjectItemCaseSensitive(j, "position_embedding_type");
-    c->mpnet = cJSON_IsString(mt) && strcmp(mt->valuestring, "mpnet") == 0;
-    if (!c->mpnet && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "bert") != 0))
-        st = mt_fail(err, MT_EUNSUPPORTED, "%s: model_type must be \"bert\" or \"mpnet\"", path);
-    else if (pet && (!cJSON_IsString(pet) || strcmp(pet->valuestring, "absolute") != 0))
-        st = mt_fail(err, MT_EUNSUPPORTED, "%s: position_embedding_type must be \"absolute\"", path);
-    else if ((st = read_dims(j, path, c, err)))
-        ;
-    else if (c->mpnet)
-        st = mpnet_read_config(j, path, c, err);
-    else
-        st = json_int(j, path, "type_vocab_size", 1, 1 << 16, &c->type_vocab, err);
-    c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
+    if (!cJSON_IsString(mt) || strcmp(mt->valuestring, a->model_type) != 0)
+        st = mt_fail(err, MT_EUNSUPPORTED, "%s: model_type must be \"%s\"", path, a->model_type);
+    else if ((st = read_dims(j, path, &a->keys, c, err)) == MT_OK) {
+        c->max_seq_len = c->max_positions;
+        if (a->read_config)
+            st = a->read_config(j, path, c, err);
+    }
     cJSON_Delete(j);
     return st;
 }
 
 /* 1_Pooling/config.json: mean or CLS pooling, one of them true; any other
- * mode, an unknown field or a non-bool value is refused, naming the field. */
-static mt_status read_pooling(const char *dir, bert_config *c, mt_err *err)
+ * mode, an unknown field or a non-bool value is refused, naming the field.
+ * Without the file, the row's pooling. */
+static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
     snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    c->pool_cls = a->pooling == MT_POOL_CLS;
     if (mt_json_load(path, &j, NULL) != MT_OK)
-        return MT_OK; /* no pooling config: mean, as sentence-transformers defaults */
+        return MT_OK;
     static const char *const modes[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token",
                                         "pooling_mode_max_tokens",
                                         "pooling_mode_mean_sqrt_len_tokens",
@@ -148,24 +151,23 @@ static mt_status read_pooling(const char *dir, bert_config *c, mt_err *err)
 /* Reads config.json (the architecture), sentence_bert_config.json
  * (max_seq_length), 1_Pooling/config.json (mean or CLS pooling) and
  * modules.json (whether a Normalize module follows). */
-mt_status bert_read_configs(const char *dir, bert_config *c, mt_err *err)
+mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
     mt_status st;
     memset(c, 0, sizeof *c);
-    if ((st = read_arch(dir, c, err)) != MT_OK)
+    if ((st = read_arch(dir, a, c, err)) != MT_OK)
         return st;
 
-    c->max_seq_len = c->mpnet ? c->max_positions - c->pad_id - 1 : c->max_positions;
     snprintf(path, sizeof path, "%s/sentence_bert_config.json", dir);
     if (mt_json_load(path, &j, NULL) == MT_OK) {
-        st = json_int(j, path, "max_seq_length", 2, c->max_seq_len, &c->max_seq_len, err);
+        st = enc_json_int(j, path, "max_seq_length", 2, c->max_seq_len, &c->max_seq_len, err);
         cJSON_Delete(j);
         if (st != MT_OK)
             return st;
     }
-    if ((st = read_pooling(dir, c, err)) != MT_OK)
+    if ((st = read_pooling(dir, a, c, err)) != MT_OK)
         return st;
 
     c->normalize = 0;
@@ -186,15 +188,15 @@ mt_status bert_read_configs(const char *dir, bert_config *c, mt_err *err)
 /* Per-column activation maxima of every GEMM input of dir's FP32 model on
  * the built-in calibration text (engine/text/calib_text.c): the statistics that
  * INT8 activation smoothing needs. *out: layers x 4 x max(h, i) floats. */
-mt_status bert_calibrate(const char *dir, mt_backend *be, int max_seq_len, float **out,
-                           mt_err *err)
+mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int max_seq_len,
+                        float **out, mt_err *err)
 {
-    bert_model *ref;
+    enc_model *ref;
     mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = max_seq_len};
-    mt_status st = load(dir, be, &o, &ref, err);
+    mt_status st = load(dir, a, be, &o, &ref, err);
     if (st != MT_OK)
         return mt_prefix(err, st, "calibration model: ");
-    const bert_config *c = &ref->cfg;
+    const enc_config *c = &ref->cfg;
     const int maxk = c->intermediate > c->hidden ? c->intermediate : c->hidden;
     ref->act_max = calloc((size_t)c->layers * GEMMS_PER_LAYER * maxk, sizeof(float));
     float *vec = malloc(sizeof(float) * 16 * (size_t)c->hidden);
@@ -209,28 +211,27 @@ mt_status bert_calibrate(const char *dir, mt_backend *be, int max_seq_len, float
         *out = ref->act_max;
         ref->act_max = NULL;
     }
-    bert_free(&ref->base);
+    enc_free(&ref->base);
     return st;
 }
 
-static const mt_model_ops bert_ops;
+static const mt_model_ops enc_ops;
 static atomic_uint graph_ids; /* numbers models for their recorded forwards' keys */
 
-/* The WordPiece vocabulary, which must be as long as config.json says. */
-static mt_status load_tokenizer(bert_model *m, const char *dir, mt_err *err)
+/* The WordPiece vocabulary, which must be as long as config.json says,
+ * with the row's special tokens. */
+static mt_status load_tokenizer(enc_model *m, const char *dir, mt_err *err)
 {
     char path[4096], tj[4096];
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
     snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
     /* The added tokens come from tokenizer.json when the folder has one. */
     tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
-                        .added_tokens_json = access(tj, R_OK) == 0 ? tj : NULL};
-    if (m->cfg.mpnet) { /* MPNetTokenizer: <s> A </s>, <pad>, WordPiece's [UNK] */
-        topt.cls_token = "<s>";
-        topt.sep_token = "</s>";
-        topt.pad_token = "<pad>";
-        topt.unk_token = "[UNK]";
-    }
+                        .added_tokens_json = access(tj, R_OK) == 0 ? tj : NULL,
+                        .cls_token = m->arch->cls_token,
+                        .sep_token = m->arch->sep_token,
+                        .pad_token = m->arch->pad_token,
+                        .unk_token = m->arch->unk_token};
     mt_status st = tok_load(path, &topt, &m->tok, err);
     if (st == MT_OK && tok_vocab_size(m->tok) != m->cfg.vocab)
         st = mt_fail(err, MT_EFORMAT, "%s has %d entries but config.json vocab_size is %d", path,
@@ -246,7 +247,7 @@ static bool prequantized(const mt_model_opts *opts)
 
 /* The weights file: the folder's FP32 model, or a pre-quantized file whose
  * metadata must match the variant. */
-static mt_status open_weights(bert_model *m, const char *dir, const mt_model_opts *opts,
+static mt_status open_weights(enc_model *m, const char *dir, const mt_model_opts *opts,
                               st_file **f, mt_err *err)
 {
     char path[4096];
@@ -254,45 +255,46 @@ static mt_status open_weights(bert_model *m, const char *dir, const mt_model_opt
         m->prequant = 1;
         mt_status st = st_open(opts->weights, f, err);
         return st != MT_OK ? st
-                           : bert_check_quant_meta(*f, m->prec, &m->calib, m->mix_text, err);
+                           : enc_check_quant_meta(*f, m->prec, &m->calib, m->mix_text, err);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     return st_open(path, f, err);
 }
 
-static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts,
-                      bert_model **out, mt_err *err)
+static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
+                      const mt_model_opts *opts, enc_model **out, mt_err *err)
 {
-    bert_model *m = calloc(1, sizeof *m);
+    enc_model *m = calloc(1, sizeof *m);
     if (!m)
         return mt_fail(err, MT_ENOMEM, "out of memory");
+    m->arch = a;
     m->be = be;
     m->graph_id = atomic_fetch_add(&graph_ids, 1) + 1;
     m->prec = opts ? opts->precision : MT_PREC_FP32;
     m->calib = opts ? opts->calib : (mt_calib_opts){MT_CALIB_ABSMAX, 100.0};
     st_file *f = NULL;
     float *stats = NULL;
-    mt_status st = bert_read_configs(dir, &m->cfg, err);
+    mt_status st = enc_read_configs(dir, a, &m->cfg, err);
     if (st != MT_OK)
         goto fail;
     if (opts && opts->max_seq_len > 0 && opts->max_seq_len < m->cfg.max_seq_len)
         m->cfg.max_seq_len = opts->max_seq_len;
-    if ((st = bert_setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
+    if ((st = enc_setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
         goto fail;
 
     /* Smoothing's statistics come from a whole FP32 model of the folder,
      * loaded and freed before this model reads anything, so that the two
      * are never resident together (the peak of an int8 load). */
     if (!prequantized(opts) &&
-        (bert_uses_precision(m, MT_PREC_INT8) || bert_uses_precision(m, MT_PREC_INT8G)) &&
+        (enc_uses_precision(m, MT_PREC_INT8) || enc_uses_precision(m, MT_PREC_INT8G)) &&
         be->ops->weight_set_input_scale) {
-        if ((st = bert_calibrate(dir, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
+        if ((st = enc_calibrate(dir, a, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
             goto fail;
         m->smooth_stats = stats;
     }
     if ((st = load_tokenizer(m, dir, err)) != MT_OK ||
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
-        (st = bert_load_embeddings(m, f, err)) != MT_OK)
+        (st = enc_load_embeddings(m, f, err)) != MT_OK)
         goto fail;
     st_drop_pages(f); /* copied: what was read need not stay resident */
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
@@ -301,7 +303,7 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
         goto fail;
     }
     for (int l = 0; l < m->cfg.layers && st == MT_OK; l++) {
-        st = bert_load_layer(m, f, l, err);
+        st = enc_load_layer(m, f, l, err);
         st_drop_pages(f);
     }
     free(stats);
@@ -310,8 +312,8 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
     if (st != MT_OK)
         goto fail;
     st_close(f);
-    m->base.ops = &bert_ops;
-    m->base.info = (mt_model_info){.arch = m->cfg.mpnet ? "mpnet" : "bert",
+    m->base.ops = &enc_ops;
+    m->base.info = (mt_model_info){.arch = a->model_type,
                                    .hidden = m->cfg.hidden,
                                    .max_seq_len = m->cfg.max_seq_len,
                                    .vocab = m->cfg.vocab,
@@ -329,29 +331,29 @@ static mt_status load(const char *dir, mt_backend *be, const mt_model_opts *opts
 fail:
     free(stats);
     st_close(f);
-    bert_free(&m->base);
+    enc_free(&m->base);
     return st;
 }
 
-mt_status bert_load_model(const char *dir, mt_backend *be, const mt_model_opts *opts,
-                          mt_model **out, mt_err *err)
+mt_status enc_load_model(const char *dir, const enc_arch *a, mt_backend *be,
+                         const mt_model_opts *opts, mt_model **out, mt_err *err)
 {
-    bert_model *m;
-    mt_status st = load(dir, be, opts, &m, err);
+    enc_model *m;
+    mt_status st = load(dir, a, be, opts, &m, err);
     if (st == MT_OK)
         *out = &m->base;
     return st;
 }
 
-static void bert_free(mt_model *base)
+static void enc_free(mt_model *base)
 {
-    bert_model *m = (bert_model *)base;
+    enc_model *m = (enc_model *)base;
     if (!m)
         return;
     mt_backend *be = m->be;
     if (m->layer) {
         for (int l = 0; l < m->cfg.layers; l++) {
-            bert_layer *L = &m->layer[l];
+            enc_layer *L = &m->layer[l];
             mt_weight *w[] = {L->qkv, L->attn_out, L->inter, L->out};
             float *v[] = {L->b_qkv, L->b_attn_out, L->b_inter, L->b_out,
                           L->ln1_g, L->ln1_b,      L->ln2_g,   L->ln2_b};
@@ -373,17 +375,17 @@ static void bert_free(mt_model *base)
     free(m);
 }
 
-const bert_config *bert_get_config(const mt_model *m) { return &((const bert_model *)m)->cfg; }
+const enc_config *enc_get_config(const mt_model *m) { return &((const enc_model *)m)->cfg; }
 
-static mt_status bert_tokenize(const mt_model *base, const char *text, size_t len, int32_t *ids,
+static mt_status enc_tokenize(const mt_model *base, const char *text, size_t len, int32_t *ids,
                                int max_len, int *n, int *full_len, mt_err *err)
 {
-    return tok_encode(((const bert_model *)base)->tok, text, len, ids, max_len, n, full_len, err);
+    return tok_encode(((const enc_model *)base)->tok, text, len, ids, max_len, n, full_len, err);
 }
 
-static const char *bert_token_text(const mt_model *base, int32_t id, bool *special)
+static const char *enc_token_text(const mt_model *base, int32_t id, bool *special)
 {
-    const tok_t *t = ((const bert_model *)base)->tok;
+    const tok_t *t = ((const enc_model *)base)->tok;
     *special = id == tok_cls_id(t) || id == tok_sep_id(t); /* the ones the template adds */
     return tok_token(t, id);
 }
@@ -394,7 +396,7 @@ static const char *bert_token_text(const mt_model *base, int32_t id, bool *speci
 
 /* Calibration: the largest |value| per column of one GEMM's input (t, k),
  * kept in m->act_max. Only runs while calibrating. */
-static mt_status record(bert_model *m, int l, int g, const float *x, int t, int k, mt_err *err)
+static mt_status record(enc_model *m, int l, int g, const float *x, int t, int k, mt_err *err)
 {
     if (!m->act_max)
         return MT_OK;
@@ -414,7 +416,7 @@ static mt_status record(bert_model *m, int l, int g, const float *x, int t, int 
 }
 
 /* CLS pooling: each sequence's first row, as it is. */
-static mt_status cls_pool(bert_model *m, const float *x, const int32_t *offsets, int nseq,
+static mt_status cls_pool(enc_model *m, const float *x, const int32_t *offsets, int nseq,
                           float *out, mt_err *err)
 {
     const int h = m->cfg.hidden;
@@ -450,7 +452,7 @@ static void normalize_rows(float *out, int nseq, int h, bool normalize, float *n
 /* The end of a forward: the hidden states x (t, h) as they are (pool
  * false), or pooled (mean on the backend, or CLS) into out, with their
  * norms (may be NULL) and normalised as the model says. */
-static mt_status finish(bert_model *m, const float *x, const int32_t *d_off,
+static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
                         const int32_t *offsets, int nseq, int t, bool pool, float *pooled,
                         float *out, float *norms, mt_err *err)
 {
@@ -479,10 +481,10 @@ typedef struct {
 /* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
  * offsets already there; host copies in ids / offsets): x ends up holding
  * the hidden states. */
-static mt_status encode(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                         int rows, int nlayers, const fwd_bufs *b, mt_err *err)
 {
-    const bert_config *c = &m->cfg;
+    const enc_config *c = &m->cfg;
     const mt_backend_ops *op = m->be->ops;
     mt_backend *be = m->be;
     const int t = rows, h = c->hidden, in = c->intermediate;
@@ -491,13 +493,14 @@ static mt_status encode(bert_model *m, const int32_t *ids, const int32_t *offset
     mt_status st;
 
     /* embeddings */
-    if ((st = c->mpnet ? mpnet_embed(m, ids, offsets, nseq, b->ids, d_off, x, err)
-                       : op->embed(be, b->ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
+    if ((st = m->arch->embed
+                  ? m->arch->embed(m, ids, offsets, nseq, b->ids, d_off, x, err)
+                  : op->embed(be, b->ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
         (st = op->layernorm(be, x, NULL, m->emb_ln_g, m->emb_ln_b, t, h, c->eps, x, err)))
         return st;
 
     for (int l = 0; l < nlayers; l++) {
-        const bert_layer *L = &m->layer[l];
+        const enc_layer *L = &m->layer[l];
         /* self-attention, then residual + LayerNorm */
         if ((st = record(m, l, 0, x, t, h, err)) ||
             (st = op->gemm(be, x, t, L->qkv, L->b_qkv, MT_ACT_NONE, qkv, err)) ||
@@ -520,7 +523,7 @@ static mt_status encode(bert_model *m, const int32_t *ids, const int32_t *offset
 
 /* The plain forward: buffers allocated for these t tokens, inputs uploaded,
  * the ops issued as they come, the buffers freed. */
-static mt_status run_eager(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                            int t, int nlayers, bool pool, float *out, float *norms,
                            mt_err *err)
 {
@@ -558,17 +561,14 @@ done:
 
 /* Whether this forward may be recorded (engine/fwd_graph.h says when it
  * is): a backend with the graph slots, the whole pooled forward, not
- * calibrating (record() downloads between ops), and no literal <pad> in an
- * MPNet text (mpnet_embed then uploads between its embed calls). */
-static int capturable(const bert_model *m, const int32_t *ids, int t, int nlayers, bool pool)
+ * calibrating (record() downloads between ops), and ids the row's embed
+ * hook takes in one go (MPNet: no literal <pad>, models/mpnet.c). */
+static int capturable(const enc_model *m, const int32_t *ids, int t, int nlayers, bool pool)
 {
     const mt_backend_ops *op = m->be->ops;
     if (!op->graph_begin || !op->graph_end || !pool || nlayers != m->cfg.layers || m->act_max)
         return 0;
-    for (int i = 0; m->cfg.mpnet && i < t; i++)
-        if (ids[i] == m->cfg.pad_id)
-            return 0;
-    return 1;
+    return !m->arch->recordable || m->arch->recordable(m, ids, t);
 }
 
 /* The recorded forward (graph_begin / graph_end, backend.h): the buffers
@@ -577,7 +577,7 @@ static int capturable(const bert_model *m, const int32_t *ids, int t, int nlayer
  * engine/fwd_graph.h), the ops are issued on the key's first two uses and
  * replayed after; pooling and the download run after the replay. *ran is
  * false when the backend records nothing now (then run the plain one). */
-static mt_status run_graph(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                            int t, const mt_fwd_plan *p, float *out, float *norms, bool *ran,
                            mt_err *err)
 {
@@ -616,10 +616,10 @@ static mt_status run_graph(bert_model *m, const int32_t *ids, const int32_t *off
 /* Embeddings, then the first nlayers layers; then either pooling into out
  * (nseq, h) or, when pool is false, the hidden states into out (t, h).
  * Recorded and replayed where fwd_graph.h's plan says so, else plain. */
-static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+static mt_status run(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                      int nlayers, bool pool, float *out, float *norms, mt_err *err)
 {
-    const bert_config *c = &m->cfg;
+    const enc_config *c = &m->cfg;
     if (nseq <= 0)
         return MT_OK;
     if (offsets[0] != 0)
@@ -646,25 +646,25 @@ static mt_status run(bert_model *m, const int32_t *ids, const int32_t *offsets, 
     return run_eager(m, ids, offsets, nseq, t, nlayers, pool, out, norms, err);
 }
 
-static mt_status bert_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                               float *out, float *norms, mt_err *err)
 {
-    bert_model *b = (bert_model *)m;
+    enc_model *b = (enc_model *)m;
     return run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
 }
 
-mt_status bert_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                              int nlayers, float *out, mt_err *err)
 {
-    bert_model *b = (bert_model *)m;
+    enc_model *b = (enc_model *)m;
     if (nlayers < 0 || nlayers > b->cfg.layers)
         return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, b->cfg.layers);
     return run(b, ids, offsets, nseq, nlayers, false, out, NULL, err);
 }
 
-static const mt_model_ops bert_ops = {
-    .free = bert_free,
-    .tokenize = bert_tokenize,
-    .token_text = bert_token_text,
-    .forward = bert_forward,
+static const mt_model_ops enc_ops = {
+    .free = enc_free,
+    .tokenize = enc_tokenize,
+    .token_text = enc_token_text,
+    .forward = enc_forward,
 };

@@ -1,0 +1,73 @@
+/* encoder_internal.h: what the shared encoder's files share, and what an
+ * architecture row's hooks (models/arch.h) see of a model: encoder.c (the
+ * configuration files, loading, calibration and the forward pass),
+ * encoder_weights.c (each weight read into the backend in its GEMM's
+ * precision) and encoder_save.c (quantized files). Nothing outside
+ * models/ includes it. */
+#ifndef MT_MODELS_ENCODER_INTERNAL_H
+#define MT_MODELS_ENCODER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/quant/mix.h"
+#include "engine/weights/safetensors.h"
+#include "engine/text/tokenizer.h"
+#include "models/arch.h"
+#include "models/encoder.h"
+
+typedef struct {
+    mt_weight *qkv, *attn_out, *inter, *out; /* (3h,h) (h,h) (i,h) (h,i) */
+    float *b_qkv, *b_attn_out, *b_inter, *b_out;
+    float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
+} enc_layer;
+
+struct enc_model {
+    mt_model base; /* first: an enc_model is an mt_model */
+    const enc_arch *arch;
+    enc_config cfg;
+    mt_backend *be;
+    mt_precision prec;
+    mt_mix mix;          /* per-layer precisions over prec (engine/quant/mix.h) */
+    char mix_text[1024]; /* its text form, "" when none */
+    mt_calib_opts calib;
+    int prequant; /* weights come from an enc_save_quantized file */
+    float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
+    const float *smooth_stats; /* while loading int8: another model's act_max */
+    tok_t *tok;
+    float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
+    float *pos_bias; /* a row's relative position bias (heads, 2*maxrel+1), or NULL */
+    int maxrel;
+    enc_layer *layer;
+    size_t gemm_bytes, other_bytes;
+    unsigned graph_id; /* this model's part of its recorded forwards' keys (fwd_graph.h) */
+};
+
+#define GEMMS_PER_LAYER 4 /* qkv, attention output, intermediate, output */
+
+/* encoder.c */
+mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt_err *err);
+/* Per-column activation maxima of every GEMM input of dir's FP32 model on
+ * the built-in calibration text: *out gets layers x 4 x max(h, i) floats. */
+mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int max_seq_len,
+                        float **out, mt_err *err);
+
+/* encoder_weights.c */
+/* The tensor name, or the row's prefix + name; NULL when neither is there. */
+const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name);
+mt_status enc_load_vec(enc_model *m, const st_file *f, const char *name, int64_t n,
+                       float **out, mt_err *err);
+mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err);
+/* The word, position and first token-type tables (or a zero row) and the
+ * embedding LayerNorm. */
+mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err);
+mt_status enc_check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
+                               const char *mix, mt_err *err);
+bool enc_uses_precision(const enc_model *m, mt_precision p);
+mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err);
+void enc_scale_name(const char *weight, char *out, size_t cap);
+void enc_smooth_name(const char *weight, char *out, size_t cap);
+void enc_col_absmax(const float *w, int n, int k, float *colmax);
+void enc_smooth_finish(const float *act_max, float *s, int k);
+
+#endif
