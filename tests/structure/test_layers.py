@@ -214,10 +214,6 @@ DECLARED_MODULES = {
         "the CUDA backend's host (engine/cuda/internal.h), one backend table by topic: "
         "backend.c's ops call gemm.c's GEMM paths and graph.c's recording, and those use "
         "backend.c's per-thread context and scratch",
-    frozenset({"models/bert_weights.c", "models/mpnet.c"}):
-        "MPNet is BERT's layers under other tensor names (bert_internal.h): bert_weights.c "
-        "asks mpnet.c for the names and MPNet's extra tensors while loading, and mpnet.c "
-        "loads those with bert_weights.c's helpers",
 }
 
 # The CUDA backend (a CUDA build, cuda.cfg "CUDA=1") is a module of its own,

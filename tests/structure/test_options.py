@@ -32,6 +32,7 @@ TEST_ONLY = {
     "NUMFMT_FIXTURES": "test_numfmt's fixture file",
     "QUANT_TEST_SEED": "test_quant's seed",
     "TMPDIR": "the fuzzers' scratch directory",
+    "PYTHON": "test_distilbert's interpreter for tools/make-distilbert.py",
 }
 # MANTISSA_ names that are not environment variables.
 MACROS = {"MANTISSA_VERSION", "MANTISSA_KERNELS_CUDA_W8A16_DEV_CUH"}
