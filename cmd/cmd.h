@@ -18,6 +18,7 @@ typedef struct {
     double budget_cos; /* quantize --auto; 0: the variant's budget_cos */
     int batch;
     int jsonl;
+    int skip_blank;    /* embed --skip-blank */
     int autom;         /* quantize --auto */
     int levels;        /* cpu --levels */
 } cmd_opts;

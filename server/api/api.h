@@ -65,8 +65,11 @@ struct http_call {
     sched_job *job;         /* a deferred job: a reference, dropped at done */
     char id[128];           /* the request id (KServe "id", X-Request-Id or generated) */
     char error[256];        /* the error message, for the log */
+    int reason;             /* why it was refused (a stats_reason, for /metrics); -1: the
+                             * one its status implies */
     int inputs;
     long tokens;
+    int truncated;          /* of its texts, those cut to max_seq_len */
 };
 
 /* A deferred answer that waits for a scheduler job. */
@@ -96,9 +99,18 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
 /* The texts of a request's field `field` (in: a string or a non-empty array
  * of strings, at most server.max_inputs; token ids are refused), as new
  * arrays *texts and *lens (the caller frees them). -1 after answering:
- * bad_status for a wrong type, 400 empty, 413 too many. */
+ * bad_status for a wrong type, 400 empty, 413 too many. Empty strings are
+ * left to api_no_empty_text (api_embed_new calls it). */
 int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
                     const char ***texts, size_t **lens, http_resp *r);
+
+/* Refuses a request with an empty string among its n texts (lens may be
+ * NULL: strlen), naming the first as field[i] and how many there are: 422
+ * on the TEI routes, else 400; counted as the reason empty_input. Only ""
+ * is empty: whitespace is a text, as OpenAI and TEI take it. False after
+ * answering. */
+bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
+                       http_resp *r);
 
 /* An embedding request's job: the texts' ids and vectors, and what the
  * protocol needs to answer once it has run. */
@@ -108,6 +120,7 @@ typedef struct api_embed {
     srv_model *m;
     srv_variant *v;         /* a reference, dropped when the job is freed */
     long tokens;
+    int truncated;          /* texts cut to max_seq_len (X-Mantissa-Truncated-Inputs) */
     char id[128];
     /* OpenAI */
     bool base64;
@@ -122,14 +135,16 @@ typedef struct api_embed {
 /* How an embedding request wants its texts treated. */
 typedef struct {
     double timeout_us;   /* > 0: sooner than request_timeout_ms */
-    int truncate;        /* -1: the model's setting; 0: 422 when too long; 1: truncate */
+    int truncate;        /* -1: the model's setting; 0: refuse when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
     bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
 } api_embed_opts;
 
-/* Checks the limits on n texts (max_inputs 413, max_input_bytes 413),
- * takes an admission place (429 queue full, 503 draining), tokenizes
- * (400 invalid UTF-8, 422 over max_seq_len without truncation) and makes
+/* Checks the limits on n texts (max_inputs 413, max_input_bytes 413, an
+ * empty string: api_no_empty_text), takes an admission place (429 queue
+ * full, 503 draining), tokenizes (400 invalid UTF-8; over max_seq_len
+ * without truncation: 422 on the TEI routes, else 400, with the text's
+ * tokens and the limit, counted as the reason too_long) and makes
  * the job, with its deadline (request_timeout_ms, or o->timeout_us when
  * sooner). o may be NULL (the defaults). The caller sets its protocol
  * fields, then api_embed_run. NULL after answering resp. */
@@ -140,7 +155,8 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
  * runs the forward now and answers resp with respond. */
 void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
                    void (*respond)(const http_app *, http_deferred *, http_resp *));
-/* After the job ended: sets the variant headers and, when it failed,
+/* After the job ended: sets the variant headers (and
+ * X-Mantissa-Truncated-Inputs: how many texts were cut) and, when it failed,
  * answers the error (504 timeout, 503 shutdown, 500 failed) and returns
  * false. */
 bool api_embed_result(api_embed *e, http_resp *resp);

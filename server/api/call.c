@@ -38,6 +38,7 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     snprintf(c->method, sizeof c->method, "%s", req->method);
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
+    c->reason = -1;
     return c;
 }
 
@@ -89,8 +90,10 @@ static void call_sent(const http_app *app, http_call *c, http_resp *r)
     if (c->model && c->variant) {
         uint64_t total, queue, compute;
         call_times(c, &total, &queue, &compute);
-        stats_observe_request(&c->variant->slot->metrics, r->status, cancelled, total, queue,
-                              compute, c->inputs, c->tokens);
+        stats_observe_request(&c->variant->slot->metrics, r->status, c->reason, cancelled, total,
+                              queue, compute, c->inputs, c->tokens);
+        if (r->status == 200 && !cancelled && c->truncated)
+            stats_observe_truncated(&c->variant->slot->metrics, c->truncated);
     }
     call_log(c, cancelled ? 499 : r->status);
 }
@@ -103,7 +106,8 @@ static void call_done(const http_app *app, http_call *c, bool answered)
     if (!answered && c->job && c->model && c->variant) {
         uint64_t total = uv_hrtime() - c->t_start;
         stats_observe_http(499);
-        stats_observe_request(&c->variant->slot->metrics, 499, true, total, 0, 0, c->inputs, 0);
+        stats_observe_request(&c->variant->slot->metrics, 499, -1, true, total, 0, 0, c->inputs,
+                              0);
         snprintf(c->error, sizeof c->error, "the client closed the connection");
         c->tokens = 0;
         call_log(c, 499);
@@ -264,9 +268,41 @@ int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int
     return n;
 }
 
+bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
+                       http_resp *r)
+{
+    int first = -1, count = 0;
+    for (int i = 0; i < n; i++)
+        if (lens ? lens[i] == 0 : texts[i][0] == 0) {
+            first = first < 0 ? i : first;
+            count++;
+        }
+    if (!count)
+        return true;
+    const int status = r->call && r->call->style == API_TEI ? 422 : 400;
+    char also[64] = "";
+    if (n > 1)
+        snprintf(also, sizeof also, " (%d of %d inputs are empty)", count, n);
+    api_error(r, status, field, "%s[%d] is an empty string: there is no text to embed%s", field,
+              first, also);
+    if (r->call)
+        r->call->reason = STATS_R_EMPTY_INPUT;
+    return false;
+}
+
 /* ========================================================================
  * the text -> vector job
  * ====================================================================== */
+
+/* How a request's protocol names its texts in errors (field[i]). */
+static const char *text_field(const http_resp *resp)
+{
+    switch (resp->call ? resp->call->style : API_KSERVE) {
+    case API_OPENAI: return "input";
+    case API_TEI: return "inputs";
+    default: return "text";
+    }
+}
 
 /* Frees an embedding job when its last reference goes. */
 static void embed_free(sched_job *j)
@@ -281,8 +317,10 @@ static void embed_free(sched_job *j)
     free(e);
 }
 
-/* The limits on n texts; false after answering 413. */
-static bool within_limits(const cfg_config *cfg, const size_t *lens, int n, http_resp *resp)
+/* The limits on n texts, and none empty; false after answering 413 (or
+ * what api_no_empty_text answers). */
+static bool within_limits(const cfg_config *cfg, const char *const *texts, const size_t *lens,
+                          int n, http_resp *resp)
 {
     if (n > cfg->max_inputs) {
         api_error(resp, 413, "max_inputs",
@@ -297,7 +335,7 @@ static bool within_limits(const cfg_config *cfg, const size_t *lens, int n, http
                       lens[i], cfg->max_input_bytes);
             return false;
         }
-    return true;
+    return api_no_empty_text(text_field(resp), texts, lens, n, resp);
 }
 
 /* An admission place for a request of m (none without a scheduler); false
@@ -345,13 +383,28 @@ static mt_status tail_pieces(srv_variant *v, const char *text, size_t len, int f
     return st;
 }
 
-/* Tokenizes n texts for v into ids/off; false after answering 400, 422 or
- * 500. */
-static bool tokenize(srv_model *m, srv_variant *v, const char *const *texts, const size_t *lens,
-                     int n, const api_embed_opts *o, int32_t *ids, int32_t *off, http_resp *resp)
+/* Refuses text i of full tokens, over the limit maxlen with truncation
+ * off: 422 on the TEI routes (TEI's Validation), else 400 (OpenAI's and
+ * Triton's status for a bad input). */
+static void too_long(http_resp *resp, int i, int full, int maxlen, bool per_request)
 {
+    const int style = resp->call->style;
+    api_error(resp, style == API_TEI ? 422 : 400, "max_seq_len",
+              "%s[%d] is %d tokens, more than the model's max_seq_len of %d, and truncation is "
+              "off for this %s (%s\"truncate\": true cuts it to %d tokens)",
+              text_field(resp), i, full, maxlen, per_request ? "request" : "model",
+              style == API_KSERVE ? "the parameter " : "", maxlen);
+    resp->call->reason = STATS_R_TOO_LONG;
+}
+
+/* Tokenizes n texts for e's build into ids/off, counting the texts cut in
+ * e->truncated; false after answering 400, 422 or 500. */
+static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens, int n,
+                     const api_embed_opts *o, int32_t *ids, int32_t *off, http_resp *resp)
+{
+    srv_variant *v = e->v;
     const int maxlen = v->max_seq_len;
-    const bool truncate = o->truncate < 0 ? atomic_load(&m->truncate) : o->truncate;
+    const bool truncate = o->truncate < 0 ? atomic_load(&e->m->truncate) : o->truncate;
     off[0] = 0;
     for (int i = 0; i < n; i++) {
         int got = 0, full = 0;
@@ -362,16 +415,14 @@ static bool tokenize(srv_model *m, srv_variant *v, const char *const *texts, con
             ts = tail_pieces(v, texts[i], lens[i], full, ids + off[i], maxlen, &err);
         if (ts != MT_OK) {
             api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL,
-                      "input[%d]: %s", i, err.msg);
+                      "%s[%d]: %s", text_field(resp), i, err.msg);
             return false;
         }
         if (full > maxlen && !truncate) {
-            api_error(resp, 422, "max_seq_len",
-                      "input[%d] is %d tokens, more than the model's max_seq_len of %d "
-                      "(and truncation is off%s)",
-                      i, full, maxlen, o->truncate < 0 ? " for this model" : " for this request");
+            too_long(resp, i, full, maxlen, o->truncate >= 0);
             return false;
         }
+        e->truncated += full > maxlen;
         off[i + 1] = off[i] + got;
     }
     return true;
@@ -386,7 +437,7 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         o = &defaults;
     http_call *call = resp->call;
     call->inputs = n;
-    if (!within_limits(app->cfg, lens, n, resp) || !admit(app, m, resp))
+    if (!within_limits(app->cfg, texts, lens, n, resp) || !admit(app, m, resp))
         return NULL;
     api_embed *e = calloc(1, sizeof *e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);
@@ -397,12 +448,13 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
-    if (!tokenize(m, v, texts, lens, n, o, ids, off, resp))
-        goto fail;
     e->m = m;
     e->v = v;
+    if (!tokenize(e, texts, lens, n, o, ids, off, resp))
+        goto fail;
     srv_variant_ref(v); /* the job's own, until embed_free */
     e->tokens = call->tokens = off[n];
+    call->truncated = e->truncated;
     snprintf(e->id, sizeof e->id, "%s", call->id);
     sched_job *j = &e->job;
     atomic_init(&j->refs, 1); /* the request's (api_embed_run hands it to the call) */
@@ -493,6 +545,7 @@ bool api_embed_result(api_embed *e, http_resp *resp)
     http_set_header(resp, "X-Mantissa-Space", "%s", e->v->space);
     switch (j->result) {
     case SCHED_OK:
+        http_set_header(resp, "X-Mantissa-Truncated-Inputs", "%d", e->truncated);
         http_set_header(resp, "X-Queue-Time-Ms", "%.3f",
                         (double)(j->t_start - j->t_submit) * 1e-6);
         http_set_header(resp, "X-Inference-Time-Ms", "%.3f", (double)j->compute_ns * 1e-6);

@@ -219,6 +219,8 @@ static int compare_texts(const http_app *app, const cJSON *j, const char **texts
             api_error(r, 413, "max_input_bytes", "input[%d] is over max_input_bytes", i);
             return -1;
         }
+    if (!api_no_empty_text("input", texts, NULL, n, r))
+        return -1;
     if (emb && !cJSON_IsBool(emb)) {
         api_error(r, 400, "embeddings", "\"embeddings\" must be true or false");
         return -1;

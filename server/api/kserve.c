@@ -6,13 +6,16 @@
  * the texts, either as JSON "data" or, with the extension, as
  * parameters.binary_data_size bytes after the JSON header (whose length is
  * the Inference-Header-Content-Length header): each element a u32
- * little-endian length and then that many bytes. Optional "id" (echoed),
- * "parameters" (binary_data_output, timeout in microseconds; others are
- * accepted and ignored, as Triton does) and "outputs" (only "embedding",
- * with parameters.binary_data).
+ * little-endian length and then that many bytes; an empty element is
+ * refused. Optional "id" (echoed), "parameters" (binary_data_output,
+ * timeout in microseconds, truncate: true or false, absent: the model's
+ * setting; others are accepted and ignored, as Triton does) and "outputs"
+ * (only "embedding", with parameters.binary_data).
  * Response: one FP32 output "embedding" of shape [n, hidden], row-major, as
  * JSON "data" or as raw little-endian floats after the JSON header
- * (parameters.binary_data_size, Inference-Header-Content-Length).
+ * (parameters.binary_data_size, Inference-Header-Content-Length). The
+ * response's parameters say which variant served it and how many texts
+ * were truncated (truncated_inputs).
  */
 #include <math.h>
 #include <stdint.h>
@@ -88,7 +91,7 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
     sb_printf(b, ",\"parameters\":{\"variant\":\"%s\",\"precision\":\"%s\",\"space_id\":",
               c->v->cfg.name, mt_precision_name(c->v->cfg.precision));
     sb_json_str(b, c->v->space, strlen(c->v->space));
-    sb_printf(b, ",\"prompt_tokens\":%ld}", c->tokens);
+    sb_printf(b, ",\"prompt_tokens\":%ld,\"truncated_inputs\":%d}", c->tokens, c->truncated);
     sb_printf(b, ",\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[%d,%d]",
               n, hidden);
     if (c->binary_out) {
@@ -142,6 +145,7 @@ static bool split_bytes(const unsigned char *p, size_t size, long n, const char 
 typedef struct {
     bool has_id;
     int binary_out;           /* -1: not asked, else 0/1 */
+    int truncate;             /* -1: the model's setting, else 0/1 */
     double timeout_us;        /* 0: none */
     const cJSON *in;          /* the input "text" */
     long n;                   /* its elements */
@@ -173,7 +177,7 @@ static cJSON *parse_request(const http_app *app, const http_req *req, size_t *js
 }
 
 /* The top-level fields: only known ones; "id" (echoed, and the request's
- * id), "parameters" (binary_data_output, timeout). */
+ * id), "parameters" (binary_data_output, timeout, truncate). */
 static bool read_top(const cJSON *j, kreq *k, http_resp *r)
 {
     static const char *const known[] = {"id", "parameters", "inputs", "outputs"};
@@ -203,7 +207,8 @@ static bool read_top(const cJSON *j, kreq *k, http_resp *r)
         api_error(r, 400, "parameters", "\"parameters\" must be an object");
         return false;
     }
-    if ((k->binary_out = bool_param(params, "binary_data_output", r)) == -2)
+    if ((k->binary_out = bool_param(params, "binary_data_output", r)) == -2 ||
+        (k->truncate = bool_param(params, "truncate", r)) == -2)
         return false;
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(params, "timeout");
     if (to && (!cJSON_IsNumber(to) || !(to->valuedouble >= 0) || !isfinite(to->valuedouble))) {
@@ -380,7 +385,7 @@ API_HANDLER(api_kserve_infer)
                                  bin_len, r)
             : !texts_from_json(&k, bin_len, r))
         goto done;
-    api_embed_opts eo = {.timeout_us = k.timeout_us, .truncate = -1};
+    api_embed_opts eo = {.timeout_us = k.timeout_us, .truncate = k.truncate};
     api_embed *c = api_embed_new(app, req, m, v, k.texts, k.lens, (int)k.n, &eo, r);
     if (!c)
         goto done;

@@ -1,7 +1,8 @@
 /* api_openai.c: the OpenAI embeddings API (POST /v1/embeddings, GET
  * /v1/models), so the OpenAI SDKs work with base_url pointed here. The SDKs
  * ask for base64 (little-endian float32) by default; float is the other
- * encoding. Token-id inputs are refused with a clear message. */
+ * encoding. Token-id inputs are refused with a clear message. One field
+ * OpenAI does not have: "truncate" (the SDKs send it with extra_body). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,14 +51,18 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
         sb_json_str(b, v->cfg.calibration, strlen(v->cfg.calibration));
     else
         sb_puts(b, "null");
-    sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"}}}", v->checksum);
+    sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"},\"truncated_inputs\":%d}}", v->checksum,
+              c->truncated);
 }
 
 /* The request's fields other than input: only known ones; "user" a
- * string; "model" a string; "encoding_format" float or base64. */
-static bool read_fields(const cJSON *j, bool *base64, http_resp *r)
+ * string; "model" a string; "encoding_format" float or base64; "truncate"
+ * true, false or null (null or absent: the model's setting, in *truncate
+ * as -1). */
+static bool read_fields(const cJSON *j, bool *base64, int *truncate, http_resp *r)
 {
-    static const char *const known[] = {"input", "model", "encoding_format", "dimensions", "user"};
+    static const char *const known[] = {"input",      "model", "encoding_format",
+                                        "dimensions", "user",  "truncate"};
     for (const cJSON *it = j->child; it; it = it->next) {
         size_t k = 0;
         while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
@@ -69,6 +74,12 @@ static bool read_fields(const cJSON *j, bool *base64, http_resp *r)
     }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "encoding_format");
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
+    const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(j, "truncate");
+    if (trunc && !cJSON_IsNull(trunc) && !cJSON_IsBool(trunc)) {
+        api_error(r, 400, "truncate", "\"truncate\" must be true or false");
+        return false;
+    }
+    *truncate = cJSON_IsBool(trunc) ? cJSON_IsTrue(trunc) : -1;
     if (user && !cJSON_IsNull(user) && !cJSON_IsString(user)) {
         api_error(r, 400, "user", "\"user\" must be a string");
         return false;
@@ -93,9 +104,10 @@ API_HANDLER(api_openai_embeddings)
     const char **texts = NULL;
     size_t *lens = NULL;
     bool base64;
+    api_embed_opts o = {0};
     srv_model *m;
     srv_variant *v;
-    if (!j || !read_fields(j, &base64, r))
+    if (!j || !read_fields(j, &base64, &o.truncate, r))
         goto done;
     const char *model = cJSON_GetObjectItemCaseSensitive(j, "model")->valuestring;
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
@@ -111,7 +123,7 @@ API_HANDLER(api_openai_embeddings)
     }
     int n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "input"), "input", 400, &texts,
                             &lens, r);
-    api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, NULL, r);
+    api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, &o, r);
     if (!c)
         goto done;
     c->base64 = base64;

@@ -206,6 +206,9 @@ static void render_requests(sbuf *b, const row *rows, int n, srv_models *models,
     EACH(counter(b, "mantissa_texts_total", x, p->texts));
     head(b, "mantissa_tokens_total", "counter", "Tokens processed by the forward pass.");
     EACH(counter(b, "mantissa_tokens_total", x, p->tokens));
+    head(b, "mantissa_truncated_texts_total", "counter",
+         "Texts of answered requests cut to the model's max_seq_len.");
+    EACH(counter(b, "mantissa_truncated_texts_total", x, p->truncated));
     head(b, "mantissa_queue_depth", "gauge", "Texts waiting for a batch.");
     EACH({
         sb_puts(b, "mantissa_queue_depth");

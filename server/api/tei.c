@@ -1,7 +1,9 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model), POST /tokenize, GET /info,
- * GET /health (and GET /). Errors are TEI's {"error", "error_type"}.
+ * GET /health (and GET /). Errors are TEI's {"error", "error_type"}; a
+ * refused input (an empty string, or too long with truncate false) is 422
+ * Validation.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
@@ -217,7 +219,8 @@ API_HANDLER(api_tei_tokenize)
         else if (!v->model->ops->token_text)
             api_error(r, 501, NULL, "this model's tokenizer cannot list its tokens");
         else if ((n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"),
-                                      "inputs", 422, &texts, &lens, r)) > 0) {
+                                      "inputs", 422, &texts, &lens, r)) > 0 &&
+                 api_no_empty_text("inputs", texts, lens, n, r)) {
             sb_putc(&r->body, '[');
             for (int i = 0; i < n && r->status == 200; i++) {
                 if (i)

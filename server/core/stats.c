@@ -23,7 +23,7 @@ const double stats_err_le[STATS_ERR_BUCKETS] = {1e-6, 1e-5, 1e-4, 3e-4, 1e-3, 3e
 
 const char *const stats_reason_names[STATS_R_COUNT] = {
     "invalid", "unauthorized", "limit", "queue_full", "cancelled", "internal", "unavailable",
-    "timeout"};
+    "timeout", "empty_input", "too_long"};
 
 /* ========================================================================
  * recording
@@ -73,8 +73,9 @@ static uint64_t now_ms(void)
     return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
-void stats_observe_request(stats_variant *p, int status, bool cancelled, uint64_t total_ns,
-                          uint64_t queue_ns, uint64_t compute_ns, long texts, long tokens)
+void stats_observe_request(stats_variant *p, int status, int reason, bool cancelled,
+                           uint64_t total_ns, uint64_t queue_ns, uint64_t compute_ns, long texts,
+                           long tokens)
 {
     pthread_mutex_lock(&p->lock);
     if (status == 200 && !cancelled) {
@@ -87,9 +88,17 @@ void stats_observe_request(stats_variant *p, int status, bool cancelled, uint64_
         hist_add(&p->request, stats_dur_le, STATS_DUR_BUCKETS, (double)total_ns * 1e-9);
         hist_add(&p->queue, stats_dur_le, STATS_DUR_BUCKETS, (double)queue_ns * 1e-9);
     } else {
-        p->failures[reason_of(status, cancelled)]++;
+        const bool named = !cancelled && reason >= 0 && reason < STATS_R_COUNT;
+        p->failures[named ? reason : (int)reason_of(status, cancelled)]++;
         p->fail_ns += total_ns;
     }
+    pthread_mutex_unlock(&p->lock);
+}
+
+void stats_observe_truncated(stats_variant *p, int n)
+{
+    pthread_mutex_lock(&p->lock);
+    p->truncated += (uint64_t)n;
     pthread_mutex_unlock(&p->lock);
 }
 

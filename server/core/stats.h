@@ -36,6 +36,8 @@ typedef enum {
     STATS_R_INTERNAL,    /* 500 */
     STATS_R_UNAVAILABLE, /* 503 */
     STATS_R_TIMEOUT,     /* 504 */
+    STATS_R_EMPTY_INPUT, /* a text that is an empty string (the handler says so) */
+    STATS_R_TOO_LONG,    /* a text over max_seq_len with truncation off (the handler says so) */
     STATS_R_COUNT
 } stats_reason;
 
@@ -45,6 +47,7 @@ typedef struct {
     stats_hist request, queue, compute; /* request and queue per request; compute per batch */
     stats_hist batch;                   /* texts per batch (bucket bounds are counts) */
     uint64_t texts, tokens, batches;
+    uint64_t truncated;                 /* texts of answered requests cut to max_seq_len */
     /* Triton statistics (ns sums) */
     uint64_t ok_ns, fail_ns, queue_ns, infer_ns, infer_count, last_ms;
     struct {
@@ -89,10 +92,14 @@ void stats_drift_summarize(stats_drift *d, int window, stats_drift_summary *out)
 void stats_variant_init(stats_variant *p);
 void stats_variant_destroy(stats_variant *p);
 
-/* A finished inference request: its HTTP status, and (for 200) its texts,
- * tokens, time queued and time in batches. */
-void stats_observe_request(stats_variant *p, int status, bool cancelled, uint64_t total_ns,
-                          uint64_t queue_ns, uint64_t compute_ns, long texts, long tokens);
+/* A finished inference request: its HTTP status, the reason it failed (a
+ * stats_reason, or -1: the one its status implies), and (for 200) its
+ * texts, tokens, time queued and time in batches. */
+void stats_observe_request(stats_variant *p, int status, int reason, bool cancelled,
+                           uint64_t total_ns, uint64_t queue_ns, uint64_t compute_ns, long texts,
+                           long tokens);
+/* n texts of an answered request were cut to the model's max_seq_len. */
+void stats_observe_truncated(stats_variant *p, int n);
 /* A finished batch of n texts and tokens tokens that took ns. */
 void stats_observe_batch(stats_variant *p, int n, long tokens, uint64_t ns);
 

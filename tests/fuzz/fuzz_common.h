@@ -53,6 +53,18 @@ static inline cJSON *fuzz_check_error_body(const char *body, size_t len, int ope
     return j;
 }
 
+/* Whether a parsed error body (fuzz_check_error_body) refuses a text over
+ * max_seq_len with truncation off: its message begins with the text's
+ * index, field[i] (server/api/call.c too_long), and says so. */
+static inline int fuzz_refused_too_long(const cJSON *err, int openai, const char *field)
+{
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(err, "error");
+    const cJSON *m = openai ? cJSON_GetObjectItemCaseSensitive(e, "message") : e;
+    const char *s = cJSON_IsString(m) ? m->valuestring : "";
+    return !strncmp(s, field, strlen(field)) && s[strlen(field)] == '[' &&
+           strstr(s, "more than the model's max_seq_len") != NULL;
+}
+
 /* An independent UTF-8 validator (RFC 3629: no overlongs, no surrogates,
  * nothing above U+10FFFF, no truncated sequences), to compare with the
  * code under test. */

@@ -4,7 +4,7 @@
  * loaded (fuzz_server.h) and no HTTP connection.
  *
  * Input: byte 0 picks the path parameters (bit 0: model "minilm", which
- * truncates, or "strict", which answers 422; bit 1: no version or "1";
+ * truncates, or "strict", which refuses over-long texts; bit 1: no version or "1";
  * bit 2: version "2", which does not exist) and the request form (bit 3:
  * the binary tensor extension); the rest is the body, a NUL-terminated copy
  * with Content-Type application/json. In the binary form bytes 1-2 give the
@@ -15,13 +15,13 @@
  * little-endian length + bytes each), Content-Type application/octet-stream.
  *
  * It checks the README's contract on every answer:
- *   - the status is one listed for client input (200, 400, 404, 413, 415,
- *     422); a 500 on client input is a finding;
+ *   - the status is one listed for client input (200, 400, 404, 413,
+ *     415); a 500 on client input is a finding;
  *   - the body (its JSON header when the answer uses the binary tensor
  *     extension) is strict JSON, UTF-8 included (FUZZ_JSON_LENIENT=1:
  *     only the grammar); errors are {"error": "..."};
- *   - 404 for version "2"; 422 only for "strict"; 413 only over
- *     server.max_inputs;
+ *   - 404 for version "2"; a text refused as too long only for "strict" or
+ *     a request that sets "truncate"; 413 only over server.max_inputs;
  *   - a 200 names the model and version "1", echoes "id", and has one FP32
  *     output "embedding" of shape [n, 384] (n from the request's shape)
  *     whose rows are finite and of unit norm, as JSON data or as
@@ -167,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_handle(api_kserve_infer, &req, params, &resp);
 
     const int st = resp.status;
-    FUZZ_CHECK(st == 200 || st == 400 || st == 404 || st == 413 || st == 415 || st == 422,
+    FUZZ_CHECK(st == 200 || st == 400 || st == 404 || st == 413 || st == 415,
                "status %d: %.*s", st, (int)resp.body.len, resp.body.data ? resp.body.data : "");
     size_t json_len = resp.body.len;
     const char *ihcl = fuzz_resp_header(&resp, "Inference-Header-Content-Length");
@@ -194,9 +194,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_ok(rq, model, &resp, json_len);
         cJSON_Delete(rq);
     } else {
-        cJSON_Delete(fuzz_check_error_body(resp.body.data, resp.body.len, 0));
-        if (st == 422)
-            FUZZ_CHECK(!strcmp(model, "strict"), "422 from a model that truncates");
+        cJSON *err = fuzz_check_error_body(resp.body.data, resp.body.len, 0);
+        if (fuzz_refused_too_long(err, 0, "text"))
+            FUZZ_CHECK(!strcmp(model, "strict") || memmem(body, len, "truncate", 8),
+                       "too long for a model that truncates, and the request did not say");
+        cJSON_Delete(err);
     }
     sb_free(&resp.body);
     free(body);

@@ -3,7 +3,7 @@
  * all-MiniLM-L6-v2 weights loaded once, kept small so a request that
  * passes validation runs a cheap forward (at most 4 texts of 16 tokens,
  * one engine thread). Two models share the weights: "minilm" truncates
- * long texts, "strict" answers 422 for them.
+ * long texts, "strict" refuses them (400).
  *
  * The model folder is models/all-MiniLM-L6-v2 (make model) relative to
  * the repository root, or $MANTISSA_MODEL_DIR.

@@ -91,6 +91,17 @@ CASES = [
     ("10,000 KServe elements in one request",
      kserve({"inputs": [dict(TEXT, shape=[10000], data=["x"] * 10000)]}), 413, ["max_inputs"]),
     ("empty input list (OpenAI)", openai({"model": "minilm", "input": []}), 400, ["input"]),
+    ("an empty string in a batch of 64",
+     openai({"model": "minilm", "input": ["x"] * 40 + [""] + ["y"] * 23}), 400,
+     ["input[40]", "empty", "1 of 64"]),
+    ("a lone empty string", openai({"model": "minilm", "input": ""}), 400, ["input[0]", "empty"]),
+    ("an empty string among valid KServe elements",
+     kserve({"inputs": [dict(TEXT, shape=[3], data=["a", "", "b"])]}), 400, ["text[1]", "empty"]),
+    ("an empty string among valid TEI inputs", ("POST", "/embed", {"inputs": ["a", "", "b"]}), 422,
+     ["inputs[1]", "empty"]),
+    ("100,000 one-token characters with truncate false",
+     openai({"model": "minilm", "input": "\u4e2d" * 100000, "truncate": False}), 400,
+     ["100002 tokens", "256"]),
     ("empty input list (KServe)", kserve({"inputs": [dict(TEXT, shape=[0], data=[])]}), 400, []),
     ("unknown model", openai({"model": "nope", "input": "x"}), 404, ["nope"]),
     ("model name with path characters",
@@ -152,8 +163,17 @@ def test_a_1_mib_single_string_under_the_limits_is_truncated_and_served(srv):
     resp, data = srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": text})
     assert resp.status == 200, data
     assert data["usage"]["prompt_tokens"] == 256
+    assert resp.getheader("X-Mantissa-Truncated-Inputs") == "1"
     v = data["data"][0]["embedding"]
     assert len(v) == 384 and abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-3
+
+
+def test_a_100k_character_single_word_is_one_unknown_token_not_truncated(srv):
+    resp, data = srv.request("POST", "/v1/embeddings",
+                             {"model": "minilm", "input": "a" * 100000, "truncate": False})
+    assert resp.status == 200, data
+    assert data["usage"]["prompt_tokens"] == 3  # [CLS] [UNK] [SEP]
+    assert resp.getheader("X-Mantissa-Truncated-Inputs") == "0"
 
 
 def test_after_the_catalogue_embeddings_are_still_right(srv):

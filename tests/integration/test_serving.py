@@ -120,7 +120,7 @@ def cosine(a, b):
 
 TEXTS = ["A man is playing a guitar.", "short", "The weather is lovely today in the park.",
          "A dog runs across the field.", "Ünïcödé and 中文 mixed in", "x " * 300,
-         "Someone is slicing an onion.", "", "A plane is taking off.", "two words"]
+         "Someone is slicing an onion.", " ", "A plane is taking off.", "two words"]
 
 
 def test_concurrent_requests_are_batched_and_each_gets_its_own_vectors(start):
