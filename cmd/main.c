@@ -2,7 +2,7 @@
  * file each in cmd/; serve's wiring is server/main.c).
  *
  *   mantissa serve    --config FILE [--listen ADDR:PORT]
- *   mantissa embed    --config FILE [--model NAME[@VARIANT]] [--jsonl]   < texts
+ *   mantissa embed    --config FILE [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
  *   mantissa eval     --config FILE --stsb FILE [--model NAME[@VARIANT]]
  *   mantissa bench    --config FILE --ids FILE [--batch 1,32] [--seconds S]
  *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE
@@ -41,6 +41,7 @@ static void usage(FILE *f)
             "  --config FILE      config file (default config/mantissa.json)\n"
             "  --model NAME[@V]   model (and variant) for embed/eval/bench (default: the first)\n"
             "serve:  --listen ADDR:PORT   overrides server.listen\n"
+            "embed:  --skip-blank         skip blank lines (default: refuse them, naming the line)\n"
             "eval:   --stsb FILE          the STS-B test split (sts-test.csv)\n"
             "bench:  --ids FILE           JSON list of token-id lists ([CLS] ... [SEP])\n"
             "        --batch LIST         batch sizes, comma-separated (default 1,32)\n"
