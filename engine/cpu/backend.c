@@ -374,6 +374,7 @@ static const mt_backend_ops cpu_ops = {
     .set_threads = cpu_set_threads,
     .isa = cpu_isa,
     .gemm_kernel = cpu_gemm_kernel,
+    .mix_high = MT_PREC_FP32,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
     .layernorm = cpu_layernorm,

@@ -568,6 +568,7 @@ static const mt_backend_ops cuda_ops = {
     .mean_pool = cu_mean_pool,
     .graph_begin = cu_graph_begin_op, /* engine/cuda/graph.c */
     .graph_end = cu_graph_end_op,
+    .mix_high = MT_PREC_FP16,
 };
 
 /* An integer environment knob, or dflt when unset or empty. */

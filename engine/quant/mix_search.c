@@ -258,7 +258,7 @@ mt_status mt_mix_resolve(const char *dir, mt_backend *be, const mt_model_opts *o
         return MT_OK;
     }
     if ((unsigned)high >= MT_PREC_COUNT)
-        high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32;
+        high = be->ops->mix_high; /* the backend's "default" */
     mt_mix_search_opts so = {.low = o->precision,
                              .high = high,
                              .budget_cos = budget_cos, .calib = o->calib,
