@@ -376,10 +376,10 @@ static mt_status gemm_16(cu_ctx *c, const cu_weight *w, bool bf, const float *x,
     }
     if (st == MT_OK)
         atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
-    if (st == MT_OK && act == MT_ACT_GELU)
-        CU_GOTO(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream), done);
 done:
     scratch_free(c, xh);
+    if (st == MT_OK && act == MT_ACT_GELU)
+        CU(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream));
     return st;
 }
 
