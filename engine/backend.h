@@ -78,6 +78,10 @@ typedef struct mt_backend_ops {
      * the start-up log, the load check's message and /metrics. */
     const char *(*isa)(const mt_backend *be);
     const char *(*gemm_kernel)(const mt_backend *be, mt_precision p);
+    /* The precision mix "auto" lifts a model's sensitive GEMMs to where the
+     * config leaves it to the backend (mix_high "default", engine/quant/
+     * mix_search.h): FP32 on the CPU, FP16 on a GPU. Not set: FP32. */
+    mt_precision mix_high;
 
     /* ---- ops (all buffers backend memory) -------------------------- */
     /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */

@@ -49,9 +49,15 @@ static void cpu_destroy(mt_backend *be)
     free(be);
 }
 
+/* The form of p's GEMM here: the precision traits' CPU column. */
+static mt_gemm_form form_of(mt_precision p)
+{
+    return mt_prec_gemm(p, MT_BK_CPU);
+}
+
 static bool cpu_supports(const mt_backend *be, mt_precision p)
 {
-    return (unsigned)p < MT_PREC_COUNT && !mt_prec(p)->gpu_only;
+    return form_of(p) != MT_GEMM_NONE;
 }
 
 /* 64-byte aligned so vector loads never split cache lines. */
@@ -102,7 +108,10 @@ static mt_status matmul_copy(mt_backend *be, cpu_weight *cw, mt_err *err)
 {
     mt_weight *wt = &cw->pub;
     const int n = wt->n, k = wt->k;
-    const bool f32 = wt->prec == MT_PREC_FP32;
+    const nf_format fmt = mt_prec(wt->prec)->format;
+    if (fmt != NF_F32 && fmt != NF_BF16)
+        return MT_OK; /* no matmul of its elements: the panels */
+    const bool f32 = fmt == NF_F32;
     int rc = f32 ? kc_f32_weight_create(wt->data, n, k, be->threads, &cw->f32)
                  : kc_bf16_weight_create(wt->data, n, k, be->threads, &cw->f32);
     if (rc != KC_OK && !f32)
@@ -125,9 +134,8 @@ static mt_status matmul_copy(mt_backend *be, cpu_weight *cw, mt_err *err)
 static void panel_copy(cpu_weight *cw, size_t bytes)
 {
     mt_weight *wt = &cw->pub;
-    const kc_h16_fmt fmt = wt->prec == MT_PREC_FP16   ? KC_H16_F16
-                           : wt->prec == MT_PREC_BF16 ? KC_H16_BF16
-                                                      : KC_H16_E4M3;
+    const nf_format f = mt_prec(wt->prec)->format;
+    const kc_h16_fmt fmt = f == NF_F16 ? KC_H16_F16 : f == NF_BF16 ? KC_H16_BF16 : KC_H16_E4M3;
     if (kc_h16_weight_create(wt->data, wt->n, wt->k, fmt, &cw->h16) != KC_OK)
         return;
     free(wt->data);
@@ -147,7 +155,7 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
         return mt_fail(err, MT_EINVAL, "bad %s weight %dx%d%s", mt_precision_name(prec), n, k,
                        mt_quant_has_scales(prec) && !scales ? " (no scales)" : "");
     size_t bytes = mt_quant_data_bytes(prec, n, k);
-    if (prec == MT_PREC_FP8 && kc_e4m3_has_nan(data, bytes))
+    if (mt_prec(prec)->format == NF_E4M3 && kc_e4m3_has_nan(data, bytes))
         return mt_fail(err, MT_EFORMAT, "fp8 weight %dx%d holds a NaN code", n, k);
     cpu_weight *cw = calloc(1, sizeof *cw);
     if (!cw)
@@ -171,20 +179,21 @@ static mt_status cpu_weight_upload(mt_backend *be, mt_precision prec, int n, int
         memcpy(wt->scales, scales, sizeof(float) * nsc);
     }
     wt->bytes = mt_quant_total_bytes(prec, n, k);
-    if (prec == MT_PREC_FP32 || prec == MT_PREC_BF16) {
+    const mt_gemm_form form = form_of(prec);
+    if (form == MT_GEMM_FLOAT) {
         mt_status st = matmul_copy(be, cw, err);
         if (st != MT_OK) {
             free(cw);
             return st;
         }
     }
-    if (prec == MT_PREC_FP16 || prec == MT_PREC_FP8 || (prec == MT_PREC_BF16 && !cw->f32))
+    if (form == MT_GEMM_PANEL || (form == MT_GEMM_FLOAT && !cw->f32))
         panel_copy(cw, bytes);
-    if (prec == MT_PREC_INT8 || prec == MT_PREC_INT8G) {
+    if (form == MT_GEMM_CODES8) {
         /* oneDNN's int8 per channel reads ->data in place (the quant.h
          * layout, no second copy); our kernels (int8g, and int8 where the
          * CPU has no VNNI) read their own packed copy, and ->data goes */
-        int rc = prec == MT_PREC_INT8
+        int rc = mt_prec(prec)->group == 0
                      ? kc_s8_weight_create(wt->data, wt->scales, n, k, false, &cw->s8)
                      : kc_s8_weight_create_grouped(wt->data, wt->scales, n, k,
                                                    mt_prec(prec)->group, &cw->s8);
@@ -236,6 +245,18 @@ static mt_status cpu_weight_set_input_scale(mt_backend *be, mt_weight *w, const 
     return MT_OK;
 }
 
+/* The panel GEMMs of qgemm.c on ->data, decoded by the element format. */
+static int gemm_decode(const float *x, int m, const mt_weight *w, const float *bias, bool gelu,
+                       float *y)
+{
+    switch (mt_prec(w->prec)->format) {
+    case NF_F16: return kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
+    case NF_BF16: return kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
+    case NF_E4M3: return kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
+    default: return KC_EINVAL;
+    }
+}
+
 static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight *w,
                           const float *bias, mt_act act, float *y, mt_err *err)
 {
@@ -245,25 +266,18 @@ static mt_status cpu_gemm(mt_backend *be, const float *x, int m, const mt_weight
     const bool gelu = act == MT_ACT_GELU;
     const cpu_weight *cw = (const cpu_weight *)w;
     int rc;
-    switch (w->prec) {
-    case MT_PREC_FP32:
-        rc = kc_gemm_f32(x, m, cw->f32, bias, gelu, y);
-        break;
-    case MT_PREC_FP16:
-        rc = cw->h16 ? kc_gemm_h16(x, m, cw->h16, NULL, bias, gelu, y)
-                     : kc_gemm_f16(x, m, w->data, w->n, w->k, bias, gelu, y);
-        break;
-    case MT_PREC_BF16:
-        rc = cw->f32   ? kc_gemm_f32(x, m, cw->f32, bias, gelu, y)
-             : cw->h16 ? kc_gemm_h16(x, m, cw->h16, NULL, bias, gelu, y)
-                       : kc_gemm_bf16(x, m, w->data, w->n, w->k, bias, gelu, y);
-        break;
-    case MT_PREC_FP8:
+    switch (form_of(w->prec)) {
+    case MT_GEMM_FLOAT:
+        if (cw->f32) {
+            rc = kc_gemm_f32(x, m, cw->f32, bias, gelu, y);
+            break;
+        }
+        /* fall through - a bf16 weight that oneDNN's matmul did not take */
+    case MT_GEMM_PANEL:
         rc = cw->h16 ? kc_gemm_h16(x, m, cw->h16, w->scales, bias, gelu, y)
-                     : kc_gemm_fp8(x, m, w->data, w->scales, w->n, w->k, bias, gelu, y);
+                     : gemm_decode(x, m, w, bias, gelu, y);
         break;
-    case MT_PREC_INT8:
-    case MT_PREC_INT8G:
+    case MT_GEMM_CODES8:
         rc = kc_gemm_s8(x, m, cw->s8, bias, gelu, y);
         break;
     default:
@@ -323,18 +337,15 @@ static const char *cpu_isa(const mt_backend *be)
  * falls back, which this does not name). */
 static const char *cpu_gemm_kernel(const mt_backend *be, mt_precision p)
 {
-    switch (p) {
-    case MT_PREC_FP32:
-        return "onednn_f32";
-    case MT_PREC_BF16:
-        if (kc_bf16_matmul_available())
-            return "onednn_bf16";
-        return kc_h16_available() ? "avx512_h16" : "decode_sgemm";
-    case MT_PREC_FP16:
-    case MT_PREC_FP8:
-        return kc_h16_available() ? "avx512_h16" : "decode_sgemm";
-    case MT_PREC_INT8:
-    case MT_PREC_INT8G:
+    const char *panels = kc_h16_available() ? "avx512_h16" : "decode_sgemm";
+    switch (form_of(p)) {
+    case MT_GEMM_FLOAT:
+        if (mt_prec(p)->format == NF_F32)
+            return "onednn_f32";
+        return kc_bf16_matmul_available() ? "onednn_bf16" : panels;
+    case MT_GEMM_PANEL:
+        return panels;
+    case MT_GEMM_CODES8:
         return kc_s8_kernel_name(kc_s8_kernel_auto());
     default:
         return NULL;
@@ -364,6 +375,7 @@ static const mt_backend_ops cpu_ops = {
     .set_threads = cpu_set_threads,
     .isa = cpu_isa,
     .gemm_kernel = cpu_gemm_kernel,
+    .mix_high = MT_PREC_FP32,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
     .layernorm = cpu_layernorm,

@@ -327,7 +327,8 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     if (!w)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     w->ld = round_up(k, (int)(16 / es));
-    w->w8a8 = prec == MT_PREC_FP8 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
+    w->w8a8 = mt_prec_gemm(prec, MT_BK_CUDA) == MT_GEMM_CODES8 &&
+              mt_prec(prec)->format == NF_E4M3 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
     w->crossover = INT_MAX;
     const size_t bytes = es * (size_t)n * w->ld;
     w->pub.prec = prec;
@@ -370,7 +371,7 @@ static mt_status cu_weight_set_input_scale(mt_backend *be, mt_weight *pw, const 
     mt_status st = ctx_get((cu_backend *)be, &c, err);
     if (st != MT_OK)
         return st;
-    if (pw->prec != MT_PREC_INT8 && pw->prec != MT_PREC_FP8)
+    if (mt_prec_gemm(pw->prec, MT_BK_CUDA) != MT_GEMM_CODES8)
         return mt_fail(err, MT_EUNSUPPORTED, "activation smoothing is for int8 and fp8 weights "
                        "only, not %s", mt_precision_name(pw->prec));
     if (c->capturing)
@@ -520,12 +521,13 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
  * the backend object
  * ====================================================================== */
 
-/* Every precision with per-channel (or no) scales: TF32 needs sm_80 and
- * FP8 W8A16 converts in software on sm_80, and the backend refuses older
- * GPUs at creation. Group-scaled int8 ("int8g") has no CUDA kernel yet. */
+/* The precisions the traits' CUDA column names (engine/precision.c): every
+ * one with per-channel (or no) scales. TF32 needs sm_80 and FP8 W8A16
+ * converts in software on sm_80, and the backend refuses older GPUs at
+ * creation. Group-scaled int8 ("int8g") has no CUDA kernel yet. */
 static bool cu_supports(const mt_backend *be, mt_precision p)
 {
-    return (unsigned)p < MT_PREC_COUNT && mt_prec(p)->group == 0;
+    return mt_prec_gemm(p, MT_BK_CUDA) != MT_GEMM_NONE;
 }
 
 /* Destroys the backend; no thread may still be using it. */
@@ -567,6 +569,7 @@ static const mt_backend_ops cuda_ops = {
     .mean_pool = cu_mean_pool,
     .graph_begin = cu_graph_begin_op, /* engine/cuda/graph.c */
     .graph_end = cu_graph_end_op,
+    .mix_high = MT_PREC_FP16,
 };
 
 /* Defaults, then the MANTISSA_CUDA_* options (engine/options.h; their CHOICE

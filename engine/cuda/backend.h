@@ -16,6 +16,10 @@
  * be freed and every thread may use the data) and ->download (which returns
  * when the result is on the host).
  *
+ * The entry points are one list, engine/cuda/entry_points.h (their
+ * signatures): this header documents them, each by name where its comment
+ * is, and declares them from the list at its end.
+ *
  * Note: mt_cuda_device_count() initialises the CUDA driver. Call it (and
  * everything else here) only after any fork().
  */
@@ -26,21 +30,22 @@
 #include <stddef.h>
 
 #include "engine/backend.h"
+#include "engine/cuda/entry_points.h"
 #include "engine/status.h"
 
 /* CUDA devices this process can use; 0 when there is no device, no driver,
  * or the build has no CUDA. Never fails loudly. */
-int mt_cuda_device_count(void);
+/* entry point: mt_cuda_device_count() */
 
 /* One line about device dev, e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs,
  * 79.1 GiB, driver 13.0, runtime 13.0)". On failure buf gets the reason and
  * the status says what kind of failure it was. */
-mt_status mt_cuda_describe(int dev, char *buf, size_t cap);
+/* entry point: mt_cuda_describe() */
 
 /* The CUDA backend on device `device` (0-based), or MT_EUNSUPPORTED /
  * MT_EINVAL with a message saying why not (no device, no such device,
  * compute capability below 8.0, no kernel image for it, build without CUDA). */
-mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
+/* entry point: mt_backend_cuda_create() */
 
 /* ---- CUDA Graphs ---------------------------------------------------------
  * A forward whose shapes repeat can be recorded once and replayed, which
@@ -68,8 +73,7 @@ mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err);
  * graph_begin / graph_end slots (what models/bert.c calls) are this protocol
  * plus a per-thread forward arena that holds the key's buffers
  * (engine/cuda/graph.c). */
-mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err);
-mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err);
+/* entry points: mt_cuda_graph_begin(), mt_cuda_graph_end() */
 
 /* ---- knobs for tests and benchmarks ------------------------------------
  * mt_backend_cuda_create takes them from the runtime options (engine/options.h;
@@ -120,9 +124,7 @@ typedef struct {
 } mt_cuda_opts;
 
 /* The defaults, overridden by the options above. */
-void mt_cuda_opts_default(mt_cuda_opts *o);
-mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_backend **out,
-                                      mt_err *err);
+/* entry points: mt_cuda_opts_default(), mt_backend_cuda_create_opts() */
 
 /* How many GEMMs went down each path since the backend was made. */
 typedef struct {
@@ -144,16 +146,23 @@ typedef struct {
     long graph_nodes;   /* nodes of the last graph recorded */
     long graph_kernels; /* of which kernel launches */
 } mt_cuda_counts;
-void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out);
+/* entry point: mt_cuda_get_counts() */
 
 /* Whether FP8 weights take cuBLASLt FP8 W8A8 (outer-vector scales) at
  * large m on this backend: only compute capability 9.0 with cuBLASLt >= 12.9
  * (cup_fp8_w8a8_enabled); else they take the dequantized FP16 GEMM. false
  * without CUDA. */
-bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be);
+/* entry point: mt_cuda_fp8_w8a8_enabled() */
 
 /* The m from which GEMMs with this 8-bit weight leave the fused kernel for
  * cuBLASLt (INT32_MAX: never); -1 for other weights. */
-int mt_cuda_weight_crossover(const mt_weight *w);
+/* entry point: mt_cuda_weight_crossover() */
+
+/* The declarations of the entry points above: one list, entry_points.h. */
+#define MT_CUDA_DECLARE(ret, name, params, args, answer) ret name params;
+#define MT_CUDA_DECLARE_V(name, params, args, answer) void name params;
+MT_CUDA_ENTRY_POINTS(MT_CUDA_DECLARE, MT_CUDA_DECLARE_V)
+#undef MT_CUDA_DECLARE
+#undef MT_CUDA_DECLARE_V
 
 #endif

@@ -21,7 +21,11 @@
  * which exports its symbols (-rdynamic, the whole library linked in: see the
  * Makefile's CUDA section). $MANTISSA_CUDA_DRIVER names another driver
  * library to probe (tests: any library that opens, to reach the module on a
- * machine without a GPU). */
+ * machine without a GPU).
+ *
+ * The table, the binding and the forwarders are generated from the one list
+ * of entry points, engine/cuda/entry_points.h; where the module is not
+ * loaded each forwarder gives its row's answer with the reason. */
 #include "engine/cuda/backend.h"
 #include "engine/options.h"
 
@@ -34,22 +38,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/cuda/no_cuda.h"
+
 #define MODULE_NAME "libmantissa_cuda.so"
+
+/* The module's entry points: one pointer per row of entry_points.h. */
+#define DL_PTR(ret, name, params, args, answer) ret(*name) params;
+#define DL_PTR_V(name, params, args, answer) void(*name) params;
+typedef struct {
+    MT_CUDA_ENTRY_POINTS(DL_PTR, DL_PTR_V)
+} dl_table;
 
 static struct {
     pthread_once_t once;
     void *h; /* the module; NULL: not loaded, see why */
     char why[512];
-    int (*device_count)(void);
-    mt_status (*describe)(int, char *, size_t);
-    mt_status (*create)(int, mt_backend **, mt_err *);
-    void (*opts_default)(mt_cuda_opts *);
-    mt_status (*create_opts)(int, const mt_cuda_opts *, mt_backend **, mt_err *);
-    void (*get_counts)(const mt_backend *, mt_cuda_counts *);
-    bool (*fp8_w8a8_enabled)(const mt_backend *);
-    int (*weight_crossover)(const mt_weight *);
-    mt_status (*graph_begin)(mt_backend *, unsigned long long, bool *, mt_err *);
-    mt_status (*graph_end)(mt_backend *, mt_err *);
+    dl_table fn;
 } mod = {.once = PTHREAD_ONCE_INIT};
 
 /* Opens the first module candidate that exists; NULL with why[] set. */
@@ -88,31 +92,27 @@ static void *open_module(void)
     return NULL;
 }
 
+/* Entry point name of the module into *slot; false (why[] set) when it lacks it. */
+static bool bind_one(void *h, const char *name, void *slot, size_t size)
+{
+    void *sym = dlsym(h, name);
+    if (!sym) {
+        snprintf(mod.why, sizeof mod.why, "the CUDA module lacks %s", name);
+        return false;
+    }
+    /* POSIX guarantees a dlsym'd object pointer converts to a function pointer */
+    memcpy(slot, &sym, size);
+    return true;
+}
+
 /* Every entry point from the module; false (why[] set) when one is missing. */
 static bool bind_all(void *h)
 {
-    static const char *const names[] = {
-        "mt_cuda_device_count", "mt_cuda_describe",          "mt_backend_cuda_create",
-        "mt_cuda_opts_default", "mt_backend_cuda_create_opts", "mt_cuda_get_counts",
-        "mt_cuda_fp8_w8a8_enabled", "mt_cuda_weight_crossover", "mt_cuda_graph_begin",
-        "mt_cuda_graph_end"};
-    void *fn[sizeof names / sizeof *names];
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!(fn[i] = dlsym(h, names[i]))) {
-            snprintf(mod.why, sizeof mod.why, "the CUDA module lacks %s", names[i]);
-            return false;
-        }
-    /* POSIX guarantees a dlsym'd object pointer converts to a function pointer */
-    memcpy(&mod.device_count, &fn[0], sizeof fn[0]);
-    memcpy(&mod.describe, &fn[1], sizeof fn[1]);
-    memcpy(&mod.create, &fn[2], sizeof fn[2]);
-    memcpy(&mod.opts_default, &fn[3], sizeof fn[3]);
-    memcpy(&mod.create_opts, &fn[4], sizeof fn[4]);
-    memcpy(&mod.get_counts, &fn[5], sizeof fn[5]);
-    memcpy(&mod.fp8_w8a8_enabled, &fn[6], sizeof fn[6]);
-    memcpy(&mod.weight_crossover, &fn[7], sizeof fn[7]);
-    memcpy(&mod.graph_begin, &fn[8], sizeof fn[8]);
-    memcpy(&mod.graph_end, &fn[9], sizeof fn[9]);
+#define DL_BIND(ret, name, params, args, answer)                                                   \
+    if (!bind_one(h, #name, &mod.fn.name, sizeof mod.fn.name))                                     \
+        return false;
+#define DL_BIND_V(name, params, args, answer) DL_BIND(void, name, params, args, answer)
+    MT_CUDA_ENTRY_POINTS(DL_BIND, DL_BIND_V)
     return true;
 }
 
@@ -141,78 +141,24 @@ static bool loaded(void)
     return mod.h != NULL;
 }
 
-int mt_cuda_device_count(void)
-{
-    return loaded() ? mod.device_count() : 0;
-}
-
-mt_status mt_cuda_describe(int dev, char *buf, size_t cap)
-{
-    if (loaded())
-        return mod.describe(dev, buf, cap);
-    if (buf && cap)
-        snprintf(buf, cap, "%s", mod.why);
-    return MT_EUNSUPPORTED;
-}
-
-mt_status mt_backend_cuda_create(int device, mt_backend **out, mt_err *err)
-{
-    if (loaded())
-        return mod.create(device, out, err);
-    if (out)
-        *out = NULL;
-    return mt_fail(err, MT_EUNSUPPORTED, "%s", mod.why);
-}
-
-void mt_cuda_opts_default(mt_cuda_opts *o)
-{
-    if (loaded()) {
-        mod.opts_default(o);
-        return;
+/* The forwarders: the module's function where it is loaded, else the
+ * row's answer with the reason it is not. */
+#define DL_FORWARD(ret, name, params, args, answer)                                                \
+    ret name params                                                                                \
+    {                                                                                              \
+        if (loaded())                                                                              \
+            return mod.fn.name args;                                                               \
+        const char *why = mod.why;                                                                 \
+        (void)why;                                                                                 \
+        return answer;                                                                             \
     }
-    memset(o, 0, sizeof *o); /* as engine/cuda/none.c: nothing reads them without CUDA */
-    o->autotune = 1;
-    o->max_len_hint = 512;
-    o->graphs = 1;
-}
-
-mt_status mt_backend_cuda_create_opts(int device, const mt_cuda_opts *o, mt_backend **out,
-                                      mt_err *err)
-{
-    if (loaded())
-        return mod.create_opts(device, o, out, err);
-    return mt_backend_cuda_create(device, out, err);
-}
-
-/* The rest take a backend or weight only the module can have made. */
-void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
-{
-    if (loaded())
-        mod.get_counts(be, out);
-    else
-        memset(out, 0, sizeof *out);
-}
-
-bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
-{
-    return loaded() && mod.fp8_w8a8_enabled(be);
-}
-
-int mt_cuda_weight_crossover(const mt_weight *w)
-{
-    return loaded() ? mod.weight_crossover(w) : -1;
-}
-
-mt_status mt_cuda_graph_begin(mt_backend *be, unsigned long long key, bool *replay, mt_err *err)
-{
-    if (loaded())
-        return mod.graph_begin(be, key, replay, err);
-    return mt_fail(err, MT_EUNSUPPORTED, "%s", mod.why);
-}
-
-mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err)
-{
-    if (loaded())
-        return mod.graph_end(be, err);
-    return mt_fail(err, MT_EUNSUPPORTED, "%s", mod.why);
-}
+#define DL_FORWARD_V(name, params, args, answer)                                                   \
+    void name params                                                                               \
+    {                                                                                              \
+        if (loaded()) {                                                                            \
+            mod.fn.name args;                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        answer;                                                                                    \
+    }
+MT_CUDA_ENTRY_POINTS(DL_FORWARD, DL_FORWARD_V)

@@ -244,6 +244,12 @@ mt_status ws_ensure(cu_ctx *c, mt_err *err)
     return MT_OK;
 }
 
+/* The kernels' name of an 8-bit precision's codes (its traits' format). */
+static kcu_wtype codes_type(mt_precision p)
+{
+    return mt_prec(p)->format == NF_E4M3 ? KCU_W_E4M3 : KCU_W_INT8;
+}
+
 /* The W8A16 kernel, with this thread's split-K workspace. */
 static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
                             const float *bias, mt_act act, float *y, mt_err *err)
@@ -254,7 +260,7 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
         return st;
     const kcu_w8a16_opts ko = {.kernel = c->be->opts.w8a16_kernel};
     CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
-                          pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3, pw->scales, bias,
+                          codes_type(pw->prec), pw->scales, bias,
                           act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
                           pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, &ko,
                           c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
@@ -275,7 +281,7 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int
     void *wf = NULL, *xh = NULL;
     CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)n * ld, &wf), done);
     CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
-    CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, pw->prec == MT_PREC_INT8 ? KCU_W_INT8 : KCU_W_E4M3,
+    CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, codes_type(pw->prec),
                                pw->scales, n, k, wf, ld, c->stream),
             done);
     CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
@@ -319,7 +325,7 @@ done:
 /* The cuBLASLt path an 8-bit weight takes at large m. */
 static q8_path alt_path(const cu_weight *w)
 {
-    return w->pub.prec == MT_PREC_FP8 && w->w8a8 ? P_W8A8 : P_DEQUANT;
+    return w->w8a8 ? P_W8A8 : P_DEQUANT; /* w8a8: only ever set for E4M3 codes */
 }
 
 /* Runs path pth as asked: MT_EUNSUPPORTED when cuBLASLt refuses W8A8. */
@@ -345,6 +351,38 @@ static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, i
     return gemm_fused(c, w, x, m, bias, act, y, err);
 }
 
+/* A 16-bit float weight (bf: bf16, else fp16): activations to 16 bits,
+ * cuBLASLt with the bias epilogue. MANTISSA_CUDA_GELU=tanh: GELU in the
+ * epilogue; where cuBLASLt has no such algorithm, the plain GEMM and the
+ * erf pass after. */
+static mt_status gemm_16(cu_ctx *c, const cu_weight *w, bool bf, const float *x, int m,
+                         const float *bias, mt_act act, float *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    cu_backend *b = c->be;
+    const int n = pw->n, k = pw->k, epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
+    mt_status st = MT_OK;
+    void *xh = NULL;
+    CU(scratch(c, sizeof(uint16_t) * (size_t)m * w->ld, &xh));
+    CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), done);
+    st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, epi_gelu,
+                 NULL, NULL, y, err);
+    if (st == MT_EUNSUPPORTED && epi_gelu)
+        st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, 0, NULL,
+                     NULL, y, err);
+    else if (st == MT_OK && epi_gelu) {
+        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
+        act = MT_ACT_NONE; /* done */
+    }
+    if (st == MT_OK)
+        atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
+done:
+    scratch_free(c, xh);
+    if (st == MT_OK && act == MT_ACT_GELU)
+        CU(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream));
+    return st;
+}
+
 /* y = act(x W^T + bias) by precision: see the top of this file. */
 mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
                          const float *bias, mt_act act, float *y, mt_err *err)
@@ -357,39 +395,17 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
         return st;
     const int n = pw->n, k = pw->k;
     c->last_prec = pw->prec;
-    switch (pw->prec) {
-    case MT_PREC_FP32:
-    case MT_PREC_TF32:
-        st = lt_gemm(c, pw->prec == MT_PREC_TF32 ? LK_TF32 : LK_F32, pw->data, w->ld, x, k, m, n,
-                     k, bias, 0, NULL, NULL, y, err);
+    const mt_precision_traits *t = mt_prec(pw->prec);
+    switch (mt_prec_gemm(pw->prec, MT_BK_CUDA)) {
+    case MT_GEMM_FLOAT:
+        if (t->bytes == 2) /* fp16, bf16 */
+            return gemm_16(c, w, t->format == NF_BF16, x, m, bias, act, y, err);
+        st = lt_gemm(c, t->tf32 ? LK_TF32 : LK_F32, pw->data, w->ld, x, k, m, n, k, bias, 0,
+                     NULL, NULL, y, err);
         if (st == MT_OK)
             atomic_fetch_add_explicit(&b->n_lt_32, 1, memory_order_relaxed);
         break;
-    case MT_PREC_FP16:
-    case MT_PREC_BF16: {
-        /* MANTISSA_CUDA_GELU=tanh: GELU in the epilogue; where cuBLASLt has no
-         * such algorithm, the plain GEMM and the erf pass below */
-        const int bf = pw->prec == MT_PREC_BF16, epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
-        void *xh = NULL;
-        CU(scratch(c, sizeof(uint16_t) * (size_t)m * w->ld, &xh));
-        CU_GOTO(kcu_f32_to_16(x, k, m, k, xh, w->ld, bf, c->stream), h16_done);
-        st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, epi_gelu,
-                     NULL, NULL, y, err);
-        if (st == MT_EUNSUPPORTED && epi_gelu)
-            st = lt_gemm(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, xh, w->ld, m, n, k, bias, 0,
-                         NULL, NULL, y, err);
-        else if (st == MT_OK && epi_gelu) {
-            atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
-            act = MT_ACT_NONE; /* done */
-        }
-        if (st == MT_OK)
-            atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
-    h16_done:
-        scratch_free(c, xh);
-        break;
-    }
-    case MT_PREC_INT8:
-    case MT_PREC_FP8: {
+    case MT_GEMM_CODES8: {
         q8_path pth = b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
                       : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
                       : m >= w->crossover                    ? alt_path(w)
@@ -510,7 +526,7 @@ bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
 
 int mt_cuda_weight_crossover(const mt_weight *w)
 {
-    if (!w || (w->prec != MT_PREC_INT8 && w->prec != MT_PREC_FP8))
+    if (!w || mt_prec_gemm(w->prec, MT_BK_CUDA) != MT_GEMM_CODES8)
         return -1;
     return ((const cu_weight *)w)->crossover;
 }

@@ -260,7 +260,7 @@ mt_status mt_mix_resolve(const char *dir, mt_backend *be, mt_mix_load_fn load,
         return MT_OK;
     }
     if ((unsigned)high >= MT_PREC_COUNT)
-        high = strcmp(be->device, "cpu") ? MT_PREC_FP16 : MT_PREC_FP32;
+        high = be->ops->mix_high; /* the backend's "default" */
     mt_mix_search_opts so = {.load = load,
                              .low = o->precision,
                              .high = high,

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/registry.h"
 #include "server/api/api.h"
 
 /* ========================================================================
@@ -160,13 +161,12 @@ static void variant_json(sbuf *b, const srv_slot *sl)
 /* A model's settings in the config view (the model's lock held). */
 static void model_settings_json(sbuf *b, const cfg_model *c)
 {
-    static const char *const devices[] = {"auto", "cpu", "cuda"};
     sb_puts(b, ",\"path\":");
     str(b, c->path);
     sb_printf(b,
               ",\"device\":\"%s\",\"max_seq_len\":%d,\"truncate\":%s,\"batching\":{"
               "\"max_batch_size\":%d,\"max_batch_tokens\":%d,\"max_queue_delay_us\":",
-              devices[c->device], c->max_seq_len, c->truncate ? "true" : "false",
+              mt_device_choices[c->device], c->max_seq_len, c->truncate ? "true" : "false",
               c->max_batch_size, c->max_batch_tokens);
     if (c->delay_auto)
         sb_puts(b, "\"auto\"");

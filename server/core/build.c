@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/cuda/backend.h"
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "engine/quant/mix_search.h"
@@ -339,7 +338,7 @@ static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *m
         return MT_OK;
     mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = mc->max_seq_len};
     mt_model *ref = NULL;
-    mt_status st = mt_model_load(mc->path, s->cpu, &o, &ref, err);
+    mt_status st = mt_model_load(mc->path, s->devices[0].be, &o, &ref, err);
     if (st != MT_OK)
         return mt_prefix(err, st, "its FP32 reference: ");
     const int h = ref->info.hidden;
@@ -426,38 +425,57 @@ static mt_status check_budget(srv_models *s, srv_model *m, const cfg_variant *vc
                    (mine + others) / 1048576.0, s->memory_budget >> 20);
 }
 
-/* The backend a variant builds on: the CPU for device "cpu"; the GPU when
- * there is one and the device is "cuda", or "auto" and the GPU has kernels
- * for the variant's precisions (int8g is CPU-only: "auto" builds it on the
- * CPU and says so, "cuda" fails its load naming the precision). */
+/* Whether row reg has GEMM kernels for the variant's precisions. */
+static bool has_kernels(const mt_backend_reg *reg, const cfg_variant *vc)
+{
+    const mt_precision high = cfg_variant_mix_high(vc);
+    return reg->supports(vc->precision, MT_OP_GEMM_WEIGHT) &&
+           (!vc->mix[0] || high == MT_PREC_COUNT || reg->supports(high, MT_OP_GEMM_WEIGHT));
+}
+
+/* The backend a variant builds on: the device its model names (NULL when
+ * that one is not here); for "auto" the first other device than the host's
+ * with kernels for the variant's precisions, else the host's (int8g is
+ * CPU-only: "auto" builds it on the CPU and says so, "cuda" fails its load
+ * naming the precision). */
 static mt_backend *pick_backend(srv_models *s, const cfg_model *mc, const cfg_variant *vc)
 {
-    if (mc->device == CFG_DEVICE_CPU || !s->gpu)
-        return s->cpu;
-    const mt_precision high = cfg_variant_mix_high(vc);
-    const bool gpu_has = s->gpu->ops->supports(s->gpu, vc->precision) &&
-                         (!vc->mix[0] || high == MT_PREC_COUNT || s->gpu->ops->supports(s->gpu, high));
-    if (mc->device == CFG_DEVICE_AUTO && !gpu_has) {
-        log_msg(LOG_INFO, "model %s, variant %s: %s has no CUDA kernel: built on the CPU",
-                mc->name, vc->name, mt_precision_name(vc->precision));
-        return s->cpu;
+    const mt_backend_reg *want = mt_device_choice_reg(mc->device);
+    for (int i = 0; want && i < s->ndevices; i++)
+        if (s->devices[i].reg == want)
+            return s->devices[i].be;
+    if (want)
+        return NULL;
+    for (int i = 1; i < s->ndevices; i++) {
+        const mt_backend_reg *reg = s->devices[i].reg;
+        if (has_kernels(reg, vc))
+            return s->devices[i].be;
+        log_msg(LOG_INFO, "model %s, variant %s: %s has no %s kernel: built on the %s", mc->name,
+                vc->name, mt_precision_name(vc->precision), reg->label, s->devices[0].reg->label);
     }
-    return s->gpu;
+    return s->devices[0].be;
+}
+
+/* Why the device model mc names is not here. */
+static mt_status no_device(const cfg_model *mc, const cfg_variant *vc, mt_err *err)
+{
+    const mt_backend_reg *want = mt_device_choice_reg(mc->device);
+    char why[256];
+    if (want->probe(why, sizeof why) > 0)
+        snprintf(why, sizeof why, "a %s device was found but the backend failed on it",
+                 want->label);
+    return mt_fail(err, MT_EUNSUPPORTED,
+                   "model %s, variant %s: device \"%s\" asked for, but no %s device is "
+                   "usable here (%s)",
+                   mc->name, vc->name, want->name, want->label, why);
 }
 
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
     mt_backend *be = pick_backend(s, mc, vc);
-    if (mc->device == CFG_DEVICE_CUDA && !s->gpu) {
-        char why[256] = "a CUDA device was found but the backend failed on it";
-        if (mt_cuda_device_count() <= 0)
-            mt_cuda_describe(0, why, sizeof why);
-        return mt_fail(err, MT_EUNSUPPORTED,
-                       "model %s, variant %s: device \"cuda\" asked for, but no CUDA device is "
-                       "usable here (%s)",
-                       mc->name, vc->name, why);
-    }
+    if (!be)
+        return no_device(mc, vc, err);
     srv_variant *v = calloc(1, sizeof *v);
     if (!v)
         return mt_fail(err, MT_ENOMEM, "out of memory");

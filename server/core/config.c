@@ -17,6 +17,7 @@
 
 #include "engine/jsonfile.h"
 #include "engine/quant/mix.h"
+#include "engine/registry.h"
 #include "server/base/log.h"
 
 /* ========================================================================
@@ -234,7 +235,6 @@ static mt_status apply(ctx *c, const cJSON *obj, const char *path, const field *
 #define LATER(k, kind, req) {k, kind, 0, 4096, CALLER, req, 0, NULL, NULL, NULL}
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", NULL};
-static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
 static const char *const calibrations[] = {"absmax", "percentile", "mse", NULL};
 /* mix "auto": the precision of the GEMMs the search lifts ("default": fp32
  * on the CPU, fp16 on a GPU) */
@@ -269,7 +269,7 @@ static const field server_fields[] = {
 static const field model_fields[] = {
     {"name", F_NAME, 0, CFG_NAME_MAX, OFF(cfg_model, name), true, 0, "", NULL, NULL},
     LATER("path", F_STR, true), /* a non-empty string, kept as a pointer */
-    ENUM(cfg_model, "device", device, CFG_DEVICE_AUTO, devices, "device"),
+    ENUM(cfg_model, "device", device, CFG_DEVICE_AUTO, mt_device_choices, "device"),
     INT(cfg_model, "max_seq_len", 2, 1 << 16, max_seq_len, 0),
     BOOL(cfg_model, "truncate", truncate, true),
     LATER("batching", F_ANY, false),

@@ -36,12 +36,14 @@ typedef struct {
     bool is_reference;        /* made from models[].reference.precision (traffic 0) */
 } cfg_variant;
 
-typedef enum { CFG_DEVICE_AUTO, CFG_DEVICE_CPU, CFG_DEVICE_CUDA } cfg_device;
+/* A model's device: "auto" (0), or value i names backend row i - 1 of
+ * engine/registry.h (mt_device_choices, mt_device_choice_reg). */
+enum { CFG_DEVICE_AUTO = 0 };
 
 typedef struct {
     char name[CFG_NAME_MAX];
     char *path;
-    int device;            /* CFG_DEVICE_* */
+    int device;            /* CFG_DEVICE_AUTO, or a backend row (see above) */
     int max_seq_len;       /* 0: the model's own (256 for MiniLM) */
     bool truncate;         /* over-long inputs: truncate (true) or 422 (false) */
     int max_batch_size;    /* texts per forward */

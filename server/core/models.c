@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/cuda/backend.h"
 #include "server/base/log.h"
 
 const char *srv_vstate_name(srv_vstate s)
@@ -113,30 +112,57 @@ static void model_free(srv_model *m)
     free(m);
 }
 
-/* The GPU, when a model may use it (device "auto" takes it when there is
- * one; "cuda" insists on it, which srv_build checks). */
-static void open_gpu(const cfg_config *cfg, srv_models *s)
+/* Whether a model of cfg may build on row reg: device "auto", or reg's name. */
+static bool device_wanted(const cfg_config *cfg, const mt_backend_reg *reg)
 {
-    bool want_gpu = false;
-    for (int i = 0; i < cfg->nmodels; i++)
-        want_gpu |= cfg->models[i].device != CFG_DEVICE_CPU;
-    if (!want_gpu)
-        return;
+    for (int i = 0; i < cfg->nmodels; i++) {
+        const mt_backend_reg *want = mt_device_choice_reg(cfg->models[i].device);
+        if (!want || want == reg)
+            return true;
+    }
+    return false;
+}
+
+/* Row reg's device 0 into s->devices when it has one here ("auto" takes
+ * it; a model naming it insists on it, which srv_build checks). */
+static void open_device(const mt_backend_reg *reg, srv_models *s)
+{
+    const char *host = mt_backend_reg_host()->label;
     char desc[256];
-    if (mt_cuda_device_count() <= 0) {
-        mt_cuda_describe(0, desc, sizeof desc); /* says why */
-        fprintf(stderr, "mantissa: no CUDA device (%s): models with device \"auto\" run on the CPU\n",
-                desc);
+    if (reg->probe(desc, sizeof desc) <= 0) { /* desc says why */
+        fprintf(stderr, "mantissa: no %s device (%s): models with device \"auto\" run on the %s\n",
+                reg->label, desc, host);
         return;
     }
     mt_err gerr;
-    if (mt_cuda_describe(0, desc, sizeof desc) != MT_OK)
-        snprintf(desc, sizeof desc, "CUDA device 0");
-    if (mt_backend_cuda_create(0, &s->gpu, &gerr) == MT_OK)
-        fprintf(stderr, "mantissa: device auto/cuda: using %s\n", desc);
-    else
+    if (reg->describe(0, desc, sizeof desc) != MT_OK)
+        snprintf(desc, sizeof desc, "%s device 0", reg->label);
+    srv_device *d = &s->devices[s->ndevices];
+    if (reg->create(0, 0, &d->be, &gerr) == MT_OK) {
+        d->reg = reg;
+        s->ndevices++;
+        fprintf(stderr, "mantissa: device auto/%s: using %s\n", reg->name, desc);
+    } else
         fprintf(stderr, "mantissa: %s: cannot use it (%s); models with device \"auto\" run "
-                        "on the CPU\n", desc, gerr.msg);
+                        "on the %s\n", desc, gerr.msg, host);
+}
+
+/* The host's backend (server.engine_threads), then each other row's
+ * device 0 where a model may use it. */
+static mt_status open_devices(const cfg_config *cfg, srv_models *s, mt_err *err)
+{
+    const mt_backend_reg *host = mt_backend_reg_host();
+    mt_status st = host->create(0, cfg->engine_threads, &s->devices[0].be, err);
+    if (st != MT_OK)
+        return st;
+    s->devices[0].reg = host;
+    s->ndevices = 1;
+    for (int r = 0; r < mt_backend_reg_count() && s->ndevices < SRV_MAX_DEVICES; r++) {
+        const mt_backend_reg *reg = mt_backend_reg_at(r);
+        if (!reg->host && device_wanted(cfg, reg))
+            open_device(reg, s);
+    }
+    return MT_OK;
 }
 
 /* Builds variant vc of m at start and puts it in its slot: serving, or out
@@ -186,9 +212,7 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
     s->reload.generation = 1;
     s->memory_budget = (size_t)cfg->memory_budget_mb << 20;
     snprintf(s->reload.source, sizeof s->reload.source, "%s", cfg->source ? cfg->source : "");
-    mt_status st = mt_backend_cpu_create(cfg->engine_threads, &s->cpu, err);
-    if (st == MT_OK)
-        open_gpu(cfg, s);
+    mt_status st = open_devices(cfg, s, err);
     for (int i = 0; st == MT_OK && i < cfg->nmodels; i++) {
         const cfg_model *cm = &cfg->models[i];
         srv_model *m = srv_model_add(s, cm, err);
@@ -223,8 +247,8 @@ void srv_models_free(srv_models *s)
     for (int i = 0; i < n; i++)
         model_free(s->models[i]);
     pthread_mutex_destroy(&s->reload.lock);
-    mt_backend_destroy(s->gpu);
-    mt_backend_destroy(s->cpu);
+    for (int i = s->ndevices - 1; i >= 0; i--)
+        mt_backend_destroy(s->devices[i].be);
     free(s);
 }
 

@@ -37,6 +37,7 @@
 
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/registry.h"
 #include "server/core/config.h"
 #include "server/core/stats.h"
 
@@ -138,9 +139,20 @@ typedef struct {
     char source[1024];        /* the config file */
 } srv_reload_status;
 
+/* A device the server builds on: a backend row and its backend. */
+typedef struct {
+    const mt_backend_reg *reg;
+    mt_backend *be;
+} srv_device;
+
+#define SRV_MAX_DEVICES 8
+
 typedef struct srv_models {
-    mt_backend *cpu;
-    mt_backend *gpu; /* CUDA device 0 when a model may use it and one is present, else NULL */
+    /* The host's (devices[0], always there), then, for each other backend
+     * row that a model may use ("auto" or its name) and that has a device
+     * here, its device 0; made at start, kept until the end. */
+    srv_device devices[SRV_MAX_DEVICES];
+    int ndevices;
     srv_model *models[CFG_MAX_MODELS * 4]; /* never shrinks (see above) */
     atomic_int nmodels;
     atomic_bool ready;

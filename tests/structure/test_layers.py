@@ -4,7 +4,9 @@ From the sources (.c, .h, .cu, .cuh under cmd/ server/ engine/ models/ kernels/)
 - Includes point down the layers: cmd -> server -> engine -> kernels, models
   on engine; inside server/, net/ includes neither api/ nor core/, core/
   includes neither api/ nor net/, base/ includes only base/; nothing in
-  server/ names a model architecture (models/*.h): it uses engine/model.h.
+  server/ names a model architecture (models/*.h): it uses engine/model.h;
+  nothing in server/ names a backend (a backend's header or create
+  function): it uses engine/registry.h.
 - No include cycle between files.
 - Every C, CUDA and header file says in its first lines what it is for.
 - No file over 800 lines and no function over 80 lines, except the ones
@@ -110,6 +112,22 @@ def test_server_names_no_model_architecture():
     bad = [f"{p} includes {i}" for p in sources() if p.startswith(("server/", "cmd/"))
            for i in includes(p) if i.startswith("models/")]
     assert not bad, "the server must use engine/model.h only:\n" + "\n".join(bad)
+
+
+# A backend's own API, which only engine/registry.c (and cmd/, tests, bench) may call.
+BACKEND_NAMES = re.compile(r"\b(mt_cuda_\w+|mt_backend_cuda_\w+|mt_backend_cpu_create)\s*\(")
+
+
+def test_server_names_no_backend():
+    bad = []
+    for p in sources():
+        if not p.startswith("server/"):
+            continue
+        bad += [f"{p} includes {i}" for i in includes(p)
+                if i.startswith(("engine/cpu/", "engine/cuda/"))]
+        with open(os.path.join(ROOT, p), encoding="utf-8", errors="replace") as fh:
+            bad += [f"{p} calls {m}" for m in BACKEND_NAMES.findall(fh.read())]
+    assert not bad, "the server must use engine/registry.h only:\n" + "\n".join(bad)
 
 
 def test_no_include_cycle():

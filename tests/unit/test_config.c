@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/registry.h"
 #include "server/base/log.h"
 #include "server/core/config.h"
 
@@ -85,7 +86,8 @@ START_TEST(config_defaults_fill_optional_fields)
         "\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"mse\"}]}]}";
     ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
     ck_assert_int_eq(c->log_level, LOG_WARN);
-    ck_assert_int_eq(c->models[0].device, CFG_DEVICE_CUDA);
+    ck_assert_str_eq(mt_device_choices[c->models[0].device], "cuda");
+    ck_assert_str_eq(mt_device_choice_reg(c->models[0].device)->name, "cuda");
     ck_assert(c->models[0].delay_auto);
     ck_assert_str_eq(c->models[0].variants[0].calibration, "mse");
     ck_assert_int_eq(cfg_variant_mix_high(&c->models[0].variants[0]), MT_PREC_COUNT);

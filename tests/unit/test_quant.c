@@ -209,7 +209,10 @@ START_TEST(precision_traits_are_consistent)
         ck_assert_str_eq(mt_precision_name(p), t->name);
         ck_assert_uint_eq(st_dtype_size(t->file_dtype), t->bytes);
         ck_assert_uint_eq(nf_traits_table[t->format].bits, 8 * t->bytes);
-        ck_assert_int_eq(t->gpu_only, p == MT_PREC_TF32);
+        /* the GEMM columns: tf32 is GPU-only, int8g CPU-only */
+        ck_assert_int_eq(mt_prec_gemm(p, MT_BK_CPU) == MT_GEMM_NONE, p == MT_PREC_TF32);
+        ck_assert_int_eq(mt_prec_gemm(p, MT_BK_CUDA) == MT_GEMM_NONE, p == MT_PREC_INT8G);
+        ck_assert_int_eq(t->tf32, p == MT_PREC_TF32);
     }
     mt_precision out;
     ck_assert_int_ne(mt_precision_parse("int4", &out), 0);
