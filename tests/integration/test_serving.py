@@ -427,7 +427,7 @@ def binary_infer(srv, texts, request_params=None, outputs=None, extra=b""):
 
 def test_kserve_binary_tensor_extension_in_and_out(start):
     srv = start(config())
-    texts = [b"A man is playing a guitar.", "Ünïcödé".encode(), b""]
+    texts = [b"A man is playing a guitar.", "Ünïcödé".encode(), b" "]
     resp, data = binary_infer(srv, texts, {"binary_data_output": True})
     assert resp.status == 200, data
     hlen = int(resp.getheader("Inference-Header-Content-Length"))
@@ -450,6 +450,9 @@ def test_kserve_binary_tensor_extension_in_and_out(start):
 
 def test_kserve_binary_errors(start):
     srv = start(config())
+    # a zero-length element: an empty text, refused by its index
+    resp, data = binary_infer(srv, [b"abc", b""])
+    assert_kserve_error(resp, json.loads(data), 400, "text[1] is an empty string")
     # extra bytes after the declared tensor
     resp, data = binary_infer(srv, [b"abc"], extra=b"zz")
     assert_kserve_error(resp, json.loads(data), 400, "binary_data_size")

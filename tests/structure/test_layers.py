@@ -241,8 +241,8 @@ DECLARED_MODULES = {
 # (-Bsymbolic-functions) and its other references resolve against the
 # binary. The binary holds the rest, with engine/cuda/dl.c, which defines
 # the entry points of engine/cuda/backend.h again and forwards them to the
-# module through dlsym, by name (strings, not symbols: read from dl.c
-# below). A CUDA=0 build has no module and links engine/cuda/none.c, the
+# module through dlsym, by name (strings, not symbols: read from
+# engine/cuda/entry_points.h, the one list dl.c expands). A CUDA=0 build has no module and links engine/cuda/none.c, the
 # same entry points answering "no CUDA". So the objects are two programs,
 # and one of dl.c and none.c is read, by cuda.cfg (an object left over from
 # a build with the other setting is not read).
@@ -328,10 +328,16 @@ def definer(defs, programs, name):
     return None
 
 
+ENTRY_POINTS = "engine/cuda/entry_points.h"
+
+
 def dlsym_names():
-    """The entry points dl.c looks up in the module by name."""
-    with open(os.path.join(ROOT, DLSYM_FORWARDER)) as fh:
-        return re.findall(r'"(mt_\w+)"', fh.read())
+    """The entry points dl.c looks up in the module by name: the rows of
+    entry_points.h, F(ret, name, ...) and V(name, ...)."""
+    with open(os.path.join(ROOT, ENTRY_POINTS)) as fh:
+        text = fh.read()
+    return (re.findall(r"\bF\(\s*[^,()]+,\s*(mt_\w+)\s*,", text) +
+            re.findall(r"\bV\(\s*(mt_\w+)\s*,", text))
 
 
 @functools.lru_cache(maxsize=None)
@@ -368,7 +374,7 @@ def test_dl_forwards_to_entry_points_the_module_has():
     if DLSYM_FORWARDER not in progs:
         pytest.skip("a build without CUDA: no module, no dl.c")
     names = dlsym_names()
-    assert names, f"no dlsym names found in {DLSYM_FORWARDER}"
+    assert names, f"no entry points found in {ENTRY_POINTS}"
     lacking = [n for n in names if ("module", n) not in defs]
     assert not lacking, f"{DLSYM_FORWARDER} looks up what the module lacks: {lacking}"
 
