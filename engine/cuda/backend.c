@@ -12,7 +12,7 @@
  *     weight is uploaded (kcu_pick_crossover over timed runs of both paths).
  *   - the rest of the encoder: kernels/cuda/ops.cu and attention.cu.
  *   - memory: a per-backend stream-ordered pool (cudaMallocFromPoolAsync) that
- *     keeps what it has, so the per-forward allocations of models/bert.c cost
+ *     keeps what it has, so the per-forward allocations of models/encoder.c cost
  *     no cudaMalloc and no synchronisation.
  *   - CUDA graphs (engine/cuda/graph.c): the graph_begin / graph_end slots record
  *     a model's forward per shape key and replay it; op calls that launch at

@@ -70,7 +70,7 @@
  * buffer must be the same one on each replay (keep them per key; upload new
  * inputs into them before begin). Always call end after a begin, also on an error path. Per thread;
  * the least recently used of GRAPH_SLOTS graphs is dropped. backend.h's
- * graph_begin / graph_end slots (what models/bert.c calls) are this protocol
+ * graph_begin / graph_end slots (what models/encoder.c calls) are this protocol
  * plus a per-thread forward arena that holds the key's buffers
  * (engine/cuda/graph.c). */
 /* entry points: mt_cuda_graph_begin(), mt_cuda_graph_end() */

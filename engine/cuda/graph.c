@@ -1,6 +1,6 @@
 /* engine/cuda/graph.c: CUDA graphs for the CUDA backend (the protocol is in
  * engine/cuda/backend.h: mt_cuda_graph_begin / mt_cuda_graph_end, and backend.h's
- * graph_begin / graph_end slots, which models/bert.c calls), acting on the
+ * graph_begin / graph_end slots, which models/encoder.c calls), acting on the
  * pure decisions of engine/cuda/policy.h:
  *   - a key's first begin runs the ops eagerly (every kernel and cuBLASLt
  *     plan gets made outside a capture), the second records, later ones

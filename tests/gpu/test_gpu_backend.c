@@ -413,7 +413,7 @@ static void encoder_ops_match_cpu_twins(void)
             MT_OK_OR(st, err);
             goto done;
         }
-        /* embed (type0 = word row 0) then LayerNorm in place, as bert.c does */
+        /* embed (type0 = word row 0) then LayerNorm in place, as models/encoder.c does */
         kc_embed(ids, off, nseq, word, pos, word, h, cpu);
         kc_layernorm(cpu, NULL, g, b, t, h, 1e-12f, cpu);
         if ((st = op->embed(be, dids, doff, nseq, dword, dpos, dword, h, dx, &err)) ||

@@ -1,5 +1,5 @@
 /* test_gpu_graphs.c: the model forward recorded as CUDA graphs (backend.h's
- * graph_begin / graph_end on the CUDA backend, models/bert.c, engine/
+ * graph_begin / graph_end on the CUDA backend, models/encoder.c, engine/
  * fwd_graph.h), on a GPU; without one it prints the SKIP line.
  *
  * Three backends per precision (fp32, fp16, int8): graphs on (the default),
