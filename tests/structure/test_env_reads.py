@@ -1,4 +1,4 @@
-"""test_options.py: the environment is read in one place, engine/options.c.
+"""test_env_reads.py: the environment is read in one place, engine/options.c.
 
 - No C or CUDA file of the product (cmd/, server/, engine/, models/,
   kernels/, bench/) calls getenv, secure_getenv or reads environ but
@@ -143,7 +143,7 @@ def test_every_mantissa_variable_named_is_in_the_table():
 
 def test_old_names_appear_only_in_the_table_and_its_tests():
     olds = {o for _, o in table() if o}
-    allowed = {OPTIONS_C, "engine/options.h", "tests/structure/test_options.py",
+    allowed = {OPTIONS_C, "engine/options.h", "tests/structure/test_env_reads.py",
                "tests/integration/test_options.py"}
     bad = {}
     for p in tracked_files():
