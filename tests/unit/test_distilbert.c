@@ -185,8 +185,8 @@ START_TEST(distilbert_from_minilm_equals_minilm_at_every_precision)
     static const mt_precision precs[] = {MT_PREC_FP16, MT_PREC_BF16, MT_PREC_INT8, MT_PREC_FP8,
                                          MT_PREC_INT8G};
     char **sent;
-    int n = read_sentences(&sent), tested = 0, bad = 0;
-    n = n < 48 ? n : 48;
+    const int nsent = read_sentences(&sent);
+    int n = nsent < 48 ? nsent : 48, tested = 0, bad = 0;
     float *ref = malloc(sizeof(float) * n * H), *a = malloc(sizeof(float) * n * H),
           *b = malloc(sizeof(float) * n * H);
     mt_model *fp32 = load(MINILM_DIR, MT_PREC_FP32);
@@ -212,7 +212,7 @@ START_TEST(distilbert_from_minilm_equals_minilm_at_every_precision)
     }
     ck_assert_int_ge(tested, 1);
     ck_assert_msg(bad == 0, "%d precisions differ (see above)", bad);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < nsent; i++)
         free(sent[i]);
     free(sent);
     free(ref);
