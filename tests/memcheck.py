@@ -75,8 +75,9 @@ def drive(port, cfg_path, cfg):
                              % (method, path, st, status, data[:300]))
         return data
 
-    texts = ["A man is playing a guitar.", "short", "Ünïcödé and 中文", ""]
+    texts = ["A man is playing a guitar.", "short", "Ünïcödé and 中文", " "]
     call(200, "POST", "/v1/embeddings", {"model": "minilm", "input": texts})
+    call(400, "POST", "/v1/embeddings", {"model": "minilm", "input": ["a", ""]})
     call(200, "POST", "/v1/embeddings", {"model": "minilm", "input": "x",
                                          "encoding_format": "base64"})
     call(200, "POST", "/v2/models/minilm/infer",
