@@ -9,6 +9,7 @@
  *   mantissa compare  --config FILE [--model NAME] [--json FILE] [--svg FILE]
  *   mantissa cpu      [--levels]
  *   mantissa options  [--markdown]
+ *   mantissa --version (-V)
  *
  * Only cmd/ prints to stdout or exits; everything below it returns errors
  * as values.
@@ -20,6 +21,7 @@
 
 #include "cmd/cmd.h"
 #include "engine/options.h"
+#include "engine/version.h"
 
 static void usage(FILE *f)
 {
@@ -47,7 +49,8 @@ static void usage(FILE *f)
             "        --batch LIST         batch sizes, comma-separated (default 1,32)\n"
             "        --seconds S          minimum time per batch size (default 3)\n"
             "\n"
-            "mantissa COMMAND --help shows the command's own options.\n");
+            "mantissa COMMAND --help shows the command's own options;\n"
+            "mantissa --version (-V) the version and the git commit it was built from.\n");
 }
 
 /* How OpenMP threads wait between parallel regions. A forward is a few
@@ -98,6 +101,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("mantissa %s (commit %s)\n", MANTISSA_VERSION, mt_build_commit());
+        return 0;
     }
     static const struct {
         const char *name;

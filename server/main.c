@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "engine/version.h"
 #include "server/api/api.h"
 #include "server/base/log.h"
 #include "server/core/reload.h"
@@ -168,8 +169,9 @@ static int serve_start(serving *v, const char *path, const char *listen)
     }
     v->app.http = v->http; /* for the connection counts in /metrics */
     sched_set_hooks(v->sched, serve_quiesce, NULL, v->http);
-    fprintf(stderr, "mantissa: serving on %s%s:%d\n", c->tls_cert[0] ? "https://" : "",
-            c->listen_host, http_port(v->http));
+    fprintf(stderr, "mantissa: version %s (commit %s), serving on %s%s:%d\n", MANTISSA_VERSION,
+            mt_build_commit(), c->tls_cert[0] ? "https://" : "", c->listen_host,
+            http_port(v->http));
     fflush(stderr);
     return 0;
 }

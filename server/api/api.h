@@ -22,14 +22,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/version.h"
 #include "server/base/sbuf.h"
 #include "server/core/config.h"
 #include "server/core/models.h"
 #include "server/core/reload.h"
 #include "server/core/sched.h"
 #include "server/net/http.h"
-
-#define MANTISSA_VERSION "0.1.0"
 
 /* What the handlers serve. */
 struct http_app {

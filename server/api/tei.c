@@ -271,11 +271,16 @@ API_HANDLER(api_tei_info)
               ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}},"
               "\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
               "\"max_batch_requests\":%d,\"max_client_batch_size\":%d,\"auto_truncate\":%s,"
-              "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":null,"
-              "\"docker_label\":null}",
+              "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":",
               mi->pooling == MT_POOL_CLS ? "cls" : "mean", max_queue, v->max_seq_len, max_tokens,
               max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
               app->cfg->http_threads);
+    const char *commit = mt_build_commit(); /* TEI's sha: its build's commit */
+    if (strcmp(commit, "unknown"))
+        sb_json_str(b, commit, strlen(commit));
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ",\"docker_label\":null}");
 }
 
 API_HANDLER(api_tei_health)

@@ -521,7 +521,8 @@ def test_metrics_are_prometheus_text_and_pass_promtool(start):
     assert m["mantissa_request_success_total" + M] == 1
     assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="invalid"}'] == 1
     assert m["mantissa_texts_total" + M] == 2 and m["mantissa_tokens_total" + M] == 7
-    assert m['mantissa_build_info{version="0.1.0"}'] == 1
+    ver = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()
+    assert m['mantissa_build_info{version="%s",commit="%s"}' % (ver[1], ver[3][:-1])] == 1
     assert m['mantissa_resident_weight_bytes{model="minilm",variant="fp32",precision="fp32"}'] > 1e7
     for h in ("request_duration_seconds", "queue_duration_seconds", "compute_duration_seconds",
               "batch_size"):

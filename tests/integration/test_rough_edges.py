@@ -1,0 +1,57 @@
+"""Issue 26's rough edges, against the real binary: `mantissa --version`
+and the build's commit wherever the server reports its version, the index
+at GET / (built from the route table), the start-up lines in plain words,
+and the help texts."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BIN, MODEL, ROOT
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+
+def run(*args):
+    return subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+
+
+def version():
+    """(version, commit) as `mantissa --version` prints them."""
+    r = run("--version")
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"mantissa (\d+\.\d+\.\d+\S*) \(commit (\S+)\)\n", r.stdout)
+    assert m, r.stdout
+    return m.group(1), m.group(2)
+
+
+# ---- the version and the commit ---------------------------------------------
+
+def test_version_and_its_short_flag_name_the_build_commit():
+    ver, commit = version()
+    assert run("-V").stdout == run("--version").stdout
+    if commit != "unknown":  # a build from a git checkout: a commit of this repository
+        assert re.fullmatch(r"[0-9A-Za-z._/-]+", commit), commit
+        git = shutil.which("git")
+        if git and os.path.exists(os.path.join(ROOT, ".git")):
+            name = commit[:-len("-dirty")] if commit.endswith("-dirty") else commit
+            r = subprocess.run([git, "-C", ROOT, "cat-file", "-e", name + "^{commit}"],
+                               capture_output=True)
+            assert r.returncode == 0, "%s names no commit of %s" % (name, ROOT)
+
+
+def test_server_reports_the_same_version_and_commit(server):
+    ver, commit = version()
+    line = [l for l in server.log if "serving on" in l]
+    assert line and "version %s (commit %s)" % (ver, commit) in line[0], server.log
+    resp, meta = server.request("GET", "/v2")
+    assert resp.status == 200 and meta["version"] == ver and meta["commit"] == commit, meta
+    resp, info = server.request("GET", "/info")
+    assert info["version"] == ver and info["sha"] == (None if commit == "unknown" else commit)
+    _, text = server.request("GET", "/metrics", raw=True)
+    assert ('mantissa_build_info{version="%s",commit="%s"} 1' % (ver, commit)
+            in text.decode().splitlines())
