@@ -1,7 +1,7 @@
 /* api.h: the endpoints: what the files of server/api share, and what the
  * serve wiring (server/main.c) needs to start the transport with them.
  *
- *   routes.c   the route table and the transport hooks
+ *   routes.c   the route table (and GET /, its index) and the transport hooks
  *   call.c     one request's record (http_call): what it holds (the build it
  *              was routed to, its admission place, its job) and their
  *              release in one place; its log line and counters; the text ->
@@ -206,6 +206,7 @@ API_HANDLER(api_tei_embed);
 API_HANDLER(api_tei_tokenize);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);
+API_HANDLER(api_index); /* routes.c: GET /, the route table */
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);

@@ -55,3 +55,28 @@ def test_server_reports_the_same_version_and_commit(server):
     _, text = server.request("GET", "/metrics", raw=True)
     assert ('mantissa_build_info{version="%s",commit="%s"} 1' % (ver, commit)
             in text.decode().splitlines())
+
+
+# ---- GET /: the index -------------------------------------------------------
+
+def test_root_lists_the_route_table_and_post_root_still_embeds(server):
+    resp, idx = server.request("GET", "/")
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("application/json")
+    ver, commit = version()
+    assert idx["name"] == "mantissa" and idx["version"] == ver and idx["commit"] == commit
+    routes = {(r["method"], r["path"]): r for r in idx["routes"]}
+    assert len(routes) == len(idx["routes"]) > 20
+    for method, path in [("POST", "/v1/embeddings"), ("GET", "/v1/models"), ("GET", "/v2"),
+                         ("POST", "/v2/models/{model}/infer"), ("POST", "/embed"),
+                         ("POST", "/"), ("GET", "/"), ("GET", "/metrics"),
+                         ("POST", "/v2/admin/reload"), ("GET", "/ab")]:
+        assert (method, path) in routes, (method, path)
+    # every listed route is one the server has: its path answers DELETE with 405
+    # naming the listed method (a path it did not have would be 404)
+    for (method, path), r in routes.items():
+        assert r["api"] in ("openai", "kserve", "tei") and r["what"], r
+        real = path.replace("{model}", "minilm").replace("{version}", "1")
+        resp, _ = server.request("DELETE", real)
+        assert resp.status == 405 and method in resp.getheader("Allow"), (path, resp.status)
+    resp, vec = server.request("POST", "/", {"inputs": "a cat"})
+    assert resp.status == 200 and len(vec[0]) == 384
