@@ -46,6 +46,9 @@ enum { API_KSERVE, API_OPENAI, API_TEI };
 /* ---- routes.c ----------------------------------------------------------- */
 
 const http_route *api_routes(int *n);
+/* The error shape of a path no route took (a method it does not allow):
+ * its routes' shape; else OpenAI's under /v1/, KServe's elsewhere. */
+int api_path_style(const char *path);
 const http_hooks *api_hooks(void);
 
 /* ---- call.c: one request ------------------------------------------------ */

@@ -34,7 +34,7 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     if (!c)
         return NULL;
     c->route = route;
-    c->style = route ? route->style : strncmp(req->path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
+    c->style = route ? route->style : api_path_style(req->path);
     snprintf(c->method, sizeof c->method, "%s", req->method);
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;

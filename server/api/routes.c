@@ -41,6 +41,8 @@
     X("POST", "/v2/models/{}/compare", api_compare, K, 0, "A/B: texts through every variant")   \
     X("GET", "/ab", api_ab_page, K, 0, "A/B: the traffic and drift page")                       \
     X("POST", "/v1/embeddings", api_openai_embeddings, O, 0, "OpenAI embeddings")               \
+    X("POST", "/embeddings", api_openai_embeddings, O, 0,                                       \
+      "OpenAI embeddings (infinity's and TEI's path)")                                           \
     X("GET", "/v1/models", api_openai_models, O, 0, "OpenAI model list")                        \
     X("GET", "/metrics", api_metrics, K, QUIET, "Prometheus metrics")                           \
     /* text-embeddings-inference's routes (tei.c) */                                             \
@@ -61,6 +63,29 @@ const http_route *api_routes(int *n)
 {
     *n = (int)(sizeof routes / sizeof *routes);
     return routes;
+}
+
+/* Whether path is one of pattern's ({} stands for one segment). */
+static bool pattern_matches(const char *pat, const char *path)
+{
+    while (*pat && *path) {
+        if (pat[0] == '{' && pat[1] == '}') {
+            pat += 2;
+            while (*path && *path != '/')
+                path++;
+        } else if (*pat++ != *path++) {
+            return false;
+        }
+    }
+    return !*pat && !*path;
+}
+
+int api_path_style(const char *path)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (pattern_matches(routes[i].pattern, path))
+            return routes[i].style;
+    return strncmp(path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
 }
 
 /* A route's path as the index shows it: the first {} is the model, the
