@@ -183,7 +183,15 @@ def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
     wait_until(lambda: inflight(srv) == 1, "the first request to be admitted")
     resp, data = srv.request("POST", "/v1/embeddings", embed_body("one too many"))
     assert_openai_error(resp, data, 429, "max_queue")
+    # what OpenAI sends for a rate limit: type "requests", code "rate_limit_exceeded"
+    assert data["error"]["type"] == "requests" and data["error"]["code"] == "rate_limit_exceeded"
     assert int(resp.getheader("Retry-After")) >= 1
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key="unused",
+                           max_retries=0)
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.embeddings.create(model="minilm", input="one too many, through the SDK")
+    assert refused.value.code == "rate_limit_exceeded" and refused.value.type == "requests"
     resp, data = srv.request("POST", "/v2/models/minilm/infer",
                              {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
                                           "data": ["x"]}]})
@@ -191,7 +199,7 @@ def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
     t.join()
     assert results["first"][0].status == 200
     m = metrics(srv)
-    assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="queue_full"}'] == 2
+    assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="queue_full"}'] == 3
 
 
 def test_request_past_its_deadline_in_the_queue_is_504(start):
