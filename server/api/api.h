@@ -101,7 +101,8 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
 /* The texts of a request's field `field` (in: a string or a non-empty array
  * of strings, at most server.max_inputs; token ids are refused), as new
  * arrays *texts and *lens (the caller frees them). -1 after answering:
- * bad_status for a wrong type, 400 empty, 413 too many. Empty strings are
+ * bad_status for a wrong type, 400 empty (TEI's error_type Empty), 413 too
+ * many (422 on the TEI routes, as TEI answers). Empty strings are
  * left to api_no_empty_text (api_embed_new calls it). */
 int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
                     const char ***texts, size_t **lens, http_resp *r);
@@ -170,6 +171,10 @@ bool api_embed_result(api_embed *e, http_resp *resp);
  * field or limit at fault (may be NULL). */
 void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same, with TEI's error_type on the TEI routes given rather than the
+ * status's (e.g. "Empty" for TEI's 400 for an empty batch). */
+void api_error_typed(http_resp *r, int status, const char *tei_type, const char *param,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The transport's error hook (http_hooks.error). */
 void api_transport_error(const http_app *app, const http_req *req, const http_route *route,
                          http_resp *resp, int status, const char *param, const char *msg);

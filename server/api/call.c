@@ -222,6 +222,18 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
  * texts in a request
  * ====================================================================== */
 
+/* Refuses n texts over server.max_inputs: 413, or on the TEI routes 422
+ * Validation as TEI answers a batch over its max_client_batch_size; a
+ * limit either way (reason "limit"). */
+static void too_many_inputs(http_resp *r, int n, int max)
+{
+    const bool tei = r->call && r->call->style == API_TEI;
+    api_error(r, tei ? 422 : 413, "max_inputs",
+              "%d inputs in one request; the limit (server.max_inputs) is %d", n, max);
+    if (r->call)
+        r->call->reason = STATS_R_LIMIT;
+}
+
 int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
                     const char ***texts, size_t **lens, http_resp *r)
 {
@@ -230,14 +242,13 @@ int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int
         api_error(r, bad_status, field, "\"%s\" must be a string or an array of strings", field);
         return -1;
     }
-    if (n == 0) {
-        api_error(r, 400, field, "\"%s\" is an empty array", field);
+    if (n == 0) { /* TEI: 400 with its error_type Empty */
+        api_error_typed(r, 400, "Empty", field, "\"%s\" is an empty array; send at least one text",
+                        field);
         return -1;
     }
     if (n > app->cfg->max_inputs) {
-        api_error(r, 413, "max_inputs",
-                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  app->cfg->max_inputs);
+        too_many_inputs(r, n, app->cfg->max_inputs);
         return -1;
     }
     *texts = malloc(sizeof **texts * (size_t)n);
@@ -323,9 +334,7 @@ static bool within_limits(const cfg_config *cfg, const char *const *texts, const
                           int n, http_resp *resp)
 {
     if (n > cfg->max_inputs) {
-        api_error(resp, 413, "max_inputs",
-                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  cfg->max_inputs);
+        too_many_inputs(resp, n, cfg->max_inputs);
         return false;
     }
     for (int i = 0; i < n; i++)

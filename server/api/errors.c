@@ -55,14 +55,12 @@ static const char *tei_error_type(int status)
     }
 }
 
-void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
+static void error_v(http_resp *r, int status, const char *tei_type, const char *param,
+                    const char *fmt, va_list ap)
 {
     const int style = r->call ? r->call->style : API_KSERVE;
     char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     sb_free(&r->body);
     r->status = status;
     r->content_type = NULL;
@@ -84,9 +82,27 @@ void api_error(http_resp *r, int status, const char *param, const char *fmt, ...
         sb_puts(&r->body, "{\"error\":");
         sb_json_str(&r->body, msg, strlen(msg));
         if (style == API_TEI)
-            sb_printf(&r->body, ",\"error_type\":\"%s\"", tei_error_type(status));
+            sb_printf(&r->body, ",\"error_type\":\"%s\"",
+                      tei_type ? tei_type : tei_error_type(status));
         sb_putc(&r->body, '}');
     }
+}
+
+void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_v(r, status, NULL, param, fmt, ap);
+    va_end(ap);
+}
+
+void api_error_typed(http_resp *r, int status, const char *tei_type, const char *param,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_v(r, status, tei_type, param, fmt, ap);
+    va_end(ap);
 }
 
 
