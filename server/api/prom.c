@@ -162,7 +162,8 @@ static void render_server(sbuf *b, srv_models *models, sched *s)
 {
     head(b, "mantissa_build_info", "gauge", "Build information; the value is always 1.");
     sb_puts(b, "mantissa_build_info{version=\"" MANTISSA_VERSION "\",commit=\"");
-    for (const char *c = mt_build_commit(); *c; c++) /* a label value: backslash, quote, newline escaped */
+    /* a label value: backslash, quote and newline escaped */
+    for (const char *c = mt_build_commit(); *c; c++)
         if (*c == '\\' || *c == '"')
             sb_printf(b, "\\%c", *c);
         else if (*c == '\n')
