@@ -28,6 +28,21 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* How v's batches use its backend's threads, in words: all of them, or one
+ * thread for batches of up to solo_tokens tokens (team.c measured that one
+ * thread is faster there). */
+static void team_words(char *buf, size_t n, const srv_variant *v)
+{
+    const int threads = v->be->threads;
+    if (threads <= 1)
+        snprintf(buf, n, "1 thread");
+    else if (v->solo_tokens <= 0)
+        snprintf(buf, n, "%d threads for every batch", threads);
+    else
+        snprintf(buf, n, "%d threads; batches of up to %d tokens on one thread", threads,
+                 v->solo_tokens);
+}
+
 /* One line per variant: loaded (precision, backend, resident size, space)
  * or out of rotation (why). */
 static void print_loaded(const srv_models *s)
@@ -47,13 +62,14 @@ static void print_loaded(const srv_models *s)
                 snprintf(check, sizeof check,
                          "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
                          v->check.mean_cos, v->check.min_cos, v->check.probes);
+            char team[96];
+            team_words(team, sizeof team, v);
             fprintf(stderr,
-                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %d "
-                    "threads, one thread up to %d tokens%s): %.1f MiB resident, %.1f MiB GEMM "
-                    "weights, space %s\n",
+                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s%s): "
+                    "%.1f MiB resident, %.1f MiB GEMM weights, space %s\n",
                     m->name, v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-                    srv_variant_isa(v), srv_variant_kernel(v), v->be->threads, v->solo_tokens,
-                    check, v->model->info.resident_bytes / 1048576.0,
+                    srv_variant_isa(v), srv_variant_kernel(v), team, check,
+                    v->model->info.resident_bytes / 1048576.0,
                     v->model->info.gemm_bytes / 1048576.0, v->space);
         }
     }

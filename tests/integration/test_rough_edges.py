@@ -80,3 +80,33 @@ def test_root_lists_the_route_table_and_post_root_still_embeds(server):
         assert resp.status == 405 and method in resp.getheader("Allow"), (path, resp.status)
     resp, vec = server.request("POST", "/", {"inputs": "a cat"})
     assert resp.status == 200 and len(vec[0]) == 384
+
+
+# ---- the start-up lines -------------------------------------------------------
+
+def test_loaded_line_says_how_batches_use_the_threads(server):
+    line = [l for l in server.log if "loaded minilm@fp32" in l]
+    assert line, server.log
+    resp, cfg = server.request("GET", "/v2/admin/config")
+    solo = [v["serving"]["solo_tokens"] for m in cfg["models"] if m["name"] == "minilm"
+            for v in m["variants"] if v["name"] == "fp32"][0]
+    m = re.search(r"; (\d+) threads?(.*?)[;)]", line[0])
+    assert m and "up to 0 tokens" not in line[0], line[0]
+    threads = int(m.group(1))
+    if threads == 1:
+        assert "1 thread" in line[0]
+    elif solo == 0:
+        assert "%d threads for every batch" % threads in line[0], line[0]
+    else:
+        assert ("%d threads; batches of up to %d tokens on one thread" % (threads, solo)
+                in line[0]), line[0]
+
+
+def test_loaded_line_with_one_engine_thread(tmp_path):
+    from conftest import Server, default_config
+    srv = Server(default_config(engine_threads=1), tmp_path)
+    try:
+        line = [l for l in srv.log if "loaded minilm@fp32" in l]
+        assert line and re.search(r"; 1 thread[;)]", line[0]) and "up to" not in line[0], line
+    finally:
+        assert srv.stop() == 0
