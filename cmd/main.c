@@ -1,12 +1,13 @@
 /* main.c: the mantissa command line: one binary, several subcommands (one
  * file each in cmd/; serve's wiring is server/main.c).
  *
- *   mantissa serve    --config FILE [--listen ADDR:PORT]
- *   mantissa embed    --config FILE [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
- *   mantissa eval     --config FILE --stsb FILE [--model NAME[@VARIANT]]
- *   mantissa bench    --config FILE --ids FILE [--batch 1,32] [--seconds S]
- *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE
- *   mantissa compare  --config FILE [--model NAME] [--json FILE] [--svg FILE]
+ *   mantissa serve    [--config FILE] [--listen ADDR:PORT]
+ *   mantissa embed    [--config FILE] [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
+ *   mantissa eval     [--config FILE] --stsb FILE [--model NAME[@VARIANT]]
+ *   mantissa bench    [--config FILE] --ids FILE [--batch 1,32] [--seconds S]
+ *   mantissa quantize [--config FILE] --model NAME@VARIANT --out FILE
+ *   mantissa compare  [--config FILE] [--model NAME] [--json FILE] [--svg FILE]
+ *   (--config: config/mantissa.json by default)
  *   mantissa cpu      [--levels]
  *   mantissa options  [--markdown]
  *   mantissa --version (-V)
@@ -29,7 +30,8 @@ static void usage(FILE *f)
             "usage: mantissa COMMAND [options]\n"
             "\n"
             "commands:\n"
-            "  serve     serve the models of a config over HTTP (OpenAI and KServe v2 APIs)\n"
+            "  serve     serve the models of a config over HTTP: the OpenAI, KServe v2 and TEI\n"
+            "            (text-embeddings-inference) APIs, admin and A/B endpoints\n"
             "  embed     embed texts from stdin (one per line, or JSON strings with --jsonl);\n"
             "            prints one JSON array of floats per line\n"
             "  eval      STS-B Spearman (x100) of a model on the STS Benchmark test file\n"

@@ -110,3 +110,19 @@ def test_loaded_line_with_one_engine_thread(tmp_path):
         assert line and re.search(r"; 1 thread[;)]", line[0]) and "up to" not in line[0], line
     finally:
         assert srv.stop() == 0
+
+
+# ---- help texts -----------------------------------------------------------------
+
+def test_help_names_every_api_and_config_is_optional():
+    for args in (["serve", "--help"], ["--help"]):
+        r = run(*args)
+        assert r.returncode == 0, r.stderr
+        for api in ("OpenAI", "KServe v2", "TEI", "text-embeddings-inference", "admin", "A/B"):
+            assert api in r.stdout, (args, api)
+    for cmd in ("quantize", "compare"):
+        r = run(cmd, "--help")
+        assert r.returncode == 0, r.stderr
+        usage = r.stdout.splitlines()[0]
+        assert usage.startswith("usage: mantissa %s [--config FILE] " % cmd), usage
+        assert "config/mantissa.json" in r.stdout, r.stdout
