@@ -178,7 +178,8 @@ static int serve_start(serving *v, const char *path, const char *listen)
                       .connection_timeout_s = c->connection_timeout_s, .tls_cert = c->tls_cert,
                       .tls_key = c->tls_key, .auth = v->keys, .hooks = api_hooks(),
                       .app = &v->app};
-    o.routes = api_routes(&o.nroutes);
+    o.routes = v->app.routes = api_routes(&o.nroutes);
+    v->app.nroutes = o.nroutes;
     if (http_start(&o, &v->http, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return 1;

@@ -38,6 +38,9 @@ struct http_app {
                         * forward of an embedding request runs in the handler */
     reloader *reload;  /* NULL: no hot-switch */
     http_server *http; /* the transport serving it (its connection counts); may be NULL */
+    const http_route *routes; /* the route table (api_routes): the error shape of a path no
+                               * route took is its routes'; NULL in tools and fuzzers */
+    int nroutes;
 };
 
 /* The error shape of a route (http_route.style). */
@@ -46,9 +49,6 @@ enum { API_KSERVE, API_OPENAI, API_TEI };
 /* ---- routes.c ----------------------------------------------------------- */
 
 const http_route *api_routes(int *n);
-/* The error shape of a path no route took (a method it does not allow):
- * its routes' shape; else OpenAI's under /v1/, KServe's elsewhere. */
-int api_path_style(const char *path);
 const http_hooks *api_hooks(void);
 
 /* ---- call.c: one request ------------------------------------------------ */

@@ -28,13 +28,38 @@
  * the record and the transport's hooks
  * ====================================================================== */
 
+/* Whether path is one of pattern's ({} stands for one segment). */
+static bool pattern_matches(const char *pat, const char *path)
+{
+    while (*pat && *path) {
+        if (pat[0] == '{' && pat[1] == '}') {
+            pat += 2;
+            while (*path && *path != '/')
+                path++;
+        } else if (*pat++ != *path++) {
+            return false;
+        }
+    }
+    return !*pat && !*path;
+}
+
+/* The error shape of a path no route took (a method it does not allow):
+ * that of the routes it has; else OpenAI's under /v1/, KServe's elsewhere. */
+static int path_style(const http_app *app, const char *path)
+{
+    for (int i = 0; app->routes && i < app->nroutes; i++)
+        if (pattern_matches(app->routes[i].pattern, path))
+            return app->routes[i].style;
+    return strncmp(path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
+}
+
 static http_call *call_begin(const http_app *app, const http_req *req, const http_route *route)
 {
     http_call *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->route = route;
-    c->style = route ? route->style : api_path_style(req->path);
+    c->style = route ? route->style : path_style(app, req->path);
     snprintf(c->method, sizeof c->method, "%s", req->method);
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;

@@ -65,29 +65,6 @@ const http_route *api_routes(int *n)
     return routes;
 }
 
-/* Whether path is one of pattern's ({} stands for one segment). */
-static bool pattern_matches(const char *pat, const char *path)
-{
-    while (*pat && *path) {
-        if (pat[0] == '{' && pat[1] == '}') {
-            pat += 2;
-            while (*path && *path != '/')
-                path++;
-        } else if (*pat++ != *path++) {
-            return false;
-        }
-    }
-    return !*pat && !*path;
-}
-
-int api_path_style(const char *path)
-{
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (pattern_matches(routes[i].pattern, path))
-            return routes[i].style;
-    return strncmp(path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
-}
-
 /* A route's path as the index shows it: the first {} is the model, the
  * second its version. */
 static void index_path(sbuf *b, const char *pattern)
