@@ -1,9 +1,10 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model), POST /tokenize, GET /info,
- * GET /health (and GET /). Errors are TEI's {"error", "error_type"}; a
- * refused input (an empty string, or too long with truncate false) is 422
- * Validation.
+ * GET /health (GET /, the index in routes.c, is a health check too). Errors
+ * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
+ * field (an empty string, too long with truncate false, more than
+ * max_inputs) is 422 Validation, an empty inputs array 400 Empty.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
