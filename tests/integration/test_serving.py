@@ -177,7 +177,11 @@ def test_auto_delay_serves_concurrent_requests(start):
 # ---- backpressure, deadlines, readiness ----------------------------------------
 
 def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
-    srv = start(config({"max_queue": 1, "max_queue_delay_us": 2000000}))
+    # the first request waits 5 s in the queue: the window for three refusals
+    srv = start(config({"max_queue": 1, "max_queue_delay_us": 5000000}))
+    openai = pytest.importorskip("openai")  # before the window: imports take time
+    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key="unused",
+                           max_retries=0)
     results = {}
     t = post_async(srv, "/v1/embeddings", embed_body("held in the queue"), results, "first")
     wait_until(lambda: inflight(srv) == 1, "the first request to be admitted")
@@ -186,9 +190,6 @@ def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
     # what OpenAI sends for a rate limit: type "requests", code "rate_limit_exceeded"
     assert data["error"]["type"] == "requests" and data["error"]["code"] == "rate_limit_exceeded"
     assert int(resp.getheader("Retry-After")) >= 1
-    openai = pytest.importorskip("openai")
-    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key="unused",
-                           max_retries=0)
     with pytest.raises(openai.RateLimitError) as refused:
         client.embeddings.create(model="minilm", input="one too many, through the SDK")
     assert refused.value.code == "rate_limit_exceeded" and refused.value.type == "requests"
