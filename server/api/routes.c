@@ -51,7 +51,8 @@
     X("POST", "/tokenize", api_tei_tokenize, T, 0, "TEI tokenize")                              \
     X("GET", "/info", api_tei_info, T, 0, "TEI model info")                                     \
     X("GET", "/health", api_tei_health, T, PROBE, "TEI health")                                 \
-    X("GET", "/", api_index, T, PROBE, "this index (TEI's health: 503 when not ready)")
+    X("GET", "/", api_index, T, QUIET | HTTP_ROUTE_PROBE,                                       \
+      "this index (TEI's health: 503 when not ready)")
 
 #define ROUTE_ROW(method, path, handler, style, flags, what) {method, path, handler, style, flags},
 #define ROUTE_WHAT(method, path, handler, style, flags, what) what,
@@ -86,7 +87,9 @@ static void index_path(sbuf *b, const char *pattern)
 }
 
 /* GET /: the server, its version and every route of the table above; as
- * TEI's GET / also the health check (503 when not ready). */
+ * TEI's GET / also the health check (503 when not ready). Unlike the other
+ * health checks it needs a key when API keys are on (it names the build):
+ * GET /health is TEI's public one. */
 API_HANDLER(api_index)
 {
     bool ready = app->models && atomic_load(&app->models->ready) &&

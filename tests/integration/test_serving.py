@@ -582,9 +582,14 @@ def test_api_keys_guard_everything_but_health(start, tmp_path):
     assert_kserve_error(resp, data, 401)
     resp, _ = srv.request("GET", "/metrics", raw=True)
     assert resp.status == 401
-    for path in ("/v2/health/live", "/v2/health/ready"):
+    for path in ("/v2/health/live", "/v2/health/ready", "/health"):
         resp, _ = srv.request("GET", path)
         assert resp.status == 200
+    # the index at GET / names the build and every route: a key like the rest
+    resp, data = srv.request("GET", "/")
+    assert resp.status == 401 and data["error_type"] and "routes" not in data, data
+    resp, data = srv.request("GET", "/", headers={"Authorization": "Bearer secret-one"})
+    assert resp.status == 200 and data["routes"], data
     for key in ("secret-one", "secret-two"):
         resp, _ = srv.request("POST", "/v1/embeddings", embed_body("x"),
                               headers={"Authorization": "Bearer " + key})
