@@ -205,6 +205,18 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The commit the build is made from (`mantissa --version`, engine/version.c,
+# the only file that gets it); "unknown" without git (a tarball). The stamp
+# changes only when the commit does, and version.o follows it.
+MANTISSA_COMMIT := $(shell (test -e .git && git describe --always --dirty) 2>/dev/null || echo unknown)
+$(BUILD)/commit.stamp: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(MANTISSA_COMMIT)' | cmp -s - $@ || echo '$(MANTISSA_COMMIT)' > $@
+$(BUILD)/engine/version.o: $(BUILD)/commit.stamp
+$(BUILD)/engine/version.o: CFLAGS += -DMANTISSA_COMMIT='"$(MANTISSA_COMMIT)"'
+.PHONY: FORCE
+FORCE:
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -262,8 +262,9 @@ static void report(const cmd_opts *o, const cfg_model *cm, const sentence_set *s
 int cmd_compare(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: mantissa compare --config FILE [--model NAME] [--stsb FILE] [--json FILE]\n"
+        "usage: mantissa compare [--config FILE] [--model NAME] [--stsb FILE] [--json FILE]\n"
         "                        [--svg FILE] [--batch N]\n"
+        "--config defaults to config/mantissa.json.\n"
         "Runs the STS-B test sentences through every variant of the model and prints,\n"
         "per variant: resident GEMM weight bytes, sentences/s, cosine to FP32 (min, mean),\n"
         "max abs error, STS-B Spearman x100 and top-10 neighbour overlap with FP32.\n"

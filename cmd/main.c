@@ -1,14 +1,16 @@
 /* main.c: the mantissa command line: one binary, several subcommands (one
  * file each in cmd/; serve's wiring is server/main.c).
  *
- *   mantissa serve    --config FILE [--listen ADDR:PORT]
- *   mantissa embed    --config FILE [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
- *   mantissa eval     --config FILE --stsb FILE [--model NAME[@VARIANT]]
- *   mantissa bench    --config FILE --ids FILE [--batch 1,32] [--seconds S]
- *   mantissa quantize --config FILE --model NAME@VARIANT --out FILE
- *   mantissa compare  --config FILE [--model NAME] [--json FILE] [--svg FILE]
+ *   mantissa serve    [--config FILE] [--listen ADDR:PORT]
+ *   mantissa embed    [--config FILE] [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
+ *   mantissa eval     [--config FILE] --stsb FILE [--model NAME[@VARIANT]]
+ *   mantissa bench    [--config FILE] --ids FILE [--batch 1,32] [--seconds S]
+ *   mantissa quantize [--config FILE] --model NAME@VARIANT --out FILE
+ *   mantissa compare  [--config FILE] [--model NAME] [--json FILE] [--svg FILE]
+ *   (--config: config/mantissa.json by default)
  *   mantissa cpu      [--levels]
  *   mantissa options  [--markdown]
+ *   mantissa --version (-V)
  *
  * Only cmd/ prints to stdout or exits; everything below it returns errors
  * as values.
@@ -20,6 +22,7 @@
 
 #include "cmd/cmd.h"
 #include "engine/options.h"
+#include "engine/version.h"
 
 static void usage(FILE *f)
 {
@@ -27,7 +30,8 @@ static void usage(FILE *f)
             "usage: mantissa COMMAND [options]\n"
             "\n"
             "commands:\n"
-            "  serve     serve the models of a config over HTTP (OpenAI and KServe v2 APIs)\n"
+            "  serve     serve the models of a config over HTTP: the OpenAI, KServe v2 and TEI\n"
+            "            (text-embeddings-inference) APIs, admin and A/B endpoints\n"
             "  embed     embed texts from stdin (one per line, or JSON strings with --jsonl);\n"
             "            prints one JSON array of floats per line\n"
             "  eval      STS-B Spearman (x100) of a model on the STS Benchmark test file\n"
@@ -47,7 +51,8 @@ static void usage(FILE *f)
             "        --batch LIST         batch sizes, comma-separated (default 1,32)\n"
             "        --seconds S          minimum time per batch size (default 3)\n"
             "\n"
-            "mantissa COMMAND --help shows the command's own options.\n");
+            "mantissa COMMAND --help shows the command's own options;\n"
+            "mantissa --version (-V) the version and the git commit it was built from.\n");
 }
 
 /* How OpenMP threads wait between parallel regions. A forward is a few
@@ -98,6 +103,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("mantissa %s (commit %s)\n", MANTISSA_VERSION, mt_build_commit());
+        return 0;
     }
     static const struct {
         const char *name;

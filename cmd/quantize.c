@@ -57,8 +57,9 @@ static int search_mix(const cfg_model *m, const cfg_variant *v, const cmd_opts *
 int cmd_quantize(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: mantissa quantize --config FILE --model NAME@VARIANT --out FILE.safetensors\n"
+        "usage: mantissa quantize [--config FILE] --model NAME@VARIANT --out FILE.safetensors\n"
         "                         [--auto [--budget-cos C] [--high PRECISION]]\n"
+        "--config defaults to config/mantissa.json.\n"
         "Writes the variant's model with its GEMM weights quantized as the variant's\n"
         "precision, mix and calibration say; set variants[].weights to the file to load\n"
         "it without re-quantizing.\n"

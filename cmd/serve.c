@@ -10,10 +10,15 @@ int cmd_serve(int argc, char **argv)
 {
     static const char usage[] =
         "usage: mantissa serve [--config FILE] [--listen ADDR:PORT]\n"
-        "Serves the models of the config (default config/mantissa.json) over HTTP: the\n"
-        "OpenAI embeddings API, KServe v2 and the admin endpoints (see README.md).\n"
-        "--listen overrides server.listen. SIGTERM/SIGINT drain and stop; SIGHUP\n"
-        "reloads the config.\n";
+        "Serves the models of the config (default config/mantissa.json) over HTTP:\n"
+        "  OpenAI      POST /v1/embeddings (also /embeddings), GET /v1/models\n"
+        "  KServe v2   /v2/health/*, /v2, /v2/models/{m}[/infer|/ready|/config|/stats]\n"
+        "  TEI         POST /embed (also POST /), /tokenize, GET /info, /health\n"
+        "              (text-embeddings-inference)\n"
+        "  admin, A/B  /v2/repository/*, /v2/admin/config, /v2/admin/reload,\n"
+        "              POST /v2/models/{m}/compare, GET /ab; GET /metrics (Prometheus)\n"
+        "GET / lists every route (see README.md). --listen overrides server.listen.\n"
+        "SIGTERM/SIGINT drain and stop; SIGHUP reloads the config.\n";
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("%s\n", usage);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "engine/version.h"
 #include "server/api/api.h"
 #include "server/base/log.h"
 #include "server/core/reload.h"
@@ -25,6 +26,21 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* How v's batches use its backend's threads, in words: all of them, or one
+ * thread for batches of up to solo_tokens tokens (team.c measured that one
+ * thread is faster there). */
+static void team_words(char *buf, size_t n, const srv_variant *v)
+{
+    const int threads = v->be->threads;
+    if (threads <= 1)
+        snprintf(buf, n, "1 thread");
+    else if (v->solo_tokens <= 0)
+        snprintf(buf, n, "%d threads for every batch", threads);
+    else
+        snprintf(buf, n, "%d threads; batches of up to %d tokens on one thread", threads,
+                 v->solo_tokens);
 }
 
 /* One line per variant: loaded (precision, backend, resident size, space)
@@ -46,13 +62,14 @@ static void print_loaded(const srv_models *s)
                 snprintf(check, sizeof check,
                          "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
                          v->check.mean_cos, v->check.min_cos, v->check.probes);
+            char team[96];
+            team_words(team, sizeof team, v);
             fprintf(stderr,
-                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %d "
-                    "threads, one thread up to %d tokens%s): %.1f MiB resident, %.1f MiB GEMM "
-                    "weights, space %s\n",
+                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s%s): "
+                    "%.1f MiB resident, %.1f MiB GEMM weights, space %s\n",
                     m->name, v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-                    srv_variant_isa(v), srv_variant_kernel(v), v->be->threads, v->solo_tokens,
-                    check, v->model->info.resident_bytes / 1048576.0,
+                    srv_variant_isa(v), srv_variant_kernel(v), team, check,
+                    v->model->info.resident_bytes / 1048576.0,
                     v->model->info.gemm_bytes / 1048576.0, v->space);
         }
     }
@@ -161,15 +178,17 @@ static int serve_start(serving *v, const char *path, const char *listen)
                       .connection_timeout_s = c->connection_timeout_s, .tls_cert = c->tls_cert,
                       .tls_key = c->tls_key, .auth = v->keys, .hooks = api_hooks(),
                       .app = &v->app};
-    o.routes = api_routes(&o.nroutes);
+    o.routes = v->app.routes = api_routes(&o.nroutes);
+    v->app.nroutes = o.nroutes;
     if (http_start(&o, &v->http, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return 1;
     }
     v->app.http = v->http; /* for the connection counts in /metrics */
     sched_set_hooks(v->sched, serve_quiesce, NULL, v->http);
-    fprintf(stderr, "mantissa: serving on %s%s:%d\n", c->tls_cert[0] ? "https://" : "",
-            c->listen_host, http_port(v->http));
+    fprintf(stderr, "mantissa: version %s (commit %s), serving on %s%s:%d\n", MANTISSA_VERSION,
+            mt_build_commit(), c->tls_cert[0] ? "https://" : "", c->listen_host,
+            http_port(v->http));
     fflush(stderr);
     return 0;
 }

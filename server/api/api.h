@@ -1,7 +1,7 @@
 /* api.h: the endpoints: what the files of server/api share, and what the
  * serve wiring (server/main.c) needs to start the transport with them.
  *
- *   routes.c   the route table and the transport hooks
+ *   routes.c   the route table (and GET /, its index) and the transport hooks
  *   call.c     one request's record (http_call): what it holds (the build it
  *              was routed to, its admission place, its job) and their
  *              release in one place; its log line and counters; the text ->
@@ -22,14 +22,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/version.h"
 #include "server/base/sbuf.h"
 #include "server/core/config.h"
 #include "server/core/models.h"
 #include "server/core/reload.h"
 #include "server/core/sched.h"
 #include "server/net/http.h"
-
-#define MANTISSA_VERSION "0.1.0"
 
 /* What the handlers serve. */
 struct http_app {
@@ -39,6 +38,9 @@ struct http_app {
                         * forward of an embedding request runs in the handler */
     reloader *reload;  /* NULL: no hot-switch */
     http_server *http; /* the transport serving it (its connection counts); may be NULL */
+    const http_route *routes; /* the route table (api_routes): the error shape of a path no
+                               * route took is its routes'; NULL in tools and fuzzers */
+    int nroutes;
 };
 
 /* The error shape of a route (http_route.style). */
@@ -99,7 +101,8 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
 /* The texts of a request's field `field` (in: a string or a non-empty array
  * of strings, at most server.max_inputs; token ids are refused), as new
  * arrays *texts and *lens (the caller frees them). -1 after answering:
- * bad_status for a wrong type, 400 empty, 413 too many. Empty strings are
+ * bad_status for a wrong type, 400 empty (TEI's error_type Empty), 413 too
+ * many (422 on the TEI routes, as TEI answers). Empty strings are
  * left to api_no_empty_text (api_embed_new calls it). */
 int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
                     const char ***texts, size_t **lens, http_resp *r);
@@ -168,6 +171,10 @@ bool api_embed_result(api_embed *e, http_resp *resp);
  * field or limit at fault (may be NULL). */
 void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same, with TEI's error_type on the TEI routes given rather than the
+ * status's (e.g. "Empty" for TEI's 400 for an empty batch). */
+void api_error_typed(http_resp *r, int status, const char *tei_type, const char *param,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The transport's error hook (http_hooks.error). */
 void api_transport_error(const http_app *app, const http_req *req, const http_route *route,
                          http_resp *resp, int status, const char *param, const char *msg);
@@ -207,6 +214,7 @@ API_HANDLER(api_tei_embed);
 API_HANDLER(api_tei_tokenize);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);
+API_HANDLER(api_index); /* routes.c: GET /, the route table */
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);

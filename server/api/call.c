@@ -28,13 +28,38 @@
  * the record and the transport's hooks
  * ====================================================================== */
 
+/* Whether path is one of pattern's ({} stands for one segment). */
+static bool pattern_matches(const char *pat, const char *path)
+{
+    while (*pat && *path) {
+        if (pat[0] == '{' && pat[1] == '}') {
+            pat += 2;
+            while (*path && *path != '/')
+                path++;
+        } else if (*pat++ != *path++) {
+            return false;
+        }
+    }
+    return !*pat && !*path;
+}
+
+/* The error shape of a path no route took (a method it does not allow):
+ * that of the routes it has; else OpenAI's under /v1/, KServe's elsewhere. */
+static int path_style(const http_app *app, const char *path)
+{
+    for (int i = 0; app->routes && i < app->nroutes; i++)
+        if (pattern_matches(app->routes[i].pattern, path))
+            return app->routes[i].style;
+    return strncmp(path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
+}
+
 static http_call *call_begin(const http_app *app, const http_req *req, const http_route *route)
 {
     http_call *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->route = route;
-    c->style = route ? route->style : strncmp(req->path, "/v1/", 4) == 0 ? API_OPENAI : API_KSERVE;
+    c->style = route ? route->style : path_style(app, req->path);
     snprintf(c->method, sizeof c->method, "%s", req->method);
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
@@ -222,6 +247,18 @@ bool api_resolve(const http_app *app, const http_req *req, const char *name, con
  * texts in a request
  * ====================================================================== */
 
+/* Refuses n texts over server.max_inputs: 413, or on the TEI routes 422
+ * Validation as TEI answers a batch over its max_client_batch_size; a
+ * limit either way (reason "limit"). */
+static void too_many_inputs(http_resp *r, int n, int max)
+{
+    const bool tei = r->call && r->call->style == API_TEI;
+    api_error(r, tei ? 422 : 413, "max_inputs",
+              "%d inputs in one request; the limit (server.max_inputs) is %d", n, max);
+    if (r->call)
+        r->call->reason = STATS_R_LIMIT;
+}
+
 int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int bad_status,
                     const char ***texts, size_t **lens, http_resp *r)
 {
@@ -230,14 +267,13 @@ int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int
         api_error(r, bad_status, field, "\"%s\" must be a string or an array of strings", field);
         return -1;
     }
-    if (n == 0) {
-        api_error(r, 400, field, "\"%s\" is an empty array", field);
+    if (n == 0) { /* TEI: 400 with its error_type Empty */
+        api_error_typed(r, 400, "Empty", field, "\"%s\" is an empty array; send at least one text",
+                        field);
         return -1;
     }
     if (n > app->cfg->max_inputs) {
-        api_error(r, 413, "max_inputs",
-                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  app->cfg->max_inputs);
+        too_many_inputs(r, n, app->cfg->max_inputs);
         return -1;
     }
     *texts = malloc(sizeof **texts * (size_t)n);
@@ -323,9 +359,7 @@ static bool within_limits(const cfg_config *cfg, const char *const *texts, const
                           int n, http_resp *resp)
 {
     if (n > cfg->max_inputs) {
-        api_error(resp, 413, "max_inputs",
-                  "%d inputs in one request; the limit (server.max_inputs) is %d", n,
-                  cfg->max_inputs);
+        too_many_inputs(resp, n, cfg->max_inputs);
         return false;
     }
     for (int i = 0; i < n; i++)

@@ -25,12 +25,24 @@ static const char *status_code(int status)
     case 413: return "payload_too_large";
     case 415: return "unsupported_media_type";
     case 422: return "unprocessable_input";
-    case 429: return "too_many_requests";
+    case 429: return "rate_limit_exceeded"; /* OpenAI's own 429 (with type "requests") */
     case 499: return "client_closed_request";
     case 503: return "unavailable";
     case 504: return "timeout";
     default: return status >= 500 ? "internal_error" : "invalid_request";
     }
+}
+
+/* OpenAI's error type for a status. A 429 is OpenAI's refusal of a request
+ * over a rate limit, {"type": "requests", "code": "rate_limit_exceeded"}
+ * (its error-codes guide: "429 - Rate limit reached for requests"; the
+ * bodies clients see carry that type and code); ours is the same kind of
+ * refusal: too many requests in progress for the model. */
+static const char *openai_type(int status)
+{
+    if (status == 429)
+        return "requests";
+    return status >= 500 ? "server_error" : "invalid_request_error";
 }
 
 /* TEI's error_type for a status (what its clients switch on). */
@@ -43,14 +55,12 @@ static const char *tei_error_type(int status)
     }
 }
 
-void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
+static void error_v(http_resp *r, int status, const char *tei_type, const char *param,
+                    const char *fmt, va_list ap)
 {
     const int style = r->call ? r->call->style : API_KSERVE;
     char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     sb_free(&r->body);
     r->status = status;
     r->content_type = NULL;
@@ -62,8 +72,7 @@ void api_error(http_resp *r, int status, const char *param, const char *fmt, ...
     if (style == API_OPENAI) {
         sb_puts(&r->body, "{\"error\":{\"message\":");
         sb_json_str(&r->body, msg, strlen(msg));
-        sb_printf(&r->body, ",\"type\":\"%s\",\"param\":",
-                  status >= 500 ? "server_error" : "invalid_request_error");
+        sb_printf(&r->body, ",\"type\":\"%s\",\"param\":", openai_type(status));
         if (param)
             sb_json_str(&r->body, param, strlen(param));
         else
@@ -73,9 +82,27 @@ void api_error(http_resp *r, int status, const char *param, const char *fmt, ...
         sb_puts(&r->body, "{\"error\":");
         sb_json_str(&r->body, msg, strlen(msg));
         if (style == API_TEI)
-            sb_printf(&r->body, ",\"error_type\":\"%s\"", tei_error_type(status));
+            sb_printf(&r->body, ",\"error_type\":\"%s\"",
+                      tei_type ? tei_type : tei_error_type(status));
         sb_putc(&r->body, '}');
     }
+}
+
+void api_error(http_resp *r, int status, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_v(r, status, NULL, param, fmt, ap);
+    va_end(ap);
+}
+
+void api_error_typed(http_resp *r, int status, const char *tei_type, const char *param,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_v(r, status, tei_type, param, fmt, ap);
+    va_end(ap);
 }
 
 

@@ -40,7 +40,9 @@ API_HANDLER(api_server_metadata)
 {
     sb_puts(&r->body, "{\"name\":\"mantissa\",\"version\":\"" MANTISSA_VERSION
                       "\",\"extensions\":[\"binary_tensor_data\",\"statistics\","
-                      "\"model_configuration\",\"model_repository\"]}");
+                      "\"model_configuration\",\"model_repository\"],\"commit\":");
+    sb_json_str(&r->body, mt_build_commit(), strlen(mt_build_commit()));
+    sb_putc(&r->body, '}');
 }
 
 /* The model of a /v2/models/{m}[/versions/{v}] path, or NULL after a 404. */

@@ -161,7 +161,16 @@ static void counter(sbuf *b, const char *name, const row *x, uint64_t v)
 static void render_server(sbuf *b, srv_models *models, sched *s)
 {
     head(b, "mantissa_build_info", "gauge", "Build information; the value is always 1.");
-    sb_puts(b, "mantissa_build_info{version=\"" MANTISSA_VERSION "\"} 1\n");
+    sb_puts(b, "mantissa_build_info{version=\"" MANTISSA_VERSION "\",commit=\"");
+    /* a label value: backslash, quote and newline escaped */
+    for (const char *c = mt_build_commit(); *c; c++)
+        if (*c == '\\' || *c == '"')
+            sb_printf(b, "\\%c", *c);
+        else if (*c == '\n')
+            sb_puts(b, "\\n");
+        else
+            sb_putc(b, *c);
+    sb_puts(b, "\"} 1\n");
     head(b, "mantissa_ready", "gauge", "1 when the server admits inference requests.");
     sb_printf(b, "mantissa_ready %d\n", atomic_load(&models->ready) && !(s && sched_draining(s)));
 

@@ -1,9 +1,10 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model), POST /tokenize, GET /info,
- * GET /health (and GET /). Errors are TEI's {"error", "error_type"}; a
- * refused input (an empty string, or too long with truncate false) is 422
- * Validation.
+ * GET /health (GET /, the index in routes.c, is a health check too). Errors
+ * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
+ * field (an empty string, too long with truncate false, more than
+ * max_inputs) is 422 Validation, an empty inputs array 400 Empty.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
@@ -271,11 +272,16 @@ API_HANDLER(api_tei_info)
               ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}},"
               "\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
               "\"max_batch_requests\":%d,\"max_client_batch_size\":%d,\"auto_truncate\":%s,"
-              "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":null,"
-              "\"docker_label\":null}",
+              "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":",
               mi->pooling == MT_POOL_CLS ? "cls" : "mean", max_queue, v->max_seq_len, max_tokens,
               max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
               app->cfg->http_threads);
+    const char *commit = mt_build_commit(); /* TEI's sha: its build's commit */
+    if (strcmp(commit, "unknown"))
+        sb_json_str(b, commit, strlen(commit));
+    else
+        sb_puts(b, "null");
+    sb_puts(b, ",\"docker_label\":null}");
 }
 
 API_HANDLER(api_tei_health)

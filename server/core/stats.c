@@ -58,7 +58,9 @@ static stats_reason reason_of(int status, bool cancelled)
         return STATS_R_CANCELLED;
     switch (status) {
     case 401: return STATS_R_UNAUTHORIZED;
-    case 413: case 422: return STATS_R_LIMIT;
+    case 413: return STATS_R_LIMIT;
+    /* 422 (TEI's Validation): invalid, but where the handler names a limit
+     * (too many inputs), an empty text or one too long */
     case 429: return STATS_R_QUEUE_FULL;
     case 503: return STATS_R_UNAVAILABLE;
     case 504: return STATS_R_TIMEOUT;

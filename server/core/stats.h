@@ -28,9 +28,9 @@ typedef struct {
 
 /* Why a request failed (the reason label of mantissa_request_failures_total). */
 typedef enum {
-    STATS_R_INVALID,     /* 400, 404, 405, 415 */
+    STATS_R_INVALID,     /* 400, 404, 405, 415, 422 */
     STATS_R_UNAUTHORIZED,/* 401 */
-    STATS_R_LIMIT,       /* 413, 422 */
+    STATS_R_LIMIT,       /* 413, and a 422 the handler says is a limit (TEI's max_inputs) */
     STATS_R_QUEUE_FULL,  /* 429 */
     STATS_R_CANCELLED,   /* the client went away */
     STATS_R_INTERNAL,    /* 500 */

@@ -107,6 +107,21 @@ def test_embeddings_match_sentence_transformers_reference(server, reference):
           % (len(sentences), worst_cos, worst_diff))
 
 
+def test_embeddings_without_v1_is_the_same_route(server):
+    # infinity-emb's (and TEI's) path for the OpenAI route: same handler, same answers
+    body = {"model": "minilm", "input": ["a cat", "a dog"], "encoding_format": "base64"}
+    resp, v1 = server.request("POST", "/v1/embeddings", body)
+    resp2, bare = server.request("POST", "/embeddings", body)
+    assert resp.status == resp2.status == 200, bare
+    assert [d["embedding"] for d in bare["data"]] == [d["embedding"] for d in v1["data"]]
+    assert bare["usage"] == v1["usage"] and bare["model"] == v1["model"]
+    resp, data = server.request("POST", "/embeddings", {"model": "minilm", "input": []})
+    assert_openai_error(resp, data, 400, "input")
+    resp, data = server.request("GET", "/embeddings")
+    assert_openai_error(resp, data, 405)
+    assert "POST" in resp.getheader("Allow")
+
+
 def test_base64_encoding_is_little_endian_float32_of_the_same_vector(server):
     _, f = embed(server, ["base64 check", "second"])
     _, b = embed(server, ["base64 check", "second"], encoding_format="base64")

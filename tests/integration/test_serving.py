@@ -177,13 +177,22 @@ def test_auto_delay_serves_concurrent_requests(start):
 # ---- backpressure, deadlines, readiness ----------------------------------------
 
 def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
-    srv = start(config({"max_queue": 1, "max_queue_delay_us": 2000000}))
+    # the first request waits 5 s in the queue: the window for three refusals
+    srv = start(config({"max_queue": 1, "max_queue_delay_us": 5000000}))
+    openai = pytest.importorskip("openai")  # before the window: imports take time
+    client = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % srv.port, api_key="unused",
+                           max_retries=0)
     results = {}
     t = post_async(srv, "/v1/embeddings", embed_body("held in the queue"), results, "first")
     wait_until(lambda: inflight(srv) == 1, "the first request to be admitted")
     resp, data = srv.request("POST", "/v1/embeddings", embed_body("one too many"))
     assert_openai_error(resp, data, 429, "max_queue")
+    # what OpenAI sends for a rate limit: type "requests", code "rate_limit_exceeded"
+    assert data["error"]["type"] == "requests" and data["error"]["code"] == "rate_limit_exceeded"
     assert int(resp.getheader("Retry-After")) >= 1
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.embeddings.create(model="minilm", input="one too many, through the SDK")
+    assert refused.value.code == "rate_limit_exceeded" and refused.value.type == "requests"
     resp, data = srv.request("POST", "/v2/models/minilm/infer",
                              {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
                                           "data": ["x"]}]})
@@ -191,7 +200,7 @@ def test_full_queue_is_429_with_retry_after_naming_max_queue(start):
     t.join()
     assert results["first"][0].status == 200
     m = metrics(srv)
-    assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="queue_full"}'] == 2
+    assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="queue_full"}'] == 3
 
 
 def test_request_past_its_deadline_in_the_queue_is_504(start):
@@ -521,7 +530,8 @@ def test_metrics_are_prometheus_text_and_pass_promtool(start):
     assert m["mantissa_request_success_total" + M] == 1
     assert m['mantissa_request_failures_total{model="minilm",variant="fp32",reason="invalid"}'] == 1
     assert m["mantissa_texts_total" + M] == 2 and m["mantissa_tokens_total" + M] == 7
-    assert m['mantissa_build_info{version="0.1.0"}'] == 1
+    ver = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.split()
+    assert m['mantissa_build_info{version="%s",commit="%s"}' % (ver[1], ver[3][:-1])] == 1
     assert m['mantissa_resident_weight_bytes{model="minilm",variant="fp32",precision="fp32"}'] > 1e7
     for h in ("request_duration_seconds", "queue_duration_seconds", "compute_duration_seconds",
               "batch_size"):
@@ -572,9 +582,14 @@ def test_api_keys_guard_everything_but_health(start, tmp_path):
     assert_kserve_error(resp, data, 401)
     resp, _ = srv.request("GET", "/metrics", raw=True)
     assert resp.status == 401
-    for path in ("/v2/health/live", "/v2/health/ready"):
+    for path in ("/v2/health/live", "/v2/health/ready", "/health"):
         resp, _ = srv.request("GET", path)
         assert resp.status == 200
+    # the index at GET / names the build and every route: a key like the rest
+    resp, data = srv.request("GET", "/")
+    assert resp.status == 401 and data["error_type"] and "routes" not in data, data
+    resp, data = srv.request("GET", "/", headers={"Authorization": "Bearer secret-one"})
+    assert resp.status == 200 and data["routes"], data
     for key in ("secret-one", "secret-two"):
         resp, _ = srv.request("POST", "/v1/embeddings", embed_body("x"),
                               headers={"Authorization": "Bearer " + key})

@@ -166,20 +166,44 @@ def test_info_and_health(tei):
         assert resp.status == 200
 
 
-@pytest.mark.parametrize("body,status,field", [
-    ({"inputs": []}, 400, "empty"),
-    ({"inputs": [[101, 102]]}, 422, "token-id"),
-    ({"inputs": "x", "normalize": "no"}, 422, "normalize"),
-    ({"inputs": "x", "prompt_name": "query"}, 422, "prompts"),
-    ({"inputs": "x", "dimensions": 1000}, 422, "dimensions"),
-    ({"inputs": "x", "truncation_direction": "up"}, 422, "truncation_direction"),
-    ({"inputs": "x", "colour": "blue"}, 422, "colour"),
-    ({"input": "x"}, 422, "unknown field"),
+# TEI's own answers (router/src/http/server.rs): an empty batch is 400
+# error_type "Empty"; a batch over max_client_batch_size and every other
+# refused field 422 "Validation"
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"inputs": []}, 400, "Empty", "empty"),
+    ({"inputs": ["x"] * 65}, 422, "Validation", "max_inputs"),
+    ({"inputs": [[101, 102]]}, 422, "Validation", "token-id"),
+    ({"inputs": "x", "normalize": "no"}, 422, "Validation", "normalize"),
+    ({"inputs": "x", "prompt_name": "query"}, 422, "Validation", "prompts"),
+    ({"inputs": "x", "dimensions": 1000}, 422, "Validation", "dimensions"),
+    ({"inputs": "x", "truncation_direction": "up"}, 422, "Validation", "truncation_direction"),
+    ({"inputs": "x", "colour": "blue"}, 422, "Validation", "colour"),
+    ({"input": "x"}, 422, "Validation", "unknown field"),
 ])
-def test_errors_have_tei_shape(tei, body, status, field):
+def test_errors_have_tei_shape(tei, body, status, error_type, field):
     resp, data = tei.request("POST", "/embed", body)
     assert resp.status == status, data
     assert set(data) == {"error", "error_type"} and field in data["error"], data
+    assert data["error_type"] == error_type, data
+
+
+def failures(srv, reason):
+    _, text = srv.request("GET", "/metrics", raw=True)
+    key = 'mantissa_request_failures_total{model="minilm",variant="fp32",reason="%s"} ' % reason
+    return sum(int(l[len(key):]) for l in text.decode().splitlines() if l.startswith(key))
+
+
+def test_validation_422s_count_as_invalid_and_a_limit_as_limit(tei):
+    invalid0, limit0 = failures(tei, "invalid"), failures(tei, "limit")
+    for body in ({"inputs": "x", "colour": "blue"}, {"inputs": "x", "normalize": "no"},
+                 {"inputs": "x", "dimensions": 1000}):
+        resp, _ = tei.request("POST", "/embed", body)
+        assert resp.status == 422
+    assert failures(tei, "invalid") - invalid0 == 3
+    assert failures(tei, "limit") == limit0
+    resp, _ = tei.request("POST", "/embed", {"inputs": ["x"] * 65})  # over server.max_inputs
+    assert resp.status == 422
+    assert failures(tei, "limit") - limit0 == 1 and failures(tei, "invalid") - invalid0 == 3
 
 
 def test_unknown_model_header_is_404(tei):

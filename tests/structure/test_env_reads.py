@@ -35,7 +35,7 @@ TEST_ONLY = {
     "PYTHON": "test_distilbert's interpreter for tools/make-distilbert.py",
 }
 # MANTISSA_ names that are not environment variables.
-MACROS = {"MANTISSA_VERSION", "MANTISSA_KERNELS_CUDA_W8A16_DEV_CUH"}
+MACROS = {"MANTISSA_VERSION", "MANTISSA_COMMIT", "MANTISSA_KERNELS_CUDA_W8A16_DEV_CUH"}
 
 ENV_READ = re.compile(r"\b(?:secure_getenv|getenv|__environ|environ)\b")
 ENV_NAME = re.compile(r'\b(?:secure_)?getenv\s*\(\s*"([A-Za-z0-9_]+)"')

@@ -1,0 +1,128 @@
+"""Issue 26's rough edges, against the real binary: `mantissa --version`
+and the build's commit wherever the server reports its version, the index
+at GET / (built from the route table), the start-up lines in plain words,
+and the help texts."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BIN, MODEL, ROOT
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+
+def run(*args):
+    return subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+
+
+def version():
+    """(version, commit) as `mantissa --version` prints them."""
+    r = run("--version")
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"mantissa (\d+\.\d+\.\d+\S*) \(commit (\S+)\)\n", r.stdout)
+    assert m, r.stdout
+    return m.group(1), m.group(2)
+
+
+# ---- the version and the commit ---------------------------------------------
+
+def test_version_and_its_short_flag_name_the_build_commit():
+    ver, commit = version()
+    assert run("-V").stdout == run("--version").stdout
+    if commit != "unknown":  # a build from a git checkout: a commit of this repository
+        assert re.fullmatch(r"[0-9A-Za-z._/-]+", commit), commit
+        git = shutil.which("git")
+        if git and os.path.exists(os.path.join(ROOT, ".git")):
+            name = commit[:-len("-dirty")] if commit.endswith("-dirty") else commit
+            r = subprocess.run([git, "-C", ROOT, "cat-file", "-e", name + "^{commit}"],
+                               capture_output=True)
+            assert r.returncode == 0, "%s names no commit of %s" % (name, ROOT)
+
+
+def test_server_reports_the_same_version_and_commit(server):
+    ver, commit = version()
+    line = [l for l in server.log if "serving on" in l]
+    assert line and "version %s (commit %s)" % (ver, commit) in line[0], server.log
+    resp, meta = server.request("GET", "/v2")
+    assert resp.status == 200 and meta["version"] == ver and meta["commit"] == commit, meta
+    resp, info = server.request("GET", "/info")
+    assert info["version"] == ver and info["sha"] == (None if commit == "unknown" else commit)
+    _, text = server.request("GET", "/metrics", raw=True)
+    assert ('mantissa_build_info{version="%s",commit="%s"} 1' % (ver, commit)
+            in text.decode().splitlines())
+
+
+# ---- GET /: the index -------------------------------------------------------
+
+def test_root_lists_the_route_table_and_post_root_still_embeds(server):
+    resp, idx = server.request("GET", "/")
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("application/json")
+    ver, commit = version()
+    assert idx["name"] == "mantissa" and idx["version"] == ver and idx["commit"] == commit
+    routes = {(r["method"], r["path"]): r for r in idx["routes"]}
+    assert len(routes) == len(idx["routes"]) > 20
+    for method, path in [("POST", "/v1/embeddings"), ("GET", "/v1/models"), ("GET", "/v2"),
+                         ("POST", "/v2/models/{model}/infer"), ("POST", "/embed"),
+                         ("POST", "/"), ("GET", "/"), ("GET", "/metrics"),
+                         ("POST", "/v2/admin/reload"), ("GET", "/ab")]:
+        assert (method, path) in routes, (method, path)
+    # every listed route is one the server has: its path answers DELETE with 405
+    # naming the listed method (a path it did not have would be 404)
+    for (method, path), r in routes.items():
+        assert r["api"] in ("openai", "kserve", "tei") and r["what"], r
+        real = path.replace("{model}", "minilm").replace("{version}", "1")
+        resp, _ = server.request("DELETE", real)
+        assert resp.status == 405 and method in resp.getheader("Allow"), (path, resp.status)
+    resp, vec = server.request("POST", "/", {"inputs": "a cat"})
+    assert resp.status == 200 and len(vec[0]) == 384
+
+
+# ---- the start-up lines -------------------------------------------------------
+
+def test_loaded_line_says_how_batches_use_the_threads(server):
+    line = [l for l in server.log if "loaded minilm@fp32" in l]
+    assert line, server.log
+    resp, cfg = server.request("GET", "/v2/admin/config")
+    solo = [v["serving"]["solo_tokens"] for m in cfg["models"] if m["name"] == "minilm"
+            for v in m["variants"] if v["name"] == "fp32"][0]
+    m = re.search(r"; (\d+) threads?(.*?)[;)]", line[0])
+    assert m and "up to 0 tokens" not in line[0], line[0]
+    threads = int(m.group(1))
+    if threads == 1:
+        assert "1 thread" in line[0]
+    elif solo == 0:
+        assert "%d threads for every batch" % threads in line[0], line[0]
+    else:
+        assert ("%d threads; batches of up to %d tokens on one thread" % (threads, solo)
+                in line[0]), line[0]
+
+
+def test_loaded_line_with_one_engine_thread(tmp_path):
+    from conftest import Server, default_config
+    srv = Server(default_config(engine_threads=1), tmp_path)
+    try:
+        line = [l for l in srv.log if "loaded minilm@fp32" in l]
+        assert line and re.search(r"; 1 thread[;)]", line[0]) and "up to" not in line[0], line
+    finally:
+        assert srv.stop() == 0
+
+
+# ---- help texts -----------------------------------------------------------------
+
+def test_help_names_every_api_and_config_is_optional():
+    for args in (["serve", "--help"], ["--help"]):
+        r = run(*args)
+        assert r.returncode == 0, r.stderr
+        for api in ("OpenAI", "KServe v2", "TEI", "text-embeddings-inference", "admin", "A/B"):
+            assert api in r.stdout, (args, api)
+    for cmd in ("quantize", "compare"):
+        r = run(cmd, "--help")
+        assert r.returncode == 0, r.stderr
+        usage = r.stdout.splitlines()[0]
+        assert usage.startswith("usage: mantissa %s [--config FILE] " % cmd), usage
+        assert "config/mantissa.json" in r.stdout, r.stdout
