@@ -16,10 +16,15 @@ pass=0; fail=0; failed=()
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Longest first, by the last run's times ($BUILD/tests/.check-times), so
+# that the slow suites do not end up running alone at the end.
+times="$BUILD/tests/.check-times"
 progs=()
-for t in "$BUILD"/tests/test_*; do
+while read -r t; do
   [ -x "$t" ] && progs+=("$t")
-done
+done < <(for t in "$BUILD"/tests/test_*; do
+           printf '%s %s\n' "$(awk -v n="$(basename "$t")" '$1 == n {print $2}' "$times" 2>/dev/null | tail -1)" "$t"
+         done | sort -k1,1nr -k2 | awk '{print $NF}')
 if [ ${#progs[@]} -eq 0 ]; then
   echo "check: no unit test programs in $BUILD/tests (build them: make unit-bins)" >&2
   exit 1
@@ -33,7 +38,8 @@ start=$(date +%s)
 for t in "${progs[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
   n=$(basename "$t")
-  ( "$t" >"$tmp/$n.out" 2>&1; echo $? >"$tmp/$n.rc" ) &
+  ( s=$(date +%s%N); "$t" >"$tmp/$n.out" 2>&1; echo $? >"$tmp/$n.rc"
+    echo "$n $(( ($(date +%s%N) - s) / 1000000 ))" >"$tmp/$n.ms" ) &
 done
 wait
 for t in "${progs[@]}"; do
@@ -42,7 +48,8 @@ for t in "${progs[@]}"; do
   out=$(cat "$tmp/$n.out"); printf '%s\n' "$out"
   count_unit "$t" "$out" "$(cat "$tmp/$n.rc" 2>/dev/null || echo 1)"
 done
-echo "unit tests: $(( $(date +%s) - start )) s, $jobs at a time"
+cat "$tmp"/*.ms > "$times" 2>/dev/null
+echo "unit tests: $(( $(date +%s) - start )) s, $jobs at a time (longest: $(sort -k2,2nr "$times" | head -3 | awk '{printf "%s%s %.0f s", (NR > 1 ? ", " : ""), $1, $2 / 1000}'))"
 
 echo "== tests/structure (pytest)"
 out=$("$PYTHON" -m pytest -q tests/structure 2>&1); rc=$?
