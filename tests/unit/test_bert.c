@@ -15,6 +15,7 @@
 #include "engine/weights/safetensors.h"
 #include "engine/model.h"
 #include "models/encoder.h"
+#include "tests/unit/ref_sentences.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 #define REF_DIR "tests/fixtures/reference"
@@ -132,25 +133,14 @@ END_TEST
 /* Reads the reference sentences and vectors. */
 static int load_reference(char ***sent, float **vec)
 {
-    char *text;
-    size_t len, n = 0;
-    mt_err err;
-    ck_assert_msg(mt_read_file(REF_DIR "/sentences.jsonl", 1 << 24, &text, &len, &err) == MT_OK, "%s", err.msg);
-    *sent = NULL;
-    char *save;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        cJSON *s = cJSON_Parse(l);
-        ck_assert(cJSON_IsString(s));
-        *sent = realloc(*sent, sizeof(char *) * (n + 1));
-        (*sent)[n++] = strdup(s->valuestring);
-        cJSON_Delete(s);
-    }
-    free(text);
+    const int n = read_ref_sentences(sent);
     char *raw;
+    size_t len;
+    mt_err err;
     ck_assert_int_eq(mt_read_file(REF_DIR "/minilm_fp32.f32", 1 << 26, &raw, &len, &err), MT_OK);
-    ck_assert_uint_eq(len, n * 384 * sizeof(float));
+    ck_assert_uint_eq(len, (size_t)n * 384 * sizeof(float));
     *vec = (float *)raw;
-    return (int)n;
+    return n;
 }
 
 START_TEST(bert_matches_sentence_transformers_on_every_reference_sentence)

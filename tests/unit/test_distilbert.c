@@ -21,9 +21,9 @@
 #include "engine/model.h"
 #include "engine/precision.h"
 #include "models/encoder.h"
+#include "tests/unit/ref_sentences.h"
 
 #define MINILM_DIR "models/all-MiniLM-L6-v2"
-#define REF_DIR "tests/fixtures/reference"
 #define H 384
 
 static char work[64]; /* the folders the tool made: work/minilm, work/random */
@@ -79,27 +79,6 @@ static mt_model *load(const char *dir, mt_precision p)
     return m;
 }
 
-/* The reference sentences (tests/fixtures/reference/sentences.jsonl). */
-static int read_sentences(char ***sent)
-{
-    char *text, *save;
-    size_t len;
-    int n = 0;
-    mt_err err;
-    ck_assert_msg(mt_read_file(REF_DIR "/sentences.jsonl", 1 << 24, &text, &len, &err) == MT_OK,
-                  "%s", err.msg);
-    *sent = NULL;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        cJSON *s = cJSON_Parse(l);
-        ck_assert(cJSON_IsString(s));
-        *sent = realloc(*sent, sizeof(char *) * (n + 1));
-        (*sent)[n++] = strdup(s->valuestring);
-        cJSON_Delete(s);
-    }
-    free(text);
-    return n;
-}
-
 /* Texts [0, n) embedded by m in batches of 16 into out (n, H). */
 static void embed(mt_model *m, char **texts, int n, float *out)
 {
@@ -148,7 +127,7 @@ END_TEST
 START_TEST(distilbert_from_minilm_equals_minilm_on_every_reference_sentence)
 {
     char **sent;
-    int n = read_sentences(&sent);
+    int n = read_ref_sentences(&sent);
     ck_assert_int_ge(n, 200);
     float *a = malloc(sizeof(float) * n * H), *b = malloc(sizeof(float) * n * H);
     mt_model *bert = load(MINILM_DIR, MT_PREC_FP32), *distil = load(minilm_distil, MT_PREC_FP32);
@@ -185,7 +164,7 @@ START_TEST(distilbert_from_minilm_equals_minilm_at_every_precision)
     static const mt_precision precs[] = {MT_PREC_FP16, MT_PREC_BF16, MT_PREC_INT8, MT_PREC_FP8,
                                          MT_PREC_INT8G};
     char **sent;
-    const int nsent = read_sentences(&sent);
+    const int nsent = read_ref_sentences(&sent);
     int n = nsent < 48 ? nsent : 48, tested = 0, bad = 0;
     float *ref = malloc(sizeof(float) * n * H), *a = malloc(sizeof(float) * n * H),
           *b = malloc(sizeof(float) * n * H);
