@@ -11,7 +11,7 @@ BUILD=${BUILD:-build/release}
 PYTHON=${PYTHON:-.venv/bin/python}
 export CK_FORK=${CK_FORK:-yes}
 jobs=${CHECK_JOBS:-$(nproc)}
-pass=0; fail=0; failed=()
+pass=0; fail=0; skip=0; failed=()
 . tests/run_unit.sh
 
 tmp=$(mktemp -d)
@@ -51,17 +51,7 @@ done
 cat "$tmp"/*.ms > "$times" 2>/dev/null
 echo "unit tests: $(( $(date +%s) - start )) s, $jobs at a time (longest: $(sort -k2,2nr "$times" | head -3 | awk '{printf "%s%s %.0f s", (NR > 1 ? ", " : ""), $1, $2 / 1000}'))"
 
-echo "== tests/structure (pytest)"
-out=$("$PYTHON" -m pytest -q tests/structure 2>&1); rc=$?
-printf '%s\n' "$out"
-line=$(printf '%s\n' "$out" | grep -E '(passed|failed|error)' | tail -1)
-p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
-f=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$line" | awk '{s+=$1} END{print s+0}')
-pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0}))
-if [ $rc -ne 0 ]; then
-  [ "${f:-0}" -gt 0 ] || fail=$((fail + 1))
-  failed+=("tests/structure")
-fi
+run_pytest tests/structure tests/structure
 
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failing: ${failed[*]}"

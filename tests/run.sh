@@ -38,18 +38,7 @@ done
 # the source tree's structure (layers, cycles, file headers, sizes), then
 # the integration tests, in one pytest run
 if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; then
-  echo "== tests/structure tests/integration (pytest)"
-  out=$("$PYTHON" -m pytest -q -rs tests/structure tests/integration 2>&1); rc=$?
-  printf '%s\n' "$out"
-  line=$(printf '%s\n' "$out" | grep -E '(passed|failed|skipped|error)' | tail -1)
-  p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
-  f=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$line" | awk '{s+=$1} END{print s+0}')
-  s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || true)
-  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); skip=$((skip + ${s:-0}))
-  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then
-    [ -n "${f:-}" ] && [ "${f:-0}" -gt 0 ] || fail=$((fail + 1))
-    failed+=("tests/structure tests/integration")
-  fi
+  run_pytest "tests/structure tests/integration" -rs tests/structure tests/integration
 fi
 
 echo
