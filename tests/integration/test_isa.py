@@ -58,8 +58,11 @@ def test_each_build_names_its_isa_and_kernel_and_passes_the_load_check(tmp_path)
         assert re.search(r"loaded minilm@q \(int8 on the cpu backend, ISA avx2, kernel "
                          r"avx2_sign;.*load check: cosine to FP32 0\.99\d+ mean", log), log
         # FP32 builds have nothing to check
-        assert re.search(r"loaded minilm@f \(fp32 on the cpu backend, ISA avx2, kernel "
-                         r"onednn_f32; [^;)]*\)", log), log
+        # (the thread words may hold a ';' of their own: "2 threads; batches of up to
+        # 16 tokens on one thread" where team.c measured one thread faster for small ones)
+        f = re.search(r"loaded minilm@f \(fp32 on the cpu backend, ISA avx2, kernel "
+                      r"onednn_f32; [^)]*\)", log)
+        assert f and "load check" not in f.group(0), log
         m = metrics(srv)
         key = ('mantissa_variant_kernel_info{model="minilm",variant="q",precision="int8",'
                'device="cpu",isa="avx2",kernel="avx2_sign"}')
