@@ -233,7 +233,7 @@ def free_port():
 def mantissa(precision, delay, tmp, size=64, tokens=16384):
     def start(port, log):
         cfg = {"server": {"listen": "127.0.0.1:%d" % port, "log_level": "warn",
-                          "max_inputs": 64, "http_threads": 4},
+                          "max_inputs": 64},
                "models": [{"name": "minilm", "path": MODEL,
                            "batching": {"max_batch_size": size, "max_batch_tokens": tokens,
                                         "max_queue_delay_us": delay},

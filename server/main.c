@@ -102,15 +102,21 @@ srv_models *mt_load_config_models(const char *path, cfg_config **cfg)
     return s;
 }
 
-/* The scheduler's shutdown hook: stop accepting connections. */
+/* The scheduler's shutdown hooks: stop accepting connections; once every
+ * request is answered, take HTTP off the loop so that the loop can end. */
 static void serve_quiesce(void *arg)
 {
     http_quiesce(arg);
 }
 
+static void serve_detach(void *arg)
+{
+    http_detach(arg);
+}
+
 /* Asynchronous signals are handled by the scheduler's loop thread only.
  * Every other thread (engine workers, the reload loader, the OpenMP teams
- * they start, MHD's threads) inherits a mask that blocks them, because a
+ * they start) inherits a mask that blocks them, because a
  * handler must never run on a thread inside a GEMM: oneDNN's JIT GEMM
  * kernels (2.x, up to 3.11) point rsp into a heap buffer while they run,
  * and a signal frame pushed there corrupts the heap (oneDNN issue 4845,
@@ -139,6 +145,8 @@ typedef struct {
 
 static void serve_free(serving *v)
 {
+    if (v->sched) /* the hooks name the HTTP server, which goes first */
+        sched_set_hooks(v->sched, NULL, NULL, NULL);
     http_stop(v->http);
     sched_destroy(v->sched); /* before the reloader: closing the loop calls its close hook */
     reload_destroy(v->reload);
@@ -170,7 +178,8 @@ static int serve_start(serving *v, const char *path, const char *listen)
         return 1;
     }
     v->app = (http_app){.cfg = c, .models = v->models, .sched = v->sched, .reload = v->reload};
-    http_options o = {.host = c->listen_host, .port = c->listen_port, .threads = c->http_threads,
+    http_options o = {.host = c->listen_host, .port = c->listen_port,
+                      .loop = sched_loop(v->sched),
                       .max_body_bytes = c->max_body_bytes,
                       .connection_limit = c->connection_limit,
                       .probe_connections = c->probe_connections,
@@ -185,7 +194,7 @@ static int serve_start(serving *v, const char *path, const char *listen)
         return 1;
     }
     v->app.http = v->http; /* for the connection counts in /metrics */
-    sched_set_hooks(v->sched, serve_quiesce, NULL, v->http);
+    sched_set_hooks(v->sched, serve_quiesce, serve_detach, v->http);
     fprintf(stderr, "mantissa: version %s (commit %s), serving on %s%s:%d\n", MANTISSA_VERSION,
             mt_build_commit(), c->tls_cert[0] ? "https://" : "", c->listen_host,
             http_port(v->http));

@@ -138,7 +138,7 @@ def main():
     # libgomp, pthread and TLS code, none with a frame of ours; and every
     # build's team measurement (server/core/team.c) took minutes. One engine
     # thread: 0 errors in 72 s.
-    cfg = {"server": {"listen": "127.0.0.1:%d" % port, "http_threads": 2, "max_inputs": 16,
+    cfg = {"server": {"listen": "127.0.0.1:%d" % port, "max_inputs": 16,
                       "watch": False, "engine_threads": 1},
            "models": [{"name": "minilm", "path": MODEL,
                        "variants": [{"name": "fp32", "precision": "fp32", "traffic": 100}]}]}

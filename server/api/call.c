@@ -159,21 +159,19 @@ const http_hooks *api_hooks(void)
  * deferring on a scheduler job
  * ====================================================================== */
 
-/* The job has ended: on the loop thread, or on the engine worker that ran
- * it whole in one batch (the transport allows resuming from any thread). */
+/* The job has ended (on the loop thread): the connection answers. */
 static void job_ended(sched_job *j)
 {
     http_resume(j->owner);
 }
 
 /* The connection is suspended: the job goes to the scheduler. */
-static void job_start(const http_app *app, http_deferred *d, struct MHD_Connection *conn, int fd)
+static void job_start(const http_app *app, http_deferred *d, int fd)
 {
     sched_job *j = ((api_deferred *)d)->job;
-    j->owner = conn;
+    j->owner = d;
     j->fd = fd;
     j->on_done = job_ended;
-    j->on_done_any_thread = true;
     sched_submit(app->sched, j);
 }
 

@@ -275,7 +275,7 @@ API_HANDLER(api_tei_info)
               "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":",
               mi->pooling == MT_POOL_CLS ? "cls" : "mean", max_queue, v->max_seq_len, max_tokens,
               max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
-              app->cfg->http_threads);
+              1 /* texts are tokenized on the loop thread */);
     const char *commit = mt_build_commit(); /* TEI's sha: its build's commit */
     if (strcmp(commit, "unknown"))
         sb_json_str(b, commit, strlen(commit));

@@ -13,37 +13,6 @@
  * workers
  * ====================================================================== */
 
-/* On the worker, once a batch's rows are in: ends each job that the batch
- * holds whole (marked by sc_dispatch, which also stopped watching its socket)
- * and whose rows are all finite, by calling its on_done here, so that its
- * connection is resumed without waiting for the loop thread to wake. The
- * loop touches none of such a job's results meanwhile: it is in no queue,
- * has no watch, and its batch is not back; batch_done then only gives the
- * scheduler's reference back (after a shadow run, if drawn). */
-static void end_whole_jobs(batch *b)
-{
-    const uint64_t ns = b->t_end - b->t_start, now = uv_hrtime();
-    for (int i = 0; i < b->n; i++) {
-        if (!b->whole[i])
-            continue;
-        sched_job *j = b->items[i].job;
-        bool finite = true;
-        for (int k = i; k < b->n && finite; k++)
-            finite = b->items[k].job != j || !b->bad[k];
-        if (!finite)
-            continue;
-        j->compute_ns += ns;
-        j->batches++;
-        j->t_run = b->t_start;
-        j->t_ran = b->t_end;
-        j->run_texts = b->n;
-        j->run_tokens = b->tokens;
-        j->t_done = now;
-        j->ended = true;
-        j->on_done(j);
-    }
-}
-
 /* One engine worker: runs the batches the loop assigns, one at a time,
  * and hands each back with its rows already copied into the jobs. One per
  * backend by default: a CPU forward already uses every core (and a CUDA
@@ -89,8 +58,6 @@ void *sc_worker_main(void *arg)
          * that reads the statistics after its answer finds its batch */
         if (b->st == MT_OK && !b->q->shadow)
             stats_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
-        if (b->st == MT_OK)
-            end_whole_jobs(b);
 
         pthread_mutex_lock(&w->mu);
         w->b = NULL;
@@ -115,7 +82,6 @@ void sc_batch_free(batch *b)
     free(b->out);
     free(b->norms);
     free(b->bad);
-    free(b->whole);
     free(b);
 }
 
@@ -310,33 +276,6 @@ static int choose(const vq *q, unsigned char *take, long *tokens)
     return n;
 }
 
-/* Marks in b the jobs it holds whole (nothing of them queued or in
- * another batch) whose on_done may run on the worker, and stops watching
- * their sockets: the worker will end them (end_whole_jobs), and a hang-up
- * now could not stop the batch anyway; MHD sees it when it answers. */
-static void mark_whole_jobs(batch *b)
-{
-    for (int i = 0; i < b->n; i++) {
-        sched_job *j = b->items[i].job;
-        if (!j->on_done_any_thread || j->queued || j->result != SCHED_OK)
-            continue;
-        int here = 0;
-        bool first = true;
-        for (int k = 0; k < b->n; k++)
-            if (b->items[k].job == j) {
-                first &= k >= i;
-                here++;
-            }
-        if (!first || here != j->running)
-            continue;
-        b->whole[i] = 1;
-        if (j->watch) {
-            uv_close((uv_handle_t *)j->watch, sc_watch_closed);
-            j->watch = NULL;
-        }
-    }
-}
-
 /* Takes the next batch off q and gives it to the idle worker w. On an
  * allocation failure the chosen texts' jobs fail (500) instead. */
 void sc_dispatch(sched *s, vq *q, worker *w)
@@ -353,10 +292,8 @@ void sc_dispatch(sched *s, vq *q, worker *w)
         b->out = malloc(sizeof *b->out * (size_t)n * (size_t)h);
         b->norms = malloc(sizeof *b->norms * (size_t)n);
         b->bad = calloc((size_t)n, 1);
-        b->whole = calloc((size_t)n, 1);
     }
-    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->norms || !b->bad ||
-        !b->whole) {
+    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->norms || !b->bad) {
         sched_job *victim = q->items[0].job;
         free(take);
         sc_batch_free(b);
@@ -391,7 +328,6 @@ void sc_dispatch(sched *s, vq *q, worker *w)
     q->n = k;
     sc_set_depth(s, q);
     free(take);
-    mark_whole_jobs(b);
     q->running++;
     srv_variant_ref(q->v); /* the batch's own, until batch_done */
     w->busy = true;
@@ -418,9 +354,8 @@ void sc_batch_done(sched *s, batch *b)
                 break;
             }
         /* a job with texts in a running batch ends only when they come
-         * back, unless the worker ended it (end_whole_jobs) */
-        const bool worker_ended = j->ended;
-        if (first_in_batch && !worker_ended) {
+         * back */
+        if (first_in_batch) {
             j->compute_ns += ns;
             j->batches++;
             j->t_run = b->t_start;
@@ -429,11 +364,6 @@ void sc_batch_done(sched *s, batch *b)
             j->run_tokens = b->tokens;
         }
         j->running--;
-        if (worker_ended) {
-            if (!j->running)
-                sc_release_job(s, j);
-            continue;
-        }
         if (b->st != MT_OK)
             sc_fail_job(s, j, SCHED_FAILED, b->err);
         else if (b->bad[i]) {

@@ -242,6 +242,8 @@ static const char *const mix_highs[] = {"default", "fp32", "fp16", "bf16", "int8
 
 static const field server_fields[] = {
     LATER("listen", F_STR, false), /* "host:port": cfg_parse_listen */
+    /* unused since HTTP moved onto the scheduler's loop (one thread); still
+     * read, so that files written for older versions load */
     INT(cfg_config, "http_threads", 1, 256, http_threads, 4),
     {"max_body_bytes", F_SIZE, 1024, 1 << 30, OFF(cfg_config, max_body_bytes), false, 4 << 20,
      NULL, NULL, NULL},

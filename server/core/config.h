@@ -64,7 +64,7 @@ typedef struct {
 typedef struct {
     char listen_host[256];
     int listen_port;
-    int http_threads;
+    int http_threads;     /* read and unused: HTTP runs on the scheduler's loop */
     size_t max_body_bytes;
     int max_inputs;       /* texts per request */
     int engine_threads;   /* CPU threads for the engine; 0 = all cores */

@@ -28,7 +28,7 @@ void sc_close_all(sched *s)
     pthread_mutex_unlock(&s->inbox_mu);
     uv_handle_t *hs[] = {(uv_handle_t *)&s->wake, (uv_handle_t *)&s->timer,
                          (uv_handle_t *)&s->drain_timer, (uv_handle_t *)&s->sigterm,
-                         (uv_handle_t *)&s->sigint};
+                         (uv_handle_t *)&s->sigint, (uv_handle_t *)&s->kick};
     for (size_t i = 0; i < sizeof hs / sizeof *hs; i++)
         if (!uv_is_closing(hs[i]))
             uv_close(hs[i], handle_closed);
@@ -124,8 +124,8 @@ void sc_on_signal(uv_signal_t *h, int sig)
     if (s->phase == 0) {
         /* without a drain delay, admission stops before readiness goes:
          * once a probe or client has seen the server unready, no request
-         * is admitted (HTTP threads read these flags while the loop sets
-         * them; with unready first, a request could slip in between) */
+         * is admitted (both flags are atomics, for sched_admit may run on
+         * another thread than the loop's: tests do) */
         if (s->cfg->drain_delay_ms <= 0)
             atomic_store(&s->draining, true);
         atomic_store(&s->unready, true);

@@ -120,7 +120,7 @@ typedef struct srv_model {
     bool loaded;              /* false: unloaded, or never loaded */
     bool admin_unloaded;      /* unloaded through the API: reloads leave it so */
     char reason[320];         /* why not loaded */
-    atomic_int max_queue;     /* copies of cfg fields the HTTP threads read */
+    atomic_int max_queue;     /* copies of cfg fields requests read */
     atomic_bool truncate;
     atomic_long inflight;     /* admitted and not yet answered */
     pthread_mutex_t probe_lock; /* guards the three below; held while they are made */

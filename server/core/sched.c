@@ -10,13 +10,14 @@
  * runs it, so a swapped-out build is freed only after its last batch.
  *
  * Threads and what they touch:
- *   - HTTP threads: sched_admit/sched_release (atomics), and
- *     sched_submit (the inbox, under inbox_mu, then uv_async_send).
- *   - workers: their own slot (w->mu/w->cv), the done list (inbox_mu),
- *     and the results of the jobs their batch holds whole, which they end
- *     (end_whole_jobs) before handing the batch back.
- *   - the loop thread: everything else. uv_async_send coalesces, so the
- *     async callback drains both lists whole.
+ *   - the loop thread: everything, HTTP included (sched_submit queues a
+ *     job at once when called there).
+ *   - workers: their own slot (w->mu/w->cv), the rows of the jobs in
+ *     their batch, and the done list (inbox_mu).
+ *   - any other thread (none in serving; tests): sched_admit/sched_release
+ *     (atomics) and sched_submit (the inbox, under inbox_mu, then
+ *     uv_async_send). uv_async_send coalesces, so the async callback
+ *     drains both lists whole.
  * Every uv_async_send happens under inbox_mu after checking s->closing, so
  * no thread sends on a handle the loop has begun to close.
  */
@@ -64,18 +65,9 @@ void sc_watch_closed(uv_handle_t *h)
     free(h);
 }
 
-/* The loop's last part in an ended job (ended here, or on its worker by
- * end_whole_jobs): the shadow draw, then the scheduler's reference. */
-void sc_release_job(sched *s, sched_job *j)
-{
-    if (j->shadowable && j->result == SCHED_OK)
-        sc_shadow_maybe(s, j);
-    sched_job_unref(j);
-}
-
 /* The end of a job on the loop: stop watching its socket (before the
  * connection is resumed, so the descriptor is ours no longer), tell the
- * submitter, release it. */
+ * submitter, draw a shadow run, and drop the scheduler's reference. */
 void sc_end_job(sched *s, sched_job *j)
 {
     if (j->ended)
@@ -88,7 +80,9 @@ void sc_end_job(sched *s, sched_job *j)
     }
     if (j->on_done)
         j->on_done(j);
-    sc_release_job(s, j);
+    if (j->shadowable && j->result == SCHED_OK)
+        sc_shadow_maybe(s, j);
+    sched_job_unref(j);
 }
 
 /* Publishes q's length (after a change of q->n): the build's gauge, or
@@ -148,7 +142,7 @@ static void on_watch(uv_poll_t *h, int status, int events)
 }
 
 /* ========================================================================
- * admission (HTTP threads)
+ * admission and submission
  * ====================================================================== */
 
 sched_admission sched_admit(sched *s, srv_model *m)
@@ -180,11 +174,35 @@ void sched_release(sched *s, srv_model *m)
     }
 }
 
+/* The loop's next turn after jobs were submitted on it: decide. */
+static void on_kick(uv_idle_t *h)
+{
+    uv_idle_stop(h);
+    sc_schedule(h->loop->data);
+}
+
+/* A submitted job, on the loop: run (control), queued, or refused when
+ * the grace period of a shutdown is over. */
+static void take_job(sched *s, sched_job *j)
+{
+    if (s->phase >= 3)
+        sc_fail_job(s, j, SCHED_SHUTDOWN, "the server is shutting down");
+    else if (j->control)
+        j->control(s, j);
+    else
+        sc_enqueue(s, j);
+}
+
 void sched_submit(sched *s, sched_job *j)
 {
     sched_job_ref(j); /* the scheduler's */
     j->t_submit = uv_hrtime();
     j->next = NULL;
+    if (pthread_equal(pthread_self(), s->loop_thread) && s->phase < 4) {
+        take_job(s, j);
+        uv_idle_start(&s->kick, on_kick); /* no-op when already started */
+        return;
+    }
     pthread_mutex_lock(&s->inbox_mu);
     if (s->inbox_tail)
         s->inbox_tail->next = j;
@@ -394,12 +412,7 @@ static void on_wake(uv_async_t *a)
     }
     while (jobs) {
         sched_job *next = jobs->next;
-        if (s->phase >= 3)
-            sc_fail_job(s, jobs, SCHED_SHUTDOWN, "the server is shutting down");
-        else if (jobs->control)
-            jobs->control(s, jobs);
-        else
-            sc_enqueue(s, jobs);
+        take_job(s, jobs);
         jobs = next;
     }
     sc_schedule(s);
@@ -479,12 +492,14 @@ mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, m
         return mt_fail(err, MT_EINTERNAL, "uv_loop_init failed");
     }
     s->loop.data = s;
+    s->loop_thread = pthread_self();
     uv_async_init(&s->loop, &s->wake, on_wake);
     uv_timer_init(&s->loop, &s->timer);
     uv_timer_init(&s->loop, &s->drain_timer);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
-    s->nhandles_open = 5;
+    uv_idle_init(&s->loop, &s->kick);
+    s->nhandles_open = 6;
     uv_signal_start(&s->sigterm, sc_on_signal, SIGTERM);
     uv_signal_start(&s->sigint, sc_on_signal, SIGINT);
 

@@ -1,12 +1,13 @@
 /* sched.h: the serving core's scheduler. One libuv loop thread owns every
- * queue and timer; HTTP threads hand it jobs (already tokenized) through a
- * locked inbox and uv_async_send; engine workers (one thread each, per
- * backend) run the batches it forms and hand results back the same way.
+ * queue and timer, and drives the HTTP transport too (server/net/http.c),
+ * so requests are admitted and submitted (already tokenized) on the loop
+ * itself; engine workers (one thread each, per backend) run the batches it
+ * forms and hand them back through a locked list and uv_async_send.
  *
- *   HTTP thread: sched_admit -> (suspend connection) -> sched_submit
+ *   loop thread: sched_admit -> (suspend connection) -> sched_submit
  *   loop thread: per-variant queues -> batch (size, tokens, delay) -> worker
  *   worker:      mt_model_forward on the batch -> rows into each job's output
- *   loop thread: job done -> job->on_done (resumes the connection)
+ *   loop thread: batch back -> job done -> job->on_done (resumes the connection)
  *
  * A job's texts are queued one item per text, so a request may be split
  * across batches; its output rows are written in place, so they join back
@@ -54,12 +55,8 @@ struct sched_job {
      * to ends it with sched_job_end. */
     void (*control)(sched *s, sched_job *j);
     void *control_arg;
-    /* Called once, when the job has ended either way: on the loop thread,
-     * or, when on_done_any_thread is set and the job's texts all ran in one
-     * batch that succeeded, on the engine worker that ran it, as soon as
-     * its rows are in (one thread hand-off fewer before the answer). */
+    /* Called once, on the loop thread, when the job has ended either way. */
     void (*on_done)(sched_job *j);
-    bool on_done_any_thread;
     /* Called when the last reference goes: frees the job's memory. */
     void (*on_free)(sched_job *j);
 
@@ -78,7 +75,7 @@ struct sched_job {
     atomic_int refs;
     int queued, running; /* texts waiting, texts in a running batch */
     bool ended, cancel;
-    void *watch;         /* uv_poll_t on fd while queued (and running, unless whole in one batch) */
+    void *watch;         /* uv_poll_t on fd while queued or running */
     void *q;             /* the queue its texts wait in */
     sched_job *next;     /* inbox link */
 };
@@ -105,11 +102,12 @@ typedef enum {
     SCHED_UNAVAILABLE, /* not ready, or shutting down */
 } sched_admission;
 
-/* Admission, on any thread: takes a place for one request of m, or says
+/* Admission (any thread; the loop's in serving): takes a place for one request of m, or says
  * why not. Once admitted, the caller must sched_release after it has
  * answered (whether or not it submitted a job). */
 sched_admission sched_admit(sched *s, srv_model *m);
-/* Hands an admitted job to the loop (any thread). Takes the scheduler's
+/* Hands an admitted job to the scheduler: queued at once on the loop
+ * thread, through the locked inbox from any other. Takes the scheduler's
  * reference itself. */
 void sched_submit(sched *s, sched_job *j);
 

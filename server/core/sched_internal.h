@@ -52,9 +52,6 @@ typedef struct batch {
     float *out;
     float *norms;       /* per text: its vector's norm as pooled (mt_model_forward) */
     unsigned char *bad; /* per text: a non-finite output */
-    /* per text: the first of a job whose texts are all in this batch and
-     * whose on_done may run on the worker (it ends the job there) */
-    unsigned char *whole;
     long tokens;
     uint64_t t_start, t_end;
     mt_status st;
@@ -74,9 +71,14 @@ struct worker {
 
 struct sched {
     uv_loop_t loop;
+    pthread_t loop_thread; /* the thread that made the loop and runs it */
     uv_async_t wake;
     uv_timer_t timer, drain_timer;
     uv_signal_t sigterm, sigint;
+    /* jobs submitted on the loop are scheduled at the loop's next turn,
+     * so that the requests read in one pass of the HTTP transport go out
+     * in one batch */
+    uv_idle_t kick;
     int nhandles_open;
 
     pthread_mutex_t inbox_mu;
@@ -106,9 +108,6 @@ struct sched {
 
 /* ---- sched.c ---- */
 void sc_watch_closed(uv_handle_t *h);
-/* The loop's last part in an ended job: the shadow draw, then the
- * scheduler's reference. */
-void sc_release_job(sched *s, sched_job *j);
 /* Ends j on the loop: stops watching its socket, tells the submitter,
  * releases it. */
 void sc_end_job(sched *s, sched_job *j);

@@ -1,19 +1,16 @@
 /* http.c: the HTTP transport on libmicrohttpd (see http.h for what it does
  * and what it leaves to the application).
  *
- * Threading. MHD runs its own epoll thread pool (server.http_threads): the
- * handlers parse and validate JSON, tokenize and serialise responses on
- * those threads, in parallel. Work for the engine is not done there: a
- * handler defers, the connection is suspended (MHD_ALLOW_SUSPEND_RESUME),
- * and the application resumes it (http_resume, which MHD allows from any
- * thread) when the work is done; an MHD thread then builds the answer.
- *
- * Why MHD's own threads rather than driving MHD from the scheduler's libuv
- * loop (MHD_USE_EPOLL without a thread, its epoll fd watched by a
- * uv_poll_t): then every handler would run on the loop thread, and JSON
- * parsing, tokenization and float formatting (a 64 x 384 response is
- * ~300 KB of text) would block the scheduler for milliseconds at a time,
- * which is what the loop must never do.
+ * Threading: one. MHD runs without threads of its own (external polling,
+ * MHD_USE_EPOLL): its epoll descriptor is watched by a uv_poll_t on the
+ * libuv loop it is given (the scheduler's), a uv_timer_t follows
+ * MHD_get_timeout, and a uv_idle_t runs MHD again on the loop's next turn
+ * when a connection has been resumed. So a request goes loop (headers,
+ * body, handler: parse, tokenize, submit) -> engine worker (the batch) ->
+ * loop (resume, answer), and a client's hang-up while its job waits is
+ * seen by the same loop (the scheduler's uv_poll_t on the client socket).
+ * A handler that answers at once (health, metadata, metrics) answers from
+ * the loop.
  *
  * Suspended connections never time out in MHD, so the application gives
  * each deferred request its own deadline, and watches the client socket
@@ -26,8 +23,10 @@
 #include "server/net/http.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -49,6 +48,19 @@ struct http_server {
     int port;
     MHD_socket quiesced_fd;
     char *tls_cert, *tls_key;
+    /* on the loop: MHD's epoll fd, its next timeout, a run on the next
+     * turn (each malloc'd: freed by its close callback, which may run
+     * after http_stop) */
+    uv_poll_t *poll;
+    uv_timer_t *timer;
+    uv_idle_t *idle;
+    pthread_t loop_thread;
+    bool attached;
+    /* MHD_run is on the stack (a handler is running): resumes wait in
+     * this list until it returns, for MHD loses a resume of a connection
+     * whose suspending callback has not yet returned */
+    bool in_run;
+    http_deferred *resume_later;
 };
 
 /* ========================================================================
@@ -176,9 +188,72 @@ static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, re
     return ret;
 }
 
-void http_resume(struct MHD_Connection *conn)
+/* ========================================================================
+ * driving MHD from the loop
+ * ====================================================================== */
+
+static void on_mhd_timer(uv_timer_t *t);
+static void on_mhd_idle(uv_idle_t *h);
+
+/* Lets MHD do what is ready (accept, read, call the handlers, write, time
+ * out), then arms the loop for what comes next: now (pending work), at
+ * MHD's next timeout, or when its epoll fd is readable (always watched). */
+static void pump(http_server *s)
 {
-    MHD_resume_connection(conn);
+    s->in_run = true;
+    MHD_run(s->d);
+    s->in_run = false;
+    bool resumed = s->resume_later;
+    while (s->resume_later) {
+        http_deferred *d = s->resume_later;
+        s->resume_later = d->next;
+        MHD_resume_connection(d->conn);
+    }
+    if (!s->attached) /* a handler's work closed the loop (the drain's end) */
+        return;
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (resumed) {
+        uv_idle_start(s->idle, on_mhd_idle);
+    } else if (MHD_get_timeout(s->d, &ms) != MHD_YES) {
+        uv_timer_stop(s->timer);
+        uv_idle_stop(s->idle);
+    } else if (ms == 0) {
+        uv_idle_start(s->idle, on_mhd_idle);
+    } else {
+        uv_idle_stop(s->idle);
+        uv_timer_start(s->timer, on_mhd_timer, (uint64_t)ms, 0);
+    }
+}
+
+static void on_mhd_poll(uv_poll_t *p, int status, int events)
+{
+    pump(p->data);
+}
+
+static void on_mhd_timer(uv_timer_t *t)
+{
+    pump(t->data);
+}
+
+static void on_mhd_idle(uv_idle_t *h)
+{
+    pump(h->data);
+}
+
+void http_resume(http_deferred *d)
+{
+    http_server *s = d->srv;
+    assert(pthread_equal(pthread_self(), s->loop_thread));
+    if (s->in_run) {
+        d->next = s->resume_later;
+        s->resume_later = d;
+        return; /* pump resumes it, then arms the idle */
+    }
+    MHD_resume_connection(d->conn);
+    /* MHD answers it when it next runs: on the loop's next turn (not from
+     * here, which may be inside one of MHD's own callbacks) */
+    if (s->attached)
+        uv_idle_start(s->idle, on_mhd_idle);
 }
 
 /* Suspends the connection and starts the handler's deferred work. */
@@ -186,10 +261,12 @@ static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_st
                              http_resp *resp)
 {
     rs->deferred = resp->deferred;
+    rs->deferred->srv = s;
+    rs->deferred->conn = conn;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     MHD_suspend_connection(conn);
-    rs->deferred->start(s->o.app, rs->deferred, conn, ci ? ci->connect_fd : -1);
+    rs->deferred->start(s->o.app, rs->deferred, ci ? ci->connect_fd : -1);
     sb_free(&resp->body);
     return MHD_YES;
 }
@@ -431,6 +508,48 @@ static int bound_port(struct MHD_Daemon *d, int fallback)
                                        : ntohs(((struct sockaddr_in *)&bound)->sin_port);
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* Puts MHD on the loop: its epoll fd watched, its timer and idle ready. */
+static int attach(http_server *s)
+{
+    const union MHD_DaemonInfo *ep = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
+    s->loop_thread = pthread_self();
+    s->poll = calloc(1, sizeof *s->poll);
+    s->timer = calloc(1, sizeof *s->timer);
+    s->idle = calloc(1, sizeof *s->idle);
+    if (!ep || !s->poll || !s->timer || !s->idle ||
+        uv_poll_init(s->o.loop, s->poll, ep->epoll_fd) != 0) {
+        free(s->poll);
+        free(s->timer);
+        free(s->idle);
+        s->poll = NULL;
+        s->timer = NULL;
+        s->idle = NULL;
+        return -1;
+    }
+    uv_timer_init(s->o.loop, s->timer);
+    uv_idle_init(s->o.loop, s->idle);
+    s->poll->data = s->timer->data = s->idle->data = s;
+    s->attached = true;
+    uv_poll_start(s->poll, UV_READABLE, on_mhd_poll);
+    pump(s); /* the first timeout */
+    return 0;
+}
+
+void http_detach(http_server *s)
+{
+    if (!s || !s->attached)
+        return;
+    s->attached = false;
+    uv_close((uv_handle_t *)s->poll, free_handle);
+    uv_close((uv_handle_t *)s->timer, free_handle);
+    uv_close((uv_handle_t *)s->idle, free_handle);
+}
+
 mt_status http_start(const http_options *o, http_server **out, mt_err *err)
 {
     http_server *s = calloc(1, sizeof *s);
@@ -451,8 +570,7 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         (unsigned)o->connection_limit / 8;
     raise_fd_limit(mhd_limit);
     struct sockaddr_storage ss;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG |
-                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
+    unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     mt_status st = listen_addr(o->host, o->port, &ss, &flags, err);
     bool tls = o->tls_cert && o->tls_cert[0] && o->tls_key && o->tls_key[0];
     if (st == MT_OK && tls) {
@@ -471,7 +589,6 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
     s->d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)o->threads,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -489,6 +606,10 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
                        o->host, o->port);
     }
     s->port = bound_port(s->d, o->port);
+    if (attach(s) != 0) {
+        http_stop(s);
+        return mt_fail(err, MT_EINTERNAL, "cannot watch the HTTP server on the event loop");
+    }
     *out = s;
     return MT_OK;
 }
@@ -508,6 +629,7 @@ void http_stop(http_server *s)
 {
     if (!s)
         return;
+    http_detach(s);
     MHD_stop_daemon(s->d);
     if (s->quiesced_fd != MHD_INVALID_SOCKET)
         close(s->quiesced_fd);

@@ -22,8 +22,9 @@
  *                 the request held. The transport never releases
  *                 application state itself.
  *
- * All hooks and handlers run on the transport's threads
- * (server.http_threads), several at once.
+ * One thread: the transport is driven by the libuv loop it is given
+ * (http_options.loop, the scheduler's), and every hook, handler and
+ * http_resume runs on that loop's thread, one at a time.
  */
 #ifndef MT_SERVER_NET_HTTP_H
 #define MT_SERVER_NET_HTTP_H
@@ -38,6 +39,7 @@
 #include "server/net/conns.h"
 
 struct MHD_Connection;
+struct uv_loop_s;
 
 typedef struct http_app http_app;   /* the application: opaque here */
 typedef struct http_call http_call; /* the application's record of one request: opaque here */
@@ -72,14 +74,20 @@ typedef struct {
     http_deferred *deferred;  /* set by a handler: answer later */
 } http_resp;
 
+typedef struct http_server http_server;
+
 /* A deferred answer (the application embeds it in its own state). */
 struct http_deferred {
-    /* The connection is suspended: start the work. When it is done (any
-     * thread), call http_resume(conn). fd is the client socket (-1 if
+    /* The connection is suspended: start the work. When it is done, call
+     * http_resume(d) on the loop thread. fd is the client socket (-1 if
      * unknown), for noticing a hang-up meanwhile. */
-    void (*start)(const http_app *app, http_deferred *d, struct MHD_Connection *conn, int fd);
-    /* After http_resume, on a transport thread: build the answer. */
+    void (*start)(const http_app *app, http_deferred *d, int fd);
+    /* After http_resume, on the loop thread: build the answer. */
     void (*respond)(const http_app *app, http_deferred *d, http_resp *resp);
+    /* the transport's: the suspended connection */
+    http_server *srv;
+    struct MHD_Connection *conn;
+    http_deferred *next;
 };
 
 typedef void (*http_handler)(const http_app *app, const http_req *req, const char *const *params,
@@ -122,7 +130,8 @@ typedef struct {
 typedef struct {
     const char *host;            /* an IPv4 or IPv6 address */
     int port;                    /* 0: any free port (see http_port) */
-    int threads;
+    struct uv_loop_s *loop;      /* the loop that drives the transport (its thread runs
+                                  * every hook); http_start is called on that thread */
     size_t max_body_bytes;
     int connection_limit;        /* connections kept open (see net/conns.h) */
     int probe_connections;       /* more, for health probes, when all are busy */
@@ -136,7 +145,6 @@ typedef struct {
     const http_app *app;
 } http_options;
 
-typedef struct http_server http_server;
 mt_status http_start(const http_options *o, http_server **out, mt_err *err);
 /* The port actually bound (useful with port 0). */
 int http_port(const http_server *s);
@@ -146,11 +154,16 @@ void http_get_conn_stats(http_server *s, conn_stats *out);
 /* Stops accepting new connections (the listening socket closes); the
  * connections already open are still served. */
 void http_quiesce(http_server *s);
+/* Takes the transport off its loop (closes its handles there; the loop
+ * must still run for their close callbacks): nothing is served after it. */
+void http_detach(http_server *s);
+/* Detaches if needed and closes every connection. Every suspended
+ * connection must have been resumed and answered before. */
 void http_stop(http_server *s);
 
-/* The work of a deferred request is done: its connection may answer (any
- * thread). */
-void http_resume(struct MHD_Connection *conn);
+/* The work of a deferred request is done: its connection may answer (loop
+ * thread; the answer is built on the loop's next turn). */
+void http_resume(http_deferred *d);
 
 /* Adds a response header (names are static strings). */
 void http_set_header(http_resp *r, const char *name, const char *fmt, ...)

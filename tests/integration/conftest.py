@@ -20,7 +20,7 @@ MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
 
 def default_config(**server):
     cfg = {
-        "server": {"listen": "127.0.0.1:0", "http_threads": 4, "max_body_bytes": 1 << 20,
+        "server": {"listen": "127.0.0.1:0", "max_body_bytes": 1 << 20,
                    "max_inputs": 64},
         "models": [{
             "name": "minilm", "path": MODEL,

@@ -40,7 +40,7 @@ def test_distilbert_from_minilm_serves_minilm_vectors(tmp_path):
     rand = str(tmp_path / "distil-random")
     make("from-minilm", MODEL, distil)
     make("random", rand, "--seed", "7")
-    cfg = {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "max_inputs": 64},
+    cfg = {"server": {"listen": "127.0.0.1:0", "max_inputs": 64},
            "models": [served("minilm", MODEL), served("distil", distil), served("tiny", rand)]}
     with open(os.path.join(REF, "sentences.jsonl")) as f:
         sents = [json.loads(line) for line in f][:32]

@@ -41,7 +41,7 @@ def model_cfg(variants, **extra):
 
 
 def server_cfg(models, **server):
-    s = {"listen": "127.0.0.1:0", "http_threads": 4, "max_inputs": 64,
+    s = {"listen": "127.0.0.1:0", "max_inputs": 64,
          "reload_debounce_ms": 50, "log_level": "info"}
     s.update(server)
     return {"server": s, "models": models}
