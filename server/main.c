@@ -163,8 +163,7 @@ static int serve_start(serving *v, const char *path, const char *listen)
         return 1;
     const cfg_config *c = v->cfg;
     log_set_level(c->log_level);
-    if (listen && cfg_parse_listen(listen, v->cfg->listen_host, sizeof v->cfg->listen_host,
-                                   &v->cfg->listen_port) != 0) {
+    if (listen && cfg_override_listen(v->cfg, listen) != 0) {
         fprintf(stderr, "mantissa: --listen: \"%s\" is not ADDR:PORT\n", listen);
         return 1;
     }

@@ -223,7 +223,10 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     if (cond)                                                                                 \
         snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s", *what ? ", " : "",  \
                  name)
-    DIFF(strcmp(b->listen_host, c->listen_host) || b->listen_port != c->listen_port, "listen");
+    /* under --listen the file's address applies at no restart either */
+    DIFF(!b->listen_overridden &&
+             (strcmp(b->listen_host, c->listen_host) || b->listen_port != c->listen_port),
+         "listen");
     DIFF(b->max_body_bytes != c->max_body_bytes, "max_body_bytes");
     DIFF(b->max_inputs != c->max_inputs, "max_inputs");
     DIFF(b->connection_limit != c->connection_limit ||

@@ -575,6 +575,18 @@ int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port)
     return 0;
 }
 
+int cfg_override_listen(cfg_config *c, const char *s)
+{
+    char host[sizeof c->listen_host];
+    int port;
+    if (cfg_parse_listen(s, host, sizeof host, &port) != 0)
+        return -1;
+    memcpy(c->listen_host, host, sizeof host);
+    c->listen_port = port;
+    c->listen_overridden = true;
+    return 0;
+}
+
 /* The "server" object (its defaults are written even when it is absent). */
 static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
 {

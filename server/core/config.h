@@ -64,6 +64,7 @@ typedef struct {
 typedef struct {
     char listen_host[256];
     int listen_port;
+    bool listen_overridden;  /* set by --listen (cfg_override_listen): the file's does not apply */
     int http_threads;     /* read and unused: HTTP runs on the scheduler's loop */
     size_t max_body_bytes;
     int max_inputs;       /* texts per request */
@@ -98,6 +99,10 @@ void cfg_free(cfg_config *c);
 
 /* Parses "host:port", "[v6]:port" or ":port" into c; 0 on success. */
 int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port);
+/* serve --listen: s ("host:port") replaces c's server.listen, and c says
+ * so (a reload then compares the address in force, not the file's); 0 on
+ * success, -1 (c unchanged) when s is not an address. */
+int cfg_override_listen(cfg_config *c, const char *s);
 
 const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
 

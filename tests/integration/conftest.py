@@ -34,11 +34,11 @@ def default_config(**server):
 class Server:
     """A running mantissa serve process and a tiny HTTP client for it."""
 
-    def __init__(self, cfg, tmp_path, env=None):
+    def __init__(self, cfg, tmp_path, env=None, args=()):
         self.cfg_path = os.path.join(str(tmp_path), "mantissa.json")
         with open(self.cfg_path, "w") as f:
             json.dump(cfg, f)
-        self.proc = subprocess.Popen([BIN, "serve", "--config", self.cfg_path],
+        self.proc = subprocess.Popen([BIN, "serve", "--config", self.cfg_path] + list(args),
                                      stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
         self.log = []
         self.port = None

@@ -1,11 +1,13 @@
 """Issue 26's rough edges, against the real binary: `mantissa --version`
 and the build's commit wherever the server reports its version, the index
 at GET / (built from the route table), the start-up lines in plain words,
-and the help texts."""
+the help texts, and reloads under `serve --listen`."""
+import json
 import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -126,3 +128,55 @@ def test_help_names_every_api_and_config_is_optional():
         usage = r.stdout.splitlines()[0]
         assert usage.startswith("usage: mantissa %s [--config FILE] " % cmd), usage
         assert "config/mantissa.json" in r.stdout, r.stdout
+
+
+# ---- reloads of a server started with --listen ----------------------------------
+
+def reload_and_wait(srv):
+    """An admin reload (applied even when the file is unchanged); returns once
+    its log line is in srv.log."""
+    n = sum("config reloaded from" in l for l in srv.log)
+    resp, data = srv.request("POST", "/v2/admin/reload", b"")
+    assert resp.status == 200, data
+    deadline = time.time() + 30
+    while sum("config reloaded from" in l for l in srv.log) == n:
+        assert time.time() < deadline, srv.log
+        time.sleep(0.05)
+
+
+def settings_warnings(srv):
+    return [l for l in srv.log if "server settings changed" in l]
+
+
+def test_reload_compares_the_listen_address_in_force(tmp_path):
+    from conftest import Server, default_config
+    # the file's address is overridden by --listen: reloads compare what is in force
+    cfg = default_config(listen="127.0.0.1:1", watch=False)
+    srv = Server(cfg, tmp_path, args=["--listen", "127.0.0.1:0"])
+    try:
+        reload_and_wait(srv)
+        reload_and_wait(srv)
+        assert settings_warnings(srv) == [], settings_warnings(srv)
+        # a setting that changed is still named; the overridden address is not
+        cfg["server"].update(listen="127.0.0.1:2", max_inputs=32)
+        with open(srv.cfg_path, "w") as f:
+            json.dump(cfg, f)
+        reload_and_wait(srv)
+        warn = settings_warnings(srv)
+        assert len(warn) == 1 and "(max_inputs)" in warn[0], warn
+    finally:
+        assert srv.stop() == 0
+    # without --listen, a changed address in the file is named
+    cfg = default_config(watch=False)
+    srv = Server(cfg, tmp_path)
+    try:
+        reload_and_wait(srv)
+        assert settings_warnings(srv) == []
+        cfg["server"]["listen"] = "127.0.0.1:2"
+        with open(srv.cfg_path, "w") as f:
+            json.dump(cfg, f)
+        reload_and_wait(srv)
+        warn = settings_warnings(srv)
+        assert len(warn) == 1 and "(listen)" in warn[0], warn
+    finally:
+        assert srv.stop() == 0
