@@ -35,9 +35,9 @@ typedef struct {
     int max_seq_len;     /* 0: the model's own; else a lower cap */
     const char *weights; /* NULL/"": the folder's FP32 model.safetensors, quantized at
                           * load; else a file from mt_model_save_quantized, as is */
-    const char *mix;     /* NULL/"": every GEMM in precision; else per-layer rules
-                          * (engine/quant/mix.h) over it; a weights file must have been
-                          * written with the same rules */
+    const char *mix;     /* NULL/"": every GEMM in precision (with a weights file: the
+                          * rules it records); else per-layer rules (engine/quant/mix.h)
+                          * over it; a weights file must have been written with them */
 } mt_model_opts;
 
 /* What a loaded model is: set by its loader, constant afterwards. */

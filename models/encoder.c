@@ -246,7 +246,8 @@ static bool prequantized(const mt_model_opts *opts)
 }
 
 /* The weights file: the folder's FP32 model, or a pre-quantized file whose
- * metadata must match the variant. */
+ * metadata must match the variant; a variant that names no mix takes the
+ * one the file records. */
 static mt_status open_weights(enc_model *m, const char *dir, const mt_model_opts *opts,
                               st_file **f, mt_err *err)
 {
@@ -254,6 +255,10 @@ static mt_status open_weights(enc_model *m, const char *dir, const mt_model_opts
     if (prequantized(opts)) {
         m->prequant = 1;
         mt_status st = st_open(opts->weights, f, err);
+        const char *fmix = st == MT_OK ? st_meta(*f, "mantissa.mix") : NULL;
+        if (fmix && *fmix && !(opts->mix && *opts->mix) &&
+            (st = enc_setup_mix(m, fmix, err)) != MT_OK)
+            return mt_prefix(err, st, "%s: the mix it records: ", opts->weights);
         return st != MT_OK ? st
                            : enc_check_quant_meta(*f, m->prec, &m->calib, m->mix_text, err);
     }

@@ -136,6 +136,8 @@ static void variant_json(sbuf *b, const srv_slot *sl)
     num(b, sl->traffic);
     sb_puts(b, ",\"weights\":");
     str(b, v->weights);
+    sb_puts(b, ",\"mix\":");
+    str(b, v->mix);
     sb_puts(b, ",\"drift_floor\":");
     num(b, v->drift_floor > 0 ? v->drift_floor : NAN);
     sb_puts(b, ",\"gate\":");
@@ -144,8 +146,10 @@ static void variant_json(sbuf *b, const srv_slot *sl)
     str(b, sl->error);
     sb_puts(b, ",\"serving\":");
     if (sl->cur) {
-        sb_printf(b, "{\"precision\":\"%s\",\"space_id\":",
-                  mt_precision_name(sl->cur->cfg.precision));
+        const char *mix = sl->cur->model->info.mix;
+        sb_printf(b, "{\"precision\":\"%s\",\"mix\":", mt_precision_name(sl->cur->cfg.precision));
+        str(b, mix ? mix : "");
+        sb_puts(b, ",\"space_id\":");
         str(b, sl->cur->space);
         sb_puts(b, ",\"build_s\":");
         num(b, sl->cur->build_s);

@@ -503,6 +503,9 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         free(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }
+    if (!vc->mix[0] && v->model->info.mix && v->model->info.mix[0])
+        log_msg(LOG_INFO, "model %s, variant %s: mix \"%s\", as %s records it", mc->name,
+                vc->name, v->model->info.mix, vc->weights);
     v->build_s = mono_s() - t0;
     if ((st = check_budget(s, m, vc, v->model, err)) != MT_OK) {
         mt_model_free(v->model);

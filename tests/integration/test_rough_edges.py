@@ -180,3 +180,38 @@ def test_reload_compares_the_listen_address_in_force(tmp_path):
         assert len(warn) == 1 and "(listen)" in warn[0], warn
     finally:
         assert srv.stop() == 0
+
+
+# ---- a quantized file's recorded mix ----------------------------------------------
+
+def test_a_quantized_file_serves_with_the_mix_it_records(tmp_path):
+    from conftest import Server, default_config
+    cfg = default_config(watch=False)
+    variant = cfg["models"][0]["variants"][0]
+    variant.update(name="q", mix="qkv@0-2=int8")
+    qcfg = tmp_path / "quantize.json"
+    qcfg.write_text(json.dumps(cfg))
+    out = str(tmp_path / "q.safetensors")
+    r = run("quantize", "--config", str(qcfg), "--model", "minilm@q", "--out", out)
+    assert r.returncode == 0, r.stderr
+    recorded = re.search(r"wrote \S+ \(fp32, mix (.*), absmax\)", r.stderr).group(1)
+    # the variant names the file alone: it serves with the file's mix, and says so
+    del variant["mix"]
+    variant["weights"] = out
+    srv = Server(cfg, tmp_path)
+    try:
+        resp, view = srv.request("GET", "/v2/admin/config")
+        v = view["models"][0]["variants"][0]
+        assert v["mix"] == "" and v["serving"]["mix"] == recorded, v
+        said = [json.loads(l)["msg"] for l in srv.log if "records it" in l]
+        assert said == ['model minilm, variant q: mix "%s", as %s records it' % (recorded, out)]
+        resp, body = srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": "a cat"})
+        assert resp.status == 200, body
+        # a variant that names another mix is refused, naming both
+        variant["mix"] = "qkv@0=int8"
+        with open(srv.cfg_path, "w") as f:
+            json.dump(cfg, f)
+        resp, data = srv.request("POST", "/v2/admin/reload", b"")
+        assert resp.status == 200 and "quantized with mix \"%s\"" % recorded in data["message"], data
+    finally:
+        assert srv.stop() == 0

@@ -2,8 +2,8 @@
  * weights (engine/quant/mix.h through the model interface): rules that give
  * every GEMM one precision are that precision, bit for bit; a rule moves
  * exactly the weights it names (resident bytes add up layer by layer); a
- * quantized file written with a mix reloads to the same vectors and is
- * refused for any other mix; a bad rule is refused by name; and the mix
+ * quantized file written with a mix reloads to the same vectors, with its
+ * own mix when the variant names none, and is refused for any other mix; a bad rule is refused by name; and the mix
  * search (engine/quant/mix_search.h) meets its budget on held-back text, checked
  * again here by loading its mix, or says why it cannot. */
 #include <check.h>
@@ -121,7 +121,7 @@ START_TEST(a_rule_moves_exactly_the_weights_it_names)
 }
 END_TEST
 
-START_TEST(a_mixed_quantized_file_reloads_and_refuses_other_mixes)
+START_TEST(a_mixed_quantized_file_reloads_with_its_mix_and_refuses_other_mixes)
 {
     const char *mix = "*=int8; ffn_out@0,3=fp16; qkv@5=fp32";
     char path[128];
@@ -136,9 +136,20 @@ START_TEST(a_mixed_quantized_file_reloads_and_refuses_other_mixes)
     embed(reloaded, b);
     ck_assert_uint_eq(direct->info.gemm_bytes, reloaded->info.gemm_bytes);
     ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the reloaded mixed file gives other vectors");
-    mt_model_free(direct);
     mt_model_free(reloaded);
-    const char *others[] = {NULL, "*=int8; ffn_out@0=fp16; qkv@5=fp32"};
+    /* a variant that names no mix takes the one the file records */
+    const char *none[] = {NULL, ""};
+    for (int i = 0; i < 2; i++) {
+        reloaded = load(MT_PREC_INT8, none[i], path);
+        ck_assert_str_eq(reloaded->info.mix, direct->info.mix);
+        ck_assert_uint_eq(direct->info.gemm_bytes, reloaded->info.gemm_bytes);
+        embed(reloaded, b);
+        ck_assert_msg(memcmp(a, b, sizeof a) == 0, "the file's own mix gives other vectors");
+        mt_model_free(reloaded);
+    }
+    mt_model_free(direct);
+    /* one that names another mix (uniform included) is refused */
+    const char *others[] = {"*=int8; ffn_out@0=fp16; qkv@5=fp32", "*=int8"};
     for (int i = 0; i < 2; i++) {
         mt_model *m = NULL;
         mt_model_opts o = {.precision = MT_PREC_INT8, .mix = others[i], .weights = path};
@@ -268,7 +279,7 @@ static Suite *test_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, rules_giving_every_gemm_one_precision_are_that_precision);
     tcase_add_test(tc, a_rule_moves_exactly_the_weights_it_names);
-    tcase_add_test(tc, a_mixed_quantized_file_reloads_and_refuses_other_mixes);
+    tcase_add_test(tc, a_mixed_quantized_file_reloads_with_its_mix_and_refuses_other_mixes);
     tcase_add_test(tc, a_bad_rule_is_refused_by_name);
     tcase_add_test(tc, the_mix_search_meets_its_budget_or_says_why_not);
     tcase_add_test(tc, the_mix_search_lifts_gemms_to_int8g);
