@@ -1,5 +1,8 @@
-/* jsonfile.c: whole-file reads and JSON file parsing with named errors. */
+/* jsonfile.c: whole-file reads and JSON file parsing with named errors
+ * (the file, line, column and why: engine/json_check.c says why). */
 #include "engine/jsonfile.h"
+
+#include "engine/json_check.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -48,6 +51,42 @@ mt_status mt_read_file(const char *path, size_t max_bytes, char **out, size_t *l
     return MT_OK;
 }
 
+/* A syntax error at byte off of text: "label: line L, column C: invalid
+ * JSON: why" (C in characters: UTF-8 continuation bytes do not count). */
+static mt_status syntax_error(const char *text, size_t len, size_t off, const char *label,
+                              const char *why, mt_err *err)
+{
+    int line = 1, col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+            col++;
+        }
+    }
+    return mt_fail(err, MT_EFORMAT, "%s: line %d, column %d: invalid JSON%s%s", label, line, col,
+                   why ? ": " : "", why ? why : "");
+}
+
+mt_status mt_json_parse(const char *text, size_t len, const char *label, bool strict,
+                        cJSON **out, mt_err *err)
+{
+    json_check_error je;
+    if (strict && json_check(text, len, MT_JSON_FILE_DEPTH, &je) != 0)
+        return syntax_error(text, len, je.offset, label, je.why, err);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (j) {
+        *out = j;
+        return MT_OK;
+    }
+    /* cJSON says where it stopped, not why: the check says both */
+    if (!strict && json_check(text, len, MT_JSON_FILE_DEPTH, &je) != 0)
+        return syntax_error(text, len, je.offset, label, je.why, err);
+    return syntax_error(text, len, end ? (size_t)(end - text) : 0, label, NULL, err);
+}
+
 mt_status mt_json_load(const char *path, cJSON **out, mt_err *err)
 {
     char *text;
@@ -55,17 +94,7 @@ mt_status mt_json_load(const char *path, cJSON **out, mt_err *err)
     mt_status st = mt_read_file(path, 64u << 20, &text, &len, err);
     if (st != MT_OK)
         return st;
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!j) {
-        size_t off = end ? (size_t)(end - text) : 0;
-        int line = 1;
-        for (size_t i = 0; i < off && i < len; i++)
-            line += text[i] == '\n';
-        free(text);
-        return mt_fail(err, MT_EFORMAT, "%s: line %d: invalid JSON", path, line);
-    }
+    st = mt_json_parse(text, len, path, false, out, err);
     free(text);
-    *out = j;
-    return MT_OK;
+    return st;
 }

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "server/api/api.h"
-#include "server/net/json_check.h"
+#include "engine/json_check.h"
 
 /* ========================================================================
  * errors

@@ -642,16 +642,11 @@ mt_status cfg_parse(const char *text, size_t len, const char *label, cfg_config 
     if (!cfg)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     mt_status st = MT_OK;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON *root = NULL;
     if (!(cfg->source = strdup(label))) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
-    } else if (!root) {
-        size_t off = end ? (size_t)(end - text) : 0;
-        int line = 1;
-        for (size_t i = 0; i < off && i < len; i++)
-            line += text[i] == '\n';
-        st = mt_fail(err, MT_EINVAL, "%s: line %d: invalid JSON", label, line);
+    } else if (mt_json_parse(text, len, label, true, &root, err) != MT_OK) {
+        st = MT_EINVAL; /* the message names the line, column and why */
     } else if ((st = apply(&c, root, "", top_fields, N(top_fields), cfg)) == MT_OK &&
                (st = parse_server(&c, cJSON_GetObjectItemCaseSensitive(root, "server"), cfg)) ==
                    MT_OK) {

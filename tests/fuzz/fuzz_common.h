@@ -122,7 +122,7 @@ typedef struct {
     int utf8;        /* check that strings are UTF-8 */
     int odd_escape;  /* a \\u0000 or an unpaired surrogate escape was seen: valid
                         JSON grammar, but no UTF-8 string holds it, so the
-                        server may refuse it (server/net/json_check.c does) */
+                        server may refuse it (engine/json_check.c does) */
 } fuzz_json;
 
 static inline void fuzz_json_ws(fuzz_json *p)
@@ -328,7 +328,7 @@ static inline int fuzz_json_strict(const char *s, size_t n, int max_depth, int *
     return r;
 }
 
-/* Nesting depth of a parsed tree, counted as server/net/json_check.c counts it
+/* Nesting depth of a parsed tree, counted as engine/json_check.c counts it
  * (each object or array one level). */
 static inline int fuzz_cjson_depth(const cJSON *j)
 {

@@ -215,3 +215,22 @@ def test_a_quantized_file_serves_with_the_mix_it_records(tmp_path):
         assert resp.status == 200 and "quantized with mix \"%s\"" % recorded in data["message"], data
     finally:
         assert srv.stop() == 0
+
+
+# ---- config JSON errors --------------------------------------------------------------
+
+def test_a_config_json_error_names_the_file_line_column_and_reason(tmp_path):
+    from conftest import default_config
+    text = json.dumps(default_config(), indent=2).splitlines()
+    # a trailing comma after the last variant's last field
+    at = max(i for i, l in enumerate(text) if '"traffic"' in l)
+    text[at] += ","
+    bad = tmp_path / "bad.json"
+    bad.write_text("\n".join(text) + "\n")
+    want = "mantissa: %s: line %d, column %d: invalid JSON: trailing comma\n" % (
+        bad, at + 1, len(text[at]))
+    for args in (["serve"], ["embed"], ["quantize", "--model", "minilm@fp32", "--out", "x"]):
+        r = subprocess.run([BIN] + args + ["--config", str(bad)], input="", capture_output=True,
+                           text=True, timeout=60, cwd=ROOT)
+        assert r.returncode == 1 and r.stderr.endswith(want), (args, r.stderr)
+        assert "loaded" not in r.stderr, r.stderr

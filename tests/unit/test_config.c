@@ -116,7 +116,7 @@ END_TEST
 START_TEST(config_rejects_each_kind_of_mistake)
 {
     expect_error("", "invalid JSON");
-    expect_error("{\"models\":[" MODEL_OK "],}", "line 1: invalid JSON");
+    expect_error("{\"models\":[" MODEL_OK "],}", "invalid JSON: trailing comma");
     expect_error("[]", "must be an object");
     expect_error("{}", "models: required field is missing");
     expect_error("{\"models\":[]}", "models: must be a non-empty array");
@@ -154,6 +154,21 @@ START_TEST(config_rejects_each_kind_of_mistake)
                  "traffic weights add up to 0");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"batching\":{\"max_batch_size\":-1},\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
                  "models[0].batching.max_batch_size: -1 is out of range");
+}
+END_TEST
+
+START_TEST(config_json_errors_give_line_column_and_reason)
+{
+    expect_error("{\n  \"models\": [],\n}", "t.json: line 2, column 15: invalid JSON: trailing comma");
+    expect_error("{\n  \"models\" []\n}",
+                 "t.json: line 2, column 12: invalid JSON: expected ':' after a key");
+    expect_error("{\"models\": \"abc", "t.json: line 1, column 12: invalid JSON: unterminated string");
+    /* columns count characters, not bytes */
+    expect_error("{\"\xc3\xbc\": 1,}", "t.json: line 1, column 8: invalid JSON: trailing comma");
+    /* strict JSON: what cJSON would let through is refused too */
+    expect_error("{\"models\":[" MODEL_OK "]} x", "invalid JSON: bytes after the JSON value");
+    expect_error("{\"server\":{\"max_inputs\":010},\"models\":[" MODEL_OK "]}",
+                 "line 1, column 26: invalid JSON: number with a leading zero");
 }
 END_TEST
 
@@ -268,6 +283,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, config_defaults_fill_optional_fields);
     tcase_add_test(tc, config_rejects_unknown_precision_naming_the_field);
     tcase_add_test(tc, config_rejects_each_kind_of_mistake);
+    tcase_add_test(tc, config_json_errors_give_line_column_and_reason);
     tcase_add_test(tc, config_missing_file_names_the_path);
     tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
     tcase_add_test(tc, config_example_configs_load);

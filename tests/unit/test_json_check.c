@@ -1,11 +1,11 @@
 /* test_json_check.c: the strict request-body JSON check accepts JSON and
- * refuses what cJSON would let through (server/net/json_check.c). */
+ * refuses what cJSON would let through (engine/json_check.c). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/net/json_check.h"
+#include "engine/json_check.h"
 
 static int ok(const char *s)
 {
@@ -55,6 +55,35 @@ START_TEST(json_check_caps_depth_and_says_where)
 }
 END_TEST
 
+START_TEST(json_check_says_why_and_where)
+{
+    static const struct {
+        const char *text;
+        size_t offset;
+        const char *why;
+    } cases[] = {
+        {"[1,]", 2, "trailing comma"},          /* at the comma */
+        {"{\"a\":1,\n }", 6, "trailing comma"},
+        {"{\"a\" 1}", 5, "expected ':' after a key"},
+        {"{\"a\":1 \"b\":2}", 7, "expected ',' or '}'"},
+        {"[\"abc", 1, "unterminated string"},    /* at its opening quote */
+        {"{\"a\":}", 5, "expected a value"},
+        {"{'a':1}", 1, "expected a string key"},
+        {"[1", 2, "unexpected end"},
+        {"[01]", 2, "leading zero"},
+        {"{} x", 3, "bytes after the JSON value"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_check_error e;
+        ck_assert_int_eq(json_check(cases[i].text, strlen(cases[i].text), 64, &e), -1);
+        ck_assert_msg(strstr(e.why, cases[i].why), "%s: \"%s\", not \"%s\"", cases[i].text, e.why,
+                      cases[i].why);
+        ck_assert_msg(e.offset == cases[i].offset, "%s: at %zu, not %zu", cases[i].text, e.offset,
+                      cases[i].offset);
+    }
+}
+END_TEST
+
 START_TEST(json_check_is_linear_on_a_huge_flat_object)
 {
     /* 80k distinct keys: the check must not be quadratic in anything */
@@ -77,6 +106,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, json_check_accepts_valid_bodies);
     tcase_add_test(tc, json_check_refuses_what_cjson_lets_through);
     tcase_add_test(tc, json_check_caps_depth_and_says_where);
+    tcase_add_test(tc, json_check_says_why_and_where);
     tcase_add_test(tc, json_check_is_linear_on_a_huge_flat_object);
     suite_add_tcase(s, tc);
     return s;

@@ -1,7 +1,8 @@
-/* json_check.c: strict JSON syntax check for request bodies (json_check.h).
+/* json_check.c: strict JSON syntax check for request bodies and config
+ * files (json_check.h).
  * A recursive-descent walk over the bytes that builds nothing; recursion is
  * bounded by max_depth. */
-#include "server/net/json_check.h"
+#include "engine/json_check.h"
 
 #include "engine/text/utf8.h"
 
@@ -55,13 +56,16 @@ static int hex4(const jc *c, size_t at, unsigned *out)
     return 0;
 }
 
-/* A string: UTF-8, no raw control bytes, valid escapes, paired surrogates. */
+/* A string: UTF-8, no raw control bytes, valid escapes, paired surrogates.
+ * One that runs to the end is reported at its opening quote. */
 static int string(jc *c)
 {
-    c->i++;
+    const size_t start = c->i++;
     for (;;) {
-        if (c->i >= c->n)
+        if (c->i >= c->n) {
+            c->i = start;
             return fail(c, "unterminated string");
+        }
         unsigned char b = c->p[c->i];
         if (b == '"') {
             c->i++;
@@ -76,8 +80,10 @@ static int string(jc *c)
             c->i += k;
             continue;
         }
-        if (c->i + 1 >= c->n)
+        if (c->i + 1 >= c->n) {
+            c->i = start;
             return fail(c, "unterminated string");
+        }
         unsigned char e = c->p[c->i + 1];
         if (e != 'u') {
             if (!memchr("\"\\/bfnrt", e, 8))
@@ -145,7 +151,7 @@ static int literal(jc *c, const char *w)
 {
     size_t len = strlen(w);
     if (c->n - c->i < len || memcmp(c->p + c->i, w, len) != 0)
-        return fail(c, "unexpected character");
+        return fail(c, "expected a value (true, false and null are lower case)");
     c->i += len;
     return 0;
 }
@@ -160,16 +166,21 @@ static int container(jc *c, int depth, unsigned char close)
         c->i++;
         return 0;
     }
-    for (;;) {
+    for (size_t comma = 0;;) {
         ws(c);
+        if (comma && c->i < c->n && c->p[c->i] == close) {
+            c->i = comma;
+            return fail(c, "trailing comma");
+        }
         if (close == '}') {
             if (c->i >= c->n || c->p[c->i] != '"')
-                return fail(c, "expected a string key");
+                return fail(c, c->i >= c->n ? "unexpected end"
+                                            : "expected a string key (in double quotes)");
             if (string(c))
                 return -1;
             ws(c);
             if (c->i >= c->n || c->p[c->i] != ':')
-                return fail(c, "expected ':'");
+                return fail(c, "expected ':' after a key");
             c->i++;
             ws(c);
         }
@@ -177,13 +188,15 @@ static int container(jc *c, int depth, unsigned char close)
             return -1;
         ws(c);
         if (c->i < c->n && c->p[c->i] == ',') {
-            c->i++;
+            comma = c->i++;
             continue;
         }
         if (c->i < c->n && c->p[c->i] == close) {
             c->i++;
             return 0;
         }
+        if (c->i >= c->n)
+            return fail(c, "unexpected end");
         return fail(c, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
     }
 }
@@ -191,7 +204,7 @@ static int container(jc *c, int depth, unsigned char close)
 static int value(jc *c, int depth)
 {
     if (c->i >= c->n)
-        return fail(c, "unexpected end of the body");
+        return fail(c, "unexpected end");
     switch (c->p[c->i]) {
     case '{':
     case '[':
@@ -205,7 +218,8 @@ static int value(jc *c, int depth)
     default:
         if (c->p[c->i] == '-' || (c->p[c->i] >= '0' && c->p[c->i] <= '9'))
             return number(c);
-        return fail(c, "unexpected character");
+        return fail(c, c->p[c->i] == '\'' ? "expected a value (strings take double quotes)"
+                                           : "expected a value");
     }
 }
 
