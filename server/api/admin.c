@@ -19,8 +19,27 @@
  * the repository index and the config view
  * ====================================================================== */
 
+/* Why m's variants that failed to build or missed their gate are not
+ * serving as the config asks, into buf ("" when none; m's lock held). */
+static void variant_faults(const srv_model *m, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    for (int i = 0; i < m->nslots; i++) {
+        const srv_slot *sl = m->slots[i];
+        const size_t len = strlen(buf);
+        if (!sl->present || len + 1 >= cap ||
+            (sl->state != SRV_VS_FAILED && sl->state != SRV_VS_GATE_FAILED))
+            continue;
+        snprintf(buf + len, cap - len, "%svariant %s %s: %s", len ? "; " : "", sl->name,
+                 sl->state == SRV_VS_FAILED ? "failed to build" : "missed its gate",
+                 sl->state == SRV_VS_FAILED ? sl->error : sl->gate.why);
+    }
+}
+
 /* A model's Triton state: READY when a variant serves, LOADING while its
- * first builds run, UNAVAILABLE when unloaded or nothing serves. */
+ * first builds run, UNAVAILABLE when unloaded or nothing serves. The reason
+ * says why, and names the variants that failed to build or missed their
+ * gate (a READY model serves its other variants). */
 static const char *model_state(srv_model *m, char *reason, size_t cap)
 {
     const char *state = "UNAVAILABLE";
@@ -38,8 +57,12 @@ static const char *model_state(srv_model *m, char *reason, size_t cap)
             loading |= sl->state == SRV_VS_LOADING;
         }
         state = serving ? "READY" : loading ? "LOADING" : "UNAVAILABLE";
+        char faults[1024];
+        variant_faults(m, faults, sizeof faults);
         if (!serving && !loading)
-            snprintf(reason, cap, "no variant is in rotation");
+            snprintf(reason, cap, "no variant is in rotation%s%s", *faults ? ": " : "", faults);
+        else
+            snprintf(reason, cap, "%s", faults);
     }
     pthread_mutex_unlock(&m->lock);
     return state;
@@ -68,7 +91,7 @@ API_HANDLER(api_repository_index)
     int first = 1;
     for (int i = 0; i < srv_models_count(app->models); i++) {
         srv_model *m = srv_models_at(app->models, i);
-        char reason[400];
+        char reason[1024];
         const char *state = model_state(m, reason, sizeof reason);
         if (only_ready && strcmp(state, "READY"))
             continue;
@@ -192,7 +215,7 @@ static void model_settings_json(sbuf *b, const cfg_model *c)
 /* One model of the config view. */
 static void model_json(sbuf *b, srv_model *m)
 {
-    char reason[400];
+    char reason[1024];
     const char *state = model_state(m, reason, sizeof reason);
     pthread_mutex_lock(&m->lock);
     sb_puts(b, "{\"name\":");

@@ -382,14 +382,18 @@ static void render_drift(sbuf *b, const row *rows, int n, srv_models *models, sc
 
 }
 
-/* Config reloads. */
-static void render_reloads(sbuf *b, srv_models *models)
+/* Config reloads. The last one is ok when its file was applied and every
+ * variant of the config in force has built (a failed build counts until a
+ * reload builds it or removes it). */
+static void render_reloads(sbuf *b, srv_models *models, const row *rows, int n)
 {
     srv_reload_status *rs = &models->reload;
     pthread_mutex_lock(&rs->lock);
     uint64_t ok = rs->ok, failed = rs->failed, gen = rs->generation;
     bool last_ok = rs->last_error[0] == 0;
     pthread_mutex_unlock(&rs->lock);
+    for (int i = 0; i < n; i++)
+        last_ok &= rows[i].state != SRV_VS_FAILED;
     head(b, "mantissa_config_reloads_total", "counter",
          "Config reloads, by result (failed: refused, nothing changed).");
     sb_printf(b, "mantissa_config_reloads_total{result=\"ok\"} %llu\n", (unsigned long long)ok);
@@ -398,7 +402,9 @@ static void render_reloads(sbuf *b, srv_models *models)
     head(b, "mantissa_config_reload_failures_total", "counter",
          "Config reloads refused (invalid file); the previous config keeps serving.");
     sb_printf(b, "mantissa_config_reload_failures_total %llu\n", (unsigned long long)failed);
-    head(b, "mantissa_config_last_reload_ok", "gauge", "1 when the last reload was applied.");
+    head(b, "mantissa_config_last_reload_ok", "gauge",
+         "1 when the last reload was applied and every variant it asks for has built; 0 when "
+         "the file was refused or a variant failed to build (mantissa_variant_state).");
     sb_printf(b, "mantissa_config_last_reload_ok %d\n", last_ok);
     head(b, "mantissa_config_generation", "gauge", "Config versions applied since start (1: the first).");
     sb_printf(b, "mantissa_config_generation %llu\n", (unsigned long long)gen);
@@ -452,7 +458,7 @@ void prom_render(sbuf *b, const http_app *app)
     render_builds(b, rows, n);
     render_variants(b, rows, n, models);
     render_drift(b, rows, n, models, s);
-    render_reloads(b, models);
+    render_reloads(b, models, rows, n);
     render_connections(b, app->http);
     rows_free(rows, n);
 }

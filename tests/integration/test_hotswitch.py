@@ -391,6 +391,41 @@ def test_missing_weights_file_fails_that_variant_only(start, tmp_path):
     assert m["mantissa_config_reload_failures_total"] == 0  # the file itself was valid
 
 
+def repository_index(srv):
+    resp, idx = srv.request("POST", "/v2/repository/index", b"")
+    assert resp.status == 200, idx
+    return {m["name"]: m for m in idx}
+
+
+def test_a_failed_build_shows_in_the_index_and_the_reload_metric(start, tmp_path):
+    base = [dict(name="a", precision="fp32", traffic=50)]
+    missing = str(tmp_path / "nowhere.safetensors")
+    b = dict(name="b", precision="fp32", traffic=50, weights=missing)
+    srv = start(server_cfg([model_cfg(base)]))
+    assert metrics(srv)["mantissa_config_last_reload_ok"] == 1
+    write_config(srv, server_cfg([model_cfg(base + [b])]))
+    wait_until(lambda: variants_of(srv).get("b", {}).get("state") == "failed", "b failed")
+    # the model serves (a), and says that b failed and why; the reload did not fully succeed
+    idx = repository_index(srv)["minilm"]
+    assert idx["state"] == "READY", idx
+    assert idx["reason"].startswith("variant b failed to build: ") and missing in idx["reason"], idx
+    assert metrics(srv)["mantissa_config_last_reload_ok"] == 0
+    assert metrics(srv)["mantissa_config_reload_failures_total"] == 0  # the file was valid
+    # a model whose every variant failed is UNAVAILABLE, with the build's error
+    other = dict(model_cfg([dict(b, traffic=100)]), name="other")
+    write_config(srv, server_cfg([model_cfg(base + [b]), other]))
+    wait_until(lambda: "other" in repository_index(srv) and
+               repository_index(srv)["other"]["state"] != "LOADING", "other settled")
+    idx = repository_index(srv)["other"]
+    assert idx["state"] == "UNAVAILABLE" and "variant b failed to build: " in idx["reason"], idx
+    assert missing in idx["reason"], idx
+    # the failed variants gone, the reload is whole again
+    write_config(srv, server_cfg([model_cfg(base)]))
+    wait_until(lambda: metrics(srv)["mantissa_config_last_reload_ok"] == 1, "reload ok")
+    assert repository_index(srv)["minilm"] == {"name": "minilm", "version": "1",
+                                               "state": "READY", "reason": ""}
+
+
 def test_rename_replace_and_in_place_writes_are_noticed(start):
     srv = start(server_cfg([model_cfg([dict(name="a", precision="fp32", traffic=10)])]))
     for n, rename in enumerate([True, False, True, True, False], 1):
