@@ -8,7 +8,6 @@
 
 #include "cmd/cmd.h"
 #include "engine/jsonfile.h"
-#include "server/main.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -108,7 +107,7 @@ int cmd_bench(int argc, char **argv)
     int32_t *ids = NULL, *off = NULL;
     int nseq;
     cfg_config *cfg;
-    srv_models *s = read_ids(o.ids, &ids, &off, &nseq) ? NULL : mt_load_config_models(o.config, &cfg);
+    srv_models *s = read_ids(o.ids, &ids, &off, &nseq) ? NULL : cmd_load(&o, &cfg);
     srv_model *m = NULL;
     srv_variant *v = s ? cmd_pick(s, o.model, &m) : NULL;
     int rc = v ? 0 : 1;

@@ -27,6 +27,12 @@ typedef struct {
  * usage on --help (and exits 0) or on a bad option (and returns -1). */
 int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage);
 
+/* Reads the config (--config) and builds only the model and variant that
+ * --model names ("name[@variant]"; none: the first model, its first
+ * variant), printing what it built; on failure prints why and returns NULL
+ * with *cfg NULL. The caller frees both. */
+srv_models *cmd_load(const cmd_opts *o, cfg_config **cfg);
+
 /* The build --model names in a loaded server ("name[@variant]"; NULL: the
  * first model and its first variant), borrowed from its slot (the tools
  * swap nothing). Prints why and returns NULL when there is none. */

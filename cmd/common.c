@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/main.h"
+
 int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
 {
     static const struct option lo[] = {
@@ -98,6 +100,74 @@ const cfg_model *cmd_find(const cfg_config *cfg, const char *spec, const cfg_var
         return NULL;
     }
     return m;
+}
+
+/* Appends name to a ", "-separated list. */
+static void list_add(char *list, size_t cap, const char *name)
+{
+    size_t len = strlen(list);
+    snprintf(list + len, cap - len, "%s%s", len ? ", " : "", name);
+}
+
+/* Keeps in cfg only the model spec names and its variant (the first when
+ * spec names none; spec NULL: the first model), and the reference when
+ * that variant's gate is measured against it. False after printing why. */
+static bool keep_only(cfg_config *cfg, const char *spec)
+{
+    char name[256], list[512] = "";
+    snprintf(name, sizeof name, "%s", spec ? spec : cfg->models[0].name);
+    char *vname = strchr(name, '@');
+    if (vname)
+        *vname++ = 0;
+    const cfg_model *found = cfg_find_model(cfg, name);
+    for (int i = 0; !found && i < cfg->nmodels; i++)
+        list_add(list, sizeof list, cfg->models[i].name);
+    if (!found) {
+        fprintf(stderr, "mantissa: --model: no model \"%s\" in %s (it has %s)\n", name,
+                cfg->source, list);
+        return false;
+    }
+    cfg_model *m = &cfg->models[found - cfg->models];
+    const cfg_variant *v = vname ? cfg_find_variant(m, vname) : &m->variants[0];
+    for (int k = 0; !v && k < m->nvariants; k++)
+        list_add(list, sizeof list, m->variants[k].name);
+    if (!v) {
+        fprintf(stderr, "mantissa: --model: model \"%s\" has no variant \"%s\" in %s (it has %s)\n",
+                name, vname, cfg->source, list);
+        return false;
+    }
+    const int vi = (int)(v - m->variants), ref = m->reference;
+    const bool with_ref = ref >= 0 && ref != vi && v->gate_probes[0];
+    cfg_variant keep[2] = {*v, with_ref ? m->variants[ref] : *v};
+    memcpy(m->variants, keep, sizeof keep[0] * (with_ref ? 2 : 1));
+    m->nvariants = with_ref ? 2 : 1;
+    m->reference = ref == vi ? 0 : with_ref ? 1 : -1;
+    if (m->reference < 0)
+        m->shadow_rate = 0;
+    for (int i = 0; i < cfg->nmodels; i++)
+        if (&cfg->models[i] != m) {
+            free(cfg->models[i].path);
+            free(cfg->models[i].variants);
+        }
+    cfg->models[0] = *m;
+    cfg->nmodels = 1;
+    return true;
+}
+
+srv_models *cmd_load(const cmd_opts *o, cfg_config **cfg)
+{
+    mt_err err;
+    if (cfg_load(o->config, cfg, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        *cfg = NULL;
+        return NULL;
+    }
+    srv_models *s = keep_only(*cfg, o->model) ? mt_load_models(*cfg) : NULL;
+    if (!s) {
+        cfg_free(*cfg);
+        *cfg = NULL;
+    }
+    return s;
 }
 
 mt_calib_opts cmd_calib(const cfg_variant *v)

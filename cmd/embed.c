@@ -10,7 +10,6 @@
 
 #include "cmd/cmd.h"
 #include "server/base/sbuf.h"
-#include "server/main.h"
 
 /* Nothing but spaces, tabs and CRs (a Windows line end): no text. */
 static bool blank(const char *s, size_t n)
@@ -89,7 +88,7 @@ int cmd_embed(int argc, char **argv)
     if (cmd_parse(argc, argv, &o, usage) != 0)
         return 2;
     cfg_config *cfg;
-    srv_models *s = mt_load_config_models(o.config, &cfg);
+    srv_models *s = cmd_load(&o, &cfg);
     if (!s)
         return 1;
     srv_model *m;

@@ -6,7 +6,6 @@
 
 #include "cmd/cmd.h"
 #include "engine/metrics.h"
-#include "server/main.h"
 
 /* cos[i] for every pair, embedding in batches; false after printing why. */
 static bool pair_cosines(mt_model *m, int h, const mt_sts *sts, double *cos)
@@ -54,7 +53,7 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     cfg_config *cfg;
-    srv_models *s = mt_load_config_models(o.config, &cfg);
+    srv_models *s = cmd_load(&o, &cfg);
     srv_model *m;
     srv_variant *v = s ? cmd_pick(s, o.model, &m) : NULL;
     double *cos = malloc(sizeof(double) * (sts.n ? sts.n : 1));

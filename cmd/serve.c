@@ -28,5 +28,15 @@ int cmd_serve(int argc, char **argv)
     cmd_opts o;
     if (cmd_parse(argc, argv, &o, usage) != 0)
         return 2;
+    /* before the models are built: a mistyped address is said at once */
+    char host[256];
+    int port;
+    if (o.listen && cfg_parse_listen(o.listen, host, sizeof host, &port) != 0) {
+        fprintf(stderr,
+                "mantissa serve: --listen: \"%s\" is not ADDR:PORT (an IPv4 or IPv6 address, "
+                "not a host name, and a port 0-65535: 127.0.0.1:9000, [::1]:9000, :9000)\n",
+                o.listen);
+        return 2;
+    }
     return mt_serve(o.config, o.listen);
 }

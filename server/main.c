@@ -78,16 +78,25 @@ static void print_loaded(const srv_models *s)
 srv_models *mt_load_config_models(const char *path, cfg_config **cfg)
 {
     mt_err err;
-    srv_models *s = NULL;
     if (cfg_load(path, cfg, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return NULL;
     }
-    double t0 = now_s();
-    if (srv_models_load(*cfg, &s, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s: %s\n", path, err.msg);
+    srv_models *s = mt_load_models(*cfg);
+    if (!s) {
         cfg_free(*cfg);
         *cfg = NULL; /* the caller frees what it holds on every path */
+    }
+    return s;
+}
+
+srv_models *mt_load_models(const cfg_config *cfg)
+{
+    mt_err err;
+    srv_models *s = NULL;
+    double t0 = now_s();
+    if (srv_models_load(cfg, &s, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s: %s\n", cfg->source, err.msg);
         return NULL;
     }
     print_loaded(s);

@@ -10,6 +10,8 @@
  * loaded (and its resident size) on stderr; on failure prints why and
  * returns NULL. */
 srv_models *mt_load_config_models(const char *path, cfg_config **cfg);
+/* The same for a config already read (cmd/ narrows it to one model first). */
+srv_models *mt_load_models(const cfg_config *cfg);
 
 /* mantissa serve: serves the models of the config at path until SIGTERM or
  * SIGINT has drained (listen, when not NULL, overrides server.listen).

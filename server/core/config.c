@@ -7,6 +7,7 @@
  */
 #include "server/core/config.h"
 
+#include <arpa/inet.h>
 #include <cJSON.h>
 #include <ctype.h>
 #include <math.h>
@@ -569,9 +570,13 @@ int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port)
     long p = strtol(colon + 1, &end, 10);
     if (!colon[1] || *end || p < 0 || p > 65535)
         return -1;
-    *port = (int)p;
     if (!host[0])
         strcpy(host, "0.0.0.0");
+    /* an address, not a name: the listener binds it as it is */
+    unsigned char a[16];
+    if (inet_pton(s[0] == '[' ? AF_INET6 : AF_INET, host, a) != 1)
+        return -1;
+    *port = (int)p;
     return 0;
 }
 
@@ -599,7 +604,9 @@ static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(srv, "listen");
     if (l && (!cJSON_IsString(l) || cfg_parse_listen(l->valuestring, cfg->listen_host,
                                                      sizeof cfg->listen_host, &cfg->listen_port)))
-        return fail(c, "server.listen", "must be \"host:port\" (e.g. \"0.0.0.0:8080\")");
+        return fail(c, "server.listen",
+                    "must be \"address:port\": an IPv4 or IPv6 address (not a host name) and a "
+                    "port 0-65535 (e.g. \"0.0.0.0:8080\", \"[::1]:8080\")");
     if (!*cfg->tls_cert != !*cfg->tls_key)
         return fail(c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
                     "tls_cert and tls_key must be set together");

@@ -234,3 +234,72 @@ def test_a_config_json_error_names_the_file_line_column_and_reason(tmp_path):
                            text=True, timeout=60, cwd=ROOT)
         assert r.returncode == 1 and r.stderr.endswith(want), (args, r.stderr)
         assert "loaded" not in r.stderr, r.stderr
+
+
+# ---- the command line checks its arguments, and builds only what it was asked for ---
+
+def two_model_config(tmp_path):
+    """minilm (fp32, and a variant whose weights file is missing) and a model
+    whose folder is missing: building either of those fails."""
+    from conftest import default_config
+    cfg = default_config()
+    cfg["models"][0]["variants"].append(
+        {"name": "broken", "precision": "fp32", "traffic": 0,
+         "weights": str(tmp_path / "nowhere.safetensors")})
+    cfg["models"].append({"name": "other", "path": str(tmp_path / "no-model"),
+                          "variants": [{"name": "fp32", "precision": "fp32"}]})
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def test_embed_bench_and_eval_build_only_the_model_asked_for(tmp_path):
+    cfg = two_model_config(tmp_path)
+    ids = tmp_path / "ids.json"
+    ids.write_text("[[101, 2023, 102], [101, 2003, 1037, 3231, 102]]")
+    sts = tmp_path / "sts.csv"  # STS-B's columns: genre, file, year, id, score, s1, s2
+    sts.write_text("".join("g\tf\ty\t%d\t%.1f\t%s\t%s\n" % (i, score, a, b) for i, (score, a, b) in
+                           enumerate([(5.0, "A cat sits.", "A cat is sitting."),
+                                      (0.5, "A cat sits.", "Stocks fell today."),
+                                      (2.5, "A man plays.", "A man plays a guitar.")])))
+    for model in ("minilm", "minilm@fp32", None):
+        sel = ["--model", model] if model else []
+        r = subprocess.run([BIN, "embed", "--config", cfg] + sel, input="a cat\n",
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert r.returncode == 0, (model, r.stderr)
+        assert len(json.loads(r.stdout)) == 384
+        loaded = re.findall(r"loaded (\S+) ", r.stderr)
+        assert loaded == ["minilm@fp32"], (model, r.stderr)
+        for args in (["bench", "--ids", str(ids), "--batch", "1,2", "--seconds", "0"],
+                     ["eval", "--stsb", str(sts)]):
+            r = run(args[0], "--config", cfg, *(args[1:] + sel))
+            assert r.returncode == 0, (args, r.stderr)
+            assert re.findall(r"loaded (\S+) ", r.stderr) == ["minilm@fp32"], r.stderr
+    # a model or variant that is not there is said before anything is built
+    for model, why in (("nosuch", 'no model "nosuch"'), ("minilm@nosuch", 'no variant "nosuch"')):
+        r = subprocess.run([BIN, "embed", "--config", cfg, "--model", model], input="a\n",
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert r.returncode == 1 and why in r.stderr and "loaded" not in r.stderr, r.stderr
+    # the model asked for is built even when another one cannot be
+    r = subprocess.run([BIN, "embed", "--config", cfg, "--model", "other"], input="a\n",
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 1 and "no-model" in r.stderr and "minilm" not in r.stderr, r.stderr
+
+
+def test_serve_checks_listen_before_building_models(tmp_path):
+    from conftest import default_config
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(default_config()))
+    for listen in ("localhost", "localhost:8080", "127.0.0.1:99999", "127.0.0.1:", "[::1]",
+                   "300.1.1.1:80", "[nohost]:80"):
+        r = subprocess.run([BIN, "serve", "--config", str(cfg), "--listen", listen],
+                           capture_output=True, text=True, timeout=30, cwd=ROOT)
+        assert r.returncode == 2, (listen, r.returncode, r.stderr)
+        assert ('--listen: "%s" is not ADDR:PORT' % listen) in r.stderr, r.stderr
+        assert "loaded" not in r.stderr and "models ready" not in r.stderr, r.stderr
+    # in the file too: a host name is refused when the config is read
+    cfg.write_text(json.dumps(default_config(listen="localhost:8080")))
+    r = subprocess.run([BIN, "serve", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=30, cwd=ROOT)
+    assert r.returncode == 1 and "server.listen" in r.stderr and "loaded" not in r.stderr, \
+        r.stderr

@@ -123,6 +123,8 @@ START_TEST(config_rejects_each_kind_of_mistake)
     expect_error("{\"modles\":[]}", "unknown field \"modles\"");
     expect_error("{\"models\":[" MODEL_OK "],\"models\":[" MODEL_OK "]}", "duplicate key \"models\"");
     expect_error("{\"server\":{\"listen\":\"nohost\"},\"models\":[" MODEL_OK "]}", "server.listen");
+    expect_error("{\"server\":{\"listen\":\"localhost:8080\"},\"models\":[" MODEL_OK "]}",
+                 "server.listen: must be \"address:port\": an IPv4 or IPv6 address (not a host name)");
     expect_error("{\"server\":{\"http_threads\":0},\"models\":[" MODEL_OK "]}",
                  "server.http_threads: 0 is out of range");
     expect_error("{\"server\":{\"http_threads\":2.5},\"models\":[" MODEL_OK "]}",
@@ -195,6 +197,12 @@ START_TEST(config_listen_parses_v4_v6_and_port_only)
     ck_assert_str_eq(host, "0.0.0.0");
     ck_assert_int_eq(cfg_parse_listen("h:99999", host, sizeof host, &port), -1);
     ck_assert_int_eq(cfg_parse_listen("h:", host, sizeof host, &port), -1);
+    /* addresses, not names: the listener binds the address as it is */
+    static const char *const bad[] = {"localhost:80", "localhost", "[localhost]:80", "1.2.3:80",
+                                      "300.1.1.1:80", "[::1]", "::1:80", "[127.0.0.1]:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(cfg_parse_listen(bad[i], host, sizeof host, &port) == -1, "%s", bad[i]);
+    ck_assert_int_eq(cfg_parse_listen("[fe80::1]:65535", host, sizeof host, &port), 0);
 }
 END_TEST
 
