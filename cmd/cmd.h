@@ -14,6 +14,7 @@
 typedef struct {
     const char *config, *listen, *model, *stsb, *ids, *batches, *out, *json, *svg;
     const char *high;  /* quantize --auto: the precision of the sensitive GEMMs */
+    const char *make_ids; /* bench --make-ids: a text file to tokenize */
     double seconds;
     double budget_cos; /* quantize --auto; 0: the variant's budget_cos */
     int batch;

@@ -20,7 +20,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"svg", required_argument, 0, 'g'},     {"help", no_argument, 0, 'h'},
         {"auto", no_argument, 0, 'a'},          {"budget-cos", required_argument, 0, 'B'},
         {"high", required_argument, 0, 'H'},    {"levels", no_argument, 0, 'L'},
-        {"skip-blank", no_argument, 0, 'K'},
+        {"skip-blank", no_argument, 0, 'K'},   {"make-ids", required_argument, 0, 'M'},
         {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
@@ -45,6 +45,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         case 'H': o->high = optarg; break;
         case 'L': o->levels = 1; break;
         case 'K': o->skip_blank = 1; break;
+        case 'M': o->make_ids = optarg; break;
         case 'h': printf("%s", usage); exit(0);
         default: fprintf(stderr, "%s", usage); return -1;
         }

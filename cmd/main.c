@@ -5,6 +5,7 @@
  *   mantissa embed    [--config FILE] [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
  *   mantissa eval     [--config FILE] --stsb FILE [--model NAME[@VARIANT]]
  *   mantissa bench    [--config FILE] --ids FILE [--batch 1,32] [--seconds S]
+ *   mantissa bench    [--config FILE] [--model NAME] --make-ids TEXTS [--out FILE]
  *   mantissa quantize [--config FILE] --model NAME@VARIANT --out FILE
  *   mantissa compare  [--config FILE] [--model NAME] [--json FILE] [--svg FILE]
  *   (--config: config/mantissa.json by default)
@@ -49,8 +50,11 @@ static void usage(FILE *f)
             "embed:  --skip-blank         skip blank lines (default: refuse them, naming the line)\n"
             "eval:   --stsb FILE          the STS-B test split (sts-test.csv)\n"
             "bench:  --ids FILE           JSON list of token-id lists ([CLS] ... [SEP])\n"
-            "        --batch LIST         batch sizes, comma-separated (default 1,32)\n"
+            "        --batch LIST         batch sizes, comma-separated (default 1,32; one over\n"
+            "                             the file's lists runs them all, with a note)\n"
             "        --seconds S          minimum time per batch size (default 3)\n"
+            "        --make-ids TEXTS     write such a file instead: each line of TEXTS\n"
+            "                             tokenized (--out FILE, default stdout)\n"
             "\n"
             "mantissa COMMAND --help shows the command's own options;\n"
             "mantissa --version (-V) the version and the git commit it was built from.\n");

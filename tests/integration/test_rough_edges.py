@@ -303,3 +303,31 @@ def test_serve_checks_listen_before_building_models(tmp_path):
                        timeout=30, cwd=ROOT)
     assert r.returncode == 1 and "server.listen" in r.stderr and "loaded" not in r.stderr, \
         r.stderr
+
+
+# ---- bench: an ids file from text, and batches that fit it ---------------------------
+
+def test_bench_makes_ids_from_text_and_runs_the_batches_that_fit(tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a cat\n\nA man is playing a guitar.\nthe end\n")
+    ids = tmp_path / "ids.json"
+    r = run("bench", "--make-ids", str(texts), "--out", str(ids))
+    assert r.returncode == 0, r.stderr
+    lists = json.loads(ids.read_text())
+    # one list per text line (the blank one skipped), [CLS] ... [SEP]
+    assert len(lists) == 3 and lists[0] == [101, 1037, 4937, 102], lists
+    assert all(l[0] == 101 and l[-1] == 102 for l in lists)
+    assert "3 token-id lists" in r.stderr and "1 blank line skipped" in r.stderr, r.stderr
+    r = run("bench", "--make-ids", str(texts))  # without --out: stdout
+    assert r.returncode == 0 and json.loads(r.stdout) == lists, r.stderr
+    # the default batches (1, 32) on 3 lists: 1 and 3, with a note
+    r = run("bench", "--ids", str(ids), "--seconds", "0")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [x["batch"] for x in out["results"]] == [1, 3], out
+    assert "batch 32 is more than the 3 token-id lists" in r.stderr, r.stderr
+    # a batch that is not a number is refused before the model is built
+    r = run("bench", "--ids", str(ids), "--batch", "1,x")
+    assert r.returncode == 2 and "--batch" in r.stderr and "loaded" not in r.stderr, r.stderr
+    # and --help says how to make an ids file
+    assert "--make-ids" in run("bench", "--help").stdout and "--make-ids" in run("--help").stdout
