@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/version.h"
 #include "server/api/api.h"
@@ -148,6 +149,7 @@ typedef struct {
     auth_keys *keys;
     sched *sched;
     reloader *reload;
+    int listen_fd; /* reserved before the models are built; http owns it once started */
     http_server *http;
     http_app app;
 } serving;
@@ -157,6 +159,8 @@ static void serve_free(serving *v)
     if (v->sched) /* the hooks name the HTTP server, which goes first */
         sched_set_hooks(v->sched, NULL, NULL, NULL);
     http_stop(v->http);
+    if (!v->http && v->listen_fd > 0)
+        close(v->listen_fd);
     sched_destroy(v->sched); /* before the reloader: closing the loop calls its close hook */
     reload_destroy(v->reload);
     auth_free(v->keys);
@@ -168,18 +172,27 @@ static void serve_free(serving *v)
 static int serve_start(serving *v, const char *path, const char *listen)
 {
     mt_err err;
-    if (!(v->models = mt_load_config_models(path, &v->cfg)))
+    if (cfg_load(path, &v->cfg, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
         return 1;
+    }
     const cfg_config *c = v->cfg;
     log_set_level(c->log_level);
     if (listen && cfg_override_listen(v->cfg, listen) != 0) {
         fprintf(stderr, "mantissa: --listen: \"%s\" is not ADDR:PORT\n", listen);
         return 1;
     }
+    /* what can fail fast, before the models take their seconds to build */
     if (c->api_keys_file[0] && auth_load(c->api_keys_file, &v->keys, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s: %s\n", path, err.msg);
         return 1;
     }
+    if (http_bind(c->listen_host, c->listen_port, &v->listen_fd, &err) != MT_OK) {
+        fprintf(stderr, "mantissa: %s\n", err.msg);
+        return 1;
+    }
+    if (!(v->models = mt_load_models(v->cfg)))
+        return 1;
     if (sched_create(c, v->models, &v->sched, &err) != MT_OK ||
         reload_create(v->sched, v->models, c, path, &v->reload, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
@@ -187,7 +200,7 @@ static int serve_start(serving *v, const char *path, const char *listen)
     }
     v->app = (http_app){.cfg = c, .models = v->models, .sched = v->sched, .reload = v->reload};
     http_options o = {.host = c->listen_host, .port = c->listen_port,
-                      .loop = sched_loop(v->sched),
+                      .listen_fd = v->listen_fd, .loop = sched_loop(v->sched),
                       .max_body_bytes = c->max_body_bytes,
                       .connection_limit = c->connection_limit,
                       .probe_connections = c->probe_connections,

@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <assert.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -496,6 +497,37 @@ static mt_status listen_addr(const char *host, int port, struct sockaddr_storage
     return MT_OK;
 }
 
+mt_status http_bind(const char *host, int port, int *fd, mt_err *err)
+{
+    struct sockaddr_storage ss;
+    unsigned flags = 0;
+    mt_status st = listen_addr(host, port, &ss, &flags, err);
+    if (st != MT_OK)
+        return st;
+    const bool v6 = ss.ss_family == AF_INET6;
+    int s = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return mt_fail(err, MT_EIO, "cannot listen on %s:%d: socket: %s", host, port,
+                       strerror(errno));
+    const int on = 1;
+    /* as libmicrohttpd sets up its own: a restart may bind while old
+     * connections linger in TIME_WAIT, and IPv6 means IPv6 only */
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (v6)
+        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    if (bind(s, (struct sockaddr *)&ss, v6 ? sizeof(struct sockaddr_in6)
+                                           : sizeof(struct sockaddr_in)) != 0) {
+        const int e = errno;
+        close(s);
+        return mt_fail(err, MT_EIO, "cannot listen on %s:%d: %s%s", host, port, strerror(e),
+                       e == EADDRINUSE ? " (another process has it: stop it, or choose "
+                                         "another port with server.listen or --listen)"
+                                       : "");
+    }
+    *fd = s;
+    return MT_OK;
+}
+
 /* The port the daemon is bound to. */
 static int bound_port(struct MHD_Daemon *d, int fallback)
 {
@@ -569,9 +601,14 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         (unsigned)o->connection_limit + (unsigned)o->probe_connections + 64 +
         (unsigned)o->connection_limit / 8;
     raise_fd_limit(mhd_limit);
-    struct sockaddr_storage ss;
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    mt_status st = listen_addr(o->host, o->port, &ss, &flags, err);
+    if (strchr(o->host, ':'))
+        flags |= MHD_USE_IPv6;
+    int fd = o->listen_fd;
+    mt_status st = fd > 0 ? MT_OK : http_bind(o->host, o->port, &fd, err);
+    if (st == MT_OK && listen(fd, 1024) != 0)
+        st = mt_fail(err, MT_EIO, "cannot listen on %s:%d: %s", o->host, o->port,
+                     strerror(errno));
     bool tls = o->tls_cert && o->tls_cert[0] && o->tls_key && o->tls_key[0];
     if (st == MT_OK && tls) {
         size_t n;
@@ -583,12 +620,14 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         flags |= MHD_USE_TLS;
     }
     if (st != MT_OK) {
+        if (fd > 0 && fd != o->listen_fd)
+            close(fd);
         free_server(s);
         return st;
     }
     s->d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
@@ -600,9 +639,9 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
     if (!s->d) {
         free_server(s);
         return mt_fail(err, MT_EIO,
-                       tls ? "cannot listen on %s:%d (address in use, or the TLS certificate "
-                             "or key is not valid PEM)"
-                           : "cannot listen on %s:%d (address in use or not permitted)",
+                       tls ? "cannot serve on %s:%d (is the TLS certificate or key valid "
+                             "PEM?)"
+                           : "cannot serve on %s:%d",
                        o->host, o->port);
     }
     s->port = bound_port(s->d, o->port);

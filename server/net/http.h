@@ -130,6 +130,8 @@ typedef struct {
 typedef struct {
     const char *host;            /* an IPv4 or IPv6 address */
     int port;                    /* 0: any free port (see http_port) */
+    int listen_fd;               /* > 0: the socket http_bind reserved for host:port (the
+                                  * transport owns it from http_start); 0: it binds there */
     struct uv_loop_s *loop;      /* the loop that drives the transport (its thread runs
                                   * every hook); http_start is called on that thread */
     size_t max_body_bytes;
@@ -145,6 +147,11 @@ typedef struct {
     const http_app *app;
 } http_options;
 
+/* Reserves host:port before anything slow (building the models): a socket
+ * bound there, not yet listening (a client that connects meanwhile is
+ * refused, as with nothing bound), so that a port in use or an address
+ * not this machine's is said at once. http_start listens on it. */
+mt_status http_bind(const char *host, int port, int *fd, mt_err *err);
 mt_status http_start(const http_options *o, http_server **out, mt_err *err);
 /* The port actually bound (useful with port 0). */
 int http_port(const http_server *s);

@@ -305,6 +305,28 @@ def test_serve_checks_listen_before_building_models(tmp_path):
         r.stderr
 
 
+def test_serve_reports_a_port_in_use_before_building_models(tmp_path):
+    from conftest import default_config
+    import socket
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        cfg = tmp_path / "c.json"
+        cfg.write_text(json.dumps(default_config(listen="127.0.0.1:%d" % port)))
+        for argv in (["--config", str(cfg)],
+                     ["--config", str(cfg), "--listen", "127.0.0.1:%d" % port]):
+            r = subprocess.run([BIN, "serve"] + argv, capture_output=True, text=True, timeout=60,
+                               cwd=ROOT)
+            assert r.returncode == 1, (r.returncode, r.stderr)
+            assert ("cannot listen on 127.0.0.1:%d: Address already in use" % port) in r.stderr, \
+                r.stderr
+            assert "loaded" not in r.stderr and "models ready" not in r.stderr, r.stderr
+    finally:
+        taken.close()
+
+
 # ---- bench: an ids file from text, and batches that fit it ---------------------------
 
 def test_bench_makes_ids_from_text_and_runs_the_batches_that_fit(tmp_path):
