@@ -11,6 +11,7 @@
 #include "cmd/cmd.h"
 #include "engine/jsonfile.h"
 #include "engine/model.h"
+#include "engine/registry.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -202,7 +203,7 @@ static int make_ids(const cmd_opts *o)
     int rc = 1;
     if (cm && !in)
         fprintf(stderr, "mantissa bench: --make-ids: %s: %s\n", o->make_ids, strerror(errno));
-    else if (in && (mt_backend_cpu_create(0, &be, &err) != MT_OK ||
+    else if (in && (mt_backend_reg_host()->create(0, 0, &be, &err) != MT_OK ||
                     mt_model_load(cm->path, be, &lo, &m, &err) != MT_OK))
         fprintf(stderr, "mantissa: model %s: %s\n", cm->name, err.msg);
     else if (m && !(out = o->out ? fopen(o->out, "w") : stdout))

@@ -12,6 +12,7 @@
 #include "engine/metrics.h"
 #include "engine/quant/mix_search.h"
 #include "engine/model.h"
+#include "engine/registry.h"
 
 typedef struct {
     char name[CFG_NAME_MAX];
@@ -289,7 +290,7 @@ int cmd_compare(int argc, char **argv)
     cfg_variant made;
     const cfg_model *cm = cmd_find(cfg, o.model, &pinned);
     if (!cm || build_sentences(&sts, &ss) != 0 ||
-        mt_backend_cpu_create(cfg->engine_threads, &be, &err) != MT_OK)
+        mt_backend_reg_host()->create(0, cfg->engine_threads, &be, &err) != MT_OK)
         goto done;
     nv = variant_order(cm, &made, order);
     if (!(res = calloc((size_t)nv, sizeof *res)))

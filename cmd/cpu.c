@@ -11,6 +11,7 @@
 #include "cmd/cmd.h"
 #include "engine/backend.h"
 #include "engine/options.h"
+#include "engine/registry.h"
 
 static const char usage[] =
     "usage: mantissa cpu [--levels]\n"
@@ -52,7 +53,7 @@ int cmd_cpu(int argc, char **argv)
     }
     mt_backend *be;
     mt_err err;
-    if (mt_backend_cpu_create(0, &be, &err) != MT_OK) {
+    if (mt_backend_reg_host()->create(0, 0, &be, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return 1;
     }

@@ -10,6 +10,7 @@
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "engine/quant/mix_search.h"
+#include "engine/registry.h"
 
 static void progress(void *arg, const char *line)
 {
@@ -32,7 +33,7 @@ static int search_mix(const cfg_model *m, const cfg_variant *v, const cmd_opts *
         return -1;
     }
     mt_backend *be;
-    if (mt_backend_cpu_create(0, &be, &err) != MT_OK) {
+    if (mt_backend_reg_host()->create(0, 0, &be, &err) != MT_OK) {
         fprintf(stderr, "mantissa: %s\n", err.msg);
         return -1;
     }

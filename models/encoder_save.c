@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/quant/quant.h"
+#include "engine/registry.h"
 #include "models/encoder_internal.h"
 
 /* Layer and GEMM slot (0 qkv, 1 attention output, 2 intermediate, 3
@@ -99,7 +100,7 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
     mt_backend *cpu;
     mt_status st;
     if ((st = enc_read_configs(sv->dir, sv->arch, &sv->cfg, err)) != MT_OK ||
-        (st = mt_backend_cpu_create(0, &cpu, err)) != MT_OK)
+        (st = mt_backend_reg_host()->create(0, 0, &cpu, err)) != MT_OK)
         return st;
     st = enc_calibrate(sv->dir, sv->arch, cpu, sv->cfg.max_seq_len, &sv->stats, err);
     mt_backend_destroy(cpu);
