@@ -51,6 +51,12 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
         sb_json_str(b, v->cfg.calibration, strlen(v->cfg.calibration));
     else
         sb_puts(b, "null");
+    const char *mix = v->model->info.mix;
+    sb_puts(b, ",\"mix\":");
+    if (mix && *mix)
+        sb_json_str(b, mix, strlen(mix));
+    else
+        sb_puts(b, "null");
     sb_printf(b, ",\"weights_checksum\":\"fnv1a64:%s\"},\"truncated_inputs\":%d}}", v->checksum,
               c->truncated);
 }

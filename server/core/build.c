@@ -189,9 +189,19 @@ size_t srv_resident_bytes(srv_models *s, srv_model *only, const srv_model *skip_
 
 /* The embedding space id: what a stored vector must match to be compared
  * with a new one: the model, the precision and calibration its GEMM
- * weights were made with, and the checksum of the weights file. */
+ * weights were made with, the mix over them when there is one (a 32-bit
+ * FNV-1a of its rules: two mixes of one file give different vectors), and
+ * the checksum of the weights file. */
 static void space_id(srv_variant *v, const char *model)
 {
+    const char *mix = v->model->info.mix;
+    char mixpart[24] = "";
+    if (mix && *mix) {
+        uint32_t h = 0x811c9dc5u;
+        for (const char *p = mix; *p; p++)
+            h = (h ^ (unsigned char)*p) * 0x01000193u;
+        snprintf(mixpart, sizeof mixpart, "-mix%08x", h);
+    }
     char calib[32] = "none";
     if (mt_prec(v->cfg.precision)->has_scales) {
         if (!strcmp(v->cfg.calibration, "percentile"))
@@ -199,8 +209,8 @@ static void space_id(srv_variant *v, const char *model)
         else
             snprintf(calib, sizeof calib, "%s", v->cfg.calibration);
     }
-    snprintf(v->space, sizeof v->space, "%s/%s-%s/fnv1a64-%s", model,
-             mt_precision_name(v->cfg.precision), calib, v->checksum);
+    snprintf(v->space, sizeof v->space, "%s/%s-%s%s/fnv1a64-%s", model,
+             mt_precision_name(v->cfg.precision), calib, mixpart, v->checksum);
 }
 
 /* qsort order for the probe latencies. */

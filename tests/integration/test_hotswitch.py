@@ -493,6 +493,29 @@ def test_sticky_keys_keep_their_variant_and_weight_changes_move_few(start):
 
 # ---- space id, shadow drift, gates, demotion, compare --------------------------
 
+def test_variants_with_different_mixes_have_different_spaces(start):
+    # same model, precision, calibration and weights file: only the mix differs,
+    # and with it the vectors, so the space must differ too
+    srv = start(server_cfg([model_cfg([
+        dict(name="u", precision="int8", traffic=1),
+        dict(name="m", precision="int8", mix="*=int8; ffn_out=fp32", traffic=1)])]))
+    spaces, vecs = {}, {}
+    for v in ("u", "m"):
+        resp, data = srv.request("POST", "/v1/embeddings",
+                                 {"model": "minilm@" + v, "input": "A man plays the guitar."})
+        assert resp.status == 200, data
+        spaces[v] = resp.getheader("X-Mantissa-Space")
+        vecs[v] = data["data"][0]["embedding"]
+        assert data["mantissa"]["space_id"] == spaces[v]
+    assert vecs["u"] != vecs["m"]
+    assert spaces["u"] != spaces["m"], spaces
+    assert "mix" not in spaces["u"] and "-mix" in spaces["m"], spaces
+    resp, data = srv.request("POST", "/v1/embeddings", {"model": "minilm@m", "input": "x"})
+    assert data["mantissa"]["space"]["mix"] == "*=int8; ffn_out=fp32", data["mantissa"]
+    resp, data = srv.request("POST", "/v1/embeddings", {"model": "minilm@u", "input": "x"})
+    assert data["mantissa"]["space"]["mix"] is None, data["mantissa"]
+
+
 def test_embedding_space_id_names_model_precision_and_weights(start):
     srv = start(server_cfg([model_cfg([dict(name="a", precision="fp32")])]))
     resp, data = srv.request("POST", "/v1/embeddings", {"model": "minilm", "input": "x"})
