@@ -36,7 +36,7 @@ TEXTS = ["A man is playing a guitar.", "The cat sat on the mat while it rained o
 
 
 def config(model, prec, device="cuda"):
-    return {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "log_level": "warn",
+    return {"server": {"listen": "127.0.0.1:0", "log_level": "warn",
                        "reload_debounce_ms": 100},
             "models": [{"name": "minilm", "path": model, "device": device,
                         "variants": [{"name": "main", "precision": prec, "traffic": 100}]}]}
