@@ -126,7 +126,7 @@ def sentences(n=256):
 
 class Server:
     def __init__(self, binary, batching, tmp, precision="fp32"):
-        cfg = {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "log_level": "warn",
+        cfg = {"server": {"listen": "127.0.0.1:0", "log_level": "warn",
                           "max_inputs": 256},
                "models": [{"name": "minilm", "path": MODEL, "batching": dict(batching,
                                                                              max_queue=4096),

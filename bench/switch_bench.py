@@ -37,7 +37,7 @@ PRECISIONS = ["fp16", "bf16", "int8", "fp8", "fp32"]
 
 
 def config(prec, debounce_ms):
-    return {"server": {"listen": "127.0.0.1:0", "http_threads": 4, "log_level": "warn",
+    return {"server": {"listen": "127.0.0.1:0", "log_level": "warn",
                        "reload_debounce_ms": debounce_ms},
             "models": [{"name": "minilm", "path": MODEL,
                         "variants": [{"name": "main", "precision": prec, "traffic": 100}]}]}
