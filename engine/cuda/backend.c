@@ -527,7 +527,10 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
  * creation. Group-scaled int8 ("int8g") has no CUDA kernel yet. */
 static bool cu_supports(const mt_backend *be, mt_precision p)
 {
-    return mt_prec_gemm(p, MT_BK_CUDA) != MT_GEMM_NONE;
+    /* the forms cu_gemm has; its 8-bit paths read one scale per channel,
+     * so a grouped precision given CODES8 here would run on wrong scales */
+    const mt_gemm_form f = mt_prec_gemm(p, MT_BK_CUDA);
+    return f == MT_GEMM_FLOAT || (f == MT_GEMM_CODES8 && mt_prec(p)->group == 0);
 }
 
 /* Destroys the backend; no thread may still be using it. */
