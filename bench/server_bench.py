@@ -141,7 +141,9 @@ class Server:
             line = self.proc.stderr.readline()
             if not line:
                 raise RuntimeError("server did not start")
-            m = re.search(r"serving on .*:(\d+)$", line.strip())
+            # the start-up line, in either log format: "... serving on ADDR:PORT" or
+            # {"msg":"serving on",...,"port":PORT,...}
+            m = re.search(r'serving on(?: .*:|".*"port":)(\d+)', line)
             if m:
                 self.port = int(m.group(1))
                 break

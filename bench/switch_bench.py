@@ -57,7 +57,9 @@ class Server:
                                      stderr=subprocess.PIPE, text=True)
         self.port = None
         for line in self.proc.stderr:
-            m = re.search(r"serving on .*:(\d+)$", line.strip())
+            # the start-up line, in either log format: "... serving on ADDR:PORT" or
+            # {"msg":"serving on",...,"port":PORT,...}
+            m = re.search(r'serving on(?: .*:|".*"port":)(\d+)', line)
             if m:
                 self.port = int(m.group(1))
                 break

@@ -15,6 +15,7 @@ typedef struct {
     const char *config, *listen, *model, *stsb, *ids, *batches, *out, *json, *svg;
     const char *high;  /* quantize --auto: the precision of the sensitive GEMMs */
     const char *make_ids; /* bench --make-ids: a text file to tokenize */
+    const char *log_format; /* serve --log-format: json or text */
     double seconds;
     double budget_cos; /* quantize --auto; 0: the variant's budget_cos */
     int batch;

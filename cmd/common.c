@@ -21,6 +21,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"auto", no_argument, 0, 'a'},          {"budget-cos", required_argument, 0, 'B'},
         {"high", required_argument, 0, 'H'},    {"levels", no_argument, 0, 'L'},
         {"skip-blank", no_argument, 0, 'K'},   {"make-ids", required_argument, 0, 'M'},
+        {"log-format", required_argument, 0, 'F'},
         {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
@@ -46,6 +47,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         case 'L': o->levels = 1; break;
         case 'K': o->skip_blank = 1; break;
         case 'M': o->make_ids = optarg; break;
+        case 'F': o->log_format = optarg; break;
         case 'h': printf("%s", usage); exit(0);
         default: fprintf(stderr, "%s", usage); return -1;
         }

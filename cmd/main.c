@@ -104,7 +104,9 @@ int main(int argc, char **argv)
         return 2;
     }
     prefer_short_openmp_spin(argv);
-    fputs(mt_options_warnings(), stderr); /* after the restart: printed once */
+    /* after the restart: printed once; serve logs them in its log's format */
+    if (argc < 2 || strcmp(argv[1], "serve"))
+        fputs(mt_options_warnings(), stderr);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

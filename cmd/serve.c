@@ -4,12 +4,13 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "server/base/log.h"
 #include "server/main.h"
 
 int cmd_serve(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: mantissa serve [--config FILE] [--listen ADDR:PORT]\n"
+        "usage: mantissa serve [--config FILE] [--listen ADDR:PORT] [--log-format json|text]\n"
         "Serves the models of the config (default config/mantissa.json) over HTTP:\n"
         "  OpenAI      POST /v1/embeddings (also /embeddings), GET /v1/models\n"
         "  KServe v2   /v2/health/*, /v2, /v2/models/{m}[/infer|/ready|/config|/stats]\n"
@@ -17,7 +18,8 @@ int cmd_serve(int argc, char **argv)
         "              (text-embeddings-inference)\n"
         "  admin, A/B  /v2/repository/*, /v2/admin/config, /v2/admin/reload,\n"
         "              POST /v2/models/{m}/compare, GET /ab; GET /metrics (Prometheus)\n"
-        "GET / lists every route (see README.md). --listen overrides server.listen.\n"
+        "GET / lists every route (see README.md). --listen overrides server.listen,\n"
+        "--log-format server.log_format (the log on stderr: JSON lines or text).\n"
         "SIGTERM/SIGINT drain and stop; SIGHUP reloads the config.\n";
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -38,5 +40,10 @@ int cmd_serve(int argc, char **argv)
                 o.listen);
         return 2;
     }
-    return mt_serve(o.config, o.listen);
+    if (o.log_format && log_format_parse(o.log_format) < 0) {
+        fprintf(stderr, "mantissa serve: --log-format: \"%s\" is not json or text\n",
+                o.log_format);
+        return 2;
+    }
+    return mt_serve(o.config, o.listen, o.log_format);
 }

@@ -10,10 +10,13 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/options.h"
 #include "engine/version.h"
 #include "server/api/api.h"
 #include "server/base/log.h"
@@ -44,6 +47,43 @@ static void team_words(char *buf, size_t n, const srv_variant *v)
                  v->solo_tokens);
 }
 
+/* The line of a variant that serves: precision, backend, threads, the load
+ * check, resident size, space. */
+static void log_loaded(const srv_model *m, const srv_variant *v)
+{
+    const double resident = v->model->info.resident_bytes / 1048576.0,
+                 gemm = v->model->info.gemm_bytes / 1048576.0;
+    log_line l;
+    log_begin(&l, LOG_INFO | LOG_ALWAYS, "loaded");
+    log_str(&l, "model", m->name);
+    log_str(&l, "variant", v->cfg.name);
+    log_str(&l, "precision", mt_precision_name(v->cfg.precision));
+    log_str(&l, "device", v->be->device);
+    log_str(&l, "isa", srv_variant_isa(v));
+    log_str(&l, "kernel", srv_variant_kernel(v));
+    log_int(&l, "threads", v->be->threads);
+    log_int(&l, "solo_tokens", v->be->threads > 1 && v->solo_tokens > 0 ? v->solo_tokens : 0);
+    if (v->check.probes > 0) {
+        log_int(&l, "check_probes", v->check.probes);
+        log_num(&l, "check_mean_cos", v->check.mean_cos, 6);
+        log_num(&l, "check_min_cos", v->check.min_cos, 6);
+    }
+    log_num(&l, "resident_mib", resident, 1);
+    log_num(&l, "gemm_mib", gemm, 1);
+    log_str(&l, "space", v->space);
+    char team[96];
+    team_words(team, sizeof team, v);
+    log_words(&l, "loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s", m->name,
+              v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
+              srv_variant_isa(v), srv_variant_kernel(v), team);
+    if (v->check.probes > 0)
+        log_words(&l, "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
+                  v->check.mean_cos, v->check.min_cos, v->check.probes);
+    log_words(&l, "): %.1f MiB resident, %.1f MiB GEMM weights, space %s", resident, gemm,
+              v->space);
+    log_end(&l);
+}
+
 /* One line per variant: loaded (precision, backend, resident size, space)
  * or out of rotation (why). */
 static void print_loaded(const srv_models *s)
@@ -52,35 +92,56 @@ static void print_loaded(const srv_models *s)
         srv_model *m = s->models[i];
         for (int k = 0; k < m->nslots; k++) {
             const srv_slot *sl = m->slots[k];
-            const srv_variant *v = sl->cur;
-            if (!v) {
-                fprintf(stderr, "mantissa: %s@%s is out of rotation: %s\n", m->name, sl->name,
-                        sl->error);
+            if (sl->cur) {
+                log_loaded(m, sl->cur);
                 continue;
             }
-            char check[160] = "";
-            if (v->check.probes > 0)
-                snprintf(check, sizeof check,
-                         "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
-                         v->check.mean_cos, v->check.min_cos, v->check.probes);
-            char team[96];
-            team_words(team, sizeof team, v);
-            fprintf(stderr,
-                    "mantissa: loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s%s): "
-                    "%.1f MiB resident, %.1f MiB GEMM weights, space %s\n",
-                    m->name, v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-                    srv_variant_isa(v), srv_variant_kernel(v), team, check,
-                    v->model->info.resident_bytes / 1048576.0,
-                    v->model->info.gemm_bytes / 1048576.0, v->space);
+            log_line l;
+            log_begin(&l, LOG_WARN | LOG_ALWAYS, "out of rotation");
+            log_str(&l, "model", m->name);
+            log_str(&l, "variant", sl->name);
+            log_str(&l, "error", sl->error);
+            log_words(&l, "%s@%s is out of rotation: %s", m->name, sl->name, sl->error);
+            log_end(&l);
         }
     }
 }
+
+/* Each model's resident size, then the total (and the budget). */
+static void print_ready(srv_models *s, double seconds)
+{
+    for (int i = 0; i < srv_models_count(s); i++) {
+        srv_model *m = srv_models_at(s, i);
+        const double mib = srv_resident_bytes(s, m, NULL, NULL) / 1048576.0;
+        log_line l;
+        log_begin(&l, LOG_INFO | LOG_ALWAYS, "model resident");
+        log_str(&l, "model", m->name);
+        log_num(&l, "resident_mib", mib, 1);
+        log_words(&l, "model %s: %.1f MiB resident", m->name, mib);
+        log_end(&l);
+    }
+    const double mib = srv_resident_bytes(s, NULL, NULL, NULL) / 1048576.0;
+    log_line l;
+    log_begin(&l, LOG_INFO | LOG_ALWAYS, "models ready");
+    log_num(&l, "seconds", seconds, 2);
+    log_num(&l, "resident_mib", mib, 1);
+    if (s->memory_budget)
+        log_int(&l, "memory_budget_mb", (long long)(s->memory_budget >> 20));
+    log_words(&l, "models ready in %.2f s: %.1f MiB resident in all", seconds, mib);
+    if (s->memory_budget)
+        log_words(&l, " (server.memory_budget_mb %zu)", s->memory_budget >> 20);
+    log_end(&l);
+}
+
+/* An error that stops the start (or a CLI command): written at every
+ * log_level, as "mantissa: ..." in text. */
+#define FATAL(...) log_msg(LOG_ERROR | LOG_ALWAYS, __VA_ARGS__)
 
 srv_models *mt_load_config_models(const char *path, cfg_config **cfg)
 {
     mt_err err;
     if (cfg_load(path, cfg, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
+        FATAL("%s", err.msg);
         return NULL;
     }
     srv_models *s = mt_load_models(*cfg);
@@ -97,18 +158,11 @@ srv_models *mt_load_models(const cfg_config *cfg)
     srv_models *s = NULL;
     double t0 = now_s();
     if (srv_models_load(cfg, &s, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s: %s\n", cfg->source, err.msg);
+        FATAL("%s: %s", cfg->source, err.msg);
         return NULL;
     }
     print_loaded(s);
-    for (int i = 0; i < srv_models_count(s); i++)
-        fprintf(stderr, "mantissa: model %s: %.1f MiB resident\n", srv_models_at(s, i)->name,
-                srv_resident_bytes(s, srv_models_at(s, i), NULL, NULL) / 1048576.0);
-    fprintf(stderr, "mantissa: models ready in %.2f s: %.1f MiB resident in all", now_s() - t0,
-            srv_resident_bytes(s, NULL, NULL, NULL) / 1048576.0);
-    if (s->memory_budget)
-        fprintf(stderr, " (server.memory_budget_mb %zu)", s->memory_budget >> 20);
-    fputc('\n', stderr);
+    print_ready(s, now_s() - t0);
     return s;
 }
 
@@ -168,34 +222,90 @@ static void serve_free(serving *v)
     cfg_free(v->cfg);
 }
 
-/* Everything but the loop; prints the error and returns 1 on failure. */
-static int serve_start(serving *v, const char *path, const char *listen)
+/* The runtime options' warnings ("mantissa: ..." lines, engine/options.c),
+ * which cmd/main.c leaves to serve: written in the log's format. */
+static void log_option_warnings(void)
+{
+    static const char prefix[] = "mantissa: ";
+    for (const char *w = mt_options_warnings(); *w;) {
+        size_t n = strcspn(w, "\n");
+        const char *line = w;
+        w += n + (w[n] == '\n');
+        if (!strncmp(line, prefix, sizeof prefix - 1)) {
+            line += sizeof prefix - 1;
+            n -= sizeof prefix - 1;
+        }
+        if (n)
+            log_msg(LOG_WARN | LOG_ALWAYS, "%.*s", (int)n, line);
+    }
+}
+
+/* "serving on": the version, its commit and the address. */
+static void log_serving(const cfg_config *c, int port)
+{
+    const bool tls = c->tls_cert[0] != 0, v6 = strchr(c->listen_host, ':') != NULL;
+    char address[300];
+    snprintf(address, sizeof address, "%s%s%s:%d", v6 ? "[" : "", c->listen_host,
+             v6 ? "]" : "", port);
+    log_line l;
+    log_begin(&l, LOG_INFO | LOG_ALWAYS, "serving on");
+    log_str(&l, "version", MANTISSA_VERSION);
+    log_str(&l, "commit", mt_build_commit());
+    log_str(&l, "address", address);
+    log_int(&l, "port", port);
+    log_bool(&l, "tls", tls);
+    log_words(&l, "version %s (commit %s), serving on %s%s:%d", MANTISSA_VERSION,
+              mt_build_commit(), tls ? "https://" : "", c->listen_host, port);
+    log_end(&l);
+}
+
+/* The config, with the command line's overrides; the log's format and
+ * level from it. */
+static int serve_config(serving *v, const char *path, const char *listen, const char *format)
 {
     mt_err err;
+    if (format) /* known before the file is read: its errors follow it too */
+        log_set_format(log_format_parse(format));
     if (cfg_load(path, &v->cfg, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
+        log_option_warnings();
+        FATAL("%s", err.msg);
         return 1;
     }
-    const cfg_config *c = v->cfg;
-    log_set_level(c->log_level);
+    if (format && cfg_override_log_format(v->cfg, format) != 0) {
+        FATAL("--log-format: \"%s\" is not json or text", format);
+        return 1;
+    }
+    log_set_format(v->cfg->log_format);
+    log_set_level(v->cfg->log_level);
+    log_option_warnings();
     if (listen && cfg_override_listen(v->cfg, listen) != 0) {
-        fprintf(stderr, "mantissa: --listen: \"%s\" is not ADDR:PORT\n", listen);
+        FATAL("--listen: \"%s\" is not ADDR:PORT", listen);
         return 1;
     }
+    return 0;
+}
+
+/* Everything but the loop; logs the error and returns 1 on failure. */
+static int serve_start(serving *v, const char *path, const char *listen, const char *format)
+{
+    mt_err err;
+    if (serve_config(v, path, listen, format) != 0)
+        return 1;
+    const cfg_config *c = v->cfg;
     /* what can fail fast, before the models take their seconds to build */
     if (c->api_keys_file[0] && auth_load(c->api_keys_file, &v->keys, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s: %s\n", path, err.msg);
+        FATAL("%s: %s", path, err.msg);
         return 1;
     }
     if (http_bind(c->listen_host, c->listen_port, &v->listen_fd, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
+        FATAL("%s", err.msg);
         return 1;
     }
     if (!(v->models = mt_load_models(v->cfg)))
         return 1;
     if (sched_create(c, v->models, &v->sched, &err) != MT_OK ||
         reload_create(v->sched, v->models, c, path, &v->reload, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
+        FATAL("%s", err.msg);
         return 1;
     }
     v->app = (http_app){.cfg = c, .models = v->models, .sched = v->sched, .reload = v->reload};
@@ -211,19 +321,16 @@ static int serve_start(serving *v, const char *path, const char *listen)
     o.routes = v->app.routes = api_routes(&o.nroutes);
     v->app.nroutes = o.nroutes;
     if (http_start(&o, &v->http, &err) != MT_OK) {
-        fprintf(stderr, "mantissa: %s\n", err.msg);
+        FATAL("%s", err.msg);
         return 1;
     }
     v->app.http = v->http; /* for the connection counts in /metrics */
     sched_set_hooks(v->sched, serve_quiesce, serve_detach, v->http);
-    fprintf(stderr, "mantissa: version %s (commit %s), serving on %s%s:%d\n", MANTISSA_VERSION,
-            mt_build_commit(), c->tls_cert[0] ? "https://" : "", c->listen_host,
-            http_port(v->http));
-    fflush(stderr);
+    log_serving(c, http_port(v->http));
     return 0;
 }
 
-int mt_serve(const char *path, const char *listen)
+int mt_serve(const char *path, const char *listen, const char *format)
 {
     signal(SIGPIPE, SIG_IGN);
     /* Blocked from here, before the first thread exists, so every thread
@@ -232,13 +339,16 @@ int mt_serve(const char *path, const char *listen)
     sigset_t old_mask;
     block_async_signals(&old_mask);
     serving v = {0};
-    int rc = serve_start(&v, path, listen);
+    int rc = serve_start(&v, path, listen, format);
     if (rc == 0) {
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         rc = sched_run(v.sched);
     }
     serve_free(&v);
-    if (rc == 0)
-        fprintf(stderr, "mantissa: stopped\n");
+    if (rc == 0) {
+        log_line l;
+        log_begin(&l, LOG_INFO | LOG_ALWAYS, "stopped");
+        log_end(&l);
+    }
     return rc;
 }

@@ -6,16 +6,19 @@
 #include "server/core/config.h"
 #include "server/core/models.h"
 
-/* Loads the config at path and every model it names, printing what was
- * loaded (and its resident size) on stderr; on failure prints why and
- * returns NULL. */
+/* Loads the config at path and every model it names, logging what was
+ * loaded (and its resident size) on stderr (server/base/log.h: text lines
+ * unless serve set JSON); on failure logs why and returns NULL. */
 srv_models *mt_load_config_models(const char *path, cfg_config **cfg);
 /* The same for a config already read (cmd/ narrows it to one model first). */
 srv_models *mt_load_models(const cfg_config *cfg);
 
 /* mantissa serve: serves the models of the config at path until SIGTERM or
- * SIGINT has drained (listen, when not NULL, overrides server.listen).
- * Returns the process exit code. */
-int mt_serve(const char *path, const char *listen);
+ * SIGINT has drained (listen and format, when not NULL, override
+ * server.listen and server.log_format; format is "json" or "text").
+ * Everything it writes on stderr is in the log's format (server/base/log.h)
+ * but what precedes the config (an unreadable or invalid file without
+ * --log-format: text). Returns the process exit code. */
+int mt_serve(const char *path, const char *listen, const char *format);
 
 #endif

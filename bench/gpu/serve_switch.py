@@ -116,7 +116,9 @@ def main():
         port, lines = None, []
         for line in proc.stderr:
             lines.append(line.rstrip())
-            m = re.search(r"serving on .*:(\d+)$", line.strip())
+            # the start-up line, in either log format: "... serving on ADDR:PORT" or
+            # {"msg":"serving on",...,"port":PORT,...}
+            m = re.search(r'serving on(?: .*:|".*"port":)(\d+)', line)
             if m:
                 port = int(m.group(1))
                 break

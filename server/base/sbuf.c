@@ -71,21 +71,26 @@ void sb_putc(sbuf *b, char c)
     sb_putn(b, &c, 1);
 }
 
+void sb_vprintf(sbuf *b, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    if (n >= 0)
+        sb_reserve(b, (size_t)n);
+    if (n >= 0 && !b->oom) {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+}
+
 void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    sb_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    sb_reserve(b, (size_t)n);
-    if (b->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
 }
 
 void sb_json_str(sbuf *b, const char *s, size_t n)

@@ -5,6 +5,7 @@
 #ifndef MT_SERVER_SBUF_H
 #define MT_SERVER_SBUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -23,6 +24,7 @@ void sb_putn(sbuf *b, const void *p, size_t n);
 void sb_puts(sbuf *b, const char *s);
 void sb_putc(sbuf *b, char c);
 void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_vprintf(sbuf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* A JSON string literal (quotes included), escaping as RFC 8259 asks. */
 void sb_json_str(sbuf *b, const char *s, size_t n);
 /* A float32 as printf's "%.9g" writes it (reads back to the same float);

@@ -236,6 +236,7 @@ static mt_status apply(ctx *c, const cJSON *obj, const char *path, const field *
 #define LATER(k, kind, req) {k, kind, 0, 4096, CALLER, req, 0, NULL, NULL, NULL}
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", "off", NULL};
+static const char *const log_formats[] = {"text", "json", NULL}; /* LOG_TEXT, LOG_JSON */
 static const char *const calibrations[] = {"absmax", "percentile", "mse", NULL};
 /* mix "auto": the precision of the GEMMs the search lifts ("default": fp32
  * on the CPU, fp16 on a GPU) */
@@ -262,6 +263,7 @@ static const field server_fields[] = {
     INT(cfg_config, "memory_budget_mb", 0, 1 << 24, memory_budget_mb, 0),
     INT(cfg_config, "connection_timeout_s", 1, 86400, connection_timeout_s, 30),
     ENUM(cfg_config, "log_level", log_level, LOG_INFO, log_levels, "level"),
+    ENUM(cfg_config, "log_format", log_format, LOG_JSON, log_formats, "log format"),
     STR(cfg_config, "api_keys_file", api_keys_file, ""),
     STR(cfg_config, "tls_cert", tls_cert, ""),
     STR(cfg_config, "tls_key", tls_key, ""),
@@ -589,6 +591,16 @@ int cfg_override_listen(cfg_config *c, const char *s)
     memcpy(c->listen_host, host, sizeof host);
     c->listen_port = port;
     c->listen_overridden = true;
+    return 0;
+}
+
+int cfg_override_log_format(cfg_config *c, const char *s)
+{
+    int f = log_format_parse(s);
+    if (f < 0)
+        return -1;
+    c->log_format = f;
+    c->log_format_overridden = true;
     return 0;
 }
 

@@ -81,6 +81,8 @@ typedef struct {
     int memory_budget_mb;    /* 0: none; else the resident bytes of all builds at most */
     int connection_timeout_s;
     int log_level;           /* LOG_* (server/base/log.h) */
+    int log_format;          /* LOG_TEXT or LOG_JSON (server/base/log.h); default JSON */
+    bool log_format_overridden; /* set by --log-format (cfg_override_log_format) */
     char api_keys_file[1024];/* "": no authentication */
     char tls_cert[1024];     /* both set: HTTPS */
     char tls_key[1024];
@@ -103,6 +105,9 @@ int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port);
  * so (a reload then compares the address in force, not the file's); 0 on
  * success, -1 (c unchanged) when s is not an address. */
 int cfg_override_listen(cfg_config *c, const char *s);
+/* serve --log-format: s ("json" or "text") replaces c's server.log_format,
+ * and c says so; 0 on success, -1 (c unchanged) when s names no format. */
+int cfg_override_log_format(cfg_config *c, const char *s);
 
 const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
 

@@ -129,8 +129,12 @@ void sc_on_signal(uv_signal_t *h, int sig)
         if (s->cfg->drain_delay_ms <= 0)
             atomic_store(&s->draining, true);
         atomic_store(&s->unready, true);
-        log_msg(LOG_INFO, "signal %d: readiness off, shutting down", sig);
-        fprintf(stderr, "mantissa: signal %d: stopping\n", sig);
+        log_line l; /* written at every log_level, as the start-up lines are */
+        log_begin(&l, LOG_INFO | LOG_ALWAYS, "stopping");
+        log_int(&l, "signal", sig);
+        log_int(&l, "drain_delay_ms", s->cfg->drain_delay_ms);
+        log_words(&l, "signal %d: stopping", sig);
+        log_end(&l);
         if (s->cfg->drain_delay_ms > 0) {
             s->phase = 1;
             uv_timer_start(&s->drain_timer, on_drain_delay_over,

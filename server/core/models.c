@@ -129,9 +129,15 @@ static void open_device(const mt_backend_reg *reg, srv_models *s)
 {
     const char *host = mt_backend_reg_host()->label;
     char desc[256];
+    log_line l;
     if (reg->probe(desc, sizeof desc) <= 0) { /* desc says why */
-        fprintf(stderr, "mantissa: no %s device (%s): models with device \"auto\" run on the %s\n",
-                reg->label, desc, host);
+        log_begin(&l, LOG_INFO | LOG_ALWAYS, "no device");
+        log_str(&l, "backend", reg->name);
+        log_str(&l, "why", desc);
+        log_str(&l, "auto_runs_on", host);
+        log_words(&l, "no %s device (%s): models with device \"auto\" run on the %s",
+                  reg->label, desc, host);
+        log_end(&l);
         return;
     }
     mt_err gerr;
@@ -141,10 +147,20 @@ static void open_device(const mt_backend_reg *reg, srv_models *s)
     if (reg->create(0, 0, &d->be, &gerr) == MT_OK) {
         d->reg = reg;
         s->ndevices++;
-        fprintf(stderr, "mantissa: device auto/%s: using %s\n", reg->name, desc);
-    } else
-        fprintf(stderr, "mantissa: %s: cannot use it (%s); models with device \"auto\" run "
-                        "on the %s\n", desc, gerr.msg, host);
+        log_begin(&l, LOG_INFO | LOG_ALWAYS, "device");
+        log_str(&l, "backend", reg->name);
+        log_str(&l, "device", desc);
+        log_words(&l, "device auto/%s: using %s", reg->name, desc);
+    } else {
+        log_begin(&l, LOG_WARN | LOG_ALWAYS, "device unusable");
+        log_str(&l, "backend", reg->name);
+        log_str(&l, "device", desc);
+        log_str(&l, "error", gerr.msg);
+        log_str(&l, "auto_runs_on", host);
+        log_words(&l, "%s: cannot use it (%s); models with device \"auto\" run on the %s", desc,
+                  gerr.msg, host);
+    }
+    log_end(&l);
 }
 
 /* The host's backend (server.engine_threads), then each other row's

@@ -107,7 +107,9 @@ def main():
         if not line:
             break
         log.write(line)
-        m = re.search(r"serving on .*:(\d+)\s*$", line)
+        # the start-up line, in either log format: "... serving on ADDR:PORT" or
+        # {"msg":"serving on",...,"port":PORT,...}
+        m = re.search(r'serving on(?: .*:|".*"port":)(\d+)', line)
         if m:
             port = int(m.group(1))
     if port is None:

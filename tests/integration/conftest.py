@@ -31,6 +31,21 @@ def default_config(**server):
     return cfg
 
 
+def serving_port(line):
+    """The port of the start-up line that says where the server listens, in
+    either log format (JSON: "msg":"serving on" with "port"; text:
+    "mantissa: version V (commit C), serving on ADDR:PORT"); else None."""
+    line = line.strip()
+    if line.startswith("{"):
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            return None
+        return ev["port"] if ev.get("msg") == "serving on" else None
+    m = re.search(r"serving on .*:(\d+)$", line)
+    return int(m.group(1)) if m else None
+
+
 class Server:
     """A running mantissa serve process and a tiny HTTP client for it."""
 
@@ -48,9 +63,8 @@ class Server:
             if not line:
                 break
             self.log.append(line)
-            m = re.search(r"serving on .*:(\d+)$", line.strip())
-            if m:
-                self.port = int(m.group(1))
+            self.port = serving_port(line)
+            if self.port is not None:
                 break
         if self.port is None:
             self.proc.kill()
@@ -62,6 +76,17 @@ class Server:
     def _read_rest(self):
         for line in self.proc.stderr:
             self.log.append(line)
+
+    def events(self, msg=None):
+        """The log's JSON lines (server.log_format "json", the default) as
+        dicts, those whose msg is msg when it is given."""
+        out = []
+        for line in list(self.log):
+            if line.startswith("{"):
+                ev = json.loads(line)
+                if msg is None or ev.get("msg") == msg:
+                    out.append(ev)
+        return out
 
     def request(self, method, path, body=None, headers=None, raw=False):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -84,10 +109,12 @@ class Server:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=30)
+            rc = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return -9
+        self._drain.join(timeout=10)  # the log is whole once stop returns
+        return rc
 
 
 @pytest.fixture(scope="module")

@@ -51,9 +51,10 @@ def serves_on_the_cpu(srv):
 
 
 def cuda_line(srv):
-    lines = [ln for ln in srv.log if "no CUDA device" in ln]
+    """Why the start-up log says there is no CUDA device."""
+    lines = [e for e in srv.events("no device") if e["backend"] == "cuda"]
     assert len(lines) == 1, srv.log
-    return lines[0]
+    return lines[0]["why"]
 
 
 def test_without_a_driver_no_cuda_library_is_loaded(tmp_path):

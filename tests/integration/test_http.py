@@ -297,10 +297,12 @@ def test_device_cuda_without_a_gpu_fails_at_start_naming_the_variant(tmp_path):
     p.write_text(json.dumps(cfg))
     r = subprocess.run([BIN, "serve", "--config", str(p), "--listen", "127.0.0.1:0"],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
-    if "no CUDA device" not in r.stderr:
+    log = [json.loads(l) for l in r.stderr.splitlines()]  # the log's format: JSON
+    if not [e for e in log if e["msg"] == "no device" and e["backend"] == "cuda"]:
         pytest.skip("a CUDA device is present here: device \"cuda\" starts")
     assert r.returncode == 1, (r.returncode, r.stderr)
-    assert 'device "cuda" asked for' in r.stderr and str(p) in r.stderr, r.stderr
+    err = [e["msg"] for e in log if e["level"] == "error"]
+    assert len(err) == 1 and 'device "cuda" asked for' in err[0] and str(p) in err[0], r.stderr
 
 
 def test_truncate_off_makes_long_inputs_400_as_openai_answers_them(tmp_path):

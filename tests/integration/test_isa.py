@@ -54,15 +54,16 @@ def test_each_build_names_its_isa_and_kernel_and_passes_the_load_check(tmp_path)
                                  dict(name="q", precision="int8", traffic=50)])])
     srv = Server(cfg, tmp_path, env=env_at("AVX2"))
     try:
-        log = "".join(srv.log)
-        assert re.search(r"loaded minilm@q \(int8 on the cpu backend, ISA avx2, kernel "
-                         r"avx2_sign;.*load check: cosine to FP32 0\.99\d+ mean", log), log
+        loaded = {e["variant"]: e for e in srv.events("loaded")}
+        q = loaded["q"]
+        assert (q["model"], q["precision"], q["device"], q["isa"], q["kernel"]) == \
+            ("minilm", "int8", "cpu", "avx2", "avx2_sign"), q
+        assert q["check_probes"] > 0 and 0.99 < q["check_mean_cos"] < 1, q
         # FP32 builds have nothing to check
-        # (the thread words may hold a ';' of their own: "2 threads; batches of up to
-        # 16 tokens on one thread" where team.c measured one thread faster for small ones)
-        f = re.search(r"loaded minilm@f \(fp32 on the cpu backend, ISA avx2, kernel "
-                      r"onednn_f32; [^)]*\)", log)
-        assert f and "load check" not in f.group(0), log
+        f = loaded["f"]
+        assert (f["precision"], f["device"], f["isa"], f["kernel"]) == \
+            ("fp32", "cpu", "avx2", "onednn_f32"), f
+        assert "check_probes" not in f and "check_mean_cos" not in f, f
         m = metrics(srv)
         key = ('mantissa_variant_kernel_info{model="minilm",variant="q",precision="int8",'
                'device="cpu",isa="avx2",kernel="avx2_sign"}')

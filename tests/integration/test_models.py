@@ -26,9 +26,11 @@ def test_two_models_resident_bytes_and_a_budget_that_holds(tmp_path):
     cfg = server_cfg([model("one", "fp32"), model("two", "int8")], memory_budget_mb=400)
     srv = Server(cfg, tmp_path)
     try:
-        log = "".join(srv.log)
-        assert "mantissa: model one: " in log and "mantissa: model two: " in log
-        assert "MiB resident in all (server.memory_budget_mb 400)" in log
+        sizes = {e["model"]: e["resident_mib"] for e in srv.events("model resident")}
+        assert set(sizes) == {"one", "two"}, srv.log
+        ready = srv.events("models ready")
+        assert len(ready) == 1 and ready[0]["memory_budget_mb"] == 400, srv.log
+        assert abs(ready[0]["resident_mib"] - sum(sizes.values())) < 0.2, ready
         m = metrics(srv)
         one, two = m['mantissa_model_resident_bytes{model="one"}'], \
             m['mantissa_model_resident_bytes{model="two"}']

@@ -1,10 +1,12 @@
 """Integration tests of the runtime options (engine/options.h) on the real
 binary: a bad value stops the start with a message naming the variable and
 its allowed values; an old MT_CUDA_* name is honoured with one warning line
-naming the new name (the new name wins where both are set); the settings
+naming the new name (the new name wins where both are set; serve writes it in
+its log's format); the settings
 reach the kernels (a forced int8 kernel, the FP16 kernel switch, the ISA
 cap); `mantissa serve --help` lists every row of the table; the README's
 list is exactly `mantissa options --markdown`."""
+import json
 import os
 import re
 import subprocess
@@ -94,12 +96,22 @@ def test_an_old_name_is_honoured_with_one_warning_naming_the_new_one():
 def test_the_server_warns_once_about_an_old_name(tmp_path):
     if not os.path.exists(os.path.join(MODEL, "model.safetensors")):
         pytest.skip("model not fetched (run make model)")
-    srv = Server(default_config(), tmp_path, env=clean_env(MT_CUDA_GRAPHS="0"))
-    try:
-        warn = [l for l in srv.log if "MT_CUDA_GRAPHS" in l]
-        assert len(warn) == 1 and "MANTISSA_CUDA_GRAPHS" in warn[0], srv.log
-    finally:
-        srv.stop()
+    # in the log's format (server.log_format): a JSON warn line, or the text line
+    for log_format in ("json", "text"):
+        srv = Server(default_config(log_format=log_format), tmp_path,
+                     env=clean_env(MT_CUDA_GRAPHS="0"))
+        try:
+            warn = [l for l in srv.log if "MT_CUDA_GRAPHS" in l]
+            assert len(warn) == 1 and "MANTISSA_CUDA_GRAPHS" in warn[0], srv.log
+        finally:
+            srv.stop()
+        if log_format == "json":
+            ev = json.loads(warn[0])
+            assert ev["level"] == "warn" and ev["msg"].startswith(
+                "MT_CUDA_GRAPHS is the old name of MANTISSA_CUDA_GRAPHS"), ev
+        else:
+            assert warn[0].startswith("mantissa: MT_CUDA_GRAPHS is the old name of "
+                                      "MANTISSA_CUDA_GRAPHS"), warn
 
 
 def test_the_settings_reach_the_kernels():

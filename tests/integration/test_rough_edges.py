@@ -48,8 +48,8 @@ def test_version_and_its_short_flag_name_the_build_commit():
 
 def test_server_reports_the_same_version_and_commit(server):
     ver, commit = version()
-    line = [l for l in server.log if "serving on" in l]
-    assert line and "version %s (commit %s)" % (ver, commit) in line[0], server.log
+    line = server.events("serving on")
+    assert line and (line[0]["version"], line[0]["commit"]) == (ver, commit), server.log
     resp, meta = server.request("GET", "/v2")
     assert resp.status == 200 and meta["version"] == ver and meta["commit"] == commit, meta
     resp, info = server.request("GET", "/info")
@@ -87,11 +87,27 @@ def test_root_lists_the_route_table_and_post_root_still_embeds(server):
 # ---- the start-up lines -------------------------------------------------------
 
 def test_loaded_line_says_how_batches_use_the_threads(server):
-    line = [l for l in server.log if "loaded minilm@fp32" in l]
+    line = [e for e in server.events("loaded") if e["variant"] == "fp32"]
     assert line, server.log
     resp, cfg = server.request("GET", "/v2/admin/config")
     solo = [v["serving"]["solo_tokens"] for m in cfg["models"] if m["name"] == "minilm"
             for v in m["variants"] if v["name"] == "fp32"][0]
+    threads = line[0]["threads"]
+    assert threads >= 1 and line[0]["solo_tokens"] == (solo if threads > 1 else 0), line[0]
+
+
+def test_loaded_line_in_words(tmp_path):
+    """The text log's start-up line: the threads in words, never "up to 0 tokens"."""
+    from conftest import Server, default_config
+    srv = Server(default_config(log_format="text"), tmp_path)
+    try:
+        line = [l for l in srv.log if l.startswith("mantissa: loaded minilm@fp32 (")]
+        assert line, srv.log
+        resp, cfg = srv.request("GET", "/v2/admin/config")
+        solo = [v["serving"]["solo_tokens"] for m in cfg["models"] if m["name"] == "minilm"
+                for v in m["variants"] if v["name"] == "fp32"][0]
+    finally:
+        assert srv.stop() == 0
     m = re.search(r"; (\d+) threads?(.*?)[;)]", line[0])
     assert m and "up to 0 tokens" not in line[0], line[0]
     threads = int(m.group(1))
@@ -106,10 +122,16 @@ def test_loaded_line_says_how_batches_use_the_threads(server):
 
 def test_loaded_line_with_one_engine_thread(tmp_path):
     from conftest import Server, default_config
-    srv = Server(default_config(engine_threads=1), tmp_path)
+    srv = Server(default_config(engine_threads=1, log_format="text"), tmp_path)
     try:
         line = [l for l in srv.log if "loaded minilm@fp32" in l]
         assert line and re.search(r"; 1 thread[;)]", line[0]) and "up to" not in line[0], line
+    finally:
+        assert srv.stop() == 0
+    srv = Server(default_config(engine_threads=1), tmp_path)
+    try:
+        ev = srv.events("loaded")
+        assert ev and ev[0]["threads"] == 1 and ev[0]["solo_tokens"] == 0, srv.log
     finally:
         assert srv.stop() == 0
 

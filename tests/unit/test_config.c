@@ -60,6 +60,8 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert_int_eq(c->connection_limit, 1000);
     ck_assert_int_eq(c->connection_timeout_s, 30);
     ck_assert_int_eq(c->log_level, LOG_INFO);
+    ck_assert_int_eq(c->log_format, LOG_JSON);
+    ck_assert(!c->log_format_overridden);
     ck_assert_str_eq(c->api_keys_file, "");
     ck_assert(c->watch);
     ck_assert_int_eq(c->reload_debounce_ms, 200);
@@ -81,11 +83,17 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert_double_eq(m->variants[0].drift_floor, 0);
     cfg_free(c);
     /* named choices land as their enum values */
-    t = "{\"server\":{\"log_level\":\"warn\"},\"models\":[{\"name\":\"m\",\"path\":\"p\","
+    t = "{\"server\":{\"log_level\":\"warn\",\"log_format\":\"text\"},"
+        "\"models\":[{\"name\":\"m\",\"path\":\"p\","
         "\"device\":\"cuda\",\"batching\":{\"max_queue_delay_us\":\"auto\"},"
         "\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"calibration\":\"mse\"}]}]}";
     ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
     ck_assert_int_eq(c->log_level, LOG_WARN);
+    ck_assert_int_eq(c->log_format, LOG_TEXT);
+    ck_assert_int_eq(cfg_override_log_format(c, "xml"), -1);
+    ck_assert_int_eq(c->log_format, LOG_TEXT);
+    ck_assert_int_eq(cfg_override_log_format(c, "json"), 0);
+    ck_assert(c->log_format == LOG_JSON && c->log_format_overridden);
     ck_assert_str_eq(mt_device_choices[c->models[0].device], "cuda");
     ck_assert_str_eq(mt_device_choice_reg(c->models[0].device)->name, "cuda");
     ck_assert(c->models[0].delay_auto);
@@ -137,6 +145,8 @@ START_TEST(config_rejects_each_kind_of_mistake)
                  "models[0].name: \"a/b\" is not a valid name");
     expect_error("{\"server\":{\"log_level\":\"loud\"},\"models\":[" MODEL_OK "]}",
                  "server.log_level: unknown level \"loud\" (expected debug, info, warn, error or off)");
+    expect_error("{\"server\":{\"log_format\":\"logfmt\"},\"models\":[" MODEL_OK "]}",
+                 "server.log_format: unknown log format \"logfmt\" (expected text or json)");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"device\":\"tpu\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
                  "models[0].device: unknown device \"tpu\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[]}]}",
