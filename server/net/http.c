@@ -625,8 +625,10 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         free_server(s);
         return st;
     }
+    MHD_LogCallback mhd_log = log_mhd; /* server/base/log.c: its messages as log lines */
     s->d = MHD_start_daemon(
         flags, (uint16_t)o->port, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, /* first, as MHD asks */
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o->connection_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, mhd_limit,

@@ -218,8 +218,6 @@ def test_start_up_lines_are_written_at_every_log_level(tmp_path):
         "loaded", "model resident", "models ready", "serving on", "stopping", "stopped"], msgs
 
 
-@pytest.mark.xfail(strict=True, reason="libmicrohttpd's messages reach log.c once "
-                   "server/net/http.c passes MHD_OPTION_EXTERNAL_LOGGER, log_mhd")
 def test_libmicrohttpd_messages_are_log_lines_too(tmp_path):
     openssl = shutil.which("openssl")
     if not openssl:
