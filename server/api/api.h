@@ -141,6 +141,9 @@ typedef struct {
     int truncate;        /* -1: the model's setting; 0: refuse when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
     bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
+    /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
+     * NULL: the protocol's field[i] (input[i], inputs[i], text[i]). */
+    void (*text_name)(int i, char *buf, size_t cap);
 } api_embed_opts;
 
 /* Checks the limits on n texts (max_inputs 413, max_input_bytes 413, an
@@ -211,6 +214,8 @@ API_HANDLER(api_admin_reload);
 API_HANDLER(api_compare);
 API_HANDLER(api_ab_page);
 API_HANDLER(api_tei_embed);
+API_HANDLER(api_tei_root);
+API_HANDLER(api_tei_similarity);
 API_HANDLER(api_tei_tokenize);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);

@@ -302,8 +302,18 @@ int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int
     return n;
 }
 
-bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
-                       http_resp *r)
+/* How errors name text i of a request: o's hook, else field[i]. */
+static void name_text(const char *field, const api_embed_opts *o, int i, char *buf, size_t cap)
+{
+    if (o && o->text_name)
+        o->text_name(i, buf, cap);
+    else
+        snprintf(buf, cap, "%s[%d]", field, i);
+}
+
+/* api_no_empty_text, naming the texts as name_text does. */
+static bool no_empty_text(const char *field, const api_embed_opts *o, const char *const *texts,
+                          const size_t *lens, int n, http_resp *r)
 {
     int first = -1, count = 0;
     for (int i = 0; i < n; i++)
@@ -314,14 +324,21 @@ bool api_no_empty_text(const char *field, const char *const *texts, const size_t
     if (!count)
         return true;
     const int status = r->call && r->call->style == API_TEI ? 422 : 400;
-    char also[64] = "";
+    char also[64] = "", name[96];
     if (n > 1)
         snprintf(also, sizeof also, " (%d of %d inputs are empty)", count, n);
-    api_error(r, status, field, "%s[%d] is an empty string: there is no text to embed%s", field,
-              first, also);
+    name_text(field, o, first, name, sizeof name);
+    api_error(r, status, o && o->text_name ? name : field,
+              "%s is an empty string: there is no text to embed%s", name, also);
     if (r->call)
         r->call->reason = STATS_R_EMPTY_INPUT;
     return false;
+}
+
+bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
+                       http_resp *r)
+{
+    return no_empty_text(field, NULL, texts, lens, n, r);
 }
 
 /* ========================================================================
@@ -354,7 +371,7 @@ static void embed_free(sched_job *j)
 /* The limits on n texts, and none empty; false after answering 413 (or
  * what api_no_empty_text answers). */
 static bool within_limits(const cfg_config *cfg, const char *const *texts, const size_t *lens,
-                          int n, http_resp *resp)
+                          int n, const api_embed_opts *o, http_resp *resp)
 {
     if (n > cfg->max_inputs) {
         too_many_inputs(resp, n, cfg->max_inputs);
@@ -362,12 +379,14 @@ static bool within_limits(const cfg_config *cfg, const char *const *texts, const
     }
     for (int i = 0; i < n; i++)
         if (lens[i] > (size_t)cfg->max_input_bytes) {
+            char name[96];
+            name_text(text_field(resp), o, i, name, sizeof name);
             api_error(resp, 413, "max_input_bytes",
-                      "input[%d] is %zu bytes; the limit (server.max_input_bytes) is %d", i,
-                      lens[i], cfg->max_input_bytes);
+                      "%s is %zu bytes; the limit (server.max_input_bytes) is %d", name, lens[i],
+                      cfg->max_input_bytes);
             return false;
         }
-    return api_no_empty_text(text_field(resp), texts, lens, n, resp);
+    return no_empty_text(text_field(resp), o, texts, lens, n, resp);
 }
 
 /* An admission place for a request of m (none without a scheduler); false
@@ -418,13 +437,15 @@ static mt_status tail_pieces(srv_variant *v, const char *text, size_t len, int f
 /* Refuses text i of full tokens, over the limit maxlen with truncation
  * off: 422 on the TEI routes (TEI's Validation), else 400 (OpenAI's and
  * Triton's status for a bad input). */
-static void too_long(http_resp *resp, int i, int full, int maxlen, bool per_request)
+static void too_long(http_resp *resp, const api_embed_opts *o, int i, int full, int maxlen)
 {
     const int style = resp->call->style;
+    char name[96];
+    name_text(text_field(resp), o, i, name, sizeof name);
     api_error(resp, style == API_TEI ? 422 : 400, "max_seq_len",
-              "%s[%d] is %d tokens, more than the model's max_seq_len of %d, and truncation is "
+              "%s is %d tokens, more than the model's max_seq_len of %d, and truncation is "
               "off for this %s (%s\"truncate\": true cuts it to %d tokens)",
-              text_field(resp), i, full, maxlen, per_request ? "request" : "model",
+              name, full, maxlen, o->truncate >= 0 ? "request" : "model",
               style == API_KSERVE ? "the parameter " : "", maxlen);
     resp->call->reason = STATS_R_TOO_LONG;
 }
@@ -446,12 +467,14 @@ static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens,
         if (ts == MT_OK && full > maxlen && truncate && o->truncate_left)
             ts = tail_pieces(v, texts[i], lens[i], full, ids + off[i], maxlen, &err);
         if (ts != MT_OK) {
-            api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL,
-                      "%s[%d]: %s", text_field(resp), i, err.msg);
+            char name[96];
+            name_text(text_field(resp), o, i, name, sizeof name);
+            api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL, "%s: %s",
+                      name, err.msg);
             return false;
         }
         if (full > maxlen && !truncate) {
-            too_long(resp, i, full, maxlen, o->truncate >= 0);
+            too_long(resp, o, i, full, maxlen);
             return false;
         }
         e->truncated += full > maxlen;
@@ -469,7 +492,7 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         o = &defaults;
     http_call *call = resp->call;
     call->inputs = n;
-    if (!within_limits(app->cfg, texts, lens, n, resp) || !admit(app, m, resp))
+    if (!within_limits(app->cfg, texts, lens, n, o, resp) || !admit(app, m, resp))
         return NULL;
     api_embed *e = calloc(1, sizeof *e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);

@@ -47,7 +47,9 @@
     X("GET", "/metrics", api_metrics, K, QUIET, "Prometheus metrics")                           \
     /* text-embeddings-inference's routes (tei.c) */                                             \
     X("POST", "/embed", api_tei_embed, T, 0, "TEI embed")                                       \
-    X("POST", "/", api_tei_embed, T, 0, "TEI embed")                                            \
+    X("POST", "/", api_tei_root, T, 0,                                                          \
+      "TEI embed (similarity when inputs is {source_sentence, sentences})")                     \
+    X("POST", "/similarity", api_tei_similarity, T, 0, "TEI sentence similarity (cosines)")     \
     X("POST", "/tokenize", api_tei_tokenize, T, 0, "TEI tokenize")                              \
     X("GET", "/info", api_tei_info, T, 0, "TEI model info")                                     \
     X("GET", "/health", api_tei_health, T, PROBE, "TEI health")                                 \

@@ -210,3 +210,83 @@ def test_unknown_model_header_is_404(tei):
     resp, data = tei.request("POST", "/embed", {"inputs": "x"},
                              headers={"X-Mantissa-Model": "nope"})
     assert resp.status == 404 and data["error_type"] == "Validation"
+
+
+# ---- /similarity ---------------------------------------------------------------
+
+SOURCE = "Machine learning is so easy."
+OTHERS = ["Deep learning is so straightforward.",
+          "This is so difficult, like rocket science.",
+          "I can't believe how much I struggled with this."]
+
+
+def embed_vectors(srv, texts):
+    resp, data = srv.request("POST", "/embed", {"inputs": texts})
+    assert resp.status == 200, data
+    return data
+
+
+def test_huggingface_hub_sentence_similarity_is_the_cosine_of_embed_vectors(tei):
+    from huggingface_hub import InferenceClient
+    client = InferenceClient(model="http://127.0.0.1:%d" % tei.port)
+    # the client posts {"inputs": {...}, "parameters": {}} to the model's URL (POST /)
+    got = client.sentence_similarity(SOURCE, other_sentences=OTHERS)
+    vecs = embed_vectors(tei, [SOURCE] + OTHERS)
+    want = [cosine(vecs[0], v) for v in vecs[1:]]
+    assert len(got) == len(OTHERS)
+    for g, w in zip(got, want):
+        assert abs(g - w) <= 1e-5 * abs(w), (got, want)
+    assert got[0] > got[1] and got[0] > got[2]  # the paraphrase is the closest
+    resp, data = tei.request("POST", "/similarity",
+                             {"inputs": {"source_sentence": SOURCE, "sentences": OTHERS},
+                              "parameters": {"truncate": True, "truncation_direction": "Right",
+                                             "prompt_name": None}})
+    assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "fp32", data
+    assert data == got
+    resp, data = tei.request("POST", "/similarity",
+                             {"inputs": {"source_sentence": SOURCE, "sentences": [SOURCE]},
+                              "parameters": None})
+    assert resp.status == 200 and abs(data[0] - 1) < 1e-6, data
+
+
+LONG = " ".join("word%d" % i for i in range(400))
+
+
+# TEI's answers for its SimilarityRequest: an empty sentences list is 400
+# Empty; a wrong shape or field, an empty text, a batch over the limit
+# (counting the source) and an over-long text with truncate false are 422
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"inputs": {"source_sentence": "a", "sentences": []}}, 400, "Empty", "inputs.sentences"),
+    ({"inputs": ["a", "b"]}, 422, "Validation", '"inputs" must be an object'),
+    ({"inputs": {"source_sentence": "a"}}, 422, "Validation", "inputs.sentences"),
+    ({"inputs": {"source_sentence": 3, "sentences": ["b"]}}, 422, "Validation",
+     "inputs.source_sentence"),
+    ({"inputs": {"source_sentence": "a", "sentences": "b"}}, 422, "Validation",
+     "inputs.sentences"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"], "extra": 1}}, 422, "Validation",
+     '"inputs.extra"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b", ""]}}, 422, "Validation",
+     "inputs.sentences[1] is an empty string"),
+    ({"inputs": {"source_sentence": "", "sentences": ["b"]}}, 422, "Validation",
+     "inputs.source_sentence is an empty string"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {"colour": 1}}, 422,
+     "Validation", '"parameters.colour"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {"truncate": "no"}},
+     422, "Validation", '"parameters.truncate"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": []}, 422,
+     "Validation", '"parameters"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "normalize": True}, 422,
+     "Validation", '"normalize"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"] * 64}}, 422, "Validation",
+     "65 inputs"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b", LONG]},
+      "parameters": {"truncate": False}}, 422, "Validation", "inputs.sentences[1] is 1130 tokens"),
+])
+def test_similarity_errors_name_the_field(tei, body, status, error_type, field):
+    for path in ("/similarity", "/"):
+        if path == "/" and not isinstance(body.get("inputs"), dict):
+            continue  # POST / takes anything else as an embed request
+        resp, data = tei.request("POST", path, body)
+        assert resp.status == status, (path, data)
+        assert set(data) == {"error", "error_type"} and field in data["error"], (path, data)
+        assert data["error_type"] == error_type, data
