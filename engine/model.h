@@ -69,6 +69,13 @@ typedef struct mt_model_ops {
      * *special says whether it is a special token the tokenizer adds around
      * a text ([CLS], [SEP]). */
     const char *(*token_text)(const mt_model *m, int32_t id, bool *special);
+    /* Token ids back into text, as the model's Hugging Face tokenizer
+     * decodes them (WordPiece: "##" pieces glued on, no space before
+     * . , ? !), special tokens left out when skip_special. *out gets a new
+     * string (free() it). An id out of range is MT_EINVAL naming its
+     * index. */
+    mt_status (*decode)(const mt_model *m, const int32_t *ids, int n, bool skip_special,
+                        char **out, mt_err *err);
     /* Embeds nseq packed sequences: ids[offsets[s] .. offsets[s+1]) are
      * sequence s (from tokenize; lengths 1..max_seq_len); out gets
      * (nseq, hidden) host floats. norms (may be NULL) gets each vector's L2

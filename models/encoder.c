@@ -395,6 +395,12 @@ static const char *enc_token_text(const mt_model *base, int32_t id, bool *specia
     return tok_token(t, id);
 }
 
+static mt_status enc_decode(const mt_model *base, const int32_t *ids, int n, bool skip_special,
+                            char **out, mt_err *err)
+{
+    return tok_decode(((const enc_model *)base)->tok, ids, n, skip_special, out, err);
+}
+
 /* ========================================================================
  * forward
  * ====================================================================== */
@@ -671,5 +677,6 @@ static const mt_model_ops enc_ops = {
     .free = enc_free,
     .tokenize = enc_tokenize,
     .token_text = enc_token_text,
+    .decode = enc_decode,
     .forward = enc_forward,
 };

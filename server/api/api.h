@@ -217,6 +217,7 @@ API_HANDLER(api_tei_embed);
 API_HANDLER(api_tei_root);
 API_HANDLER(api_tei_similarity);
 API_HANDLER(api_tei_tokenize);
+API_HANDLER(api_tei_decode);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);
 API_HANDLER(api_index); /* routes.c: GET /, the route table */

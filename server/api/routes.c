@@ -51,6 +51,7 @@
       "TEI embed (similarity when inputs is {source_sentence, sentences})")                     \
     X("POST", "/similarity", api_tei_similarity, T, 0, "TEI sentence similarity (cosines)")     \
     X("POST", "/tokenize", api_tei_tokenize, T, 0, "TEI tokenize")                              \
+    X("POST", "/decode", api_tei_decode, T, 0, "TEI decode: token ids back into text")          \
     X("GET", "/info", api_tei_info, T, 0, "TEI model info")                                     \
     X("GET", "/health", api_tei_health, T, PROBE, "TEI health")                                 \
     X("GET", "/", api_index, T, QUIET | HTTP_ROUTE_PROBE,                                       \

@@ -2,7 +2,7 @@
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model; a body whose inputs is an
  * object is a similarity request there), POST /similarity, POST /tokenize,
- * GET /info, GET /health (GET /, the index in routes.c, is a health check
+ * POST /decode, GET /info, GET /health (GET /, the index in routes.c, is a health check
  * too). Errors
  * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
  * field (an empty string, too long with truncate false, more than
@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "server/api/api.h"
+#include "server/core/stats.h"
 
 /* The model these routes serve, and a build of it (held by the request). */
 static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
@@ -401,6 +402,107 @@ API_HANDLER(api_tei_tokenize)
     }
     free(texts);
     free(lens);
+    cJSON_Delete(j);
+}
+
+/* One list of token ids (field names it in errors) back into text, as a
+ * JSON string into r's body; false after answering 422 (400 Empty for an
+ * empty list). */
+static bool decode_one(const srv_variant *v, const cJSON *list, const char *field, bool skip,
+                       http_resp *r)
+{
+    const int vocab = mt_model_get_info(v->model)->vocab;
+    const int n = cJSON_GetArraySize(list);
+    if (!cJSON_IsArray(list)) {
+        api_error(r, 422, "ids", "%s must be an array of token ids", field);
+        return false;
+    }
+    if (n == 0) { /* TEI: 400 Empty */
+        api_error_typed(r, 400, "Empty", "ids", "%s is empty: there are no ids to decode", field);
+        return false;
+    }
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    if (!ids) {
+        api_error(r, 500, NULL, "out of memory");
+        return false;
+    }
+    int k = 0;
+    for (const cJSON *it = list->child; it; it = it->next, k++) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 0 || it->valuedouble >= vocab) {
+            api_error(r, 422, "ids", "%s[%d] is not a token id of this model (an integer in 0..%d)",
+                      field, k, vocab - 1);
+            free(ids);
+            return false;
+        }
+        ids[k] = (int32_t)it->valuedouble;
+    }
+    char *text = NULL;
+    mt_err err;
+    mt_status st = v->model->ops->decode(v->model, ids, n, skip, &text, &err);
+    free(ids);
+    if (st != MT_OK) {
+        api_error(r, st == MT_EINVAL ? 422 : 500, "ids", "%s: %s", field, err.msg);
+        return false;
+    }
+    sb_json_str(&r->body, text, strlen(text));
+    free(text);
+    return true;
+}
+
+/* The ids field: one list of ids or a list of lists, each decoded; the
+ * answer is an array of strings. */
+static void decode_lists(const http_app *app, const srv_variant *v, const cJSON *ids, bool skip,
+                         http_resp *r)
+{
+    if (!v->model->ops->decode) {
+        api_error(r, 501, NULL, "this model's tokenizer cannot decode");
+        return;
+    }
+    if (!cJSON_IsArray(ids)) {
+        api_error(r, 422, "ids",
+                  "\"ids\" must be an array of token ids, or an array of such arrays");
+        return;
+    }
+    const bool batch = cJSON_IsArray(ids->child);
+    const int n = batch ? cJSON_GetArraySize(ids) : 1;
+    if (n > app->cfg->max_inputs) {
+        api_error(r, 422, "max_inputs",
+                  "%d lists of ids in one request; the limit (server.max_inputs) is %d", n,
+                  app->cfg->max_inputs);
+        r->call->reason = STATS_R_LIMIT;
+        return;
+    }
+    sb_putc(&r->body, '[');
+    const cJSON *list = batch ? ids->child : ids;
+    for (int i = 0; i < n; i++, list = list->next) {
+        char field[32] = "ids";
+        if (batch)
+            snprintf(field, sizeof field, "ids[%d]", i);
+        if (i)
+            sb_putc(&r->body, ',');
+        if (!decode_one(v, list, field, skip, r))
+            return;
+    }
+    sb_putc(&r->body, ']');
+}
+
+/* POST /decode: {"ids": [ids] or [[ids], ...], "skip_special_tokens":
+ * true}: each list of ids back into text with the model's tokenizer; an
+ * array of strings. An id the vocabulary does not have is refused (422),
+ * where Hugging Face's tokenizers would leave it out. */
+API_HANDLER(api_tei_decode)
+{
+    static const char *const keys[] = {"ids", "skip_special_tokens"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    srv_model *m;
+    srv_variant *v;
+    int skip;
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        (skip = bool_field(j, "", "skip_special_tokens", 1, r)) != -2 &&
+        tei_resolve(app, req, &m, &v, r))
+        decode_lists(app, v, cJSON_GetObjectItemCaseSensitive(j, "ids"), skip, r);
     cJSON_Delete(j);
 }
 

@@ -290,3 +290,55 @@ def test_similarity_errors_name_the_field(tei, body, status, error_type, field):
         assert resp.status == status, (path, data)
         assert set(data) == {"error", "error_type"} and field in data["error"], (path, data)
         assert data["error_type"] == error_type, data
+
+
+# ---- /decode -------------------------------------------------------------------
+
+ROUND_TRIP = ["the quick brown fox jumps over the lazy dog.",
+              "a man is playing a guitar.",
+              "unbelievableness, is it a word?",
+              "tokenization splits 1976 texts into wordpieces!"]
+
+
+def token_ids(srv, texts):
+    resp, data = srv.request("POST", "/tokenize", {"inputs": texts})
+    assert resp.status == 200, data
+    return [[t["id"] for t in toks] for toks in data]
+
+
+def test_decode_gives_back_what_tokenize_took(tei):
+    ids = token_ids(tei, ROUND_TRIP)
+    resp, texts = tei.request("POST", "/decode", {"ids": ids})
+    assert resp.status == 200 and texts == ROUND_TRIP, texts
+    # one list of ids: still an array of one string; specials kept on request
+    resp, one = tei.request("POST", "/decode", {"ids": ids[1], "skip_special_tokens": False})
+    assert resp.status == 200 and one == ["[CLS] a man is playing a guitar. [SEP]"], one
+    # "unbelievable" "##ness" "," glue together; a leading "##" piece stays as it is
+    assert tei.request("POST", "/decode", {"ids": ids[2][1:4]})[1] == ["unbelievableness,"]
+    assert tei.request("POST", "/decode", {"ids": ids[2][2:4]})[1] == ["##ness,"]
+    # TEI clients: huggingface_hub has no decode call; the shape is TEI's
+    # DecodeRequest / DecodeResponse
+    resp, vec = tei.request("POST", "/decode", {"ids": [[101, 7592, 102]]},
+                            headers={"X-Mantissa-Model": "second"})
+    assert resp.status == 200 and vec == ["hello"]
+
+
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"ids": []}, 400, "Empty", "ids is empty"),
+    ({"ids": [[101], []]}, 400, "Empty", "ids[1] is empty"),
+    ({"ids": [101, 30522]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [[101], [7592, -1]]}, 422, "Validation", "ids[1][1] is not a token id"),
+    ({"ids": [101, 1.5]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [101, "hello"]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [[101], 102]}, 422, "Validation", "ids[1] must be an array"),
+    ({"ids": [101, [102]]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": "hello"}, 422, "Validation", '"ids" must be an array'),
+    ({"inputs": [101]}, 422, "Validation", 'unknown field "inputs"'),
+    ({"ids": [101], "skip_special_tokens": "yes"}, 422, "Validation", "skip_special_tokens"),
+    ({"ids": [[101]] * 65}, 422, "Validation", "max_inputs"),
+])
+def test_decode_errors_name_the_field(tei, body, status, error_type, field):
+    resp, data = tei.request("POST", "/decode", body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and field in data["error"], data
+    assert data["error_type"] == error_type, data
