@@ -14,7 +14,7 @@ int cmd_serve(int argc, char **argv)
         "  OpenAI      POST /v1/embeddings (also /embeddings), GET /v1/models\n"
         "  KServe v2   /v2/health/*, /v2, /v2/models/{m}[/infer|/ready|/config|/stats]\n"
         "  TEI         POST /embed (also POST /), /similarity, /tokenize, /decode,\n"
-        "              GET /info, /health\n"
+        "              /rerank and /embed_sparse (424: no such model), GET /info, /health\n"
         "              (text-embeddings-inference)\n"
         "  admin, A/B  /v2/repository/*, /v2/admin/config, /v2/admin/reload,\n"
         "              POST /v2/models/{m}/compare, GET /ab; GET /metrics (Prometheus)\n"

@@ -218,6 +218,8 @@ API_HANDLER(api_tei_root);
 API_HANDLER(api_tei_similarity);
 API_HANDLER(api_tei_tokenize);
 API_HANDLER(api_tei_decode);
+API_HANDLER(api_tei_rerank);
+API_HANDLER(api_tei_embed_sparse);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);
 API_HANDLER(api_index); /* routes.c: GET /, the route table */

@@ -2,7 +2,8 @@
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model; a body whose inputs is an
  * object is a similarity request there), POST /similarity, POST /tokenize,
- * POST /decode, GET /info, GET /health (GET /, the index in routes.c, is a health check
+ * POST /decode, GET /info, GET /health; POST /rerank and /embed_sparse
+ * answer as TEI does for a model without such a head (GET /, the index in routes.c, is a health check
  * too). Errors
  * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
  * field (an empty string, too long with truncate false, more than
@@ -401,6 +402,73 @@ API_HANDLER(api_tei_tokenize)
         }
     }
     free(texts);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* ---- the routes of heads the served models do not have -----------------
+ * Every model served here is an embedding model (an encoder and its
+ * pooling): TEI answers /rerank and /embed_sparse for one with 424 and
+ * error_type Backend, after checking the request's shape. So do these,
+ * with TEI's messages, until a reranker or a sparse (SPLADE) model can be
+ * served. */
+
+/* 424 Backend for the served model (404 when X-Mantissa-Model names none). */
+static void no_head(const http_app *app, const http_req *req, const char *why, http_resp *r)
+{
+    srv_model *m;
+    srv_variant *v;
+    if (tei_resolve(app, req, &m, &v, r))
+        api_error_typed(r, 424, "Backend", NULL, "Backend error: %s", why);
+}
+
+/* POST /rerank: TEI's RerankRequest (query, texts, truncate,
+ * truncation_direction, raw_scores, return_text), checked; then 424. */
+API_HANDLER(api_tei_rerank)
+{
+    static const char *const keys[] = {"query", "texts", "truncate", "truncation_direction",
+                                       "raw_scores", "return_text"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const cJSON *texts = j ? cJSON_GetObjectItemCaseSensitive(j, "texts") : NULL;
+    const char **t = NULL;
+    size_t *lens = NULL;
+    api_embed_opts o = {0};
+    bool ok = j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+              text_options(j, "", &o, r) && bool_field(j, "", "raw_scores", 0, r) != -2 &&
+              bool_field(j, "", "return_text", 0, r) != -2;
+    if (ok && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "query"))) {
+        api_error(r, 422, "query", "\"query\" must be a string");
+        ok = false;
+    }
+    if (ok && !cJSON_IsArray(texts)) {
+        api_error(r, 422, "texts", "\"texts\" must be an array of strings");
+        ok = false;
+    }
+    if (ok && api_text_inputs(app, texts, "texts", 422, &t, &lens, r) > 0)
+        no_head(app, req, "model is not a re-ranker model", r);
+    free(t);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* POST /embed_sparse: TEI's EmbedSparseRequest (inputs, truncate,
+ * truncation_direction, prompt_name), checked; then 424. */
+API_HANDLER(api_tei_embed_sparse)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
+                                       "prompt_name"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **t = NULL;
+    size_t *lens = NULL;
+    api_embed_opts o = {0};
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        text_options(j, "", &o, r) &&
+        api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422, &t,
+                        &lens, r) > 0)
+        no_head(app, req, "Model is not an embedding model with SPLADE pooling", r);
+    free(t);
     free(lens);
     cJSON_Delete(j);
 }

@@ -342,3 +342,41 @@ def test_decode_errors_name_the_field(tei, body, status, error_type, field):
     assert resp.status == status, data
     assert set(data) == {"error", "error_type"} and field in data["error"], data
     assert data["error_type"] == error_type, data
+
+
+# ---- /rerank and /embed_sparse: no such head --------------------------------------
+
+# TEI (router/src/http/server.rs, core/src/infer.rs) answers both for an
+# embedding model with 424 and error_type Backend, after checking the body;
+# an empty list is still 400 Empty and a wrong field 422 Validation
+@pytest.mark.parametrize("path,body,status,error_type,message", [
+    ("/rerank", {"query": "What is Deep Learning?", "texts": ["Deep Learning is ..."]}, 424,
+     "Backend", "Backend error: model is not a re-ranker model"),
+    ("/rerank", {"query": "q", "texts": ["a", "b"], "truncate": True, "raw_scores": False,
+                 "return_text": True, "truncation_direction": "left"}, 424, "Backend",
+     "Backend error: model is not a re-ranker model"),
+    ("/embed_sparse", {"inputs": "a cat"}, 424, "Backend",
+     "Backend error: Model is not an embedding model with SPLADE pooling"),
+    ("/embed_sparse", {"inputs": ["a cat", "a dog"], "truncate": False, "prompt_name": None},
+     424, "Backend", "Backend error: Model is not an embedding model with SPLADE pooling"),
+    ("/rerank", {"query": "q", "texts": []}, 400, "Empty", "texts"),
+    ("/rerank", {"query": "q", "texts": ["a"] * 65}, 422, "Validation", "max_inputs"),
+    ("/rerank", {"texts": ["a"]}, 422, "Validation", '"query" must be a string'),
+    ("/rerank", {"query": "q", "texts": "a"}, 422, "Validation", '"texts" must be an array'),
+    ("/rerank", {"query": "q", "texts": ["a"], "raw_scores": 1}, 422, "Validation",
+     "raw_scores"),
+    ("/rerank", {"query": "q", "texts": ["a"], "top_n": 1}, 422, "Validation", '"top_n"'),
+    ("/embed_sparse", {"inputs": []}, 400, "Empty", "inputs"),
+    ("/embed_sparse", {"inputs": "a", "normalize": True}, 422, "Validation", '"normalize"'),
+    ("/embed_sparse", {"inputs": [1, 2]}, 422, "Validation", "inputs[0]"),
+])
+def test_rerank_and_embed_sparse_answer_as_tei_for_an_embedding_model(tei, path, body, status,
+                                                                      error_type, message):
+    resp, data = tei.request("POST", path, body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and data["error_type"] == error_type, data
+    assert message in data["error"], data
+    if status == 424:
+        assert data["error"] == message and resp.getheader("X-Mantissa-Variant") == "fp32"
+        resp, data = tei.request("POST", path, body, headers={"X-Mantissa-Model": "nope"})
+        assert resp.status == 404, data
