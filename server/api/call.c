@@ -64,6 +64,9 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
     c->reason = -1;
+    const char *origin = api_cors_on(app) ? http_header(req, "Origin") : NULL;
+    if (origin && strlen(origin) < sizeof c->origin)
+        strcpy(c->origin, origin);
     return c;
 }
 
@@ -111,6 +114,8 @@ static void call_sent(const http_app *app, http_call *c, http_resp *r)
         named |= !strcmp(r->headers[i].name, "X-Mantissa-Variant");
     if (c->variant && !named) /* errors after routing name the variant too */
         http_set_header(r, "X-Mantissa-Variant", "%s", c->variant->cfg.name);
+    if (!c->preflight)
+        api_cors_headers(app, c->origin, r);
     stats_observe_http(r->status);
     if (c->model && c->variant) {
         uint64_t total, queue, compute;
@@ -149,6 +154,7 @@ const http_hooks *api_hooks(void)
     static const http_hooks hooks = {
         .begin = call_begin,
         .error = api_transport_error,
+        .options = api_cors_preflight,
         .sent = call_sent,
         .done = call_done,
     };

@@ -240,6 +240,7 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     DIFF(b->request_timeout_ms != c->request_timeout_ms, "request_timeout_ms");
     DIFF(strcmp(b->api_keys_file, c->api_keys_file), "api_keys_file");
     DIFF(strcmp(b->tls_cert, c->tls_cert) || strcmp(b->tls_key, c->tls_key), "tls");
+    DIFF(strcmp(b->cors_allow_origins, c->cors_allow_origins), "cors_allow_origins");
 #undef DIFF
     if (*what)
         log_msg(LOG_WARN, "reload: server settings changed (%s): they take effect at the "
