@@ -13,7 +13,7 @@ int cmd_serve(int argc, char **argv)
         "Serves the models of the config (default config/mantissa.json) over HTTP:\n"
         "  OpenAI      POST /v1/embeddings (also /embeddings), GET /v1/models\n"
         "  KServe v2   /v2/health/*, /v2, /v2/models/{m}[/infer|/ready|/config|/stats]\n"
-        "  TEI         POST /embed (also POST /), /similarity, /tokenize, /decode,\n"
+        "  TEI         POST /embed (also POST /), /embed_all, /similarity, /tokenize, /decode,\n"
         "              /rerank and /embed_sparse (424: no such model), GET /info, /health\n"
         "              (text-embeddings-inference)\n"
         "  admin, A/B  /v2/repository/*, /v2/admin/config, /v2/admin/reload,\n"

@@ -12,6 +12,8 @@
  * second: tokenize (per text, any thread) then forward (a batch of packed
  * token ids -> one pooled, possibly normalised vector per text). Pooling is
  * part of forward; info.pooling says which one the model does.
+ * forward_tokens is the same forward stopped before pooling: one vector
+ * per token.
  */
 #ifndef MT_ENGINE_MODEL_H
 #define MT_ENGINE_MODEL_H
@@ -84,6 +86,14 @@ typedef struct mt_model_ops {
      * Thread-safe on a shared model: every call has its own activations. */
     mt_status (*forward)(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                          float *out, float *norms, mt_err *err);
+    /* The same forward without pooling (TEI's /embed_all): out gets
+     * (offsets[nseq], hidden) host floats, the last hidden state of every
+     * token of every sequence, in order, as the model computes them before
+     * pooling (not normalised); their mean over a sequence is its pooled
+     * vector for a mean-pooling model. NULL: the model has none.
+     * Thread-safe like forward. */
+    mt_status (*forward_tokens)(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                int nseq, float *out, mt_err *err);
 } mt_model_ops;
 
 struct mt_model {
@@ -128,6 +138,16 @@ static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const 
                                          int nseq, float *out, float *norms, mt_err *err)
 {
     return m->ops->forward(m, ids, offsets, nseq, out, norms, err);
+}
+
+static inline mt_status mt_model_forward_tokens(mt_model *m, const int32_t *ids,
+                                                const int32_t *offsets, int nseq, float *out,
+                                                mt_err *err)
+{
+    if (!m->ops->forward_tokens)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) has no token-level output",
+                       m->info.arch);
+    return m->ops->forward_tokens(m, ids, offsets, nseq, out, err);
 }
 
 /* ---- the load check ---------------------------------------------------

@@ -664,6 +664,13 @@ static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *off
     return run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
 }
 
+static mt_status enc_forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                   int nseq, float *out, mt_err *err)
+{
+    enc_model *b = (enc_model *)m;
+    return run(b, ids, offsets, nseq, b->cfg.layers, false, out, NULL, err);
+}
+
 mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                              int nlayers, float *out, mt_err *err)
 {
@@ -679,4 +686,5 @@ static const mt_model_ops enc_ops = {
     .token_text = enc_token_text,
     .decode = enc_decode,
     .forward = enc_forward,
+    .forward_tokens = enc_forward_tokens,
 };

@@ -144,6 +144,9 @@ typedef struct {
     int truncate;        /* -1: the model's setting; 0: refuse when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
     bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
+    bool token_rows;     /* a vector per token, not pooled (TEI's /embed_all): the job's out
+                          * is (tokens, hidden), text i's rows from job.off[i]; at most the
+                          * model's max_batch_tokens tokens (else 422, a limit) */
     /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
      * NULL: the protocol's field[i] (input[i], inputs[i], text[i]). */
     void (*text_name)(int i, char *buf, size_t cap);
@@ -239,6 +242,7 @@ API_HANDLER(api_ab_page);
 API_HANDLER(api_tei_embed);
 API_HANDLER(api_tei_root);
 API_HANDLER(api_tei_similarity);
+API_HANDLER(api_tei_embed_all);
 API_HANDLER(api_tei_tokenize);
 API_HANDLER(api_tei_decode);
 API_HANDLER(api_tei_rerank);

@@ -489,6 +489,25 @@ static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens,
     return true;
 }
 
+/* A vector per token answers some 4.6 KB of JSON a token (MiniLM): the
+ * tokens of such a request are capped at the model's max_batch_tokens (a
+ * batch it would run anyway), so that a body of short texts cannot ask for
+ * gigabytes. False after answering 422 (on TEI's route), a limit. */
+static bool token_rows_fit(srv_model *m, long tokens, http_resp *resp)
+{
+    pthread_mutex_lock(&m->lock);
+    const int max = m->cfg.max_batch_tokens;
+    pthread_mutex_unlock(&m->lock);
+    if (tokens <= max)
+        return true;
+    api_error(resp, resp->call->style == API_TEI ? 422 : 413, "max_batch_tokens",
+              "these inputs are %ld tokens; a request for a vector per token may have at most "
+              "the model's batching.max_batch_tokens (%d)",
+              tokens, max);
+    resp->call->reason = STATS_R_LIMIT;
+    return false;
+}
+
 api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m, srv_variant *v,
                          const char *const *texts, const size_t *lens, int n,
                          const api_embed_opts *o, http_resp *resp)
@@ -503,9 +522,8 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     api_embed *e = calloc(1, sizeof *e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    float *vec = malloc(sizeof(float) * (size_t)n * (size_t)v->hidden);
-    float *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
-    if (!e || !ids || !off || !vec || (o->norms && !norms)) {
+    float *vec = NULL, *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!e || !ids || !off || (o->norms && !norms)) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
@@ -513,6 +531,14 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     e->v = v;
     if (!tokenize(e, texts, lens, n, o, ids, off, resp))
         goto fail;
+    if (o->token_rows && !token_rows_fit(m, off[n], resp))
+        goto fail;
+    /* a vector per text, or per token */
+    const size_t rows = (size_t)(o->token_rows ? off[n] : n);
+    if (!(vec = malloc(sizeof(float) * rows * (size_t)v->hidden))) {
+        api_error(resp, 500, NULL, "out of memory for %d inputs", n);
+        goto fail;
+    }
     srv_variant_ref(v); /* the job's own, until embed_free */
     e->tokens = call->tokens = off[n];
     call->truncated = e->truncated;
@@ -526,8 +552,9 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->off = off;
     j->out = vec;
     j->norms = norms;
+    j->tokens = o->token_rows;
     j->fd = -1;
-    j->shadowable = true;
+    j->shadowable = !o->token_rows; /* the reference compares pooled vectors */
     j->on_free = embed_free;
     double ms = app->cfg->request_timeout_ms;
     if (o->timeout_us > 0 && o->timeout_us / 1000.0 < ms)
@@ -550,16 +577,18 @@ static void run_inline(api_embed *e)
     sched_job *j = &e->job;
     mt_err err;
     j->t_submit = j->t_start = uv_hrtime();
-    if (srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err) != MT_OK) {
+    const size_t rows = (size_t)(j->tokens ? j->off[j->n] : j->n);
+    if ((j->tokens ? srv_forward_tokens(e->v, j->ids, j->off, j->n, j->out, &err)
+                   : srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err)) != MT_OK) {
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }
-    for (size_t i = 0; j->result == SCHED_OK && i < (size_t)j->n * (size_t)e->v->hidden; i++)
+    for (size_t i = 0; j->result == SCHED_OK && i < rows * (size_t)e->v->hidden; i++)
         if (!isfinite(j->out[i])) {
             j->result = SCHED_FAILED;
             snprintf(j->msg, sizeof j->msg,
-                     "variant %s produced a non-finite value (input %zu); no output sent",
-                     e->v->cfg.name, i / (size_t)e->v->hidden);
+                     "variant %s produced a non-finite value (%s %zu); no output sent",
+                     e->v->cfg.name, j->tokens ? "token" : "input", i / (size_t)e->v->hidden);
         }
     j->t_done = uv_hrtime();
     j->compute_ns = j->t_done - j->t_start;

@@ -50,6 +50,8 @@
     X("POST", "/", api_tei_root, T, 0,                                                          \
       "TEI embed (similarity when inputs is {source_sentence, sentences})")                     \
     X("POST", "/similarity", api_tei_similarity, T, 0, "TEI sentence similarity (cosines)")     \
+    X("POST", "/embed_all", api_tei_embed_all, T, 0,                                            \
+      "TEI token embeddings (a vector per token, before pooling)")                              \
     X("POST", "/tokenize", api_tei_tokenize, T, 0, "TEI tokenize")                              \
     X("POST", "/decode", api_tei_decode, T, 0, "TEI decode: token ids back into text")          \
     X("POST", "/rerank", api_tei_rerank, T, 0,                                                  \

@@ -1,20 +1,19 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model; a body whose inputs is an
- * object is a similarity request there), POST /similarity, POST /tokenize,
- * POST /decode, GET /info, GET /health; POST /rerank and /embed_sparse
- * answer as TEI does for a model without such a head (GET /, the index in routes.c, is a health check
- * too). Errors
- * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
- * field (an empty string, too long with truncate false, more than
- * max_inputs) is 422 Validation, an empty inputs array 400 Empty.
+ * object is a similarity request there), POST /embed_all (a vector per
+ * token), POST /similarity, POST /tokenize, POST /decode, GET /info,
+ * GET /health (GET /, the index in routes.c, is a health check too); and
+ * POST /rerank and /embed_sparse, answered as TEI answers them for a model
+ * without such a head. Errors are TEI's {"error", "error_type"} with TEI's
+ * statuses: a refused input or field (an empty string, too long with
+ * truncate false, more than max_inputs) is 422 Validation, an empty inputs
+ * array 400 Empty.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
  * variant as on the other routes. Token-id inputs and prompt names are
- * refused; normalize must be true (the served models normalise in their
- * forward pass); tokenize has no character offsets (start and stop are
- * null).
+ * refused; tokenize has no character offsets (start and stop are null).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -91,8 +90,8 @@ static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, h
     }
     o->truncate_left = cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left");
     if (prompt && !cJSON_IsNull(prompt)) {
-        api_error(r, 422, "prompt_name", "this model has no prompts (\"%sprompt_name\" must be null)",
-                  where);
+        api_error(r, 422, "prompt_name",
+                  "this model has no prompts (\"%sprompt_name\" must be null)", where);
         return false;
     }
     return true;
@@ -189,6 +188,62 @@ API_HANDLER(api_tei_embed)
     cJSON *j = api_parse_body(app, req, r);
     if (j)
         embed(app, req, j, r);
+    cJSON_Delete(j);
+}
+
+/* The /embed_all answer: per input, the vector of each of its tokens (the
+ * special ones too), as the last layer gave them, before pooling. */
+static void embed_all_respond(const http_app *app, http_deferred *d, http_resp *r)
+{
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
+        return;
+    const int h = c->v->hidden;
+    const int32_t *off = c->job.off;
+    sbuf *b = &r->body;
+    sb_reserve(b, (size_t)off[c->job.n] * (size_t)h * 12 + 16);
+    sb_putc(b, '[');
+    for (int i = 0; i < c->job.n; i++) {
+        sb_puts(b, i ? ",[" : "[");
+        for (int t = off[i]; t < off[i + 1]; t++) {
+            if (t > off[i])
+                sb_putc(b, ',');
+            sb_float_array(b, c->job.out + (size_t)t * h, (size_t)h);
+        }
+        sb_putc(b, ']');
+    }
+    sb_putc(b, ']');
+}
+
+/* POST /embed_all: TEI's EmbedAllRequest (inputs, truncate,
+ * truncation_direction, prompt_name); one job whose texts are batched with
+ * other token-row jobs (the scheduler runs them without pooling). */
+API_HANDLER(api_tei_embed_all)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
+                                       "prompt_name"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    srv_model *m;
+    srv_variant *v;
+    api_embed_opts o = {.token_rows = true};
+    int n;
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        text_options(j, "", &o, r) &&
+        (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
+                              &texts, &lens, r)) > 0 &&
+        tei_resolve(app, req, &m, &v, r)) {
+        api_embed *c;
+        if (!v->model->ops->forward_tokens) /* TEI's answer for a model without them */
+            api_error_typed(r, 424, "Backend", NULL,
+                            "Backend error: `embed_all` is not available for this model");
+        else if ((c = api_embed_new(app, req, m, v, texts, lens, n, &o, r)))
+            api_embed_run(app, c, r, embed_all_respond);
+    }
+    free(texts);
+    free(lens);
     cJSON_Delete(j);
 }
 

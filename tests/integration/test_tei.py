@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.sa
 def tei(tmp_path_factory):
     cfg = default_config()
     # a second model (the same weights, another name) for X-Mantissa-Model
-    second = dict(cfg["models"][0], name="second", truncate=False)
+    second = dict(cfg["models"][0], name="second", truncate=False,
+                  batching={"max_batch_tokens": 512})
     cfg["models"].append(second)
     s = Server(cfg, tmp_path_factory.mktemp("tei"))
     yield s
@@ -187,9 +188,10 @@ def test_errors_have_tei_shape(tei, body, status, error_type, field):
     assert data["error_type"] == error_type, data
 
 
-def failures(srv, reason):
+def failures(srv, reason, model="minilm"):
     _, text = srv.request("GET", "/metrics", raw=True)
-    key = 'mantissa_request_failures_total{model="minilm",variant="fp32",reason="%s"} ' % reason
+    key = 'mantissa_request_failures_total{model="%s",variant="fp32",reason="%s"} ' % (model,
+                                                                                        reason)
     return sum(int(l[len(key):]) for l in text.decode().splitlines() if l.startswith(key))
 
 
@@ -380,3 +382,86 @@ def test_rerank_and_embed_sparse_answer_as_tei_for_an_embedding_model(tei, path,
         assert data["error"] == message and resp.getheader("X-Mantissa-Variant") == "fp32"
         resp, data = tei.request("POST", path, body, headers={"X-Mantissa-Model": "nope"})
         assert resp.status == 404, data
+
+
+# ---- /embed_all ------------------------------------------------------------------
+
+def rel_err(a, b):
+    return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+
+
+def test_embed_all_token_vectors_pool_to_the_embed_vector(tei):
+    text, _ = pooled_reference()
+    texts = [text, "a cat", "The quick brown fox jumps over the lazy dog."]
+    resp, rows = tei.request("POST", "/embed_all", {"inputs": texts})
+    assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "fp32", rows
+    # one vector per token, the specials included
+    assert [len(r) for r in rows] == [len(ids) for ids in token_ids(tei, texts)]
+    assert all(len(v) == 384 for r in rows for v in r)
+    # mean pooling over every token (the attention mask is all ones) gives
+    # /embed's vector before normalisation
+    resp, pooled = tei.request("POST", "/embed", {"inputs": texts, "normalize": False})
+    for r, want in zip(rows, pooled):
+        mean = [sum(v[c] for v in r) / len(r) for c in range(384)]
+        assert rel_err(mean, want) < 1e-5, rel_err(mean, want)
+    # and the tokens' vectors are PyTorch's last hidden states
+    with open(os.path.join(ROOT, "tests", "fixtures", "reference", "pieces.json")) as f:
+        last = json.load(f)["last_hidden"]
+    flat = [x for v in rows[0] for x in v]
+    assert rel_err(flat, [x for v in last for x in v]) < 2e-5
+    # a single string is a batch of one; truncation as on /embed
+    resp, one = tei.request("POST", "/embed_all", {"inputs": "a cat"})
+    assert resp.status == 200 and len(one) == 1 and rel_err(one[0][1], rows[1][1]) < 1e-5
+    resp, cut = tei.request("POST", "/embed_all", {"inputs": LONG, "truncate": True})
+    assert resp.status == 200 and len(cut[0]) == 256
+    assert resp.getheader("X-Mantissa-Truncated-Inputs") == "1"
+
+
+def test_embed_all_and_embed_at_once_each_get_their_own(tei):
+    import concurrent.futures
+    texts = ["sentence number %d about cats and dogs" % i for i in range(16)]
+    resp, want = tei.request("POST", "/embed", {"inputs": texts, "normalize": False})
+
+    def one(i):
+        path = "/embed_all" if i % 2 else "/embed"
+        body = {"inputs": texts[i]} if i % 2 else {"inputs": texts[i], "normalize": False}
+        resp, data = tei.request("POST", path, body)
+        assert resp.status == 200, data
+        return i, data[0]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        got = dict(ex.map(one, range(len(texts))))
+    for i, v in got.items():
+        vec = [sum(t[c] for t in v) / len(v) for c in range(384)] if i % 2 else v
+        assert rel_err(vec, want[i]) < 1e-5, i
+
+
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"inputs": []}, 400, "Empty", "inputs"),
+    ({"inputs": ["a", ""]}, 422, "Validation", "inputs[1] is an empty string"),
+    ({"inputs": ["x"] * 65}, 422, "Validation", "max_inputs"),
+    ({"inputs": "x", "normalize": False}, 422, "Validation", '"normalize"'),
+    ({"inputs": "x", "truncate": "no"}, 422, "Validation", '"truncate"'),
+    ({"inputs": "x", "prompt_name": "query"}, 422, "Validation", "prompt"),
+    ({"inputs": [[101, 102]]}, 422, "Validation", "token-id"),
+    ({"inputs": LONG, "truncate": False}, 422, "Validation", "max_seq_len"),
+])
+def test_embed_all_errors_name_the_field(tei, body, status, error_type, field):
+    resp, data = tei.request("POST", "/embed_all", body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and field in data["error"], data
+    assert data["error_type"] == error_type, data
+
+
+def test_embed_all_tokens_are_capped_at_max_batch_tokens(tei):
+    # a vector per token is ~4.6 KB of JSON: a request has at most the
+    # model's batching.max_batch_tokens tokens (512 for "second")
+    second = {"X-Mantissa-Model": "second"}
+    limit0 = failures(tei, "limit", "second")
+    resp, data = tei.request("POST", "/embed_all", {"inputs": [LONG] * 3, "truncate": True},
+                             headers=second)
+    assert resp.status == 422 and data["error_type"] == "Validation", data
+    assert "768 tokens" in data["error"] and "max_batch_tokens (512)" in data["error"], data
+    resp, data = tei.request("POST", "/embed_all", {"inputs": [LONG] * 2, "truncate": True},
+                             headers=second)
+    assert resp.status == 200 and [len(r) for r in data] == [256, 256]
+    assert failures(tei, "limit", "second") == limit0 + 1  # counted as a limit
