@@ -12,6 +12,8 @@
  * second: tokenize (per text, any thread) then forward (a batch of packed
  * token ids -> one pooled, possibly normalised vector per text). Pooling is
  * part of forward; info.pooling says which one the model does.
+ * forward_tokens is the same forward stopped before pooling: one vector
+ * per token.
  */
 #ifndef MT_ENGINE_MODEL_H
 #define MT_ENGINE_MODEL_H
@@ -69,6 +71,13 @@ typedef struct mt_model_ops {
      * *special says whether it is a special token the tokenizer adds around
      * a text ([CLS], [SEP]). */
     const char *(*token_text)(const mt_model *m, int32_t id, bool *special);
+    /* Token ids back into text, as the model's Hugging Face tokenizer
+     * decodes them (WordPiece: "##" pieces glued on, no space before
+     * . , ? !), special tokens left out when skip_special. *out gets a new
+     * string (free() it). An id out of range is MT_EINVAL naming its
+     * index. */
+    mt_status (*decode)(const mt_model *m, const int32_t *ids, int n, bool skip_special,
+                        char **out, mt_err *err);
     /* Embeds nseq packed sequences: ids[offsets[s] .. offsets[s+1]) are
      * sequence s (from tokenize; lengths 1..max_seq_len); out gets
      * (nseq, hidden) host floats. norms (may be NULL) gets each vector's L2
@@ -77,6 +86,14 @@ typedef struct mt_model_ops {
      * Thread-safe on a shared model: every call has its own activations. */
     mt_status (*forward)(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                          float *out, float *norms, mt_err *err);
+    /* The same forward without pooling (TEI's /embed_all): out gets
+     * (offsets[nseq], hidden) host floats, the last hidden state of every
+     * token of every sequence, in order, as the model computes them before
+     * pooling (not normalised); their mean over a sequence is its pooled
+     * vector for a mean-pooling model. NULL: the model has none.
+     * Thread-safe like forward. */
+    mt_status (*forward_tokens)(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                int nseq, float *out, mt_err *err);
 } mt_model_ops;
 
 struct mt_model {
@@ -121,6 +138,16 @@ static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const 
                                          int nseq, float *out, float *norms, mt_err *err)
 {
     return m->ops->forward(m, ids, offsets, nseq, out, norms, err);
+}
+
+static inline mt_status mt_model_forward_tokens(mt_model *m, const int32_t *ids,
+                                                const int32_t *offsets, int nseq, float *out,
+                                                mt_err *err)
+{
+    if (!m->ops->forward_tokens)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) has no token-level output",
+                       m->info.arch);
+    return m->ops->forward_tokens(m, ids, offsets, nseq, out, err);
 }
 
 /* ---- the load check ---------------------------------------------------

@@ -395,6 +395,12 @@ static const char *enc_token_text(const mt_model *base, int32_t id, bool *specia
     return tok_token(t, id);
 }
 
+static mt_status enc_decode(const mt_model *base, const int32_t *ids, int n, bool skip_special,
+                            char **out, mt_err *err)
+{
+    return tok_decode(((const enc_model *)base)->tok, ids, n, skip_special, out, err);
+}
+
 /* ========================================================================
  * forward
  * ====================================================================== */
@@ -658,6 +664,13 @@ static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *off
     return run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
 }
 
+static mt_status enc_forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                   int nseq, float *out, mt_err *err)
+{
+    enc_model *b = (enc_model *)m;
+    return run(b, ids, offsets, nseq, b->cfg.layers, false, out, NULL, err);
+}
+
 mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                              int nlayers, float *out, mt_err *err)
 {
@@ -671,5 +684,7 @@ static const mt_model_ops enc_ops = {
     .free = enc_free,
     .tokenize = enc_tokenize,
     .token_text = enc_token_text,
+    .decode = enc_decode,
     .forward = enc_forward,
+    .forward_tokens = enc_forward_tokens,
 };

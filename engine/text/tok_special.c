@@ -32,7 +32,7 @@ static size_t tok_added_decode(const char *s, size_t len, uint32_t *cps)
 }
 
 mt_status tok_added_push(tok_added_list *l, const char *content, int32_t id, bool normalized,
-                         mt_err *err)
+                         bool special, mt_err *err)
 {
     size_t len = strlen(content);
     tok_added *grown = realloc(l->tok, (size_t)(l->n + 1) * sizeof *grown);
@@ -40,7 +40,7 @@ mt_status tok_added_push(tok_added_list *l, const char *content, int32_t id, boo
         return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     l->tok = grown;
     tok_added *a = &l->tok[l->n];
-    *a = (tok_added){.len = len, .id = id, .normalized = normalized};
+    *a = (tok_added){.len = len, .id = id, .normalized = normalized, .special = special};
     a->content = malloc(len + 1);
     a->cps = malloc((len + 1) * sizeof *a->cps);
     if (!a->content || !a->cps) {
@@ -67,13 +67,14 @@ void tok_added_free(tok_added_list *l)
 }
 
 /* One entry of "added_tokens": content (non-empty string), id (integer >= 0),
- * normalized (bool, default false). */
+ * normalized and special (bools, default false). */
 static mt_status tok_added_entry(const cJSON *e, int k, const char *path, tok_added_list *l,
                                  mt_err *err)
 {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
     const cJSON *nz = cJSON_GetObjectItemCaseSensitive(e, "normalized");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "special");
     if (!cJSON_IsString(c) || !c->valuestring[0])
         return mt_fail(err, MT_EFORMAT, "%s: added_tokens[%d].content must be a non-empty string",
                        path, k);
@@ -81,11 +82,11 @@ static mt_status tok_added_entry(const cJSON *e, int k, const char *path, tok_ad
         id->valuedouble != (double)(int32_t)id->valuedouble)
         return mt_fail(err, MT_EFORMAT, "%s: added_tokens[%d].id must be an integer >= 0", path,
                        k);
-    if (nz && !cJSON_IsBool(nz))
-        return mt_fail(err, MT_EFORMAT, "%s: added_tokens[%d].normalized must be a boolean", path,
-                       k);
+    if ((nz && !cJSON_IsBool(nz)) || (sp && !cJSON_IsBool(sp)))
+        return mt_fail(err, MT_EFORMAT, "%s: added_tokens[%d].%s must be a boolean", path, k,
+                       nz && !cJSON_IsBool(nz) ? "normalized" : "special");
     return tok_added_push(l, c->valuestring, (int32_t)id->valuedouble, nz && cJSON_IsTrue(nz),
-                          err);
+                          sp && cJSON_IsTrue(sp), err);
 }
 
 mt_status tok_added_load(const char *json_path, tok_added_list *out, mt_err *err)

@@ -20,6 +20,7 @@ typedef struct {
     size_t ncps;
     int32_t id;
     bool normalized;    /* matched in the normalized text, not the raw one */
+    bool special;       /* a special token: decoding leaves it out when asked to */
 } tok_added;
 
 typedef struct {
@@ -33,7 +34,7 @@ typedef struct {
 mt_status tok_added_load(const char *json_path, tok_added_list *out, mt_err *err);
 /* Appends one token (copied). */
 mt_status tok_added_push(tok_added_list *l, const char *content, int32_t id, bool normalized,
-                         mt_err *err);
+                         bool special, mt_err *err);
 void tok_added_free(tok_added_list *l);
 
 /* Index of the longest raw-matched token spelled at s (n bytes left), or -1. */

@@ -225,7 +225,7 @@ static mt_status tok_find_specials(tok_t *t, const char *vocab_path, mt_err *err
         for (int k = 0; k < 5 && s == MT_OK; k++) {
             int32_t id = tok_lookup(t, tok_bert_specials[k], strlen(tok_bert_specials[k]));
             if (id >= 0)
-                s = tok_added_push(&t->added, tok_bert_specials[k], id, false, err);
+                s = tok_added_push(&t->added, tok_bert_specials[k], id, false, true, err);
         }
     }
     for (int k = 0; k < t->added.n && s == MT_OK; k++) {
@@ -315,6 +315,14 @@ const char *tok_token(const tok_t *t, int32_t id)
     if (id < 0 || id >= t->n)
         return NULL;
     return t->pool + t->off[id];
+}
+
+bool tok_is_special(const tok_t *t, int32_t id)
+{
+    for (int k = 0; k < t->added.n; k++)
+        if (t->added.tok[k].id == id && t->added.tok[k].special)
+            return true;
+    return false;
 }
 
 /* ======================================================================

@@ -44,6 +44,9 @@ int32_t tok_unk_id(const tok_t *t);
 int32_t tok_lookup(const tok_t *t, const char *token, size_t len);
 /* The vocab entry of an id (NUL-terminated), or NULL. */
 const char *tok_token(const tok_t *t, int32_t id);
+/* Whether id is a special token: an added token tokenizer.json marks
+ * "special" (without the file: BERT's [PAD] [UNK] [CLS] [SEP] [MASK]). */
+bool tok_is_special(const tok_t *t, int32_t id);
 
 /* Encodes len bytes of UTF-8 text as [CLS] wordpieces... [SEP] into ids
  * (capacity max_len >= 2), keeping the first max_len-2 wordpieces when it is
@@ -53,5 +56,16 @@ const char *tok_token(const tok_t *t, int32_t id);
  * returns MT_EUTF8 with the byte offset in err. Thread-safe on a shared tok_t. */
 mt_status tok_encode(const tok_t *t, const char *text, size_t len,
                      int32_t *ids, int max_len, int *n, int *full_len, mt_err *err);
+
+/* Decodes n ids into text as Hugging Face's tokenizers does with the
+ * WordPiece decoder (prefix "##", cleanup on: BERT's and MPNet's
+ * tokenizer.json): the pieces joined by spaces, a "##" piece (but the
+ * first) glued to the one before, then in each piece " ." " ?" " !" " ,"
+ * lose their space (and the rest of its cleanup list); special tokens
+ * (tok_is_special) left out when skip_special. *out gets a new
+ * NUL-terminated string (free() it). An id out of range is MT_EINVAL,
+ * naming its index. In engine/text/tok_decode.c. */
+mt_status tok_decode(const tok_t *t, const int32_t *ids, int n, bool skip_special, char **out,
+                     mt_err *err);
 
 #endif

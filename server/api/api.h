@@ -6,6 +6,7 @@
  *              was routed to, its admission place, its job) and their
  *              release in one place; its log line and counters; the text ->
  *              vector jobs both inference protocols use
+ *   cors.c     CORS headers and preflights (server.cors_allow_origins)
  *   errors.c   errors in each protocol's shape, and JSON request bodies
  *   health.c   health, server and model metadata, config, statistics, metrics
  *   openai.c   POST /v1/embeddings, GET /v1/models
@@ -72,6 +73,8 @@ struct http_call {
     int inputs;
     long tokens;
     int truncated;          /* of its texts, those cut to max_seq_len */
+    char origin[256];       /* its Origin header, when CORS is on (cors.c) */
+    bool preflight;         /* answered as a CORS preflight (its headers are set) */
 };
 
 /* A deferred answer that waits for a scheduler job. */
@@ -141,6 +144,12 @@ typedef struct {
     int truncate;        /* -1: the model's setting; 0: refuse when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
     bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
+    bool token_rows;     /* a vector per token, not pooled (TEI's /embed_all): the job's out
+                          * is (tokens, hidden), text i's rows from job.off[i]; at most the
+                          * model's max_batch_tokens tokens (else 422, a limit) */
+    /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
+     * NULL: the protocol's field[i] (input[i], inputs[i], text[i]). */
+    void (*text_name)(int i, char *buf, size_t cap);
 } api_embed_opts;
 
 /* Checks the limits on n texts (max_inputs 413, max_input_bytes 413, an
@@ -163,6 +172,26 @@ void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
  * answers the error (504 timeout, 503 shutdown, 500 failed) and returns
  * false. */
 bool api_embed_result(api_embed *e, http_resp *resp);
+
+/* ---- cors.c: server.cors_allow_origins ----------------------------------- */
+
+/* Whether the config allows any origin. */
+bool api_cors_on(const http_app *app);
+/* The CORS headers of an answer to a request from origin (its Origin
+ * header; may be NULL): Access-Control-Allow-Origin ("*" when the config
+ * lists "*", the origin when it lists it, else none), with
+ * Access-Control-Expose-Headers; and Vary: Origin. Nothing when CORS is
+ * off. */
+void api_cors_headers(const http_app *app, const char *origin, http_resp *r);
+/* The transport's options hook: a preflight (OPTIONS with
+ * Access-Control-Request-Method) is 204 with, for an allowed origin,
+ * Access-Control-Allow-Origin, -Methods (allow: the path's methods),
+ * -Headers (those asked for that a page may send: Content-Type,
+ * Authorization, X-Request-Id, X-Mantissa-Variant, X-Mantissa-Route-Key,
+ * X-Mantissa-Model, Inference-Header-Content-Length) and -Max-Age. False
+ * (405) when CORS is off or it is no preflight. */
+bool api_cors_preflight(const http_app *app, const http_req *req, const char *allow,
+                        http_resp *r);
 
 /* ---- errors.c ----------------------------------------------------------- */
 
@@ -211,7 +240,13 @@ API_HANDLER(api_admin_reload);
 API_HANDLER(api_compare);
 API_HANDLER(api_ab_page);
 API_HANDLER(api_tei_embed);
+API_HANDLER(api_tei_root);
+API_HANDLER(api_tei_similarity);
+API_HANDLER(api_tei_embed_all);
 API_HANDLER(api_tei_tokenize);
+API_HANDLER(api_tei_decode);
+API_HANDLER(api_tei_rerank);
+API_HANDLER(api_tei_embed_sparse);
 API_HANDLER(api_tei_info);
 API_HANDLER(api_tei_health);
 API_HANDLER(api_index); /* routes.c: GET /, the route table */

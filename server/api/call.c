@@ -64,6 +64,9 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
     c->reason = -1;
+    const char *origin = api_cors_on(app) ? http_header(req, "Origin") : NULL;
+    if (origin && strlen(origin) < sizeof c->origin)
+        strcpy(c->origin, origin);
     return c;
 }
 
@@ -111,6 +114,8 @@ static void call_sent(const http_app *app, http_call *c, http_resp *r)
         named |= !strcmp(r->headers[i].name, "X-Mantissa-Variant");
     if (c->variant && !named) /* errors after routing name the variant too */
         http_set_header(r, "X-Mantissa-Variant", "%s", c->variant->cfg.name);
+    if (!c->preflight)
+        api_cors_headers(app, c->origin, r);
     stats_observe_http(r->status);
     if (c->model && c->variant) {
         uint64_t total, queue, compute;
@@ -149,6 +154,7 @@ const http_hooks *api_hooks(void)
     static const http_hooks hooks = {
         .begin = call_begin,
         .error = api_transport_error,
+        .options = api_cors_preflight,
         .sent = call_sent,
         .done = call_done,
     };
@@ -302,8 +308,18 @@ int api_text_inputs(const http_app *app, const cJSON *in, const char *field, int
     return n;
 }
 
-bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
-                       http_resp *r)
+/* How errors name text i of a request: o's hook, else field[i]. */
+static void name_text(const char *field, const api_embed_opts *o, int i, char *buf, size_t cap)
+{
+    if (o && o->text_name)
+        o->text_name(i, buf, cap);
+    else
+        snprintf(buf, cap, "%s[%d]", field, i);
+}
+
+/* api_no_empty_text, naming the texts as name_text does. */
+static bool no_empty_text(const char *field, const api_embed_opts *o, const char *const *texts,
+                          const size_t *lens, int n, http_resp *r)
 {
     int first = -1, count = 0;
     for (int i = 0; i < n; i++)
@@ -314,14 +330,21 @@ bool api_no_empty_text(const char *field, const char *const *texts, const size_t
     if (!count)
         return true;
     const int status = r->call && r->call->style == API_TEI ? 422 : 400;
-    char also[64] = "";
+    char also[64] = "", name[96];
     if (n > 1)
         snprintf(also, sizeof also, " (%d of %d inputs are empty)", count, n);
-    api_error(r, status, field, "%s[%d] is an empty string: there is no text to embed%s", field,
-              first, also);
+    name_text(field, o, first, name, sizeof name);
+    api_error(r, status, o && o->text_name ? name : field,
+              "%s is an empty string: there is no text to embed%s", name, also);
     if (r->call)
         r->call->reason = STATS_R_EMPTY_INPUT;
     return false;
+}
+
+bool api_no_empty_text(const char *field, const char *const *texts, const size_t *lens, int n,
+                       http_resp *r)
+{
+    return no_empty_text(field, NULL, texts, lens, n, r);
 }
 
 /* ========================================================================
@@ -354,7 +377,7 @@ static void embed_free(sched_job *j)
 /* The limits on n texts, and none empty; false after answering 413 (or
  * what api_no_empty_text answers). */
 static bool within_limits(const cfg_config *cfg, const char *const *texts, const size_t *lens,
-                          int n, http_resp *resp)
+                          int n, const api_embed_opts *o, http_resp *resp)
 {
     if (n > cfg->max_inputs) {
         too_many_inputs(resp, n, cfg->max_inputs);
@@ -362,12 +385,14 @@ static bool within_limits(const cfg_config *cfg, const char *const *texts, const
     }
     for (int i = 0; i < n; i++)
         if (lens[i] > (size_t)cfg->max_input_bytes) {
+            char name[96];
+            name_text(text_field(resp), o, i, name, sizeof name);
             api_error(resp, 413, "max_input_bytes",
-                      "input[%d] is %zu bytes; the limit (server.max_input_bytes) is %d", i,
-                      lens[i], cfg->max_input_bytes);
+                      "%s is %zu bytes; the limit (server.max_input_bytes) is %d", name, lens[i],
+                      cfg->max_input_bytes);
             return false;
         }
-    return api_no_empty_text(text_field(resp), texts, lens, n, resp);
+    return no_empty_text(text_field(resp), o, texts, lens, n, resp);
 }
 
 /* An admission place for a request of m (none without a scheduler); false
@@ -418,13 +443,15 @@ static mt_status tail_pieces(srv_variant *v, const char *text, size_t len, int f
 /* Refuses text i of full tokens, over the limit maxlen with truncation
  * off: 422 on the TEI routes (TEI's Validation), else 400 (OpenAI's and
  * Triton's status for a bad input). */
-static void too_long(http_resp *resp, int i, int full, int maxlen, bool per_request)
+static void too_long(http_resp *resp, const api_embed_opts *o, int i, int full, int maxlen)
 {
     const int style = resp->call->style;
+    char name[96];
+    name_text(text_field(resp), o, i, name, sizeof name);
     api_error(resp, style == API_TEI ? 422 : 400, "max_seq_len",
-              "%s[%d] is %d tokens, more than the model's max_seq_len of %d, and truncation is "
+              "%s is %d tokens, more than the model's max_seq_len of %d, and truncation is "
               "off for this %s (%s\"truncate\": true cuts it to %d tokens)",
-              text_field(resp), i, full, maxlen, per_request ? "request" : "model",
+              name, full, maxlen, o->truncate >= 0 ? "request" : "model",
               style == API_KSERVE ? "the parameter " : "", maxlen);
     resp->call->reason = STATS_R_TOO_LONG;
 }
@@ -446,18 +473,39 @@ static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens,
         if (ts == MT_OK && full > maxlen && truncate && o->truncate_left)
             ts = tail_pieces(v, texts[i], lens[i], full, ids + off[i], maxlen, &err);
         if (ts != MT_OK) {
-            api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL,
-                      "%s[%d]: %s", text_field(resp), i, err.msg);
+            char name[96];
+            name_text(text_field(resp), o, i, name, sizeof name);
+            api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL, "%s: %s",
+                      name, err.msg);
             return false;
         }
         if (full > maxlen && !truncate) {
-            too_long(resp, i, full, maxlen, o->truncate >= 0);
+            too_long(resp, o, i, full, maxlen);
             return false;
         }
         e->truncated += full > maxlen;
         off[i + 1] = off[i] + got;
     }
     return true;
+}
+
+/* A vector per token answers some 4.6 KB of JSON a token (MiniLM): the
+ * tokens of such a request are capped at the model's max_batch_tokens (a
+ * batch it would run anyway), so that a body of short texts cannot ask for
+ * gigabytes. False after answering 422 (on TEI's route), a limit. */
+static bool token_rows_fit(srv_model *m, long tokens, http_resp *resp)
+{
+    pthread_mutex_lock(&m->lock);
+    const int max = m->cfg.max_batch_tokens;
+    pthread_mutex_unlock(&m->lock);
+    if (tokens <= max)
+        return true;
+    api_error(resp, resp->call->style == API_TEI ? 422 : 413, "max_batch_tokens",
+              "these inputs are %ld tokens; a request for a vector per token may have at most "
+              "the model's batching.max_batch_tokens (%d)",
+              tokens, max);
+    resp->call->reason = STATS_R_LIMIT;
+    return false;
 }
 
 api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m, srv_variant *v,
@@ -469,14 +517,13 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         o = &defaults;
     http_call *call = resp->call;
     call->inputs = n;
-    if (!within_limits(app->cfg, texts, lens, n, resp) || !admit(app, m, resp))
+    if (!within_limits(app->cfg, texts, lens, n, o, resp) || !admit(app, m, resp))
         return NULL;
     api_embed *e = calloc(1, sizeof *e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    float *vec = malloc(sizeof(float) * (size_t)n * (size_t)v->hidden);
-    float *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
-    if (!e || !ids || !off || !vec || (o->norms && !norms)) {
+    float *vec = NULL, *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
+    if (!e || !ids || !off || (o->norms && !norms)) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
@@ -484,6 +531,14 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     e->v = v;
     if (!tokenize(e, texts, lens, n, o, ids, off, resp))
         goto fail;
+    if (o->token_rows && !token_rows_fit(m, off[n], resp))
+        goto fail;
+    /* a vector per text, or per token */
+    const size_t rows = (size_t)(o->token_rows ? off[n] : n);
+    if (!(vec = malloc(sizeof(float) * rows * (size_t)v->hidden))) {
+        api_error(resp, 500, NULL, "out of memory for %d inputs", n);
+        goto fail;
+    }
     srv_variant_ref(v); /* the job's own, until embed_free */
     e->tokens = call->tokens = off[n];
     call->truncated = e->truncated;
@@ -497,8 +552,9 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->off = off;
     j->out = vec;
     j->norms = norms;
+    j->tokens = o->token_rows;
     j->fd = -1;
-    j->shadowable = true;
+    j->shadowable = !o->token_rows; /* the reference compares pooled vectors */
     j->on_free = embed_free;
     double ms = app->cfg->request_timeout_ms;
     if (o->timeout_us > 0 && o->timeout_us / 1000.0 < ms)
@@ -521,16 +577,18 @@ static void run_inline(api_embed *e)
     sched_job *j = &e->job;
     mt_err err;
     j->t_submit = j->t_start = uv_hrtime();
-    if (srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err) != MT_OK) {
+    const size_t rows = (size_t)(j->tokens ? j->off[j->n] : j->n);
+    if ((j->tokens ? srv_forward_tokens(e->v, j->ids, j->off, j->n, j->out, &err)
+                   : srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err)) != MT_OK) {
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }
-    for (size_t i = 0; j->result == SCHED_OK && i < (size_t)j->n * (size_t)e->v->hidden; i++)
+    for (size_t i = 0; j->result == SCHED_OK && i < rows * (size_t)e->v->hidden; i++)
         if (!isfinite(j->out[i])) {
             j->result = SCHED_FAILED;
             snprintf(j->msg, sizeof j->msg,
-                     "variant %s produced a non-finite value (input %zu); no output sent",
-                     e->v->cfg.name, i / (size_t)e->v->hidden);
+                     "variant %s produced a non-finite value (%s %zu); no output sent",
+                     e->v->cfg.name, j->tokens ? "token" : "input", i / (size_t)e->v->hidden);
         }
     j->t_done = uv_hrtime();
     j->compute_ns = j->t_done - j->t_start;

@@ -47,8 +47,17 @@
     X("GET", "/metrics", api_metrics, K, QUIET, "Prometheus metrics")                           \
     /* text-embeddings-inference's routes (tei.c) */                                             \
     X("POST", "/embed", api_tei_embed, T, 0, "TEI embed")                                       \
-    X("POST", "/", api_tei_embed, T, 0, "TEI embed")                                            \
+    X("POST", "/", api_tei_root, T, 0,                                                          \
+      "TEI embed (similarity when inputs is {source_sentence, sentences})")                     \
+    X("POST", "/similarity", api_tei_similarity, T, 0, "TEI sentence similarity (cosines)")     \
+    X("POST", "/embed_all", api_tei_embed_all, T, 0,                                            \
+      "TEI token embeddings (a vector per token, before pooling)")                              \
     X("POST", "/tokenize", api_tei_tokenize, T, 0, "TEI tokenize")                              \
+    X("POST", "/decode", api_tei_decode, T, 0, "TEI decode: token ids back into text")          \
+    X("POST", "/rerank", api_tei_rerank, T, 0,                                                  \
+      "TEI rerank (424: no model served is a reranker)")                                         \
+    X("POST", "/embed_sparse", api_tei_embed_sparse, T, 0,                                      \
+      "TEI sparse embeddings (424: no model served is a SPLADE model)")                          \
     X("GET", "/info", api_tei_info, T, 0, "TEI model info")                                     \
     X("GET", "/health", api_tei_health, T, PROBE, "TEI health")                                 \
     X("GET", "/", api_index, T, QUIET | HTTP_ROUTE_PROBE,                                       \

@@ -1,17 +1,19 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
- * TEI's default route for an embedding model), POST /tokenize, GET /info,
- * GET /health (GET /, the index in routes.c, is a health check too). Errors
- * are TEI's {"error", "error_type"} with TEI's statuses: a refused input or
- * field (an empty string, too long with truncate false, more than
- * max_inputs) is 422 Validation, an empty inputs array 400 Empty.
+ * TEI's default route for an embedding model; a body whose inputs is an
+ * object is a similarity request there), POST /embed_all (a vector per
+ * token), POST /similarity, POST /tokenize, POST /decode, GET /info,
+ * GET /health (GET /, the index in routes.c, is a health check too); and
+ * POST /rerank and /embed_sparse, answered as TEI answers them for a model
+ * without such a head. Errors are TEI's {"error", "error_type"} with TEI's
+ * statuses: a refused input or field (an empty string, too long with
+ * truncate false, more than max_inputs) is 422 Validation, an empty inputs
+ * array 400 Empty.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
  * variant as on the other routes. Token-id inputs and prompt names are
- * refused; normalize must be true (the served models normalise in their
- * forward pass); tokenize has no character offsets (start and stop are
- * null).
+ * refused; tokenize has no character offsets (start and stop are null).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -21,6 +23,7 @@
 #include <strings.h>
 
 #include "server/api/api.h"
+#include "server/core/stats.h"
 
 /* The model these routes serve, and a build of it (held by the request). */
 static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
@@ -37,15 +40,17 @@ static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m,
     return api_resolve(app, req, name, NULL, m, v, r);
 }
 
-/* Only the given keys; false after answering 422. */
-static bool known_fields(const cJSON *j, const char *const *keys, size_t nkeys, http_resp *r)
+/* Only the given keys in object j, whose fields errors name as where + key
+ * (where: "" or "parameters."); false after answering 422. */
+static bool known_fields(const cJSON *j, const char *where, const char *const *keys,
+                         size_t nkeys, http_resp *r)
 {
     for (const cJSON *it = j->child; it; it = it->next) {
         size_t k = 0;
         while (k < nkeys && strcmp(keys[k], it->string))
             k++;
         if (k == nkeys) {
-            api_error(r, 422, it->string, "unknown field \"%s\"", it->string);
+            api_error(r, 422, it->string, "unknown field \"%s%s\"", where, it->string);
             return false;
         }
     }
@@ -54,47 +59,57 @@ static bool known_fields(const cJSON *j, const char *const *keys, size_t nkeys, 
 
 /* A boolean field: absent or null gives dflt; else true/false. -2 after
  * answering 422. */
-static int bool_field(const cJSON *j, const char *key, int dflt, http_resp *r)
+static int bool_field(const cJSON *j, const char *where, const char *key, int dflt, http_resp *r)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!b || cJSON_IsNull(b))
         return dflt;
     if (!cJSON_IsBool(b)) {
-        api_error(r, 422, key, "\"%s\" must be true or false", key);
+        api_error(r, 422, key, "\"%s%s\" must be true or false", where, key);
         return -2;
     }
     return cJSON_IsTrue(b);
 }
 
-/* The /embed options: truncate (null: the model's own setting),
- * truncation_direction, normalize (false: the vectors as pooled, before the
- * model's normalisation; the job then carries each vector's norm),
- * prompt_name (null only), dimensions (1..hidden). */
-static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *dims, http_resp *r)
+/* The options of every TEI route that embeds texts, in object j (named as
+ * where + key in errors): truncate (null: the model's own setting),
+ * truncation_direction, prompt_name (null only). Sets them in *o; false
+ * after answering 422. */
+static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r)
 {
-    static const char *const keys[] = {"inputs", "truncate", "truncation_direction", "prompt_name",
-                                       "normalize", "dimensions"};
-    if (!known_fields(j, keys, sizeof keys / sizeof *keys, r))
-        return false;
     const cJSON *dir = cJSON_GetObjectItemCaseSensitive(j, "truncation_direction");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
-    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
-    *o = (api_embed_opts){.truncate = bool_field(j, "truncate", -1, r)};
-    int normalize = o->truncate == -2 ? -2 : bool_field(j, "normalize", 1, r);
-    if (normalize == -2)
+    if ((o->truncate = bool_field(j, where, "truncate", -1, r)) == -2)
         return false;
     if (dir && !cJSON_IsNull(dir) &&
         (!cJSON_IsString(dir) || (strcasecmp(dir->valuestring, "left") &&
                                   strcasecmp(dir->valuestring, "right")))) {
         api_error(r, 422, "truncation_direction",
-                  "\"truncation_direction\" must be \"left\" or \"right\"");
+                  "\"%struncation_direction\" must be \"left\" or \"right\"", where);
         return false;
     }
     o->truncate_left = cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left");
     if (prompt && !cJSON_IsNull(prompt)) {
-        api_error(r, 422, "prompt_name", "this model has no prompts (\"prompt_name\" must be null)");
+        api_error(r, 422, "prompt_name",
+                  "this model has no prompts (\"%sprompt_name\" must be null)", where);
         return false;
     }
+    return true;
+}
+
+/* The /embed options: those of text_options, normalize (false: the vectors
+ * as pooled, before the model's normalisation; the job then carries each
+ * vector's norm), dimensions (1..hidden). */
+static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *dims, http_resp *r)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction", "prompt_name",
+                                       "normalize", "dimensions"};
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
+    *o = (api_embed_opts){0};
+    int normalize;
+    if (!known_fields(j, "", keys, sizeof keys / sizeof *keys, r) || !text_options(j, "", o, r) ||
+        (normalize = bool_field(j, "", "normalize", 1, r)) == -2)
+        return false;
     o->norms = !normalize;
     *dims = 0;
     if (d && !cJSON_IsNull(d)) {
@@ -145,17 +160,16 @@ static void embed_respond(const http_app *app, http_deferred *d, http_resp *r)
     sb_putc(b, ']');
 }
 
-API_HANDLER(api_tei_embed)
+/* POST /embed: the parsed body j. */
+static void embed(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
     const char **texts = NULL;
     size_t *lens = NULL;
     srv_model *m;
     srv_variant *v;
     api_embed_opts o;
     int dims, n;
-    if (j && tei_resolve(app, req, &m, &v, r) && embed_options(j, v->hidden, &o, &dims, r) &&
+    if (tei_resolve(app, req, &m, &v, r) && embed_options(j, v->hidden, &o, &dims, r) &&
         (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
                               &texts, &lens, r)) > 0) {
         api_embed *c = api_embed_new(app, req, m, v, texts, lens, n, &o, r);
@@ -166,6 +180,216 @@ API_HANDLER(api_tei_embed)
     }
     free(texts);
     free(lens);
+}
+
+API_HANDLER(api_tei_embed)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    if (j)
+        embed(app, req, j, r);
+    cJSON_Delete(j);
+}
+
+/* The /embed_all answer: per input, the vector of each of its tokens (the
+ * special ones too), as the last layer gave them, before pooling. */
+static void embed_all_respond(const http_app *app, http_deferred *d, http_resp *r)
+{
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
+        return;
+    const int h = c->v->hidden;
+    const int32_t *off = c->job.off;
+    sbuf *b = &r->body;
+    sb_reserve(b, (size_t)off[c->job.n] * (size_t)h * 12 + 16);
+    sb_putc(b, '[');
+    for (int i = 0; i < c->job.n; i++) {
+        sb_puts(b, i ? ",[" : "[");
+        for (int t = off[i]; t < off[i + 1]; t++) {
+            if (t > off[i])
+                sb_putc(b, ',');
+            sb_float_array(b, c->job.out + (size_t)t * h, (size_t)h);
+        }
+        sb_putc(b, ']');
+    }
+    sb_putc(b, ']');
+}
+
+/* POST /embed_all: TEI's EmbedAllRequest (inputs, truncate,
+ * truncation_direction, prompt_name); one job whose texts are batched with
+ * other token-row jobs (the scheduler runs them without pooling). */
+API_HANDLER(api_tei_embed_all)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
+                                       "prompt_name"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **texts = NULL;
+    size_t *lens = NULL;
+    srv_model *m;
+    srv_variant *v;
+    api_embed_opts o = {.token_rows = true};
+    int n;
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        text_options(j, "", &o, r) &&
+        (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
+                              &texts, &lens, r)) > 0 &&
+        tei_resolve(app, req, &m, &v, r)) {
+        api_embed *c;
+        if (!v->model->ops->forward_tokens) /* TEI's answer for a model without them */
+            api_error_typed(r, 424, "Backend", NULL,
+                            "Backend error: `embed_all` is not available for this model");
+        else if ((c = api_embed_new(app, req, m, v, texts, lens, n, &o, r)))
+            api_embed_run(app, c, r, embed_all_respond);
+    }
+    free(texts);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* How similarity's errors name its texts: the source first, then the
+ * sentences. */
+static void similarity_text_name(int i, char *buf, size_t cap)
+{
+    if (i == 0)
+        snprintf(buf, cap, "inputs.source_sentence");
+    else
+        snprintf(buf, cap, "inputs.sentences[%d]", i - 1);
+}
+
+/* The answer: the cosine of each sentence's vector with the source's (as
+ * TEI computes it, on the vectors as pooled; the cosine is the same on the
+ * normalised ones). */
+static void similarity_respond(const http_app *app, http_deferred *d, http_resp *r)
+{
+    api_embed *c = (api_embed *)d;
+    if (!api_embed_result(c, r))
+        return;
+    const int h = c->v->hidden;
+    const float *src = c->job.out;
+    double ss = 0;
+    for (int k = 0; k < h; k++)
+        ss += (double)src[k] * src[k];
+    sb_putc(&r->body, '[');
+    for (int i = 1; i < c->job.n; i++) {
+        const float *e = c->job.out + (size_t)i * h;
+        double xy = 0, yy = 0;
+        for (int k = 0; k < h; k++) {
+            xy += (double)src[k] * e[k];
+            yy += (double)e[k] * e[k];
+        }
+        if (i > 1)
+            sb_putc(&r->body, ',');
+        sb_float(&r->body, ss > 0 && yy > 0 ? (float)(xy / sqrt(ss * yy)) : 0.0f);
+    }
+    sb_putc(&r->body, ']');
+}
+
+/* The similarity body's shape: inputs {source_sentence, sentences} and
+ * parameters (an object of text_options, or null); false after answering
+ * 422 (400 Empty for no sentences). */
+static bool similarity_shape(const cJSON *j, api_embed_opts *o, http_resp *r)
+{
+    static const char *const keys[] = {"inputs", "parameters"};
+    static const char *const in_keys[] = {"source_sentence", "sentences"};
+    static const char *const par_keys[] = {"truncate", "truncation_direction", "prompt_name"};
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "inputs");
+    const cJSON *par = cJSON_GetObjectItemCaseSensitive(j, "parameters");
+    if (!known_fields(j, "", keys, 2, r))
+        return false;
+    if (!cJSON_IsObject(in)) {
+        api_error(r, 422, "inputs",
+                  "\"inputs\" must be an object {\"source_sentence\": text, \"sentences\": "
+                  "[texts]}");
+        return false;
+    }
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(in, "source_sentence");
+    const cJSON *sents = cJSON_GetObjectItemCaseSensitive(in, "sentences");
+    if (!known_fields(in, "inputs.", in_keys, 2, r))
+        return false;
+    if (!cJSON_IsString(src)) {
+        api_error(r, 422, "inputs.source_sentence", "\"inputs.source_sentence\" must be a string");
+        return false;
+    }
+    if (!cJSON_IsArray(sents)) {
+        api_error(r, 422, "inputs.sentences", "\"inputs.sentences\" must be an array of strings");
+        return false;
+    }
+    if (par && !cJSON_IsNull(par) && !cJSON_IsObject(par)) {
+        api_error(r, 422, "parameters", "\"parameters\" must be an object or null");
+        return false;
+    }
+    if (cJSON_IsObject(par) && (!known_fields(par, "parameters.", par_keys, 3, r) ||
+                                !text_options(par, "parameters.", o, r)))
+        return false;
+    if (cJSON_GetArraySize(sents) == 0) { /* TEI: 400 Empty */
+        api_error_typed(r, 400, "Empty", "inputs.sentences", "`inputs.sentences` cannot be empty");
+        return false;
+    }
+    return true;
+}
+
+/* POST /similarity: the source sentence and the sentences embedded in one
+ * job (one text each, batched like any other); the answer is an array of
+ * cosine similarities, one per sentence. */
+static void similarity(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
+{
+    api_embed_opts o = {.truncate = -1};
+    const char **sents = NULL, **texts = NULL;
+    size_t *slens = NULL, *lens = NULL;
+    srv_model *m;
+    srv_variant *v;
+    int n;
+    if (!similarity_shape(j, &o, r))
+        return;
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "inputs");
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(in, "source_sentence");
+    o.text_name = similarity_text_name;
+    if ((n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(in, "sentences"),
+                             "inputs.sentences", 422, &sents, &slens, r)) > 0 &&
+        tei_resolve(app, req, &m, &v, r)) {
+        texts = malloc(sizeof *texts * ((size_t)n + 1));
+        lens = malloc(sizeof *lens * ((size_t)n + 1));
+        if (!texts || !lens) {
+            api_error(r, 500, NULL, "out of memory");
+        } else {
+            texts[0] = src->valuestring;
+            lens[0] = strlen(src->valuestring);
+            memcpy(texts + 1, sents, sizeof *texts * (size_t)n);
+            memcpy(lens + 1, slens, sizeof *lens * (size_t)n);
+            api_embed *c = api_embed_new(app, req, m, v, texts, lens, n + 1, &o, r);
+            if (c)
+                api_embed_run(app, c, r, similarity_respond);
+        }
+    }
+    free(sents);
+    free(slens);
+    free(texts);
+    free(lens);
+}
+
+API_HANDLER(api_tei_similarity)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    if (j)
+        similarity(app, req, j, r);
+    cJSON_Delete(j);
+}
+
+/* POST /: TEI's default route. For an embedding model TEI serves /embed
+ * there, or /similarity when started for that task; here the body says
+ * which: inputs as an object ({source_sentence, sentences}, what
+ * huggingface_hub's sentence_similarity sends to a model's URL) is a
+ * similarity request, anything else an embed request. */
+API_HANDLER(api_tei_root)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    if (j && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "inputs")))
+        similarity(app, req, j, r);
+    else if (j)
+        embed(app, req, j, r);
     cJSON_Delete(j);
 }
 
@@ -212,8 +436,8 @@ API_HANDLER(api_tei_tokenize)
     srv_variant *v;
     int n, specials;
     const cJSON *prompt = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt_name") : NULL;
-    if (j && known_fields(j, keys, sizeof keys / sizeof *keys, r) &&
-        (specials = bool_field(j, "add_special_tokens", 1, r)) != -2 &&
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        (specials = bool_field(j, "", "add_special_tokens", 1, r)) != -2 &&
         tei_resolve(app, req, &m, &v, r)) {
         if (prompt && !cJSON_IsNull(prompt))
             api_error(r, 422, "prompt_name", "this model has no prompts");
@@ -234,6 +458,174 @@ API_HANDLER(api_tei_tokenize)
     }
     free(texts);
     free(lens);
+    cJSON_Delete(j);
+}
+
+/* ---- the routes of heads the served models do not have -----------------
+ * Every model served here is an embedding model (an encoder and its
+ * pooling): TEI answers /rerank and /embed_sparse for one with 424 and
+ * error_type Backend, after checking the request's shape. So do these,
+ * with TEI's messages, until a reranker or a sparse (SPLADE) model can be
+ * served. */
+
+/* 424 Backend for the served model (404 when X-Mantissa-Model names none). */
+static void no_head(const http_app *app, const http_req *req, const char *why, http_resp *r)
+{
+    srv_model *m;
+    srv_variant *v;
+    if (tei_resolve(app, req, &m, &v, r))
+        api_error_typed(r, 424, "Backend", NULL, "Backend error: %s", why);
+}
+
+/* POST /rerank: TEI's RerankRequest (query, texts, truncate,
+ * truncation_direction, raw_scores, return_text), checked; then 424. */
+API_HANDLER(api_tei_rerank)
+{
+    static const char *const keys[] = {"query", "texts", "truncate", "truncation_direction",
+                                       "raw_scores", "return_text"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const cJSON *texts = j ? cJSON_GetObjectItemCaseSensitive(j, "texts") : NULL;
+    const char **t = NULL;
+    size_t *lens = NULL;
+    api_embed_opts o = {0};
+    bool ok = j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+              text_options(j, "", &o, r) && bool_field(j, "", "raw_scores", 0, r) != -2 &&
+              bool_field(j, "", "return_text", 0, r) != -2;
+    if (ok && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "query"))) {
+        api_error(r, 422, "query", "\"query\" must be a string");
+        ok = false;
+    }
+    if (ok && !cJSON_IsArray(texts)) {
+        api_error(r, 422, "texts", "\"texts\" must be an array of strings");
+        ok = false;
+    }
+    if (ok && api_text_inputs(app, texts, "texts", 422, &t, &lens, r) > 0)
+        no_head(app, req, "model is not a re-ranker model", r);
+    free(t);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* POST /embed_sparse: TEI's EmbedSparseRequest (inputs, truncate,
+ * truncation_direction, prompt_name), checked; then 424. */
+API_HANDLER(api_tei_embed_sparse)
+{
+    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
+                                       "prompt_name"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    const char **t = NULL;
+    size_t *lens = NULL;
+    api_embed_opts o = {0};
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        text_options(j, "", &o, r) &&
+        api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422, &t,
+                        &lens, r) > 0)
+        no_head(app, req, "Model is not an embedding model with SPLADE pooling", r);
+    free(t);
+    free(lens);
+    cJSON_Delete(j);
+}
+
+/* One list of token ids (field names it in errors) back into text, as a
+ * JSON string into r's body; false after answering 422 (400 Empty for an
+ * empty list). */
+static bool decode_one(const srv_variant *v, const cJSON *list, const char *field, bool skip,
+                       http_resp *r)
+{
+    const int vocab = mt_model_get_info(v->model)->vocab;
+    const int n = cJSON_GetArraySize(list);
+    if (!cJSON_IsArray(list)) {
+        api_error(r, 422, "ids", "%s must be an array of token ids", field);
+        return false;
+    }
+    if (n == 0) { /* TEI: 400 Empty */
+        api_error_typed(r, 400, "Empty", "ids", "%s is empty: there are no ids to decode", field);
+        return false;
+    }
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    if (!ids) {
+        api_error(r, 500, NULL, "out of memory");
+        return false;
+    }
+    int k = 0;
+    for (const cJSON *it = list->child; it; it = it->next, k++) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 0 || it->valuedouble >= vocab) {
+            api_error(r, 422, "ids", "%s[%d] is not a token id of this model (an integer in 0..%d)",
+                      field, k, vocab - 1);
+            free(ids);
+            return false;
+        }
+        ids[k] = (int32_t)it->valuedouble;
+    }
+    char *text = NULL;
+    mt_err err;
+    mt_status st = v->model->ops->decode(v->model, ids, n, skip, &text, &err);
+    free(ids);
+    if (st != MT_OK) {
+        api_error(r, st == MT_EINVAL ? 422 : 500, "ids", "%s: %s", field, err.msg);
+        return false;
+    }
+    sb_json_str(&r->body, text, strlen(text));
+    free(text);
+    return true;
+}
+
+/* The ids field: one list of ids or a list of lists, each decoded; the
+ * answer is an array of strings. */
+static void decode_lists(const http_app *app, const srv_variant *v, const cJSON *ids, bool skip,
+                         http_resp *r)
+{
+    if (!v->model->ops->decode) {
+        api_error(r, 501, NULL, "this model's tokenizer cannot decode");
+        return;
+    }
+    if (!cJSON_IsArray(ids)) {
+        api_error(r, 422, "ids",
+                  "\"ids\" must be an array of token ids, or an array of such arrays");
+        return;
+    }
+    const bool batch = cJSON_IsArray(ids->child);
+    const int n = batch ? cJSON_GetArraySize(ids) : 1;
+    if (n > app->cfg->max_inputs) {
+        api_error(r, 422, "max_inputs",
+                  "%d lists of ids in one request; the limit (server.max_inputs) is %d", n,
+                  app->cfg->max_inputs);
+        r->call->reason = STATS_R_LIMIT;
+        return;
+    }
+    sb_putc(&r->body, '[');
+    const cJSON *list = batch ? ids->child : ids;
+    for (int i = 0; i < n; i++, list = list->next) {
+        char field[32] = "ids";
+        if (batch)
+            snprintf(field, sizeof field, "ids[%d]", i);
+        if (i)
+            sb_putc(&r->body, ',');
+        if (!decode_one(v, list, field, skip, r))
+            return;
+    }
+    sb_putc(&r->body, ']');
+}
+
+/* POST /decode: {"ids": [ids] or [[ids], ...], "skip_special_tokens":
+ * true}: each list of ids back into text with the model's tokenizer; an
+ * array of strings. An id the vocabulary does not have is refused (422),
+ * where Hugging Face's tokenizers would leave it out. */
+API_HANDLER(api_tei_decode)
+{
+    static const char *const keys[] = {"ids", "skip_special_tokens"};
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    srv_model *m;
+    srv_variant *v;
+    int skip;
+    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        (skip = bool_field(j, "", "skip_special_tokens", 1, r)) != -2 &&
+        tei_resolve(app, req, &m, &v, r))
+        decode_lists(app, v, cJSON_GetObjectItemCaseSensitive(j, "ids"), skip, r);
     cJSON_Delete(j);
 }
 

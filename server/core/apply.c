@@ -243,6 +243,7 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     /* one format a run: a change waits for the restart (under --log-format
      * the file's does not apply) */
     DIFF(!b->log_format_overridden && b->log_format != c->log_format, "log_format");
+    DIFF(strcmp(b->cors_allow_origins, c->cors_allow_origins), "cors_allow_origins");
 #undef DIFF
     if (*what)
         log_msg(LOG_WARN, "reload: server settings changed (%s): they take effect at the "

@@ -13,6 +13,46 @@
  * workers
  * ====================================================================== */
 
+/* Checks one text's rows of a batch that ran (count rows from row from)
+ * and copies them into its job at dst; false (nothing copied) when one is
+ * not finite. */
+static bool take_rows(const float *from, size_t rows, int h, float *dst)
+{
+    for (size_t k = 0; k < rows * (size_t)h; k++)
+        if (!isfinite(from[k]))
+            return false;
+    memcpy(dst, from, sizeof(float) * rows * (size_t)h);
+    return true;
+}
+
+/* The forward of batch b (pooled, or a row per token for a tokens
+ * queue), and its rows into the jobs (b->bad marks a text with a
+ * non-finite value). */
+static void run_batch(batch *b)
+{
+    mt_err err;
+    const srv_variant *v = b->q->v;
+    const int h = v->hidden;
+    b->st = b->q->tokens ? mt_model_forward_tokens(v->model, b->ids, b->off, b->n, b->out, &err)
+                         : mt_model_forward(v->model, b->ids, b->off, b->n, b->out, b->norms,
+                                            &err);
+    b->t_end = uv_hrtime();
+    if (b->st != MT_OK)
+        snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
+    for (int i = 0; i < b->n && b->st == MT_OK; i++) {
+        sched_job *j = b->items[i].job;
+        const int idx = b->items[i].idx;
+        if (b->q->tokens) /* the text's tokens, at its place among the job's */
+            b->bad[i] = !take_rows(b->out + (size_t)b->off[i] * h,
+                                   (size_t)(b->off[i + 1] - b->off[i]), h,
+                                   j->out + (size_t)j->off[idx] * h);
+        else
+            b->bad[i] = !take_rows(b->out + (size_t)i * h, 1, h, j->out + (size_t)idx * h);
+        if (!b->bad[i] && j->norms)
+            j->norms[idx] = b->norms[i];
+    }
+}
+
 /* One engine worker: runs the batches the loop assigns, one at a time,
  * and hands each back with its rows already copied into the jobs. One per
  * backend by default: a CPU forward already uses every core (and a CUDA
@@ -31,29 +71,11 @@ void *sc_worker_main(void *arg)
         if (quit)
             break;
 
-        mt_err err;
-        const int h = b->q->v->hidden;
         b->t_start = uv_hrtime();
         const srv_variant *v = b->q->v;
         if (v->be->ops->set_threads) /* one thread for a batch of a few tokens (team.c) */
             v->be->ops->set_threads(v->be, b->tokens <= v->solo_tokens ? 1 : 0);
-        b->st = mt_model_forward(v->model, b->ids, b->off, b->n, b->out, b->norms, &err);
-        b->t_end = uv_hrtime();
-        if (b->st != MT_OK)
-            snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
-        for (int i = 0; i < b->n && b->st == MT_OK; i++) {
-            const float *row = b->out + (size_t)i * h;
-            for (int k = 0; k < h; k++)
-                if (!isfinite(row[k])) {
-                    b->bad[i] = 1;
-                    break;
-                }
-            sched_job *j = b->items[i].job;
-            if (!b->bad[i])
-                memcpy(j->out + (size_t)b->items[i].idx * h, row, sizeof(float) * (size_t)h);
-            if (!b->bad[i] && j->norms)
-                j->norms[b->items[i].idx] = b->norms[i];
-        }
+        run_batch(b);
         /* counted before any job of the batch is answered, so that a client
          * that reads the statistics after its answer finds its batch */
         if (b->st == MT_OK && !b->q->shadow)
@@ -289,7 +311,7 @@ void sc_dispatch(sched *s, vq *q, worker *w)
         b->items = malloc(sizeof *b->items * (size_t)n);
         b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
         b->off = malloc(sizeof *b->off * (size_t)(n + 1));
-        b->out = malloc(sizeof *b->out * (size_t)n * (size_t)h);
+        b->out = malloc(sizeof *b->out * (size_t)(q->tokens ? tokens : n) * (size_t)h);
         b->norms = malloc(sizeof *b->norms * (size_t)n);
         b->bad = calloc((size_t)n, 1);
     }

@@ -269,6 +269,7 @@ static const field server_fields[] = {
     STR(cfg_config, "tls_key", tls_key, ""),
     BOOL(cfg_config, "watch", watch, true),
     INT(cfg_config, "reload_debounce_ms", 0, 60000, reload_debounce_ms, 200),
+    LATER("cors_allow_origins", F_ANY, false), /* parse_cors */
 };
 
 static const field model_fields[] = {
@@ -604,6 +605,29 @@ int cfg_override_log_format(cfg_config *c, const char *s)
     return 0;
 }
 
+/* server.cors_allow_origins: an array of origins as browsers send them
+ * (scheme://host[:port], no path) or "*", kept space-separated. */
+static mt_status parse_cors(ctx *c, const cJSON *a, cfg_config *cfg)
+{
+    const char *fp = "server.cors_allow_origins";
+    char *d = cfg->cors_allow_origins;
+    const size_t cap = sizeof cfg->cors_allow_origins;
+    if (a && !cJSON_IsArray(a))
+        return fail(c, fp, "must be an array of origins (\"https://app.example.com\") or [\"*\"]");
+    int i = 0;
+    for (const cJSON *o = a ? a->child : NULL; o; o = o->next, i++) {
+        const char *s = cJSON_IsString(o) ? o->valuestring : "", *host = strstr(s, "://");
+        if (strcmp(s, "*") && (!host || host == s || !host[3] || strchr(host + 3, '/') ||
+                               strpbrk(s, " \t,")))
+            return fail(c, fp, "[%d] must be \"*\" or an origin: scheme://host[:port], with no "
+                        "path (\"https://app.example.com\")", i);
+        if (strlen(d) + strlen(s) + 2 > cap)
+            return fail(c, fp, "longer than %zu characters in all", cap - 2);
+        snprintf(d + strlen(d), cap - strlen(d), "%s%s", *d ? " " : "", s);
+    }
+    return MT_OK;
+}
+
 /* The "server" object (its defaults are written even when it is absent). */
 static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
 {
@@ -622,7 +646,7 @@ static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
     if (!*cfg->tls_cert != !*cfg->tls_key)
         return fail(c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
                     "tls_cert and tls_key must be set together");
-    return MT_OK;
+    return parse_cors(c, cJSON_GetObjectItemCaseSensitive(srv, "cors_allow_origins"), cfg);
 }
 
 /* The "models" array: at least one, names unique. */

@@ -86,6 +86,8 @@ typedef struct {
     char api_keys_file[1024];/* "": no authentication */
     char tls_cert[1024];     /* both set: HTTPS */
     char tls_key[1024];
+    /* CORS: "" off; else the origins allowed, space-separated ("*": any) */
+    char cors_allow_origins[2048];
     bool watch;              /* reload when the config file changes (default true) */
     int reload_debounce_ms;  /* quiet time after the last change before reloading */
     cfg_model *models;

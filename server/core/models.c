@@ -447,3 +447,12 @@ mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets
     pthread_mutex_unlock(&v->lock);
     return st;
 }
+
+mt_status srv_forward_tokens(srv_variant *v, const int32_t *ids, const int32_t *offsets,
+                             int nseq, float *out, mt_err *err)
+{
+    pthread_mutex_lock(&v->lock);
+    mt_status st = mt_model_forward_tokens(v->model, ids, offsets, nseq, out, err);
+    pthread_mutex_unlock(&v->lock);
+    return st;
+}

@@ -87,7 +87,9 @@ typedef struct srv_variant {
     stats_drift drift;         /* live shadow comparisons to the reference */
     atomic_long queue_depth;  /* texts waiting in the scheduler for it */
     atomic_bool retired;      /* no longer serving its slot */
-    void *sched_q, *shadow_q; /* the scheduler's queues (its loop thread only) */
+    /* the scheduler's queues for it (its loop thread only): client texts,
+     * shadow texts, the texts of token-row jobs (sched_job.tokens) */
+    void *sched_q, *shadow_q, *tokens_q;
 } srv_variant;
 
 /* One variant name of a model (see above). Fields after the first three
@@ -234,6 +236,9 @@ double srv_route_hash(const char *key, const char *name);
  * may be NULL) with v, one forward at a time per build (v's lock). */
 mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets, int nseq,
                       float *out, float *norms, mt_err *err);
+/* The same without pooling (mt_model_forward_tokens): a row per token. */
+mt_status srv_forward_tokens(srv_variant *v, const int32_t *ids, const int32_t *offsets,
+                             int nseq, float *out, mt_err *err);
 
 /* The checksum (64-bit FNV-1a, hex) of a file's bytes, cached by path,
  * size, mtime and inode so that a rebuild does not read it again. */

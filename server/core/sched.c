@@ -92,10 +92,12 @@ void sc_set_depth(sched *s, vq *q)
     long d = (long)q->n - q->published;
     q->published = (long)q->n;
     atomic_store(&q->depth, (long)q->n);
+    const vq *texts = q->v->sched_q, *tokens = q->v->tokens_q;
     if (q->shadow)
         atomic_fetch_add(&s->shadow_depth[q->m->index], d);
-    else
-        atomic_store(&q->v->queue_depth, (long)q->n);
+    else /* the build's two client queues together */
+        atomic_store(&q->v->queue_depth,
+                     (long)((texts ? texts->n : 0) + (tokens ? tokens->n : 0)));
 }
 
 /* Removes j's items from its queue (they will not run). */
@@ -238,10 +240,20 @@ long sched_shadow_depth(const sched *s, const srv_model *m)
  * the loop
  * ====================================================================== */
 
-/* The queue of build v (its shadow queue when shadow), made on first use. */
-vq *sc_vq_get(sched *s, srv_variant *v, bool shadow)
+/* Where build v keeps its queue of that kind. */
+static void **vq_slot(srv_variant *v, vq_kind kind)
 {
-    void **slot = shadow ? &v->shadow_q : &v->sched_q;
+    return kind == VQ_SHADOW ? &v->shadow_q : kind == VQ_TOKENS ? &v->tokens_q : &v->sched_q;
+}
+
+static vq_kind kind_of(const vq *q)
+{
+    return q->shadow ? VQ_SHADOW : q->tokens ? VQ_TOKENS : VQ_TEXTS;
+}
+
+vq *sc_vq_get(sched *s, srv_variant *v, vq_kind kind)
+{
+    void **slot = vq_slot(v, kind);
     if (*slot)
         return *slot;
     vq *q = calloc(1, sizeof *q);
@@ -249,7 +261,8 @@ vq *sc_vq_get(sched *s, srv_variant *v, bool shadow)
         return NULL;
     q->m = v->m;
     q->v = v;
-    q->shadow = shadow;
+    q->shadow = kind == VQ_SHADOW;
+    q->tokens = kind == VQ_TOKENS;
     srv_variant_ref(v);
     q->next = s->qs;
     s->qs = q;
@@ -268,10 +281,7 @@ void sc_reap(sched *s)
             continue;
         }
         *pp = q->next;
-        if (q->shadow)
-            q->v->shadow_q = NULL;
-        else
-            q->v->sched_q = NULL;
+        *vq_slot(q->v, kind_of(q)) = NULL;
         free(q->items);
         srv_variant_unref(q->v);
         free(q);
@@ -281,7 +291,7 @@ void sc_reap(sched *s)
 /* Queues the texts of a newly submitted job and starts watching its socket. */
 void sc_enqueue(sched *s, sched_job *j)
 {
-    vq *q = j->q ? j->q : sc_vq_get(s, j->v, false);
+    vq *q = j->q ? j->q : sc_vq_get(s, j->v, j->tokens ? VQ_TOKENS : VQ_TEXTS);
     uint64_t now = uv_hrtime();
     if (!q) {
         sc_fail_job(s, j, SCHED_FAILED, "out of memory queueing the request");
@@ -558,10 +568,7 @@ void sched_destroy(sched *s)
     while (s->qs) {
         vq *q = s->qs;
         s->qs = q->next;
-        if (q->shadow)
-            q->v->shadow_q = NULL;
-        else
-            q->v->sched_q = NULL;
+        *vq_slot(q->v, kind_of(q)) = NULL;
         free(q->items);
         srv_variant_unref(q->v);
         free(q);

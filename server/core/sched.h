@@ -44,8 +44,10 @@ struct sched_job {
     int n;              /* texts */
     int32_t *ids;       /* packed token ids of the n texts */
     int32_t *off;       /* n + 1 offsets into ids */
-    float *out;         /* (n, hidden): filled in place */
+    float *out;         /* (n, hidden): filled in place; with tokens (off[n], hidden) */
     float *norms;       /* NULL, or n: each vector's norm before the model's normalisation */
+    bool tokens;        /* a row per token, not pooled (mt_model_forward_tokens; TEI's
+                         * /embed_all): its texts batch apart from the pooled ones */
     uint64_t deadline;  /* uv_hrtime() ns; 0: none */
     int fd;             /* client socket to watch for a disconnect; -1: none */
     void *owner;        /* the submitter's (the HTTP connection) */

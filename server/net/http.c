@@ -362,6 +362,9 @@ static enum MHD_Result request_complete(http_server *s, struct MHD_Connection *c
         return transport_error(s, conn, rs, &req, &resp, 413, "max_body_bytes",
                                "request body is larger than max_body_bytes (%zu bytes)",
                                s->o.max_body_bytes);
+    if (!rs->route && rs->path_matched && !strcmp(method, "OPTIONS") && s->o.hooks->options &&
+        s->o.hooks->options(s->o.app, &req, rs->allow, &resp))
+        return send_resp(s, conn, rs, &resp);
     if (s->o.auth && !(rs->route && (rs->route->flags & HTTP_ROUTE_NO_AUTH)) &&
         !auth_check(s->o.auth, http_header(&req, MHD_HTTP_HEADER_AUTHORIZATION))) {
         http_set_header(&resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");

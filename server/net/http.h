@@ -10,7 +10,8 @@
  *
  *   headers in:   route matched; hooks.begin makes the application's record
  *                 of the request (http_call, opaque here)
- *   body in:      the handler runs (or hooks.error for 401/404/405/413)
+ *   body in:      the handler runs (or hooks.error for 401/404/405/413;
+ *                 hooks.options for OPTIONS on a path routes have)
  *   handler:      answers in http_resp at once, or defers: the transport
  *                 suspends the connection and calls deferred->start; the
  *                 application calls http_resume when its work is done, and
@@ -57,7 +58,7 @@ typedef struct {
     const char *const *headers;
 } http_req;
 
-#define HTTP_MAX_HEADERS 10
+#define HTTP_MAX_HEADERS 16
 
 typedef struct http_deferred http_deferred;
 
@@ -120,6 +121,14 @@ typedef struct {
      * route). param names the field or limit at fault, or NULL. */
     void (*error)(const http_app *app, const http_req *req, const http_route *route,
                   http_resp *resp, int status, const char *param, const char *msg);
+    /* An OPTIONS request for a path that has routes, none of them for
+     * OPTIONS (allow: their methods, "GET, POST"): a CORS preflight, if the
+     * application serves CORS. It answers it in resp and returns true (sent
+     * as is, without an API key: browsers send none with a preflight), or
+     * returns false (the transport answers 405, as for any method the path
+     * does not have). NULL: always 405. */
+    bool (*options)(const http_app *app, const http_req *req, const char *allow,
+                    http_resp *resp);
     /* The answer is final and about to be queued. */
     void (*sent)(const http_app *app, http_call *call, http_resp *resp);
     /* The connection has finished with the request; answered is false

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.sa
 def tei(tmp_path_factory):
     cfg = default_config()
     # a second model (the same weights, another name) for X-Mantissa-Model
-    second = dict(cfg["models"][0], name="second", truncate=False)
+    second = dict(cfg["models"][0], name="second", truncate=False,
+                  batching={"max_batch_tokens": 512})
     cfg["models"].append(second)
     s = Server(cfg, tmp_path_factory.mktemp("tei"))
     yield s
@@ -187,9 +188,10 @@ def test_errors_have_tei_shape(tei, body, status, error_type, field):
     assert data["error_type"] == error_type, data
 
 
-def failures(srv, reason):
+def failures(srv, reason, model="minilm"):
     _, text = srv.request("GET", "/metrics", raw=True)
-    key = 'mantissa_request_failures_total{model="minilm",variant="fp32",reason="%s"} ' % reason
+    key = 'mantissa_request_failures_total{model="%s",variant="fp32",reason="%s"} ' % (model,
+                                                                                        reason)
     return sum(int(l[len(key):]) for l in text.decode().splitlines() if l.startswith(key))
 
 
@@ -210,3 +212,256 @@ def test_unknown_model_header_is_404(tei):
     resp, data = tei.request("POST", "/embed", {"inputs": "x"},
                              headers={"X-Mantissa-Model": "nope"})
     assert resp.status == 404 and data["error_type"] == "Validation"
+
+
+# ---- /similarity ---------------------------------------------------------------
+
+SOURCE = "Machine learning is so easy."
+OTHERS = ["Deep learning is so straightforward.",
+          "This is so difficult, like rocket science.",
+          "I can't believe how much I struggled with this."]
+
+
+def embed_vectors(srv, texts):
+    resp, data = srv.request("POST", "/embed", {"inputs": texts})
+    assert resp.status == 200, data
+    return data
+
+
+def test_huggingface_hub_sentence_similarity_is_the_cosine_of_embed_vectors(tei):
+    from huggingface_hub import InferenceClient
+    client = InferenceClient(model="http://127.0.0.1:%d" % tei.port)
+    # the client posts {"inputs": {...}, "parameters": {}} to the model's URL (POST /)
+    got = client.sentence_similarity(SOURCE, other_sentences=OTHERS)
+    vecs = embed_vectors(tei, [SOURCE] + OTHERS)
+    want = [cosine(vecs[0], v) for v in vecs[1:]]
+    assert len(got) == len(OTHERS)
+    for g, w in zip(got, want):
+        assert abs(g - w) <= 1e-5 * abs(w), (got, want)
+    assert got[0] > got[1] and got[0] > got[2]  # the paraphrase is the closest
+    resp, data = tei.request("POST", "/similarity",
+                             {"inputs": {"source_sentence": SOURCE, "sentences": OTHERS},
+                              "parameters": {"truncate": True, "truncation_direction": "Right",
+                                             "prompt_name": None}})
+    assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "fp32", data
+    assert data == got
+    resp, data = tei.request("POST", "/similarity",
+                             {"inputs": {"source_sentence": SOURCE, "sentences": [SOURCE]},
+                              "parameters": None})
+    assert resp.status == 200 and abs(data[0] - 1) < 1e-6, data
+
+
+LONG = " ".join("word%d" % i for i in range(400))
+
+
+# TEI's answers for its SimilarityRequest: an empty sentences list is 400
+# Empty; a wrong shape or field, an empty text, a batch over the limit
+# (counting the source) and an over-long text with truncate false are 422
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"inputs": {"source_sentence": "a", "sentences": []}}, 400, "Empty", "inputs.sentences"),
+    ({"inputs": ["a", "b"]}, 422, "Validation", '"inputs" must be an object'),
+    ({"inputs": {"source_sentence": "a"}}, 422, "Validation", "inputs.sentences"),
+    ({"inputs": {"source_sentence": 3, "sentences": ["b"]}}, 422, "Validation",
+     "inputs.source_sentence"),
+    ({"inputs": {"source_sentence": "a", "sentences": "b"}}, 422, "Validation",
+     "inputs.sentences"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"], "extra": 1}}, 422, "Validation",
+     '"inputs.extra"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b", ""]}}, 422, "Validation",
+     "inputs.sentences[1] is an empty string"),
+    ({"inputs": {"source_sentence": "", "sentences": ["b"]}}, 422, "Validation",
+     "inputs.source_sentence is an empty string"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {"colour": 1}}, 422,
+     "Validation", '"parameters.colour"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {"truncate": "no"}},
+     422, "Validation", '"parameters.truncate"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": []}, 422,
+     "Validation", '"parameters"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"]}, "normalize": True}, 422,
+     "Validation", '"normalize"'),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b"] * 64}}, 422, "Validation",
+     "65 inputs"),
+    ({"inputs": {"source_sentence": "a", "sentences": ["b", LONG]},
+      "parameters": {"truncate": False}}, 422, "Validation", "inputs.sentences[1] is 1130 tokens"),
+])
+def test_similarity_errors_name_the_field(tei, body, status, error_type, field):
+    for path in ("/similarity", "/"):
+        if path == "/" and not isinstance(body.get("inputs"), dict):
+            continue  # POST / takes anything else as an embed request
+        resp, data = tei.request("POST", path, body)
+        assert resp.status == status, (path, data)
+        assert set(data) == {"error", "error_type"} and field in data["error"], (path, data)
+        assert data["error_type"] == error_type, data
+
+
+# ---- /decode -------------------------------------------------------------------
+
+ROUND_TRIP = ["the quick brown fox jumps over the lazy dog.",
+              "a man is playing a guitar.",
+              "unbelievableness, is it a word?",
+              "tokenization splits 1976 texts into wordpieces!"]
+
+
+def token_ids(srv, texts):
+    resp, data = srv.request("POST", "/tokenize", {"inputs": texts})
+    assert resp.status == 200, data
+    return [[t["id"] for t in toks] for toks in data]
+
+
+def test_decode_gives_back_what_tokenize_took(tei):
+    ids = token_ids(tei, ROUND_TRIP)
+    resp, texts = tei.request("POST", "/decode", {"ids": ids})
+    assert resp.status == 200 and texts == ROUND_TRIP, texts
+    # one list of ids: still an array of one string; specials kept on request
+    resp, one = tei.request("POST", "/decode", {"ids": ids[1], "skip_special_tokens": False})
+    assert resp.status == 200 and one == ["[CLS] a man is playing a guitar. [SEP]"], one
+    # "unbelievable" "##ness" "," glue together; a leading "##" piece stays as it is
+    assert tei.request("POST", "/decode", {"ids": ids[2][1:4]})[1] == ["unbelievableness,"]
+    assert tei.request("POST", "/decode", {"ids": ids[2][2:4]})[1] == ["##ness,"]
+    # TEI clients: huggingface_hub has no decode call; the shape is TEI's
+    # DecodeRequest / DecodeResponse
+    resp, vec = tei.request("POST", "/decode", {"ids": [[101, 7592, 102]]},
+                            headers={"X-Mantissa-Model": "second"})
+    assert resp.status == 200 and vec == ["hello"]
+
+
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"ids": []}, 400, "Empty", "ids is empty"),
+    ({"ids": [[101], []]}, 400, "Empty", "ids[1] is empty"),
+    ({"ids": [101, 30522]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [[101], [7592, -1]]}, 422, "Validation", "ids[1][1] is not a token id"),
+    ({"ids": [101, 1.5]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [101, "hello"]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": [[101], 102]}, 422, "Validation", "ids[1] must be an array"),
+    ({"ids": [101, [102]]}, 422, "Validation", "ids[1] is not a token id"),
+    ({"ids": "hello"}, 422, "Validation", '"ids" must be an array'),
+    ({"inputs": [101]}, 422, "Validation", 'unknown field "inputs"'),
+    ({"ids": [101], "skip_special_tokens": "yes"}, 422, "Validation", "skip_special_tokens"),
+    ({"ids": [[101]] * 65}, 422, "Validation", "max_inputs"),
+])
+def test_decode_errors_name_the_field(tei, body, status, error_type, field):
+    resp, data = tei.request("POST", "/decode", body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and field in data["error"], data
+    assert data["error_type"] == error_type, data
+
+
+# ---- /rerank and /embed_sparse: no such head --------------------------------------
+
+# TEI (router/src/http/server.rs, core/src/infer.rs) answers both for an
+# embedding model with 424 and error_type Backend, after checking the body;
+# an empty list is still 400 Empty and a wrong field 422 Validation
+@pytest.mark.parametrize("path,body,status,error_type,message", [
+    ("/rerank", {"query": "What is Deep Learning?", "texts": ["Deep Learning is ..."]}, 424,
+     "Backend", "Backend error: model is not a re-ranker model"),
+    ("/rerank", {"query": "q", "texts": ["a", "b"], "truncate": True, "raw_scores": False,
+                 "return_text": True, "truncation_direction": "left"}, 424, "Backend",
+     "Backend error: model is not a re-ranker model"),
+    ("/embed_sparse", {"inputs": "a cat"}, 424, "Backend",
+     "Backend error: Model is not an embedding model with SPLADE pooling"),
+    ("/embed_sparse", {"inputs": ["a cat", "a dog"], "truncate": False, "prompt_name": None},
+     424, "Backend", "Backend error: Model is not an embedding model with SPLADE pooling"),
+    ("/rerank", {"query": "q", "texts": []}, 400, "Empty", "texts"),
+    ("/rerank", {"query": "q", "texts": ["a"] * 65}, 422, "Validation", "max_inputs"),
+    ("/rerank", {"texts": ["a"]}, 422, "Validation", '"query" must be a string'),
+    ("/rerank", {"query": "q", "texts": "a"}, 422, "Validation", '"texts" must be an array'),
+    ("/rerank", {"query": "q", "texts": ["a"], "raw_scores": 1}, 422, "Validation",
+     "raw_scores"),
+    ("/rerank", {"query": "q", "texts": ["a"], "top_n": 1}, 422, "Validation", '"top_n"'),
+    ("/embed_sparse", {"inputs": []}, 400, "Empty", "inputs"),
+    ("/embed_sparse", {"inputs": "a", "normalize": True}, 422, "Validation", '"normalize"'),
+    ("/embed_sparse", {"inputs": [1, 2]}, 422, "Validation", "inputs[0]"),
+])
+def test_rerank_and_embed_sparse_answer_as_tei_for_an_embedding_model(tei, path, body, status,
+                                                                      error_type, message):
+    resp, data = tei.request("POST", path, body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and data["error_type"] == error_type, data
+    assert message in data["error"], data
+    if status == 424:
+        assert data["error"] == message and resp.getheader("X-Mantissa-Variant") == "fp32"
+        resp, data = tei.request("POST", path, body, headers={"X-Mantissa-Model": "nope"})
+        assert resp.status == 404, data
+
+
+# ---- /embed_all ------------------------------------------------------------------
+
+def rel_err(a, b):
+    return max(abs(x - y) for x, y in zip(a, b)) / max(abs(y) for y in b)
+
+
+def test_embed_all_token_vectors_pool_to_the_embed_vector(tei):
+    text, _ = pooled_reference()
+    texts = [text, "a cat", "The quick brown fox jumps over the lazy dog."]
+    resp, rows = tei.request("POST", "/embed_all", {"inputs": texts})
+    assert resp.status == 200 and resp.getheader("X-Mantissa-Variant") == "fp32", rows
+    # one vector per token, the specials included
+    assert [len(r) for r in rows] == [len(ids) for ids in token_ids(tei, texts)]
+    assert all(len(v) == 384 for r in rows for v in r)
+    # mean pooling over every token (the attention mask is all ones) gives
+    # /embed's vector before normalisation
+    resp, pooled = tei.request("POST", "/embed", {"inputs": texts, "normalize": False})
+    for r, want in zip(rows, pooled):
+        mean = [sum(v[c] for v in r) / len(r) for c in range(384)]
+        assert rel_err(mean, want) < 1e-5, rel_err(mean, want)
+    # and the tokens' vectors are PyTorch's last hidden states
+    with open(os.path.join(ROOT, "tests", "fixtures", "reference", "pieces.json")) as f:
+        last = json.load(f)["last_hidden"]
+    flat = [x for v in rows[0] for x in v]
+    assert rel_err(flat, [x for v in last for x in v]) < 2e-5
+    # a single string is a batch of one; truncation as on /embed
+    resp, one = tei.request("POST", "/embed_all", {"inputs": "a cat"})
+    assert resp.status == 200 and len(one) == 1 and rel_err(one[0][1], rows[1][1]) < 1e-5
+    resp, cut = tei.request("POST", "/embed_all", {"inputs": LONG, "truncate": True})
+    assert resp.status == 200 and len(cut[0]) == 256
+    assert resp.getheader("X-Mantissa-Truncated-Inputs") == "1"
+
+
+def test_embed_all_and_embed_at_once_each_get_their_own(tei):
+    import concurrent.futures
+    texts = ["sentence number %d about cats and dogs" % i for i in range(16)]
+    resp, want = tei.request("POST", "/embed", {"inputs": texts, "normalize": False})
+
+    def one(i):
+        path = "/embed_all" if i % 2 else "/embed"
+        body = {"inputs": texts[i]} if i % 2 else {"inputs": texts[i], "normalize": False}
+        resp, data = tei.request("POST", path, body)
+        assert resp.status == 200, data
+        return i, data[0]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        got = dict(ex.map(one, range(len(texts))))
+    for i, v in got.items():
+        vec = [sum(t[c] for t in v) / len(v) for c in range(384)] if i % 2 else v
+        assert rel_err(vec, want[i]) < 1e-5, i
+
+
+@pytest.mark.parametrize("body,status,error_type,field", [
+    ({"inputs": []}, 400, "Empty", "inputs"),
+    ({"inputs": ["a", ""]}, 422, "Validation", "inputs[1] is an empty string"),
+    ({"inputs": ["x"] * 65}, 422, "Validation", "max_inputs"),
+    ({"inputs": "x", "normalize": False}, 422, "Validation", '"normalize"'),
+    ({"inputs": "x", "truncate": "no"}, 422, "Validation", '"truncate"'),
+    ({"inputs": "x", "prompt_name": "query"}, 422, "Validation", "prompt"),
+    ({"inputs": [[101, 102]]}, 422, "Validation", "token-id"),
+    ({"inputs": LONG, "truncate": False}, 422, "Validation", "max_seq_len"),
+])
+def test_embed_all_errors_name_the_field(tei, body, status, error_type, field):
+    resp, data = tei.request("POST", "/embed_all", body)
+    assert resp.status == status, data
+    assert set(data) == {"error", "error_type"} and field in data["error"], data
+    assert data["error_type"] == error_type, data
+
+
+def test_embed_all_tokens_are_capped_at_max_batch_tokens(tei):
+    # a vector per token is ~4.6 KB of JSON: a request has at most the
+    # model's batching.max_batch_tokens tokens (512 for "second")
+    second = {"X-Mantissa-Model": "second"}
+    limit0 = failures(tei, "limit", "second")
+    resp, data = tei.request("POST", "/embed_all", {"inputs": [LONG] * 3, "truncate": True},
+                             headers=second)
+    assert resp.status == 422 and data["error_type"] == "Validation", data
+    assert "768 tokens" in data["error"] and "max_batch_tokens (512)" in data["error"], data
+    resp, data = tei.request("POST", "/embed_all", {"inputs": [LONG] * 2, "truncate": True},
+                             headers=second)
+    assert resp.status == 200 and [len(r) for r in data] == [256, 256]
+    assert failures(tei, "limit", "second") == limit0 + 1  # counted as a limit

@@ -130,6 +130,47 @@ START_TEST(bert_norms_give_back_the_pooled_vector)
 }
 END_TEST
 
+/* The model interface's forward without pooling: in a batch of two
+ * sequences, the pieces sentence's rows are PyTorch's last hidden states,
+ * and each sequence's mean row is its pooled vector (the forward's unit
+ * vector times its norm). */
+START_TEST(bert_forward_tokens_are_the_last_hidden_states)
+{
+    cJSON *j;
+    mt_err err;
+    ck_assert_msg(mt_json_load(REF_DIR "/pieces.json", &j, &err) == MT_OK, "%s", err.msg);
+    const cJSON *jids = cJSON_GetObjectItem(j, "ids"), *v;
+    int t = cJSON_GetArraySize(jids), k = 0;
+    int32_t ids[64];
+    cJSON_ArrayForEach(v, jids) ids[k++] = (int32_t)v->valuedouble;
+    const int32_t cat[] = {101, 1037, 4937, 102}; /* [CLS] a cat [SEP] */
+    memcpy(ids + t, cat, sizeof cat);
+    const int32_t off[3] = {0, t, t + 4};
+    float *rows = malloc(sizeof(float) * (size_t)(t + 4) * 384), pooled[2 * 384], norms[2];
+    for (int i = 0; i < (t + 4) * 384; i++)
+        rows[i] = NAN; /* poison */
+    ck_assert_int_eq(mt_model_forward_tokens(model, ids, off, 2, rows, &err), MT_OK);
+    double e = scaled_err(rows, cJSON_GetObjectItem(j, "last_hidden"), 384);
+    ck_assert_msg(e < 2e-5, "last hidden: relative error %g", e);
+    ck_assert_int_eq(mt_model_forward(model, ids, off, 2, pooled, norms, &err), MT_OK);
+    for (int s = 0; s < 2; s++) {
+        double worst = 0, scale = 0;
+        for (int c = 0; c < 384; c++) {
+            double mean = 0;
+            for (int r = off[s]; r < off[s + 1]; r++)
+                mean += rows[(size_t)r * 384 + c] / (off[s + 1] - off[s]);
+            const double want = (double)pooled[s * 384 + c] * norms[s];
+            worst = fabs(mean - want) > worst ? fabs(mean - want) : worst;
+            scale = fabs(want) > scale ? fabs(want) : scale;
+        }
+        ck_assert_msg(worst / scale < 1e-5, "sequence %d: mean row vs pooled %g", s,
+                      worst / scale);
+    }
+    free(rows);
+    cJSON_Delete(j);
+}
+END_TEST
+
 /* Reads the reference sentences and vectors. */
 static int load_reference(char ***sent, float **vec)
 {
@@ -460,6 +501,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, bert_reads_minilm_architecture);
     tcase_add_test(tc, bert_pieces_match_pytorch_embeddings_layer0_and_last_hidden);
     tcase_add_test(tc, bert_norms_give_back_the_pooled_vector);
+    tcase_add_test(tc, bert_forward_tokens_are_the_last_hidden_states);
     tcase_add_test(tc, bert_matches_sentence_transformers_on_every_reference_sentence);
     tcase_add_test(tc, bert_batch_of_ragged_lengths_equals_one_at_a_time);
     tcase_add_test(tc, bert_forward_rejects_bad_ids_and_lengths);

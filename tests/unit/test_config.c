@@ -169,6 +169,34 @@ START_TEST(config_rejects_each_kind_of_mistake)
 }
 END_TEST
 
+/* server.cors_allow_origins: off by default; origins kept space-separated;
+ * anything but origins (scheme://host[:port]) or "*" refused, naming it. */
+START_TEST(config_cors_allow_origins)
+{
+    cfg_config *c = NULL;
+    mt_err err = {{0}};
+    const char *off = "{\"models\":[" MODEL_OK "]}";
+    ck_assert_int_eq(cfg_parse(off, strlen(off), "t.json", &c, &err), MT_OK);
+    ck_assert_str_eq(c->cors_allow_origins, "");
+    cfg_free(c);
+    const char *on = "{\"server\":{\"cors_allow_origins\":[\"https://app.example.com\","
+                     "\"http://localhost:3000\",\"*\"]},\"models\":[" MODEL_OK "]}";
+    ck_assert_msg(cfg_parse(on, strlen(on), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_str_eq(c->cors_allow_origins, "https://app.example.com http://localhost:3000 *");
+    cfg_free(c);
+    expect_error("{\"server\":{\"cors_allow_origins\":\"*\"},\"models\":[" MODEL_OK "]}",
+                 "server.cors_allow_origins: must be an array");
+    expect_error("{\"server\":{\"cors_allow_origins\":[\"*\",\"https://a.example/\"]},"
+                 "\"models\":[" MODEL_OK "]}",
+                 "server.cors_allow_origins: [1] must be \"*\" or an origin");
+    expect_error("{\"server\":{\"cors_allow_origins\":[\"example.com\"]},\"models\":[" MODEL_OK
+                 "]}",
+                 "[0] must be");
+    expect_error("{\"server\":{\"cors_allow_origins\":[3]},\"models\":[" MODEL_OK "]}",
+                 "[0] must be");
+}
+END_TEST
+
 START_TEST(config_json_errors_give_line_column_and_reason)
 {
     expect_error("{\n  \"models\": [],\n}", "t.json: line 2, column 15: invalid JSON: trailing comma");
@@ -302,6 +330,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, config_rejects_unknown_precision_naming_the_field);
     tcase_add_test(tc, config_rejects_each_kind_of_mistake);
     tcase_add_test(tc, config_json_errors_give_line_column_and_reason);
+    tcase_add_test(tc, config_cors_allow_origins);
     tcase_add_test(tc, config_missing_file_names_the_path);
     tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
     tcase_add_test(tc, config_example_configs_load);

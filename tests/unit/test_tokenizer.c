@@ -562,6 +562,158 @@ START_TEST(tokenizer_lookup_and_token_agree)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------- */
+/* Decoding                                                                 */
+/* ---------------------------------------------------------------------- */
+
+/* Whether decoding should give text back unchanged: lowercase ASCII words
+ * and digits, single spaces, and , . ? ! only right after a word and
+ * before a space or the end (the WordPiece decoder puts a space between
+ * pieces, and takes it away before those four alone). */
+static bool decodes_back(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || s[0] == ' ' || s[n - 1] == ' ')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        bool punct = c == ',' || c == '.' || c == '?' || c == '!';
+        if (!word && !punct && c != ' ')
+            return false;
+        if (c == ' ' && s[i + 1] == ' ')
+            return false;
+        if (punct && (i == 0 || !((s[i - 1] >= 'a' && s[i - 1] <= 'z') ||
+                                  (s[i - 1] >= '0' && s[i - 1] <= '9')) ||
+                      (s[i + 1] && s[i + 1] != ' ')))
+            return false;
+    }
+    return true;
+}
+
+/* Decodes ids into a string the test frees, or fails it. */
+static char *decode_ok(const tok_t *t, const int32_t *ids, int n, bool skip)
+{
+    char *out = NULL;
+    mt_err err = {{0}};
+    ck_assert_msg(tok_decode(t, ids, n, skip, &out, &err) == MT_OK, "tok_decode: %s", err.msg);
+    return out;
+}
+
+/* Lowercases text and, when it is text decodes_back takes, checks that
+ * decode(encode(text)) gives it back; returns whether it checked. */
+static bool round_trip(const tok_t *t, char *text)
+{
+    int32_t ids[FIXTURE_MAX_LEN];
+    for (char *c = text; *c; c++)
+        *c = (char)(*c >= 'A' && *c <= 'Z' ? *c + 32 : *c);
+    if (!decodes_back(text))
+        return false;
+    int full = 0, n = encode_ok(t, text, ids, FIXTURE_MAX_LEN, &full);
+    for (int i = 0; i < n; i++)
+        if (ids[i] == tok_unk_id(t))
+            return false; /* a word it has no pieces for */
+    if (full > n)
+        return false; /* truncated */
+    char *back = decode_ok(t, ids, n, true);
+    ck_assert_msg(!strcmp(back, text), "decode(encode(\"%s\")) = \"%s\"", text, back);
+    free(back);
+    return true;
+}
+
+/* decode(encode(text)) == text for the corpus's lines that are (once
+ * lowercased) such text, and for a few more. */
+START_TEST(tokenizer_decode_round_trips_lowercase_ascii)
+{
+    static const char *const more[] = {
+        "the quick brown fox jumps over the lazy dog.",
+        "unbelievableness is a word, is it not?",
+        "tokenization splits text into wordpieces!",
+        "born in 1976, in philadelphia.",
+    };
+    tok_t *t = load_minilm();
+    int tried = 0;
+    for (size_t k = 0; k < sizeof more / sizeof *more; k++) {
+        char *text = strdup(more[k]);
+        ck_assert(round_trip(t, text));
+        free(text);
+    }
+    size_t len = 0;
+    char *corpus = read_all(CORPUS, &len);
+    ck_assert_ptr_nonnull(corpus);
+    for (char *line = corpus, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        if ((nl = strchr(line, '\n')))
+            *nl = 0;
+        char *text = NULL;
+        size_t tl = 0;
+        if (!json_string(line, strlen(line), &text, &tl))
+            continue;
+        text[tl] = 0;
+        tried += round_trip(t, text);
+        free(text);
+    }
+    ck_assert_int_ge(tried, 20);
+    free(corpus);
+    tok_free(t);
+}
+END_TEST
+
+/* Special tokens kept or skipped; a leading "##" piece kept as it is, as
+ * Hugging Face's decoder does; the cleanup; ids out of range named. */
+START_TEST(tokenizer_decode_specials_pieces_and_errors)
+{
+    tok_t *t = load_minilm();
+    int32_t ids[16];
+    int n = encode_ok(t, "Hello, unbelievableness!", ids, 16, NULL);
+    char *s = decode_ok(t, ids, n, false);
+    ck_assert_str_eq(s, "[CLS] hello, unbelievableness! [SEP]");
+    free(s);
+    s = decode_ok(t, ids, n, true);
+    ck_assert_str_eq(s, "hello, unbelievableness!");
+    free(s);
+    const int32_t lead[] = {tok_lookup(t, "##ness", 6), tok_lookup(t, "hello", 5),
+                            tok_lookup(t, "[MASK]", 6), tok_pad_id(t), tok_unk_id(t)};
+    s = decode_ok(t, lead, 5, false);
+    ck_assert_str_eq(s, "##ness hello [MASK] [PAD] [UNK]");
+    free(s);
+    s = decode_ok(t, lead, 5, true);
+    ck_assert_str_eq(s, "##ness hello");
+    free(s);
+    s = decode_ok(t, lead, 0, true);
+    ck_assert_str_eq(s, "");
+    free(s);
+    const int32_t bad[] = {tok_cls_id(t), 30522};
+    char *out = (char *)1;
+    mt_err err = {{0}};
+    ck_assert_int_eq(tok_decode(t, bad, 2, true, &out, &err), MT_EINVAL);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(err.msg, "ids[1] = 30522") != NULL, "%s", err.msg);
+    const int32_t neg[] = {-1};
+    ck_assert_int_eq(tok_decode(t, neg, 1, false, &out, &err), MT_EINVAL);
+    tok_free(t);
+}
+END_TEST
+
+/* MPNet's specials are tokenizer.json's added tokens marked special:
+ * <s>, </s>, <pad>, <unk>, [UNK], <mask>. */
+START_TEST(tokenizer_decode_mpnet_skips_its_specials)
+{
+    tok_t *t = load_dir("models/all-mpnet-base-v2", "<s>", "</s>", "<pad>", "[UNK]");
+    int32_t ids[16];
+    int n = encode_ok(t, "A man is playing a guitar.", ids, 16, NULL);
+    char *s = decode_ok(t, ids, n, false);
+    ck_assert_str_eq(s, "<s> a man is playing a guitar. </s>");
+    free(s);
+    s = decode_ok(t, ids, n, true);
+    ck_assert_str_eq(s, "a man is playing a guitar.");
+    free(s);
+    for (int32_t id = 0; id < 8; id++)
+        ck_assert_int_eq(tok_is_special(t, id), id <= 3);
+    ck_assert(tok_is_special(t, 104) && tok_is_special(t, 30526));
+    tok_free(t);
+}
+END_TEST
+
 START_TEST(tokenizer_load_missing_file_names_path)
 {
     tok_t *t = (tok_t *)0x1;
@@ -789,6 +941,9 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, tokenizer_options_cased_and_no_cjk_split);
     tcase_add_test(tc, tokenizer_rejects_bad_arguments);
     tcase_add_test(tc, tokenizer_lookup_and_token_agree);
+    tcase_add_test(tc, tokenizer_decode_round_trips_lowercase_ascii);
+    tcase_add_test(tc, tokenizer_decode_specials_pieces_and_errors);
+    tcase_add_test(tc, tokenizer_decode_mpnet_skips_its_specials);
     tcase_add_test(tc, tokenizer_load_missing_file_names_path);
     tcase_add_test(tc, tokenizer_load_vocab_without_specials_fails);
     tcase_add_test(tc, tokenizer_load_small_vocab_without_final_newline);
