@@ -1,10 +1,13 @@
 """Fixtures for the integration tests: start the real mantissa binary on a
 free loopback port with a config written for the test, talk real HTTP to it,
 and stop it with SIGTERM at the end (it must exit 0)."""
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import http.client
@@ -29,6 +32,31 @@ def default_config(**server):
     }
     cfg["server"].update(server)
     return cfg
+
+
+@contextlib.contextmanager
+def port_in_use():
+    """A loopback port that another socket listens on, while the block runs."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        yield taken.getsockname()[1]
+    finally:
+        taken.close()
+
+
+def self_signed_cert(tmp_path):
+    """(cert, key): PEM files of a self-signed certificate for localhost, made
+    by the openssl command; the test is skipped without it."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        pytest.skip("openssl command not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
 
 
 def serving_port(line):

@@ -7,14 +7,14 @@ other subcommands keep text lines whatever the config says."""
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 
 import pytest
 
-from conftest import BIN, MODEL, ROOT, Server, default_config, serving_port
+from conftest import (BIN, MODEL, ROOT, Server, default_config, port_in_use,
+                      self_signed_cert, serving_port)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
                                 reason="model not fetched (run make model)")
@@ -175,11 +175,7 @@ def test_before_the_config_the_format_is_text_unless_the_flag_names_one(tmp_path
 
 
 def test_an_error_after_the_config_is_read_is_in_its_format(tmp_path):
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
-    try:
+    with port_in_use() as port:
         cfg = tmp_path / "c.json"
         cfg.write_text(json.dumps(default_config(listen="127.0.0.1:%d" % port)))
         r = run(["serve", "--config", str(cfg)])
@@ -190,8 +186,6 @@ def test_an_error_after_the_config_is_read_is_in_its_format(tmp_path):
                                                  log_format="text", log_level="off")))
         r = run(["serve", "--config", str(cfg)])
         assert r.returncode == 1 and r.stderr.startswith("mantissa: cannot listen on"), r.stderr
-    finally:
-        taken.close()
 
 
 def test_the_cli_keeps_text_lines_whatever_the_config_says(tmp_path):
@@ -219,13 +213,7 @@ def test_start_up_lines_are_written_at_every_log_level(tmp_path):
 
 
 def test_libmicrohttpd_messages_are_log_lines_too(tmp_path):
-    openssl = shutil.which("openssl")
-    if not openssl:
-        pytest.skip("openssl command not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed_cert(tmp_path)
     srv = Server(default_config(tls_cert=str(cert), tls_key=str(key)), tmp_path)
     try:
         # plain HTTP to the HTTPS port: libmicrohttpd says so in its error log

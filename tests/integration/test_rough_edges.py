@@ -166,6 +166,13 @@ def reload_and_wait(srv):
         time.sleep(0.05)
 
 
+def reload_with(srv, cfg):
+    """Writes cfg as the server's config file, then reload_and_wait."""
+    with open(srv.cfg_path, "w") as f:
+        json.dump(cfg, f)
+    reload_and_wait(srv)
+
+
 def settings_warnings(srv):
     return [l for l in srv.log if "server settings changed" in l]
 
@@ -181,9 +188,7 @@ def test_reload_compares_the_listen_address_in_force(tmp_path):
         assert settings_warnings(srv) == [], settings_warnings(srv)
         # a setting that changed is still named; the overridden address is not
         cfg["server"].update(listen="127.0.0.1:2", max_inputs=32)
-        with open(srv.cfg_path, "w") as f:
-            json.dump(cfg, f)
-        reload_and_wait(srv)
+        reload_with(srv, cfg)
         warn = settings_warnings(srv)
         assert len(warn) == 1 and "(max_inputs)" in warn[0], warn
     finally:
@@ -195,9 +200,7 @@ def test_reload_compares_the_listen_address_in_force(tmp_path):
         reload_and_wait(srv)
         assert settings_warnings(srv) == []
         cfg["server"]["listen"] = "127.0.0.1:2"
-        with open(srv.cfg_path, "w") as f:
-            json.dump(cfg, f)
-        reload_and_wait(srv)
+        reload_with(srv, cfg)
         warn = settings_warnings(srv)
         assert len(warn) == 1 and "(listen)" in warn[0], warn
     finally:
@@ -328,13 +331,8 @@ def test_serve_checks_listen_before_building_models(tmp_path):
 
 
 def test_serve_reports_a_port_in_use_before_building_models(tmp_path):
-    from conftest import default_config
-    import socket
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
-    try:
+    from conftest import default_config, port_in_use
+    with port_in_use() as port:
         cfg = tmp_path / "c.json"
         cfg.write_text(json.dumps(default_config(listen="127.0.0.1:%d" % port)))
         for argv in (["--config", str(cfg)],
@@ -345,8 +343,30 @@ def test_serve_reports_a_port_in_use_before_building_models(tmp_path):
             assert ("cannot listen on 127.0.0.1:%d: Address already in use" % port) in r.stderr, \
                 r.stderr
             assert "loaded" not in r.stderr and "models ready" not in r.stderr, r.stderr
+
+
+def test_serve_listens_on_ipv6_only_where_asked(tmp_path):
+    import http.client
+    import socket
+    from conftest import Server, default_config
+    try:
+        with socket.socket(socket.AF_INET6) as so:
+            so.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    srv = Server(default_config(listen="[::1]:0"), tmp_path)
+    try:
+        conn = http.client.HTTPConnection("::1", srv.port, timeout=60)
+        conn.request("POST", "/v1/embeddings", json.dumps({"model": "minilm", "input": "hi"}),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and len(json.loads(resp.read())["data"]) == 1
+        conn.close()
+        # IPv6 only: the same port on IPv4 is not this server's
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=5).close()
     finally:
-        taken.close()
+        assert srv.stop() == 0
 
 
 # ---- bench: an ids file from text, and batches that fit it ---------------------------

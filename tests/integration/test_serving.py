@@ -20,7 +20,7 @@ import http.client
 
 import pytest
 
-from conftest import BIN, ROOT, MODEL, Server, default_config
+from conftest import BIN, ROOT, MODEL, Server, default_config, self_signed_cert
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
                                 reason="model not fetched (run make model)")
@@ -597,13 +597,7 @@ def test_api_keys_guard_everything_but_health(start, tmp_path):
 
 
 def test_tls_serves_https(start, tmp_path):
-    openssl = shutil.which("openssl")
-    if not openssl:
-        pytest.skip("openssl command not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed_cert(tmp_path)
     srv = start(config(tls_cert=str(cert), tls_key=str(key)))
     ctx = ssl.create_default_context(cafile=str(cert))
     ctx.check_hostname = False
