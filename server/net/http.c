@@ -479,9 +479,9 @@ static void raise_fd_limit(unsigned connections)
                 (unsigned long long)rl.rlim_cur, connections);
 }
 
-/* The listening address of host:port into ss; *flags gains MHD_USE_IPv6. */
+/* The listening address of host:port into ss. */
 static mt_status listen_addr(const char *host, int port, struct sockaddr_storage *ss,
-                             unsigned *flags, mt_err *err)
+                             mt_err *err)
 {
     memset(ss, 0, sizeof *ss);
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
@@ -492,7 +492,6 @@ static mt_status listen_addr(const char *host, int port, struct sockaddr_storage
     } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons((uint16_t)port);
-        *flags |= MHD_USE_IPv6;
     } else {
         return mt_fail(err, MT_EINVAL, "server.listen: \"%s\" is not an IPv4 or IPv6 address",
                        host);
@@ -503,8 +502,7 @@ static mt_status listen_addr(const char *host, int port, struct sockaddr_storage
 mt_status http_bind(const char *host, int port, int *fd, mt_err *err)
 {
     struct sockaddr_storage ss;
-    unsigned flags = 0;
-    mt_status st = listen_addr(host, port, &ss, &flags, err);
+    mt_status st = listen_addr(host, port, &ss, err);
     if (st != MT_OK)
         return st;
     const bool v6 = ss.ss_family == AF_INET6;
@@ -599,14 +597,13 @@ mt_status http_start(const http_options *o, http_server **out, mt_err *err)
         return MT_ENOMEM;
     }
     /* libmicrohttpd's own cap: ours, the probes' reserve, and room for the
-     * connections we have shut down and its threads have not closed yet */
+     * connections we have shut down and it has not closed yet */
     const unsigned mhd_limit =
         (unsigned)o->connection_limit + (unsigned)o->probe_connections + 64 +
         (unsigned)o->connection_limit / 8;
     raise_fd_limit(mhd_limit);
+    /* (no MHD_USE_IPv6: MHD takes the family from the socket http_bind made) */
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
-    if (strchr(o->host, ':'))
-        flags |= MHD_USE_IPv6;
     int fd = o->listen_fd;
     mt_status st = fd > 0 ? MT_OK : http_bind(o->host, o->port, &fd, err);
     if (st == MT_OK && listen(fd, 1024) != 0)
