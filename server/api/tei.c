@@ -40,6 +40,20 @@ static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m,
     return api_resolve(app, req, name, NULL, m, v, r);
 }
 
+/* What every TEI route with a body does around its own part: the request
+ * id, the body parsed as a JSON object (api_parse_body answers what is
+ * not), fn on it, the body freed. */
+typedef void tei_body_fn(const http_app *app, const http_req *req, const cJSON *j, http_resp *r);
+
+static void with_body(const http_app *app, const http_req *req, http_resp *r, tei_body_fn *fn)
+{
+    api_request_id(req, r);
+    cJSON *j = api_parse_body(app, req, r);
+    if (j)
+        fn(app, req, j, r);
+    cJSON_Delete(j);
+}
+
 /* Only the given keys in object j, whose fields errors name as where + key
  * (where: "" or "parameters."); false after answering 422. */
 static bool known_fields(const cJSON *j, const char *where, const char *const *keys,
@@ -184,11 +198,7 @@ static void embed(const http_app *app, const http_req *req, const cJSON *j, http
 
 API_HANDLER(api_tei_embed)
 {
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
-    if (j)
-        embed(app, req, j, r);
-    cJSON_Delete(j);
+    with_body(app, req, r, embed);
 }
 
 /* The /embed_all answer: per input, the vector of each of its tokens (the
@@ -218,20 +228,17 @@ static void embed_all_respond(const http_app *app, http_deferred *d, http_resp *
 /* POST /embed_all: TEI's EmbedAllRequest (inputs, truncate,
  * truncation_direction, prompt_name); one job whose texts are batched with
  * other token-row jobs (the scheduler runs them without pooling). */
-API_HANDLER(api_tei_embed_all)
+static void embed_all(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
     static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
                                        "prompt_name"};
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
     const char **texts = NULL;
     size_t *lens = NULL;
     srv_model *m;
     srv_variant *v;
     api_embed_opts o = {.token_rows = true};
     int n;
-    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
-        text_options(j, "", &o, r) &&
+    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && text_options(j, "", &o, r) &&
         (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
                               &texts, &lens, r)) > 0 &&
         tei_resolve(app, req, &m, &v, r)) {
@@ -244,7 +251,11 @@ API_HANDLER(api_tei_embed_all)
     }
     free(texts);
     free(lens);
-    cJSON_Delete(j);
+}
+
+API_HANDLER(api_tei_embed_all)
+{
+    with_body(app, req, r, embed_all);
 }
 
 /* How similarity's errors name its texts: the source first, then the
@@ -370,11 +381,7 @@ static void similarity(const http_app *app, const http_req *req, const cJSON *j,
 
 API_HANDLER(api_tei_similarity)
 {
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
-    if (j)
-        similarity(app, req, j, r);
-    cJSON_Delete(j);
+    with_body(app, req, r, similarity);
 }
 
 /* POST /: TEI's default route. For an embedding model TEI serves /embed
@@ -382,15 +389,17 @@ API_HANDLER(api_tei_similarity)
  * which: inputs as an object ({source_sentence, sentences}, what
  * huggingface_hub's sentence_similarity sends to a model's URL) is a
  * similarity request, anything else an embed request. */
+static void root(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
+{
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "inputs")))
+        similarity(app, req, j, r);
+    else
+        embed(app, req, j, r);
+}
+
 API_HANDLER(api_tei_root)
 {
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
-    if (j && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "inputs")))
-        similarity(app, req, j, r);
-    else if (j)
-        embed(app, req, j, r);
-    cJSON_Delete(j);
+    with_body(app, req, r, root);
 }
 
 /* One text's tokens as TEI lists them. */
@@ -425,18 +434,16 @@ static bool tokens_json(sbuf *b, const srv_variant *v, const char *text, size_t 
     return true;
 }
 
-API_HANDLER(api_tei_tokenize)
+static void tokenize(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
     static const char *const keys[] = {"inputs", "add_special_tokens", "prompt_name"};
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
     const char **texts = NULL;
     size_t *lens = NULL;
     srv_model *m;
     srv_variant *v;
     int n, specials;
-    const cJSON *prompt = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt_name") : NULL;
-    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
+    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
         (specials = bool_field(j, "", "add_special_tokens", 1, r)) != -2 &&
         tei_resolve(app, req, &m, &v, r)) {
         if (prompt && !cJSON_IsNull(prompt))
@@ -458,7 +465,11 @@ API_HANDLER(api_tei_tokenize)
     }
     free(texts);
     free(lens);
-    cJSON_Delete(j);
+}
+
+API_HANDLER(api_tei_tokenize)
+{
+    with_body(app, req, r, tokenize);
 }
 
 /* ---- the routes of heads the served models do not have -----------------
@@ -479,17 +490,15 @@ static void no_head(const http_app *app, const http_req *req, const char *why, h
 
 /* POST /rerank: TEI's RerankRequest (query, texts, truncate,
  * truncation_direction, raw_scores, return_text), checked; then 424. */
-API_HANDLER(api_tei_rerank)
+static void rerank(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
     static const char *const keys[] = {"query", "texts", "truncate", "truncation_direction",
                                        "raw_scores", "return_text"};
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
-    const cJSON *texts = j ? cJSON_GetObjectItemCaseSensitive(j, "texts") : NULL;
+    const cJSON *texts = cJSON_GetObjectItemCaseSensitive(j, "texts");
     const char **t = NULL;
     size_t *lens = NULL;
     api_embed_opts o = {0};
-    bool ok = j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+    bool ok = known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
               text_options(j, "", &o, r) && bool_field(j, "", "raw_scores", 0, r) != -2 &&
               bool_field(j, "", "return_text", 0, r) != -2;
     if (ok && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "query"))) {
@@ -504,28 +513,33 @@ API_HANDLER(api_tei_rerank)
         no_head(app, req, "model is not a re-ranker model", r);
     free(t);
     free(lens);
-    cJSON_Delete(j);
+}
+
+API_HANDLER(api_tei_rerank)
+{
+    with_body(app, req, r, rerank);
 }
 
 /* POST /embed_sparse: TEI's EmbedSparseRequest (inputs, truncate,
  * truncation_direction, prompt_name), checked; then 424. */
-API_HANDLER(api_tei_embed_sparse)
+static void embed_sparse(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
     static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
                                        "prompt_name"};
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
     const char **t = NULL;
     size_t *lens = NULL;
     api_embed_opts o = {0};
-    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
-        text_options(j, "", &o, r) &&
+    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && text_options(j, "", &o, r) &&
         api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422, &t,
                         &lens, r) > 0)
         no_head(app, req, "Model is not an embedding model with SPLADE pooling", r);
     free(t);
     free(lens);
-    cJSON_Delete(j);
+}
+
+API_HANDLER(api_tei_embed_sparse)
+{
+    with_body(app, req, r, embed_sparse);
 }
 
 /* One list of token ids (field names it in errors) back into text, as a
@@ -614,19 +628,21 @@ static void decode_lists(const http_app *app, const srv_variant *v, const cJSON 
  * true}: each list of ids back into text with the model's tokenizer; an
  * array of strings. An id the vocabulary does not have is refused (422),
  * where Hugging Face's tokenizers would leave it out. */
-API_HANDLER(api_tei_decode)
+static void decode(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
 {
     static const char *const keys[] = {"ids", "skip_special_tokens"};
-    api_request_id(req, r);
-    cJSON *j = api_parse_body(app, req, r);
     srv_model *m;
     srv_variant *v;
     int skip;
-    if (j && known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
         (skip = bool_field(j, "", "skip_special_tokens", 1, r)) != -2 &&
         tei_resolve(app, req, &m, &v, r))
         decode_lists(app, v, cJSON_GetObjectItemCaseSensitive(j, "ids"), skip, r);
-    cJSON_Delete(j);
+}
+
+API_HANDLER(api_tei_decode)
+{
+    with_body(app, req, r, decode);
 }
 
 /* TEI's name for a precision. */
