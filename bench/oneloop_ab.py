@@ -60,13 +60,7 @@ def main():
              ", ".join("%s = %s" % (k, v) for k, v in bins), a.rounds, a.seconds), ""]
     with tempfile.TemporaryDirectory() as tmp:
         pb.MANTISSA = bins[-1][1]
-        ids_path = os.path.join(tmp, "ids.json")
-        with open(ids_path, "w") as f:
-            json.dump(ob.token_ids(sents, tmp), f)
-        bodies = os.path.join(tmp, "bodies.txt")
-        with open(bodies, "w") as f:
-            for s in sents:
-                f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
+        ids_path, bodies = ob.inputs(sents, tmp)
         for prec in a.precisions.split(","):
             pb.MANTISSA = bins[-1][1]
             tab = ob.engine_times(prec, ids_path, tmp, 2)
@@ -112,11 +106,7 @@ def main():
             L.append("")
     L.append("Load average at the end: %.2f. Python %s." % (os.getloadavg()[0],
                                                               platform.python_version()))
-    text = "\n".join(L)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    ob.write_report(L, a.out)
 
 
 if __name__ == "__main__":

@@ -179,6 +179,28 @@ def report(prec, tab, ideal, real):
     return L
 
 
+def inputs(sents, tmp):
+    """The sentences as the engine's ids file and the load generator's
+    bodies (one OpenAI request a line), in tmp: their two paths."""
+    ids_path = os.path.join(tmp, "ids.json")
+    with open(ids_path, "w") as f:
+        json.dump(token_ids(sents, tmp), f)
+    bodies = os.path.join(tmp, "bodies.txt")
+    with open(bodies, "w") as f:
+        for s in sents:
+            f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
+    return ids_path, bodies
+
+
+def write_report(lines, out):
+    """The markdown report to stdout and, when out is set, to that file."""
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--precisions", default="fp32,int8g")
@@ -191,13 +213,7 @@ def main():
     random.Random(7).shuffle(sents)
     L = []
     with tempfile.TemporaryDirectory() as tmp:
-        ids_path = os.path.join(tmp, "ids.json")
-        with open(ids_path, "w") as f:
-            json.dump(token_ids(sents, tmp), f)
-        bodies = os.path.join(tmp, "bodies.txt")
-        with open(bodies, "w") as f:
-            for s in sents:
-                f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
+        ids_path, bodies = inputs(sents, tmp)
         for prec in a.precisions.split(","):
             tab = engine_times(prec, ids_path, tmp, a.seconds)
             ideal = bound(tab, a.max_batch)
@@ -205,11 +221,7 @@ def main():
             print(json.dumps({"precision": prec, "engine_s": tab, "ideal": ideal, "real": real}),
                   flush=True)
             L += report(prec, tab, ideal, real)
-    text = "\n".join(L)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    write_report(L, a.out)
 
 
 if __name__ == "__main__":
