@@ -68,18 +68,15 @@ struct http_server {
  * routes
  * ====================================================================== */
 
-#define MAX_PARAMS 4
-#define PARAM_MAX 256
-
 /* Matches path against pattern; captured segments go to params. */
-static bool match(const char *pattern, const char *path, char params[][PARAM_MAX], int *np)
+static bool match(const char *pattern, const char *path, char params[][HTTP_PARAM_MAX], int *np)
 {
     *np = 0;
     while (*pattern && *path) {
         if (pattern[0] == '{' && pattern[1] == '}') {
             const char *end = strchr(path, '/');
             size_t n = end ? (size_t)(end - path) : strlen(path);
-            if (n == 0 || n >= PARAM_MAX || *np >= MAX_PARAMS)
+            if (n == 0 || n >= HTTP_PARAM_MAX || *np >= HTTP_MAX_PARAMS)
                 return false;
             memcpy(params[*np], path, n);
             params[*np][n] = 0;
@@ -91,6 +88,30 @@ static bool match(const char *pattern, const char *path, char params[][PARAM_MAX
         }
     }
     return !*pattern && !*path;
+}
+
+void http_route_match(const http_route *routes, int n, const char *method, const char *path,
+                      http_match *m)
+{
+    int np;
+    char params[HTTP_MAX_PARAMS][HTTP_PARAM_MAX];
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < n; i++) {
+        const http_route *r = &routes[i];
+        if (!match(r->pattern, path, params, &np))
+            continue;
+        m->path_matched = true;
+        if (strcmp(r->method, method) != 0) {
+            if (!strstr(m->allow, r->method))
+                snprintf(m->allow + strlen(m->allow), sizeof m->allow - strlen(m->allow),
+                         "%s%s", *m->allow ? ", " : "", r->method);
+            continue;
+        }
+        m->route = r;
+        m->nparams = np;
+        memcpy(m->params, params, sizeof params);
+        return;
+    }
 }
 
 /* ========================================================================
@@ -123,39 +144,11 @@ typedef struct {
     sbuf body;
     bool too_large;
     uint64_t t_start;
-    const http_route *route;      /* NULL: none matches (404 or 405) */
-    char params[MAX_PARAMS][PARAM_MAX];
-    int nparams;
-    bool path_matched;            /* some route has the path, with another method */
-    char allow[64];               /* those methods, for 405's Allow */
+    http_match m;                 /* the route (m.route NULL: none, 404 or 405) */
     http_call *call;              /* the application's record */
     http_deferred *deferred;      /* a deferred answer is out (or done) */
     bool answered;                /* send_resp ran */
 } req_state;
-
-/* Finds the route of method + path into rs (params, or the Allow list). */
-static void route_request(const http_server *s, req_state *rs, const char *method,
-                          const char *path)
-{
-    int np;
-    char params[MAX_PARAMS][PARAM_MAX];
-    for (int i = 0; i < s->o.nroutes; i++) {
-        const http_route *r = &s->o.routes[i];
-        if (!match(r->pattern, path, params, &np))
-            continue;
-        rs->path_matched = true;
-        if (strcmp(r->method, method) != 0) {
-            if (!strstr(rs->allow, r->method))
-                snprintf(rs->allow + strlen(rs->allow), sizeof rs->allow - strlen(rs->allow),
-                         "%s%s", *rs->allow ? ", " : "", r->method);
-            continue;
-        }
-        rs->route = r;
-        rs->nparams = np;
-        memcpy(rs->params, params, sizeof params);
-        return;
-    }
-}
 
 /* Hands the answer to the application's sent hook, then queues it. */
 static enum MHD_Result send_resp(http_server *s, struct MHD_Connection *conn, req_state *rs,
@@ -243,6 +236,12 @@ static void on_mhd_idle(uv_idle_t *h)
 
 void http_resume(http_deferred *d)
 {
+    d->resume(d);
+}
+
+/* http_resume of a suspended connection. */
+static void resume_connection(http_deferred *d)
+{
     http_server *s = d->srv;
     assert(pthread_equal(pthread_self(), s->loop_thread));
     if (s->in_run) {
@@ -262,6 +261,7 @@ static enum MHD_Result defer(http_server *s, struct MHD_Connection *conn, req_st
                              http_resp *resp)
 {
     rs->deferred = resp->deferred;
+    rs->deferred->resume = resume_connection;
     rs->deferred->srv = s;
     rs->deferred->conn = conn;
     const union MHD_ConnectionInfo *ci =
@@ -287,7 +287,7 @@ static enum MHD_Result transport_error(http_server *s, struct MHD_Connection *co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    s->o.hooks->error(s->o.app, req, rs->route, resp, status, param, msg);
+    s->o.hooks->error(s->o.app, req, rs->m.route, resp, status, param, msg);
     return send_resp(s, conn, rs, resp);
 }
 
@@ -301,7 +301,7 @@ static enum MHD_Result request_begins(http_server *s, struct MHD_Connection *con
         return MHD_NO;
     *con_cls = rs;
     rs->t_start = uv_hrtime();
-    route_request(s, rs, method, url);
+    http_route_match(s->o.routes, s->o.nroutes, method, url, &rs->m);
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->o.max_body_bytes)
@@ -311,12 +311,12 @@ static enum MHD_Result request_begins(http_server *s, struct MHD_Connection *con
     conn_entry *ce = ci ? ci->socket_context : NULL;
     conns_request(s->conns, ce, true);
     http_req req = {.method = method, .path = url, .conn = conn, .t_start = rs->t_start};
-    rs->call = s->o.hooks->begin(s->o.app, &req, rs->route);
+    rs->call = s->o.hooks->begin(s->o.app, &req, rs->m.route);
     if (!rs->call)
         return MHD_YES; /* answered 500 once the body is in */
     http_resp resp = {.status = 200, .call = rs->call};
     sb_init(&resp.body);
-    if (conns_reserved(ce) && !(rs->route && (rs->route->flags & HTTP_ROUTE_PROBE))) {
+    if (conns_reserved(ce) && !(rs->m.route && (rs->m.route->flags & HTTP_ROUTE_PROBE))) {
         http_set_header(&resp, "Connection", "close");
         http_set_header(&resp, "Retry-After", "1");
         return transport_error(s, conn, rs, &req, &resp, 503, "connection_limit",
@@ -362,28 +362,28 @@ static enum MHD_Result request_complete(http_server *s, struct MHD_Connection *c
         return transport_error(s, conn, rs, &req, &resp, 413, "max_body_bytes",
                                "request body is larger than max_body_bytes (%zu bytes)",
                                s->o.max_body_bytes);
-    if (!rs->route && rs->path_matched && !strcmp(method, "OPTIONS") && s->o.hooks->options &&
-        s->o.hooks->options(s->o.app, &req, rs->allow, &resp))
+    if (!rs->m.route && rs->m.path_matched && !strcmp(method, "OPTIONS") && s->o.hooks->options &&
+        s->o.hooks->options(s->o.app, &req, rs->m.allow, &resp))
         return send_resp(s, conn, rs, &resp);
-    if (s->o.auth && !(rs->route && (rs->route->flags & HTTP_ROUTE_NO_AUTH)) &&
+    if (s->o.auth && !(rs->m.route && (rs->m.route->flags & HTTP_ROUTE_NO_AUTH)) &&
         !auth_check(s->o.auth, http_header(&req, MHD_HTTP_HEADER_AUTHORIZATION))) {
         http_set_header(&resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         return transport_error(s, conn, rs, &req, &resp, 401, "api_key",
                                "a valid API key is required: send \"Authorization: Bearer KEY\"");
     }
-    if (!rs->route && rs->path_matched) {
-        http_set_header(&resp, MHD_HTTP_HEADER_ALLOW, "%s", rs->allow);
+    if (!rs->m.route && rs->m.path_matched) {
+        http_set_header(&resp, MHD_HTTP_HEADER_ALLOW, "%s", rs->m.allow);
         return transport_error(s, conn, rs, &req, &resp, 405, "method",
                                "method %s is not allowed on %s (allowed: %s)", method, url,
-                               rs->allow);
+                               rs->m.allow);
     }
-    if (!rs->route)
+    if (!rs->m.route)
         return transport_error(s, conn, rs, &req, &resp, 404, "path", "no endpoint %s %s",
                                method, url);
-    const char *pp[MAX_PARAMS + 1] = {0};
-    for (int k = 0; k < rs->nparams; k++)
-        pp[k] = rs->params[k];
-    rs->route->handler(s->o.app, &req, pp, &resp);
+    const char *pp[HTTP_MAX_PARAMS + 1] = {0};
+    for (int k = 0; k < rs->m.nparams; k++)
+        pp[k] = rs->m.params[k];
+    rs->m.route->handler(s->o.app, &req, pp, &resp);
     if (resp.deferred)
         return defer(s, conn, rs, &resp);
     return send_resp(s, conn, rs, &resp);

@@ -85,7 +85,10 @@ struct http_deferred {
     void (*start)(const http_app *app, http_deferred *d, int fd);
     /* After http_resume, on the loop thread: build the answer. */
     void (*respond)(const http_app *app, http_deferred *d, http_resp *resp);
-    /* the transport's: the suspended connection */
+    /* the transport's, set when it suspends the request: how http_resume
+     * reaches it, and its state (HTTP: the suspended connection) */
+    void (*resume)(http_deferred *d);
+    void *transport;
     http_server *srv;
     struct MHD_Connection *conn;
     http_deferred *next;
@@ -110,6 +113,22 @@ typedef struct {
     int style;
     unsigned flags;
 } http_route;
+
+/* A route found for a method and path (http_route_match). */
+#define HTTP_MAX_PARAMS 4
+#define HTTP_PARAM_MAX 256
+typedef struct {
+    const http_route *route;      /* NULL: none matches (404, or 405 when path_matched) */
+    char params[HTTP_MAX_PARAMS][HTTP_PARAM_MAX];
+    int nparams;
+    bool path_matched;            /* some route has the path, with another method */
+    char allow[64];               /* those methods ("GET, POST"), for 405's Allow */
+} http_match;
+
+/* Finds the route of method + path among routes (HTTP and gRPC route
+ * through it alike). */
+void http_route_match(const http_route *routes, int n, const char *method, const char *path,
+                      http_match *m);
 
 typedef struct {
     /* Headers are in (route NULL: no route matches the path, or the method
@@ -177,8 +196,8 @@ void http_detach(http_server *s);
  * connection must have been resumed and answered before. */
 void http_stop(http_server *s);
 
-/* The work of a deferred request is done: its connection may answer (loop
- * thread; the answer is built on the loop's next turn). */
+/* The work of a deferred request is done: its connection (or gRPC call)
+ * may answer (loop thread; the answer is built on the loop's next turn). */
 void http_resume(http_deferred *d);
 
 /* Adds a response header (names are static strings). */
