@@ -56,7 +56,8 @@ void sb_putn(sbuf *b, const void *p, size_t n)
     sb_reserve(b, n);
     if (b->oom)
         return;
-    memcpy(b->data + b->len, p, n);
+    if (n) /* p may be NULL when n is 0 (an empty protobuf bytes field) */
+        memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = 0;
 }
