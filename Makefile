@@ -63,6 +63,43 @@ TODAY    := $(shell date -u +%Y-%m-%d)
 # the command line (server/main.c and cmd/) links against it.
 LIB_SRC  := $(wildcard engine/*.c engine/*/*.c) $(wildcard models/*.c) $(wildcard kernels/cpu/*.c) \
             $(wildcard server/*/*.c)
+
+# ---- gRPC (KServe v2's gRPC service: server/net/grpc.c on gRPC's C core,
+# server/api/grpc_kserve.c, server/api/pbjson.c, with protobuf-c) ----------
+#   GRPC=1   server/api/kserve.proto -> build/gen/server/api/kserve.pb-c.{c,h}
+#            through protoc-c (one copy for every build configuration), linked
+#            with libgrpc and libprotobuf-c (Debian libgrpc-dev,
+#            libprotobuf-c-dev, protobuf-c-compiler: tools/install-deps.sh)
+#   GRPC=0   server/net/grpc_none.c and server/api/grpc_kserve_none.c instead:
+#            a config with server.grpc_listen is refused with a message
+#   default  1 when pkg-config finds grpc and libprotobuf-c and protoc-c is
+#            on the PATH (make deps installs them), else 0
+GRPC     ?= $(if $(and $(shell pkg-config --exists grpc libprotobuf-c && echo y),$(shell command -v protoc-c 2>/dev/null)),1,0)
+GRPC_SRC  := server/net/grpc.c server/api/grpc_kserve.c server/api/pbjson.c
+GRPC_NONE := server/net/grpc_none.c server/api/grpc_kserve_none.c
+GRPC_GEN  := build/gen/server/api/kserve.pb-c.c
+ifeq ($(GRPC),1)
+  LIB_SRC := $(filter-out $(GRPC_NONE),$(LIB_SRC)) $(GRPC_GEN)
+  LDLIBS  += -lgrpc -lgpr -lprotobuf-c
+else
+  LIB_SRC := $(filter-out $(GRPC_SRC),$(LIB_SRC))
+endif
+CFLAGS   += -Ibuild/gen
+
+$(GRPC_GEN) $(GRPC_GEN:.c=.h) &: server/api/kserve.proto
+	@mkdir -p $(dir $(GRPC_GEN))
+	protoc-c --proto_path=server/api --c_out=$(dir $(GRPC_GEN)) $<
+
+# the setting, recorded so that switching it rebuilds the library (and so
+# that tests/structure knows which of the two sets this build compiled)
+$(shell mkdir -p $(BUILD) && { echo 'GRPC=$(GRPC)' | cmp -s - $(BUILD)/grpc.cfg || \
+          echo 'GRPC=$(GRPC)' > $(BUILD)/grpc.cfg; })
+$(BUILD)/libmantissa.a: $(BUILD)/grpc.cfg
+
+# what includes the generated header waits for it
+$(BUILD)/server/api/grpc_kserve.o build/fuzz/server/api/grpc_kserve.o \
+    build/fuzz/tests/fuzz/fuzz_grpc.o $(BUILD)/tests/unit/test_pbjson.o: $(GRPC_GEN)
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmantissa.a
 BIN      := $(BUILD)/mantissa
@@ -70,6 +107,9 @@ CMD_SRC  := server/main.c $(wildcard cmd/*.c)
 CMD_OBJ  := $(CMD_SRC:%.c=$(BUILD)/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
+ifneq ($(GRPC),1)
+  UNIT_SRC := $(filter-out tests/unit/test_pbjson.c,$(UNIT_SRC))
+endif
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 # CPU benchmark programs that link the library (bench/int8_kernels.c: the
@@ -219,7 +259,7 @@ FORCE:
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(filter %.o,$^)
 
 $(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) $(EXPORT_LDFLAGS) $(CMD_OBJ) $(LIB_LINK) $(LDLIBS) -o $@
@@ -380,7 +420,7 @@ soak: deps model
 ARM64_DEPS := build/arm64-deps
 test-arm64: model
 	tools/install-deps.sh --arm64
-	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 \
+	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 GRPC=0 \
 	  DNNL_INC=-I$(ARM64_DEPS)/usr/include DNNL_LIB=-l:libdnnl.so.2 unit-bins
 	BUILD=build/arm64 tests/arm64.sh
 
@@ -401,10 +441,13 @@ FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -g -O1 $(MARCH) -fopenmp -Wall -Wextra \
-                -Wno-unused-parameter -I. $(PKG_CFLAGS) -MMD -MP $(FUZZ_SAN)
+                -Wno-unused-parameter -I. -Ibuild/gen $(PKG_CFLAGS) -MMD -MP $(FUZZ_SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o)
 FUZZ_LIB     := $(FUZZ_BUILD)/libmantissa.a
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+ifneq ($(GRPC),1)
+  FUZZ_SRC   := $(filter-out tests/fuzz/fuzz_grpc.c,$(FUZZ_SRC))
+endif
 FUZZ_BINS    := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
 FUZZ_TARGETS ?= $(FUZZ_SRC:tests/fuzz/%.c=%)
 
@@ -429,7 +472,7 @@ fuzz: model
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
 
 # ==== benchmarks ==============================================================
-.PHONY: bench bench-peers bench-server bench-openmp bench-switch
+.PHONY: bench bench-peers bench-server bench-openmp bench-switch bench-grpc
 bench: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
@@ -458,6 +501,13 @@ bench-server: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	$(VPY) bench/server_bench.py --bin $(abspath $(BIN)) \
 	  --out bench/results/server-$(TODAY).md
+
+# make bench-grpc: KServe v2 over gRPC against HTTP with binary tensors,
+# one server, perf_analyzer at concurrency 1 and 64, rounds alternating
+# (bench/grpc_bench.py); writes bench/results/grpc-<date>.md.
+bench-grpc: deps model
+	$(MAKE) --no-print-directory $(BIN)
+	$(VPY) bench/grpc_bench.py --bin $(abspath $(BIN)) --out bench/results/grpc-$(TODAY).md
 
 # How the engine's OpenMP threads wait (cmd/main.c): the default short
 # spin against passive, shorter and longer spins and libgomp's own default,

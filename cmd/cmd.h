@@ -16,6 +16,7 @@ typedef struct {
     const char *high;  /* quantize --auto: the precision of the sensitive GEMMs */
     const char *make_ids; /* bench --make-ids: a text file to tokenize */
     const char *log_format; /* serve --log-format: json or text */
+    const char *grpc_listen; /* serve --grpc-listen: ADDR:PORT or off */
     double seconds;
     double budget_cos; /* quantize --auto; 0: the variant's budget_cos */
     int batch;

@@ -22,6 +22,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"high", required_argument, 0, 'H'},    {"levels", no_argument, 0, 'L'},
         {"skip-blank", no_argument, 0, 'K'},   {"make-ids", required_argument, 0, 'M'},
         {"log-format", required_argument, 0, 'F'},
+        {"grpc-listen", required_argument, 0, 'G'},
         {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
@@ -48,6 +49,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         case 'K': o->skip_blank = 1; break;
         case 'M': o->make_ids = optarg; break;
         case 'F': o->log_format = optarg; break;
+        case 'G': o->grpc_listen = optarg; break;
         case 'h': printf("%s", usage); exit(0);
         default: fprintf(stderr, "%s", usage); return -1;
         }

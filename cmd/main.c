@@ -1,7 +1,7 @@
 /* main.c: the mantissa command line: one binary, several subcommands (one
  * file each in cmd/; serve's wiring is server/main.c).
  *
- *   mantissa serve    [--config FILE] [--listen ADDR:PORT]
+ *   mantissa serve    [--config FILE] [--listen ADDR:PORT] [--grpc-listen ADDR:PORT]
  *   mantissa embed    [--config FILE] [--model NAME[@VARIANT]] [--jsonl] [--skip-blank] < texts
  *   mantissa eval     [--config FILE] --stsb FILE [--model NAME[@VARIANT]]
  *   mantissa bench    [--config FILE] --ids FILE [--batch 1,32] [--seconds S]
@@ -47,6 +47,7 @@ static void usage(FILE *f)
             "  --model NAME[@V]   model (and variant) for embed/eval/bench (default: the first);\n"
             "                     only it is built\n"
             "serve:  --listen ADDR:PORT   overrides server.listen (an IPv4 or [IPv6] address)\n"
+            "        --grpc-listen ADDR:PORT|off  overrides server.grpc_listen (KServe v2 gRPC)\n"
             "embed:  --skip-blank         skip blank lines (default: refuse them, naming the line)\n"
             "eval:   --stsb FILE          the STS-B test split (sts-test.csv)\n"
             "bench:  --ids FILE           JSON list of token-id lists ([CLS] ... [SEP])\n"

@@ -10,7 +10,8 @@
 int cmd_serve(int argc, char **argv)
 {
     static const char usage[] =
-        "usage: mantissa serve [--config FILE] [--listen ADDR:PORT] [--log-format json|text]\n"
+        "usage: mantissa serve [--config FILE] [--listen ADDR:PORT] [--grpc-listen ADDR:PORT|off]\n"
+        "                      [--log-format json|text]\n"
         "Serves the models of the config (default config/mantissa.json) over HTTP:\n"
         "  OpenAI      POST /v1/embeddings (also /embeddings), GET /v1/models\n"
         "  KServe v2   /v2/health/*, /v2, /v2/models/{m}[/infer|/ready|/config|/stats]\n"
@@ -19,8 +20,11 @@ int cmd_serve(int argc, char **argv)
         "              (text-embeddings-inference)\n"
         "  admin, A/B  /v2/repository/*, /v2/admin/config, /v2/admin/reload,\n"
         "              POST /v2/models/{m}/compare, GET /ab; GET /metrics (Prometheus)\n"
+        "and, with server.grpc_listen or --grpc-listen, KServe v2 over gRPC\n"
+        "(inference.GRPCInferenceService: tritonclient.grpc, perf_analyzer -i grpc).\n"
         "GET / lists every route (see README.md). --listen overrides server.listen,\n"
-        "--log-format server.log_format (the log on stderr: JSON lines or text).\n"
+        "--grpc-listen server.grpc_listen (\"off\": no gRPC), --log-format\n"
+        "server.log_format (the log on stderr: JSON lines or text).\n"
         "SIGTERM/SIGINT drain and stop; SIGHUP reloads the config.\n";
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -41,10 +45,18 @@ int cmd_serve(int argc, char **argv)
                 o.listen);
         return 2;
     }
+    if (o.grpc_listen && strcmp(o.grpc_listen, "off") &&
+        cfg_parse_listen(o.grpc_listen, host, sizeof host, &port) != 0) {
+        fprintf(stderr,
+                "mantissa serve: --grpc-listen: \"%s\" is not ADDR:PORT (as --listen) or off\n",
+                o.grpc_listen);
+        return 2;
+    }
     if (o.log_format && log_format_parse(o.log_format) < 0) {
         fprintf(stderr, "mantissa serve: --log-format: \"%s\" is not json or text\n",
                 o.log_format);
         return 2;
     }
-    return mt_serve(o.config, o.listen, o.log_format);
+    return mt_serve(o.config, &(mt_serve_opts){.listen = o.listen, .grpc_listen = o.grpc_listen,
+                                               .log_format = o.log_format});
 }

@@ -166,16 +166,34 @@ srv_models *mt_load_models(const cfg_config *cfg)
     return s;
 }
 
-/* The scheduler's shutdown hooks: stop accepting connections; once every
- * request is answered, take HTTP off the loop so that the loop can end. */
+/* What serve holds, released in reverse order by serve_free. */
+typedef struct {
+    cfg_config *cfg;
+    srv_models *models;
+    auth_keys *keys;
+    sched *sched;
+    reloader *reload;
+    int listen_fd; /* reserved before the models are built; http owns it once started */
+    http_server *http;
+    grpc_front *grpc; /* bound before the models are built; NULL: no gRPC */
+    http_app app;
+} serving;
+
+/* The scheduler's shutdown hooks: stop accepting connections and calls;
+ * once every request is answered, take HTTP and gRPC off the loop so that
+ * the loop can end. */
 static void serve_quiesce(void *arg)
 {
-    http_quiesce(arg);
+    serving *v = arg;
+    http_quiesce(v->http);
+    grpc_front_quiesce(v->grpc);
 }
 
 static void serve_detach(void *arg)
 {
-    http_detach(arg);
+    serving *v = arg;
+    http_detach(v->http);
+    grpc_front_detach(v->grpc);
 }
 
 /* Asynchronous signals are handled by the scheduler's loop thread only.
@@ -196,23 +214,12 @@ static void block_async_signals(sigset_t *old)
     pthread_sigmask(SIG_BLOCK, &all, old);
 }
 
-/* What serve holds, released in reverse order by serve_free. */
-typedef struct {
-    cfg_config *cfg;
-    srv_models *models;
-    auth_keys *keys;
-    sched *sched;
-    reloader *reload;
-    int listen_fd; /* reserved before the models are built; http owns it once started */
-    http_server *http;
-    http_app app;
-} serving;
-
 static void serve_free(serving *v)
 {
-    if (v->sched) /* the hooks name the HTTP server, which goes first */
+    if (v->sched) /* the hooks name the HTTP and gRPC servers, which go first */
         sched_set_hooks(v->sched, NULL, NULL, NULL);
     http_stop(v->http);
+    grpc_front_stop(v->grpc);
     if (!v->http && v->listen_fd > 0)
         close(v->listen_fd);
     sched_destroy(v->sched); /* before the reloader: closing the loop calls its close hook */
@@ -240,8 +247,8 @@ static void log_option_warnings(void)
     }
 }
 
-/* "serving on": the version, its commit and the address. */
-static void log_serving(const cfg_config *c, int port)
+/* "serving on": the version, its commit and the address (and gRPC's). */
+static void log_serving(const cfg_config *c, int port, int grpc_port)
 {
     const bool tls = c->tls_cert[0] != 0, v6 = strchr(c->listen_host, ':') != NULL;
     char address[300];
@@ -254,15 +261,25 @@ static void log_serving(const cfg_config *c, int port)
     log_str(&l, "address", address);
     log_int(&l, "port", port);
     log_bool(&l, "tls", tls);
-    log_words(&l, "version %s (commit %s), serving on %s%s:%d", MANTISSA_VERSION,
-              mt_build_commit(), tls ? "https://" : "", c->listen_host, port);
+    char grpc[300] = "";
+    if (grpc_port > 0) {
+        const bool g6 = strchr(c->grpc_host, ':') != NULL;
+        snprintf(grpc, sizeof grpc, "%s%s%s:%d", g6 ? "[" : "", c->grpc_host, g6 ? "]" : "",
+                 grpc_port);
+        log_str(&l, "grpc_address", grpc);
+        log_int(&l, "grpc_port", grpc_port);
+    }
+    log_words(&l, "version %s (commit %s), serving on %s%s:%d%s%s", MANTISSA_VERSION,
+              mt_build_commit(), tls ? "https://" : "", c->listen_host, port,
+              *grpc ? ", KServe v2 gRPC on " : "", grpc);
     log_end(&l);
 }
 
 /* The config, with the command line's overrides; the log's format and
  * level from it. */
-static int serve_config(serving *v, const char *path, const char *listen, const char *format)
+static int serve_config(serving *v, const char *path, const mt_serve_opts *o)
 {
+    const char *listen = o->listen, *format = o->log_format;
     mt_err err;
     if (format) /* known before the file is read: its errors follow it too */
         log_set_format(log_format_parse(format));
@@ -282,14 +299,34 @@ static int serve_config(serving *v, const char *path, const char *listen, const 
         FATAL("--listen: \"%s\" is not ADDR:PORT", listen);
         return 1;
     }
+    if (o->grpc_listen && cfg_override_grpc_listen(v->cfg, o->grpc_listen) != 0) {
+        FATAL("--grpc-listen: \"%s\" is not ADDR:PORT or off", o->grpc_listen);
+        return 1;
+    }
     return 0;
 }
 
+/* gRPC's options (the loop, routes and app are set when it starts). */
+static grpc_front_options grpc_options(serving *v)
+{
+    const cfg_config *c = v->cfg;
+    grpc_front_options o = {.host = c->grpc_host, .port = c->grpc_port,
+                            .max_message_bytes = c->max_body_bytes,
+                            .max_streams = c->grpc_max_streams, .tls_cert = c->tls_cert,
+                            .tls_key = c->tls_key, .auth = v->keys, .hooks = api_hooks(),
+                            .app = &v->app};
+    o.methods = api_grpc_methods(&o.nmethods);
+    o.routes = api_routes(&o.nroutes);
+    if (v->sched)
+        o.loop = sched_loop(v->sched);
+    return o;
+}
+
 /* Everything but the loop; logs the error and returns 1 on failure. */
-static int serve_start(serving *v, const char *path, const char *listen, const char *format)
+static int serve_start(serving *v, const char *path, const mt_serve_opts *so)
 {
     mt_err err;
-    if (serve_config(v, path, listen, format) != 0)
+    if (serve_config(v, path, so) != 0)
         return 1;
     const cfg_config *c = v->cfg;
     /* what can fail fast, before the models take their seconds to build */
@@ -298,6 +335,11 @@ static int serve_start(serving *v, const char *path, const char *listen, const c
         return 1;
     }
     if (http_bind(c->listen_host, c->listen_port, &v->listen_fd, &err) != MT_OK) {
+        FATAL("%s", err.msg);
+        return 1;
+    }
+    grpc_front_options go = grpc_options(v);
+    if (c->grpc_port >= 0 && grpc_front_bind(&go, &v->grpc, &err) != MT_OK) {
         FATAL("%s", err.msg);
         return 1;
     }
@@ -325,12 +367,17 @@ static int serve_start(serving *v, const char *path, const char *listen, const c
         return 1;
     }
     v->app.http = v->http; /* for the connection counts in /metrics */
-    sched_set_hooks(v->sched, serve_quiesce, serve_detach, v->http);
-    log_serving(c, http_port(v->http));
+    go = grpc_options(v);
+    if (v->grpc && grpc_front_start(v->grpc, &go, &err) != MT_OK) {
+        FATAL("%s", err.msg);
+        return 1;
+    }
+    sched_set_hooks(v->sched, serve_quiesce, serve_detach, v);
+    log_serving(c, http_port(v->http), v->grpc ? grpc_front_port(v->grpc) : 0);
     return 0;
 }
 
-int mt_serve(const char *path, const char *listen, const char *format)
+int mt_serve(const char *path, const mt_serve_opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
     /* Blocked from here, before the first thread exists, so every thread
@@ -339,7 +386,7 @@ int mt_serve(const char *path, const char *listen, const char *format)
     sigset_t old_mask;
     block_async_signals(&old_mask);
     serving v = {0};
-    int rc = serve_start(&v, path, listen, format);
+    int rc = serve_start(&v, path, o);
     if (rc == 0) {
         pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
         rc = sched_run(v.sched);

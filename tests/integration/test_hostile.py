@@ -29,7 +29,8 @@ BODY_CAP = 8 << 20
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    cfg = default_config(max_body_bytes=BODY_CAP, max_inputs=64, max_input_bytes=2 << 20)
+    cfg = default_config(max_body_bytes=BODY_CAP, max_inputs=64, max_input_bytes=2 << 20,
+                         grpc_listen="127.0.0.1:0")
     s = Server(cfg, tmp_path_factory.mktemp("hostile"))
     yield s
     assert s.stop() == 0, "".join(s.log)
@@ -154,6 +155,99 @@ def test_hostile_input_gets_its_documented_4xx_and_the_server_keeps_serving(srv,
     assert msg, (name, data)  # a JSON body naming the problem
     for w in words:
         assert w in msg, (name, w, msg)
+    r, _ = srv.request("GET", "/v2/health/ready")
+    assert r.status == 200, name
+
+
+# ---- the same over gRPC (server.grpc_listen): messages a client we do not
+# control may send, written on the wire by hand (field numbers of
+# server/api/kserve.proto), each with the gRPC code and words it gets.
+
+def _varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n >> 7 else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _len(field, data):
+    data = data.encode() if isinstance(data, str) else data
+    return _varint(field << 3 | 2) + _varint(len(data)) + data
+
+
+def _tensor(texts):
+    return b"".join(len(t).to_bytes(4, "little") + t for t in texts)
+
+
+def _infer(model="minilm", shape=(1,), raw=None, datatype="BYTES", name="text"):
+    tensor = _len(1, name) + _len(2, datatype) + _len(3, b"".join(_varint(d) for d in shape))
+    m = _len(1, model) + _len(5, tensor)
+    return m + (_len(7, raw) if raw is not None else b"")
+
+
+GRPC_CASES = [
+    ("not protobuf", "ModelInfer", b"\xff" * 64, "INVALID_ARGUMENT", ["ModelInferRequest"]),
+    ("a length past the message's end", "ModelInfer", b"\x0a\xff\xff\xff\x7f" + b"a" * 10,
+     "INVALID_ARGUMENT", []),
+    ("a varint of 11 bytes", "ModelInfer", b"\x10" + b"\xff" * 10 + b"\x01",
+     "INVALID_ARGUMENT", []),
+    ("a shape of 1e6 elements", "ModelInfer", _infer(shape=[1] * 1000000,
+                                                     raw=_tensor([b"x"])),
+     "INVALID_ARGUMENT", ["shape"]),
+    ("a shape with a huge element count", "ModelInfer",
+     _infer(shape=[4294967296, 4294967296], raw=_tensor([b"x"])), "INVALID_ARGUMENT", ["shape"]),
+    ("a negative shape", "ModelInfer", _infer(shape=[-1], raw=_tensor([b"x"])),
+     "INVALID_ARGUMENT", ["shape"]),
+    ("an element length past the raw bytes", "ModelInfer",
+     _infer(raw=b"\xff\xff\xff\x7fabc"), "INVALID_ARGUMENT", ["element 0"]),
+    ("invalid UTF-8 in a text", "ModelInfer", _infer(raw=_tensor([b"bad \xc3\x28"])),
+     "INVALID_ARGUMENT", ["UTF-8"]),
+    ("invalid UTF-8 in the model name", "ModelInfer", _infer(model=b"\xff\xfe",
+                                                             raw=_tensor([b"x"])),
+     "INVALID_ARGUMENT", ["model_name", "UTF-8"]),
+    ("10,000 elements in one request", "ModelInfer",
+     _infer(shape=[10000], raw=_tensor([b"x"] * 10000)), "RESOURCE_EXHAUSTED", ["max_inputs"]),
+    ("a 3 MiB text over max_input_bytes", "ModelInfer",
+     _infer(raw=_tensor([b"word " * (600 << 10)])), "RESOURCE_EXHAUSTED", ["max_input_bytes"]),
+    ("a message over max_body_bytes", "ModelInfer",
+     _infer(raw=_tensor([b"a" * (BODY_CAP + 10)])), "RESOURCE_EXHAUSTED", []),
+    ("a model name with path characters", "ModelInfer",
+     _infer(model="../../etc/passwd", raw=_tensor([b"x"])), "NOT_FOUND", []),
+    ("a model name with a NUL", "ModelInfer", _infer(model="minilm\x00x", raw=_tensor([b"x"])),
+     "INVALID_ARGUMENT", ["model_name", "NUL"]),
+    ("no model name", "ModelMetadata", b"", "INVALID_ARGUMENT", ["required"]),
+    ("a repository load that overrides the config", "RepositoryModelLoad",
+     _len(2, "minilm") + _len(3, _len(1, "config") + _len(2, _len(3, '{"backend":"python"}'))),
+     "INVALID_ARGUMENT", ["config"]),
+    ("a repository load that uploads a file", "RepositoryModelLoad",
+     _len(2, "minilm") + _len(3, _len(1, "file:1/model.safetensors") + _len(2, _len(4, b"AAAA"))),
+     "INVALID_ARGUMENT", ["file:1/model.safetensors"]),
+    ("a streaming call", "ModelStreamInfer", _infer(raw=_tensor([b"x"])), "UNIMPLEMENTED", []),
+]
+
+
+@pytest.mark.parametrize("name,method,payload,code,words", GRPC_CASES,
+                         ids=[c[0] for c in GRPC_CASES])
+def test_hostile_grpc_message_gets_its_code_and_the_server_keeps_serving(srv, name, method,
+                                                                         payload, code, words):
+    grpc = pytest.importorskip("grpc")
+    port = [e["grpc_port"] for e in srv.events("serving on")][0]
+    with grpc.insecure_channel("127.0.0.1:%d" % port,
+                               options=[("grpc.max_send_message_length", -1)]) as ch:
+        call = ch.unary_unary("/inference.GRPCInferenceService/" + method,
+                              request_serializer=None, response_deserializer=None)
+        with pytest.raises(grpc.RpcError) as e:
+            call(payload, timeout=120)
+        ready = ch.unary_unary("/inference.GRPCInferenceService/ServerReady",
+                               request_serializer=None, response_deserializer=None)
+        assert ready(b"", timeout=30) == b"\x08\x01", name  # ready: true
+    assert e.value.code().name == code, (name, e.value.code(), e.value.details())
+    assert e.value.details(), name
+    for w in words:
+        assert w in e.value.details(), (name, w, e.value.details())
     r, _ = srv.request("GET", "/v2/health/ready")
     assert r.status == 200, name
 

@@ -247,6 +247,9 @@ DECLARED_MODULES = {
 # same entry points answering "no CUDA". So the objects are two programs,
 # and one of dl.c and none.c is read, by cuda.cfg (an object left over from
 # a build with the other setting is not read).
+# gRPC's files, or (GRPC=0) their stubs: a build compiles one set.
+GRPC_SRC = {"server/net/grpc.c", "server/api/grpc_kserve.c", "server/api/pbjson.c"}
+GRPC_NONE = {"server/net/grpc_none.c", "server/api/grpc_kserve_none.c"}
 DLSYM_FORWARDER = "engine/cuda/dl.c"
 NO_CUDA_STUB = "engine/cuda/none.c"
 
@@ -264,9 +267,13 @@ def built_sources():
                     "(with BUILD=build/<cfg>: `make CFG=<cfg> all`) before this test")
     with open(cfg) as fh:
         cuda = fh.read().split()[0] == "CUDA=1"
+    # gRPC (the Makefile's GRPC, recorded in grpc.cfg): its files or its stubs
+    grpc_cfg = os.path.join(BUILD, "grpc.cfg")
+    grpc = os.path.exists(grpc_cfg) and open(grpc_cfg).read().strip() == "GRPC=1"
+    not_built = GRPC_NONE if grpc else GRPC_SRC
     out = {}
     for p in sources():
-        if not p.endswith((".c", ".cu")):
+        if not p.endswith((".c", ".cu")) or p in not_built:
             continue
         if in_cuda_module(p):
             if cuda:

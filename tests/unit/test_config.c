@@ -244,6 +244,37 @@ START_TEST(config_listen_parses_v4_v6_and_port_only)
 }
 END_TEST
 
+START_TEST(config_grpc_listen_is_off_by_default_and_checked)
+{
+    cfg_config *c;
+    mt_err err;
+    const char *t = "{\"models\":[" MODEL_OK "]}";
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_int_eq(c->grpc_port, -1);
+    ck_assert_int_eq(c->grpc_max_streams, 100);
+    ck_assert_int_eq(cfg_override_grpc_listen(c, "127.0.0.1:8001"), 0);
+    ck_assert_str_eq(c->grpc_host, "127.0.0.1");
+    ck_assert_int_eq(c->grpc_port, 8001);
+    ck_assert_int_eq(cfg_override_grpc_listen(c, "off"), 0);
+    ck_assert_int_eq(c->grpc_port, -1);
+    ck_assert_int_eq(cfg_override_grpc_listen(c, "localhost:1"), -1);
+    cfg_free(c);
+    t = "{\"server\":{\"grpc_listen\":\"[::1]:0\",\"grpc_max_streams\":7},\"models\":["
+        MODEL_OK "]}";
+    ck_assert_msg(cfg_parse(t, strlen(t), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    ck_assert_str_eq(c->grpc_host, "::1");
+    ck_assert_int_eq(c->grpc_port, 0);
+    ck_assert_int_eq(c->grpc_max_streams, 7);
+    cfg_free(c);
+    expect_error("{\"server\":{\"grpc_listen\":\"localhost:8001\"},\"models\":[" MODEL_OK "]}",
+                 "server.grpc_listen");
+    expect_error("{\"server\":{\"grpc_listen\":8001},\"models\":[" MODEL_OK "]}",
+                 "server.grpc_listen");
+    expect_error("{\"server\":{\"grpc_max_streams\":0},\"models\":[" MODEL_OK "]}",
+                 "server.grpc_max_streams");
+}
+END_TEST
+
 START_TEST(config_example_configs_load)
 {
     static const char *const files[] = {"config/ab-split.json", "config/shadow.json",
@@ -333,6 +364,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, config_cors_allow_origins);
     tcase_add_test(tc, config_missing_file_names_the_path);
     tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
+    tcase_add_test(tc, config_grpc_listen_is_off_by_default_and_checked);
     tcase_add_test(tc, config_example_configs_load);
     tcase_add_test(tc, config_reference_names_a_variant_or_makes_one);
     tcase_add_test(tc, config_rejects_hot_switch_mistakes_naming_the_field);
