@@ -272,4 +272,91 @@ json_tokens = [
 for t in ("json_body", "openai", "kserve"):
     write_dict(t, json_tokens)
 
+# ---- gRPC: KServe v2 messages (fuzz_grpc.c) ----------------------------------
+# The protobuf wire format, written by hand (field numbers of
+# server/api/kserve.proto): byte 0 picks the method, as fuzz_grpc.c reads it.
+
+def varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_len(field, data):
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return varint(field << 3 | 2) + varint(len(data)) + data
+
+
+def pb_int(field, n):
+    return varint(field << 3) + varint(n)
+
+
+def bytes_tensor(texts):
+    return b"".join(struct.pack("<I", len(t)) + t for t in texts)
+
+
+def param(key, kind, value):
+    """A map<string, InferParameter> entry: kind 1 bool, 2 int64, 3 string."""
+    v = pb_int(kind, value) if kind in (1, 2) else pb_len(kind, value)
+    return pb_len(1, key) + pb_len(2, v)
+
+
+def infer_input(name="text", datatype="BYTES", shape=(1,), contents=None, params=b""):
+    m = pb_len(1, name) + pb_len(2, datatype)
+    m += pb_len(3, b"".join(varint(d) for d in shape))  # packed int64
+    if params:
+        m += pb_len(4, params)
+    if contents is not None:
+        m += pb_len(5, b"".join(pb_len(8, t) for t in contents))  # bytes_contents
+    return m
+
+
+def infer(model="minilm", inputs=(), raw=(), version="", rid="", params=()):
+    m = pb_len(1, model) + (pb_len(2, version) if version else b"") + (pb_len(3, rid) if rid else b"")
+    m += b"".join(pb_len(4, p) for p in params)
+    m += b"".join(pb_len(5, i) for i in inputs)
+    m += b"".join(pb_len(7, r) for r in raw)
+    return m
+
+
+GUITAR = [b"A man is playing a guitar.", "Caf\u00e9 \u6771\u4eac".encode()]
+grpc_seeds = [
+    ("infer_raw.seed", 0, infer(inputs=[infer_input(shape=(2,))], raw=[bytes_tensor(GUITAR)],
+                                rid="r1")),
+    ("infer_contents.seed", 0, infer(inputs=[infer_input(shape=(2, 1), contents=GUITAR)])),
+    ("infer_truncate_strict.seed", 0, infer(model="strict", inputs=[infer_input()],
+                                            raw=[bytes_tensor([b"word " * 40])],
+                                            params=[param("truncate", 1, 0)])),
+    ("infer_timeout.seed", 0, infer(inputs=[infer_input()], raw=[bytes_tensor([b"x"])],
+                                    params=[param("timeout", 2, 1000000)])),
+    ("infer_version.seed", 0, infer(version="1", inputs=[infer_input()],
+                                    raw=[bytes_tensor([b"x"])])),
+    ("infer_bad_version.seed", 0, infer(version="2", inputs=[infer_input()],
+                                        raw=[bytes_tensor([b"x"])])),
+    ("infer_empty_text.seed", 0, infer(inputs=[infer_input()], raw=[bytes_tensor([b""])])),
+    ("infer_short_raw.seed", 0, infer(inputs=[infer_input()], raw=[b"\x09\x00\x00\x00ab"])),
+    ("infer_two_raw.seed", 0, infer(inputs=[infer_input()], raw=[b"", b""])),
+    ("infer_no_data.seed", 0, infer(inputs=[infer_input()])),
+    ("infer_fp32.seed", 0, infer(inputs=[infer_input(datatype="FP32")], raw=[b"\0" * 4])),
+    ("infer_too_many.seed", 0, infer(inputs=[infer_input(shape=(5,))],
+                                     raw=[bytes_tensor([b"a"] * 5)])),
+    ("infer_slash.seed", 0, infer(model="a/b", inputs=[infer_input()],
+                                  raw=[bytes_tensor([b"x"])])),
+    ("ready.seed", 1, pb_len(1, "minilm")),
+    ("ready_unknown.seed", 1, pb_len(1, "nope") + pb_len(2, "1")),
+    ("metadata.seed", 2, pb_len(1, "minilm")),
+    ("config.seed", 3, pb_len(1, "strict") + pb_len(2, "1")),
+    ("stats_all.seed", 4, b""),
+    ("stats_one.seed", 4, pb_len(1, "minilm")),
+    ("garbage.seed", 0, b"\xff\xff\xff\xff\x0f"),
+    ("long_length.seed", 0, b"\x0a\xff\x01abc"),
+]
+write_corpus("grpc", [(n, bytes([k]) + m) for n, k, m in grpc_seeds])
+
 print("make-seeds: wrote", ", ".join(sorted(os.listdir(CORPUS))))
