@@ -594,10 +594,18 @@ static void run_inline(api_embed *e)
     j->compute_ns = j->t_done - j->t_start;
 }
 
+/* The client of an embedding job went away (a cancelled gRPC call): its
+ * texts still queued need not run. */
+static void job_cancel(const http_app *app, http_deferred *d)
+{
+    sched_cancel(app->sched, ((api_deferred *)d)->job);
+}
+
 void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
                    void (*respond)(const http_app *, http_deferred *, http_resp *))
 {
     api_defer(resp, &e->d, respond);
+    e->d.http.cancel = job_cancel;
     if (app->sched)
         return;
     resp->deferred = NULL;

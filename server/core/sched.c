@@ -440,6 +440,15 @@ void sched_job_end(sched *s, sched_job *j, sched_result r, const char *msg)
         sc_end_job(s, j);
 }
 
+void sched_cancel(sched *s, sched_job *j)
+{
+    if (j->ended)
+        return;
+    j->cancel = true;
+    sc_fail_job(s, j, SCHED_CANCELLED, "the client cancelled the call");
+    sc_schedule(s);
+}
+
 void sched_enqueue(sched *s, sched_job *j)
 {
     sched_job_ref(j); /* the scheduler's */

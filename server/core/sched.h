@@ -123,6 +123,11 @@ void sched_job_unref(sched_job *j);
 /* Loop thread: ends a control job (or fails it with r and msg when r is
  * not SCHED_OK), which resumes its connection. */
 void sched_job_end(sched *s, sched_job *j, sched_result r, const char *msg);
+/* Loop thread: the client of a submitted job went away without closing a
+ * socket the scheduler watches (a cancelled gRPC call): its queued texts are
+ * dropped and it ends as SCHED_CANCELLED, at once or when its running batch
+ * does. */
+void sched_cancel(sched *s, sched_job *j);
 /* Loop thread: queues a job of texts made by a control job (compare). */
 void sched_enqueue(sched *s, sched_job *j);
 

@@ -550,6 +550,8 @@ static void handle(grpc_front *g, gtag *t, bool ok)
     case OP_CLOSED:
         c->in_flight--;
         c->closed = true;
+        if (c->cancelled && c->deferred && !c->answered && c->deferred->cancel)
+            c->deferred->cancel(g->o.app, c->deferred); /* its texts need not run */
         maybe_free(c);
         break;
     case OP_RESUME:

@@ -85,6 +85,10 @@ struct http_deferred {
     void (*start)(const http_app *app, http_deferred *d, int fd);
     /* After http_resume, on the loop thread: build the answer. */
     void (*respond)(const http_app *app, http_deferred *d, http_resp *resp);
+    /* Optional (NULL: none), loop thread: the client went away in a way
+     * only the transport sees (a cancelled gRPC call), so the work may stop
+     * early; http_resume still follows. */
+    void (*cancel)(const http_app *app, http_deferred *d);
     /* the transport's, set when it suspends the request: how http_resume
      * reaches it, and its state (HTTP: the suspended connection) */
     void (*resume)(http_deferred *d);

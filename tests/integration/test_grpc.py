@@ -247,6 +247,38 @@ def test_deadline_becomes_the_request_timeout(srv):
     still_ready(srv)
 
 
+def test_a_cancelled_call_drops_its_queued_texts(srv):
+    # A: a long HTTP request that keeps the one engine worker busy for a while
+    long_texts = ["word%d " % i * 120 for i in range(32)]
+    done = []
+    t = threading.Thread(target=lambda: done.append(srv.request("POST", "/v2/models/minilm/infer", {
+        "inputs": [{"name": "text", "datatype": "BYTES", "shape": [32], "data": long_texts}]})))
+    t.start()
+    time.sleep(0.5)
+    # B: queued behind A, then cancelled by its client (no deadline: the
+    # scheduler's own timeout is not what drops it)
+    req = pb.ModelInferRequest(model_name="minilm", id="cancel-me")
+    x = req.inputs.add(name="text", datatype="BYTES", shape=[32])
+    x.contents.bytes_contents.extend(t.encode() for t in long_texts)
+    with grpc.insecure_channel(srv.grpc) as ch:
+        f = ch.unary_unary(SERVICE + "ModelInfer", request_serializer=None,
+                           response_deserializer=None)
+        fut = f.future(req.SerializeToString())
+        time.sleep(0.3)
+        assert fut.cancel()
+    t.join(timeout=600)
+    assert done and done[0][0].status == 200
+    deadline = time.time() + 30
+    ev = []
+    while not ev and time.time() < deadline:
+        ev = [e for e in srv.events("request") if e.get("id") == "cancel-me"]
+        time.sleep(0.1)
+    assert ev, "".join(srv.log[-20:])
+    # logged as the client's cancel, and its texts never ran
+    assert ev[0]["status"] == 499 and ev[0]["compute_ms"] == 0, ev[0]
+    still_ready(srv)
+
+
 # ---- limits, keys and TLS shared with HTTP ----------------------------------
 
 def test_api_keys_apply_to_grpc_but_not_to_health(tmp_path):
