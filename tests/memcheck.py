@@ -2,7 +2,8 @@
 """memcheck.py: a short server run under valgrind memcheck (make
 test-valgrind). Starts the release binary under valgrind with the real
 model, sends a mix of good and bad requests over real HTTP (OpenAI and
-KServe, JSON and binary, errors of every kind, metrics, admin), hot-adds and
+KServe, JSON and binary, errors of every kind, metrics, admin) and KServe
+over gRPC (server.grpc_listen: good, refused and malformed calls), hot-adds and
 then removes a second variant through the config file (so a build is made,
 swapped in and freed), stops the server with SIGTERM, and fails unless
 valgrind reports no error and no leaked block (definitely or indirectly
@@ -57,6 +58,50 @@ def variants(port):
     st, data = request(port, "GET", "/v2/admin/config")
     m = json.loads(data)["models"][0]
     return {v["name"]: v["state"] for v in m["variants"]}
+
+
+def drive_grpc(port):
+    """KServe over gRPC (server.grpc_listen): good and bad calls, each code
+    checked; 0 calls when grpcio is not installed."""
+    try:
+        import grpc
+    except ImportError:
+        print("memcheck: grpcio not installed: no gRPC calls")
+        return 0
+    raw = b"".join(struct.pack("<I", len(t)) + t for t in (b"alpha", "b\u00e9ta".encode()))
+
+    def infer(model, shape, raw_tensor):
+        tensor = _pb(1, "text") + _pb(2, "BYTES") + _pb(3, bytes([shape]))
+        return _pb(1, model) + _pb(3, "g1") + _pb(5, tensor) + _pb(7, raw_tensor)
+    calls = [
+        ("ServerReady", b"", grpc.StatusCode.OK),
+        ("ModelInfer", infer("minilm", 2, raw), grpc.StatusCode.OK),
+        ("ModelInfer", infer("minilm", 1, struct.pack("<I", 0)), grpc.StatusCode.INVALID_ARGUMENT),
+        ("ModelInfer", infer("nope", 2, raw), grpc.StatusCode.NOT_FOUND),
+        ("ModelInfer", b"\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT),
+        ("ModelConfig", _pb(1, "minilm"), grpc.StatusCode.OK),
+        ("ModelStatistics", b"", grpc.StatusCode.OK),
+        ("ModelStreamInfer", b"", grpc.StatusCode.UNIMPLEMENTED),
+    ]
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        for method, payload, want in calls:
+            f = ch.unary_unary("/inference.GRPCInferenceService/" + method,
+                               request_serializer=None, response_deserializer=None)
+            try:
+                f(payload, timeout=900)
+                got = grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                got = e.code()
+            if got != want:
+                raise SystemExit("memcheck: gRPC %s answered %s, expected %s" % (method, got, want))
+    return len(calls)
+
+
+def _pb(field, data):
+    """A length-delimited protobuf field (server/api/kserve.proto's numbers)."""
+    data = data.encode() if isinstance(data, str) else data
+    return bytes([field << 3 | 2, len(data)]) + data if len(data) < 128 else \
+        bytes([field << 3 | 2, len(data) & 0x7F | 0x80, len(data) >> 7]) + data
 
 
 def drive(port, cfg_path, cfg):
@@ -138,8 +183,10 @@ def main():
     # libgomp, pthread and TLS code, none with a frame of ours; and every
     # build's team measurement (server/core/team.c) took minutes. One engine
     # thread: 0 errors in 72 s.
+    grpc_port = free_port()
     cfg = {"server": {"listen": "127.0.0.1:%d" % port, "max_inputs": 16,
-                      "watch": False, "engine_threads": 1},
+                      "watch": False, "engine_threads": 1,
+                      "grpc_listen": "127.0.0.1:%d" % grpc_port},
            "models": [{"name": "minilm", "path": MODEL,
                        "variants": [{"name": "fp32", "precision": "fp32", "traffic": 100}]}]}
     cfg_path = os.path.join(work, "mantissa.json")
@@ -159,7 +206,7 @@ def main():
     try:
         wait_until(lambda: proc.poll() is None and
                    request(port, "GET", "/v2/health/ready")[0] == 200, "readiness", 600)
-        n = drive(port, cfg_path, cfg)
+        n = drive(port, cfg_path, cfg) + drive_grpc(grpc_port)
     except BaseException:
         proc.kill()
         proc.wait()
