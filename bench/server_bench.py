@@ -125,9 +125,9 @@ def sentences(n=256):
 
 
 class Server:
-    def __init__(self, binary, batching, tmp, precision="fp32"):
-        cfg = {"server": {"listen": "127.0.0.1:0", "log_level": "warn",
-                          "max_inputs": 256},
+    def __init__(self, binary, batching, tmp, precision="fp32", server=None):
+        cfg = {"server": dict({"listen": "127.0.0.1:0", "log_level": "warn",
+                               "max_inputs": 256}, **(server or {})),
                "models": [{"name": "minilm", "path": MODEL, "batching": dict(batching,
                                                                              max_queue=4096),
                            "variants": [{"name": "fp32", "precision": precision}]}]}
@@ -146,6 +146,8 @@ class Server:
             m = re.search(r'serving on(?: .*:|".*"port":)(\d+)', line)
             if m:
                 self.port = int(m.group(1))
+                g = re.search(r'"grpc_port":(\d+)|KServe v2 gRPC on .*:(\d+)', line)
+                self.grpc_port = int(g.group(1) or g.group(2)) if g else None
                 break
         self.url = "http://127.0.0.1:%d" % self.port
 
@@ -232,9 +234,10 @@ def run_wrk(url, script, conc, seconds):
     return d
 
 
-def run_perf_analyzer(port, texts, tmp, load, seconds):
+def run_perf_analyzer(port, texts, tmp, load, seconds, protocol="http"):
     """perf_analyzer against the server; load: its arguments that set the
-    load (a concurrency, or a request rate)."""
+    load (a concurrency, or a request rate); protocol: "http" (binary
+    tensors, perf_analyzer's default) or "grpc" (port: the gRPC one)."""
     exe = os.path.join(os.path.dirname(sys.executable), "perf_analyzer")
     if not os.path.exists(exe):
         return None
@@ -248,7 +251,7 @@ def run_perf_analyzer(port, texts, tmp, load, seconds):
     with open(data, "w") as f:
         json.dump({"data": [{"text": {"content": [t], "shape": [1]}} for t in texts]}, f)
     out = os.path.join(tmp, "pa.csv")
-    cmd = [exe, "-m", "minilm", "-u", "127.0.0.1:%d" % port, "-i", "http", "--input-data", data,
+    cmd = [exe, "-m", "minilm", "-u", "127.0.0.1:%d" % port, "-i", protocol, "--input-data", data,
            "--measurement-interval", str(seconds * 1000)] + load + [
            "--max-trials", "3", "--stability-percentage", "999", "-f", out,
            "--percentile", "99"]
