@@ -37,7 +37,7 @@ else
 endif
 DNNL_INC ?=
 DNNL_LIB ?= -ldnnl
-PKGS     := libmicrohttpd libcjson libuv
+PKGS     := libmicrohttpd libcjson libuv libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)

