@@ -5,22 +5,24 @@ six spans exported over OTLP/HTTP to a real receiver on this machine:
 oteltest's otelsink, decoding each export with opentelemetry-proto), side
 by side in one run.
 
-Each round starts each setting's server in turn (off, on; then on, off;
-...), warms it (2 s at concurrency 16), then measures closed loop at
-concurrency 1 and 16 (bench/loadgen.c, STS-B test sentences one per
-request, POST /v1/embeddings): requests/s and p50/p99 latency. After each
-"on" run it reads the server's /metrics, so the report says how many spans
-were exported, dropped or failed against the requests sent. The report
-gives per point the median of the rounds, the on/off ratio of each round
-(the two runs of one round are adjacent in time, so a change of the
-machine's load falls on both) and its spread (min-max).
+Both servers run for the whole run (an idle one costs nothing: its engine
+threads sleep). Each round measures, at concurrency 1 and then 16, one
+closed-loop point on each server in turn, in alternating order (off on, on
+off, ...), with bench/loadgen.c sending STS-B test sentences one per
+request (POST /v1/embeddings): requests/s and p50/p99 latency. The two
+points of a pair are seconds apart, so a change of the machine's load falls
+on both: the report gives per point the median of the rounds for each
+setting, and the on/off ratio of each pair with its median and spread
+(min-max, and the middle half). At the end it reads the "on" server's
+/metrics, so the report says how many spans were exported, dropped or
+failed against the requests sent.
 
 It also runs bench/trace_cost (the CPU time of building and encoding one
 request's spans, without the server) and measures the receiver's CPU time
 (it runs in this process), so that the report can say where a difference
 comes from.
 
-  bench/tracing_ab.py [--rounds 6] [--seconds 6] [--precision fp32] [--out FILE]
+  bench/tracing_ab.py [--rounds 12] [--seconds 3] [--precision fp32] [--out FILE]
 
 Build first: make all build/release/bench/loadgen.
 """
@@ -87,11 +89,12 @@ def server(prec, tracing, tmp):
                        "variants": [{"name": prec, "precision": prec}]}]}
     if tracing:
         cfg["server"]["tracing"] = tracing
-    path = os.path.join(tmp, "tracing-%s.json" % ("on" if tracing else "off"))
+    name = "on" if tracing else "off"
+    path = os.path.join(tmp, "tracing-%s.json" % name)
     with open(path, "w") as f:
         json.dump(cfg, f)
     return pb.Server("mantissa", [pb.MANTISSA, "serve", "--config", path], port,
-                     log=os.path.join(tmp, "srv.log"))
+                     log=os.path.join(tmp, "srv-%s.log" % name))
 
 
 def trace_counts(port):
@@ -107,24 +110,28 @@ def cpu_self():
     return r.ru_utime + r.ru_stime
 
 
-def measure(prec, tracing, bodies, tmp, secs):
-    srv = server(prec, tracing, tmp)
-    row = {"load": round(os.getloadavg()[0], 2)}
-    cpu0 = cpu_self()
-    try:
-        sent = pb.loadgen(srv.port, bodies, 2, conc=16)["requests"]  # warm-up
-        for c in POINTS:
-            g = pb.point(srv, bodies, secs, conc=c)
-            row["c=%d" % c] = [g["rps"], g["p50_ms"], g["p99_ms"], g["errors"], g["cpu_per_1k"]]
-            sent += g["requests"]
-        if tracing:
-            time.sleep(1.5)  # the last batch_delay_ms (1 s): the queue empties
-            row["spans"] = trace_counts(srv.port)
-            row["requests"] = sent
-            row["receiver_cpu_per_1k"] = 1000 * (cpu_self() - cpu0) / sent
-    finally:
-        srv.stop()
-    return row
+def quantiles(v):
+    """median, min, max, first and third quartile"""
+    q = statistics.quantiles(v, n=4, method="inclusive") if len(v) > 1 else [v[0]] * 3
+    return statistics.median(v), min(v), max(v), q[0], q[2]
+
+
+def run_pairs(srv, bodies, secs, rounds):
+    """rows[setting]["c=N"]: one [rps, p50, p99, errors, cpu_per_1k, load] a round."""
+    rows = {name: {"c=%d" % c: [] for c in POINTS} for name in srv}
+    sent = 0
+    for r in range(rounds):
+        for i, c in enumerate(POINTS):
+            order = ("off", "on") if (r + i) % 2 == 0 else ("on", "off")
+            for name in order:
+                la = os.getloadavg()[0]
+                g = pb.point(srv[name], bodies, secs, conc=c)
+                rows[name]["c=%d" % c].append([g["rps"], g["p50_ms"], g["p99_ms"], g["errors"],
+                                               g["cpu_per_1k"], la])
+                sent += g["requests"] if name == "on" else 0
+                print(json.dumps({"round": r, "setting": name, "c": c,
+                                  "row": rows[name]["c=%d" % c][-1]}), flush=True)
+    return rows, sent
 
 
 def lscpu_model():
@@ -143,13 +150,14 @@ def trace_cost():
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def report(rows, a, isa, load0, receiver_spans, cost):
+def report(rows, a, isa, load0, spans, sent, receiver_cpu, cost):
     L = ["# Tracing off and on (bench/tracing_ab.py)", "",
          "CPU: %s (lscpu model name), %d cores, %s; load average %.2f at the start; other "
-         "work ran on the machine. Load generator, server and OTLP receiver on the same cores; "
-         "the bench and its children niced. Model all-MiniLM-L6-v2 %s, STS-B test sentences "
-         "one per request (POST /v1/embeddings), closed loop. %d rounds of %.0f s points, each "
-         "round both settings in turn (alternating order). Python %s." % (
+         "work ran on the machine. Load generator, servers and OTLP receiver on the same "
+         "cores; the bench and its children niced. Model all-MiniLM-L6-v2 %s, STS-B test "
+         "sentences one per request (POST /v1/embeddings), closed loop. Both servers up for "
+         "the whole run; %d rounds, each a pair of %.0f s points (off and on in turn, "
+         "alternating order) at concurrency 1, then a pair at 16. Python %s." % (
              lscpu_model(), os.cpu_count(), isa, load0, a.precision, a.rounds, a.seconds,
              platform.python_version()), "",
          "- off: no server.tracing (trace ids still made, traceparent still answered, the "
@@ -158,46 +166,43 @@ def report(rows, a, isa, load0, receiver_spans, cost):
          "0.47.0's otelsink, decoding every export with opentelemetry-proto), sample_ratio 1 "
          "(every request: its server, parse, queue, batch, forward and reply spans), the "
          "default batching (512 spans or 1 s).", "",
-         "| point | off: req/s | on: req/s | on/off req/s, median (min-max) | off: p50 ms | "
-         "on: p50 ms | on/off p50, median (min-max) | off / on: p99 ms | off / on: CPU s per "
-         "1000 req |", "|---|---|---|---|---|---|---|---|---|"]
+         "| point | off: req/s | on: req/s | on/off req/s of each pair: median (min-max; middle "
+         "half) | off: p50 ms | on: p50 ms | on/off p50 of each pair: median (min-max; middle "
+         "half) | off / on: p99 ms | off / on: server CPU s per 1000 req |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for c in POINTS:
         k = "c=%d" % c
-        off = [r[k] for r in rows["off"]]
-        on = [r[k] for r in rows["on"]]
-        rr = [b[0] / x[0] for x, b in zip(off, on)]
-        rp = [b[1] / x[1] for x, b in zip(off, on)]
+        off, on = rows["off"][k], rows["on"][k]
         med = lambda v, i: statistics.median(x[i] for x in v)  # noqa: E731
-        L.append("| concurrency %d | %.0f | %.0f | %.3f (%.3f-%.3f) | %.2f | %.2f | "
-                 "%.3f (%.3f-%.3f) | %.2f / %.2f | %.2f / %.2f |" % (
-                     c, med(off, 0), med(on, 0), statistics.median(rr), min(rr), max(rr),
-                     med(off, 1), med(on, 1), statistics.median(rp), min(rp), max(rp),
+        rr = quantiles([b[0] / x[0] for x, b in zip(off, on)])
+        rp = quantiles([b[1] / x[1] for x, b in zip(off, on)])
+        L.append("| concurrency %d | %.0f | %.0f | %.3f (%.3f-%.3f; %.3f-%.3f) | %.2f | %.2f | "
+                 "%.3f (%.3f-%.3f; %.3f-%.3f) | %.2f / %.2f | %.2f / %.2f |" % (
+                     c, med(off, 0), med(on, 0), *rr, med(off, 1), med(on, 1), *rp,
                      med(off, 2), med(on, 2), med(off, 4), med(on, 4)))
-    exported = sum(r["spans"]["exported"] for r in rows["on"])
-    dropped = sum(r["spans"]["dropped"] for r in rows["on"])
-    failed = sum(r["spans"]["failed"] for r in rows["on"])
-    reqs = sum(r["requests"] for r in rows["on"])
-    L += ["", "Spans of the \"on\" runs (their /metrics 1.5 s after the last point): %d "
-          "exported, %d dropped, %d failed, for %d requests sent (warm-up included; %.2f "
-          "spans a request, six expected, the start-up check's request aside); the receiver "
-          "decoded %d. The receiver's CPU time is not in the CPU column (the server's "
-          "process alone): it took %.2f s per 1000 requests (median of the rounds; Python, "
-          "on the same two cores)." % (
-              exported, dropped, failed, reqs, exported / max(reqs, 1), receiver_spans,
-              statistics.median(r["receiver_cpu_per_1k"] for r in rows["on"])), "",
+    L += ["", "Spans of the \"on\" server (its /metrics 1.5 s after the last point): %d "
+          "exported, %d dropped, %d failed, for the %d requests it was sent (%d measured, "
+          "the rest warm-up and the start-up check): %.3f spans a request (six for an "
+          "answered request; four for one the load generator abandons at the end of a point, "
+          "which never reaches a batch); "
+          "the receiver decoded %d. The receiver's CPU time is not in the CPU column (the "
+          "server's process alone): %.3f s per 1000 measured requests (Python, on the same "
+          "two cores)." % (spans["exported"], spans["dropped"], spans["failed"],
+                           spans["requests"], sent, spans["exported"] / spans["requests"],
+                           spans["received"], receiver_cpu), "",
           "The server's own work per traced request (bench/trace_cost, %d requests, the same "
           "machine): %.2f us on the loop thread to build its six spans, %.2f us on the "
           "exporter thread to encode them (%.0f bytes of protobuf); the POST not included." % (
               cost["requests"], cost["build_us"], cost["encode_us"], cost["bytes"]), "",
-          "Every round (req/s, p50 / p99 ms, errors; load average at its start):", ""]
-    for name in ("off", "on"):
-        for i, r in enumerate(rows[name]):
-            L.append("- %s round %d (load %.2f): %s" % (name, i, r["load"], "; ".join(
-                "c=%d %.0f, %.2f / %.2f%s" % (c, r["c=%d" % c][0], r["c=%d" % c][1],
-                                              r["c=%d" % c][2],
-                                              " (%d errors)" % r["c=%d" % c][3]
-                                              if r["c=%d" % c][3] else "")
-                for c in POINTS)))
+          "Every pair (req/s, p50 / p99 ms, errors; load average before the point):", ""]
+    for c in POINTS:
+        k = "c=%d" % c
+        for i, (x, b) in enumerate(zip(rows["off"][k], rows["on"][k])):
+            L.append("- c=%d round %d: off %.0f, %.2f / %.2f%s (load %.2f); on %.0f, %.2f / "
+                     "%.2f%s (load %.2f); on/off req/s %.3f" % (
+                         c, i, x[0], x[1], x[2], " (%d errors)" % x[3] if x[3] else "", x[5],
+                         b[0], b[1], b[2], " (%d errors)" % b[3] if b[3] else "", b[5],
+                         b[0] / x[0]))
     L += ["", "Load average at the end: %.2f." % os.getloadavg()[0], "",
           "Command: `nice -n 19 .venv/bin/python bench/tracing_ab.py --rounds %d --seconds %g "
           "--precision %s`." % (a.rounds, a.seconds, a.precision)]
@@ -206,8 +211,8 @@ def report(rows, a, isa, load0, receiver_spans, cost):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--seconds", type=float, default=6)
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -219,22 +224,31 @@ def main():
     cost = trace_cost()
     sink, counter, rport = start_receiver()
     tracing = {"endpoint": "http://127.0.0.1:%d/v1/traces" % rport, "sample_ratio": 1.0}
-    rows = {"off": [], "on": []}
     with tempfile.TemporaryDirectory() as tmp:
         bodies = os.path.join(tmp, "bodies.txt")
         with open(bodies, "w") as f:
             for s in sents:
                 f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
-        for r in range(a.rounds):
-            order = ("off", "on") if r % 2 == 0 else ("on", "off")
-            for name in order:
-                row = measure(a.precision, tracing if name == "on" else None, bodies, tmp,
-                              a.seconds)
-                rows[name].append(row)
-                print(json.dumps({"setting": name, "round": r, "row": row}), flush=True)
+        srv = {}
+        try:
+            srv["off"] = server(a.precision, None, tmp)
+            srv["on"] = server(a.precision, tracing, tmp)
+            warm = {n: pb.loadgen(x.port, bodies, 2, conc=16)["requests"]  # warm-up
+                    for n, x in srv.items()}
+            cpu0 = cpu_self()
+            rows, sent = run_pairs(srv, bodies, a.seconds, a.rounds)
+            spans_of = sent + warm["on"] + 1  # and the start-up check's request
+            time.sleep(1.5)  # the last batch_delay_ms (1 s): the queue empties
+            receiver_cpu = 1000 * (cpu_self() - cpu0) / max(sent, 1)
+            spans = trace_counts(srv["on"].port)
+            spans["received"] = counter.spans
+            spans["requests"] = spans_of
+        finally:
+            for x in srv.values():
+                x.stop()
     sink.stop()
-    ob.write_report(report(rows, a, isa[0] if isa else "isa: ?", load0, counter.spans, cost),
-                    a.out)
+    ob.write_report(report(rows, a, isa[0] if isa else "isa: ?", load0, spans, sent,
+                           receiver_cpu, cost), a.out)
 
 
 if __name__ == "__main__":
