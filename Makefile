@@ -37,7 +37,7 @@ else
 endif
 DNNL_INC ?=
 DNNL_LIB ?= -ldnnl
-PKGS     := libmicrohttpd libcjson libuv
+PKGS     := libmicrohttpd libcjson libuv libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -114,8 +114,10 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 # CPU benchmark programs that link the library (bench/int8_kernels.c: the
 # int8 kernels at the ISA level in force; bench/int8_remedies.c: the drift
-# of each remedy for int8 without VNNI); built by `all` so they keep up.
-CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies
+# of each remedy for int8 without VNNI; bench/trace_cost.c: the CPU time
+# tracing adds to a request); built by `all` so they keep up.
+CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies \
+                 $(BUILD)/bench/trace_cost
 
 .PHONY: all build unit-bins clean distclean
 all build: $(BIN) $(UNIT_BIN) $(CPU_BENCH_BIN)

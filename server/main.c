@@ -220,6 +220,7 @@ static void serve_free(serving *v)
         sched_set_hooks(v->sched, NULL, NULL, NULL);
     http_stop(v->http);
     grpc_front_stop(v->grpc);
+    api_trace_stop(&v->app); /* after the last request's spans */
     if (!v->http && v->listen_fd > 0)
         close(v->listen_fd);
     sched_destroy(v->sched); /* before the reloader: closing the loop calls its close hook */
@@ -351,6 +352,10 @@ static int serve_start(serving *v, const char *path, const mt_serve_opts *so)
         return 1;
     }
     v->app = (http_app){.cfg = c, .models = v->models, .sched = v->sched, .reload = v->reload};
+    if (api_trace_start(&v->app, &err) != MT_OK) {
+        FATAL("%s", err.msg);
+        return 1;
+    }
     http_options o = {.host = c->listen_host, .port = c->listen_port,
                       .listen_fd = v->listen_fd, .loop = sched_loop(v->sched),
                       .max_body_bytes = c->max_body_bytes,

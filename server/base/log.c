@@ -183,7 +183,8 @@ void log_mhd(void *cls, const char *fmt, va_list ap)
 }
 
 /* The request line's text form: "request ID: POST /path 200, model@variant,
- * 2 inputs, 14 tokens, 3.51 ms (queue 0.12, compute 3.20): error". */
+ * 2 inputs, 14 tokens, 3.51 ms (queue 0.12, compute 3.20), trace TRACEID:
+ * error". */
 static void request_words(log_line *l, const log_request_fields *f)
 {
     log_words(l, "request%s%s: %s %s %d", f->id ? " " : "", f->id ? f->id : "",
@@ -195,6 +196,8 @@ static void request_words(log_line *l, const log_request_fields *f)
                   f->tokens, f->tokens == 1 ? "" : "s");
     log_words(l, ", %.2f ms (queue %.2f, compute %.2f)", f->total_ms, f->queue_ms,
               f->compute_ms);
+    if (f->trace_id)
+        log_words(l, ", trace %s", f->trace_id);
     if (f->error)
         log_words(l, ": %s", f->error);
 }
@@ -223,6 +226,8 @@ void log_request(int level, const log_request_fields *f)
     log_num(&l, "queue_ms", f->queue_ms, 3);
     log_num(&l, "compute_ms", f->compute_ms, 3);
     log_num(&l, "total_ms", f->total_ms, 3);
+    log_str(&l, "trace_id", f->trace_id);
+    log_str(&l, "span_id", f->span_id);
     log_str(&l, "error", f->error);
     log_end(&l);
 }

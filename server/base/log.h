@@ -67,6 +67,7 @@ void log_end(log_line *l);
 
 typedef struct {
     const char *id, *method, *path, *model, *variant, *error;
+    const char *trace_id, *span_id; /* W3C trace context, hex (may be NULL) */
     int status, inputs;
     long tokens;
     double queue_ms, compute_ms, total_ms;

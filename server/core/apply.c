@@ -248,6 +248,7 @@ static void note_server_changes(reloader *r, const cfg_config *c)
      * the file's does not apply) */
     DIFF(!b->log_format_overridden && b->log_format != c->log_format, "log_format");
     DIFF(strcmp(b->cors_allow_origins, c->cors_allow_origins), "cors_allow_origins");
+    DIFF(!cfg_tracing_same(&b->tracing, &c->tracing), "tracing");
 #undef DIFF
     if (*what)
         log_msg(LOG_WARN, "reload: server settings changed (%s): they take effect at the "

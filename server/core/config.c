@@ -272,6 +272,18 @@ static const field server_fields[] = {
     BOOL(cfg_config, "watch", watch, true),
     INT(cfg_config, "reload_debounce_ms", 0, 60000, reload_debounce_ms, 200),
     LATER("cors_allow_origins", F_ANY, false), /* parse_cors */
+    LATER("tracing", F_ANY, false),            /* parse_tracing */
+};
+
+static const field tracing_fields[] = {
+    STR(cfg_tracing, "endpoint", endpoint, ""), /* "": off */
+    NUM(cfg_tracing, "sample_ratio", 0, 1, sample_ratio, 1),
+    STR(cfg_tracing, "service_name", service_name, "mantissa"),
+    LATER("headers", F_ANY, false), /* cfg_tracing_headers */
+    INT(cfg_tracing, "max_queue_spans", 16, 1 << 20, max_queue_spans, 2048),
+    INT(cfg_tracing, "max_batch_spans", 8, 1 << 16, max_batch_spans, 512),
+    INT(cfg_tracing, "batch_delay_ms", 1, 60000, batch_delay_ms, 1000),
+    INT(cfg_tracing, "export_timeout_ms", 100, 600000, export_timeout_ms, 5000),
 };
 
 static const field model_fields[] = {
@@ -643,6 +655,26 @@ static mt_status parse_cors(ctx *c, const cJSON *a, cfg_config *cfg)
     return MT_OK;
 }
 
+/* server.tracing (its defaults are written even when it is absent; no
+ * endpoint: off); config_tracing.c checks the URL and the headers. */
+static mt_status parse_tracing(ctx *c, const cJSON *t, cfg_config *cfg)
+{
+    cfg_tracing *tr = &cfg->tracing;
+    char why[320];
+    mt_status st = apply(c, t ? t : &(cJSON){.type = cJSON_Object}, "server.tracing",
+                         tracing_fields, N(tracing_fields), tr);
+    if (st != MT_OK)
+        return st;
+    if (!cfg_tracing_endpoint(tr->endpoint, sizeof tr->endpoint, why, sizeof why))
+        return fail(c, "server.tracing.endpoint", "%s", why);
+    if (!tr->service_name[0])
+        return fail(c, "server.tracing.service_name", "must not be empty");
+    if (!cfg_tracing_headers(cJSON_GetObjectItemCaseSensitive(t, "headers"), tr->headers,
+                             sizeof tr->headers, why, sizeof why))
+        return fail(c, "server.tracing.headers", "%s", why);
+    return MT_OK;
+}
+
 /* The "server" object (its defaults are written even when it is absent). */
 static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
 {
@@ -669,7 +701,9 @@ static mt_status parse_server(ctx *c, const cJSON *srv, cfg_config *cfg)
     if (!*cfg->tls_cert != !*cfg->tls_key)
         return fail(c, *cfg->tls_cert ? "server.tls_key" : "server.tls_cert",
                     "tls_cert and tls_key must be set together");
-    return parse_cors(c, cJSON_GetObjectItemCaseSensitive(srv, "cors_allow_origins"), cfg);
+    if ((st = parse_cors(c, cJSON_GetObjectItemCaseSensitive(srv, "cors_allow_origins"), cfg)))
+        return st;
+    return parse_tracing(c, cJSON_GetObjectItemCaseSensitive(srv, "tracing"), cfg);
 }
 
 /* The "models" array: at least one, names unique. */

@@ -14,6 +14,8 @@
 #include "engine/backend.h"
 #include "engine/status.h"
 
+struct cJSON;
+
 #define CFG_NAME_MAX 64
 #define CFG_MAX_MODELS 64
 
@@ -61,6 +63,18 @@ typedef struct {
     int drift_window;       /* latest shadow comparisons the drift floor is judged on */
 } cfg_model;
 
+/* server.tracing: OpenTelemetry spans over OTLP/HTTP (README "Tracing"). */
+typedef struct {
+    char endpoint[1024];     /* the collector's traces URL; "": tracing off */
+    double sample_ratio;     /* of the traces started here (a traceparent's flag rules its own) */
+    char service_name[128];  /* the resource's service.name */
+    char headers[2048];      /* more headers for the collector: "Name: value\n" each */
+    int max_queue_spans;     /* spans waiting for export at most; more are dropped (counted) */
+    int max_batch_spans;     /* spans per export request at most */
+    int batch_delay_ms;      /* the longest a span waits for its export */
+    int export_timeout_ms;   /* one export at most; and the flush at shutdown */
+} cfg_tracing;
+
 typedef struct {
     char listen_host[256];
     int listen_port;
@@ -93,6 +107,7 @@ typedef struct {
     char tls_key[1024];
     /* CORS: "" off; else the origins allowed, space-separated ("*": any) */
     char cors_allow_origins[2048];
+    cfg_tracing tracing;
     bool watch;              /* reload when the config file changes (default true) */
     int reload_debounce_ms;  /* quiet time after the last change before reloading */
     cfg_model *models;
@@ -119,6 +134,20 @@ int cfg_override_grpc_listen(cfg_config *c, const char *s);
 int cfg_override_log_format(cfg_config *c, const char *s);
 
 const cfg_model *cfg_find_model(const cfg_config *c, const char *name);
+
+/* ---- server.tracing's checks (config_tracing.c; config.c reads the rest) ---- */
+
+/* Checks the endpoint URL in url (capacity cap): "" (off), or http:// or
+ * https://, a host, an optional port 1-65535, no space or control
+ * character; a URL with no path gets OTLP's "/v1/traces". False with why. */
+bool cfg_tracing_endpoint(char *url, size_t cap, char *why, size_t whycap);
+/* server.tracing.headers (may be NULL): an object of header names (HTTP
+ * tokens, not the ones the exporter sets) to string values (printable, no
+ * line break), into out as "Name: value\n" lines. False with why. */
+bool cfg_tracing_headers(const struct cJSON *json, char *out, size_t cap, char *why, size_t whycap);
+/* Whether two configs trace alike (a reload warns that a change waits for
+ * a restart). */
+bool cfg_tracing_same(const cfg_tracing *a, const cfg_tracing *b);
 
 /* ---- comparing configs (the hot-switch rebuilds only what changed) ---- */
 

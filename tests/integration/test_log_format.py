@@ -112,7 +112,8 @@ def test_text_no_line_of_a_run_is_json_and_the_words_are_the_plain_ones(tmp_path
     assert re.search(r"^mantissa: version \S+ \(commit \S+\), serving on 127\.0\.0\.1:%d$"
                      % srv.port, text, re.M), text
     assert re.search(r"^mantissa: request fmt-1: POST /v1/embeddings 200, minilm@(fp32|q), "
-                     r"1 input, \d+ tokens, [\d.]+ ms \(queue [\d.]+, compute [\d.]+\)$",
+                     r"1 input, \d+ tokens, [\d.]+ ms \(queue [\d.]+, compute [\d.]+\), "
+                     r"trace [0-9a-f]{32}$",
                      text, re.M), text
     assert re.search(r"^mantissa: request \S+: POST /v1/embeddings 404, [\d.]+ ms .*: model "
                      r"\"nope\"", text, re.M), text

@@ -1,6 +1,7 @@
 /* test_config.c: mantissa.json validation: the shipped config loads, and
  * each kind of mistake is refused with a message naming the field. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -197,6 +198,83 @@ START_TEST(config_cors_allow_origins)
 }
 END_TEST
 
+/* server.tracing: off without an endpoint, with the documented defaults;
+ * an endpoint without a path gets OTLP's /v1/traces; headers kept as
+ * lines; each mistake refused naming its field. */
+static cfg_config *parse_tracing(const char *tracing)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"server\":{\"tracing\":%s},\"models\":[" MODEL_OK "]}",
+             tracing);
+    cfg_config *c = NULL;
+    mt_err err = {{0}};
+    ck_assert_msg(cfg_parse(text, strlen(text), "t.json", &c, &err) == MT_OK, "%s", err.msg);
+    return c;
+}
+
+static void tracing_error(const char *tracing, const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"server\":{\"tracing\":%s},\"models\":[" MODEL_OK "]}",
+             tracing);
+    expect_error(text, want);
+}
+
+START_TEST(config_tracing)
+{
+    cfg_config *c = NULL;
+    mt_err err = {{0}};
+    const char *off = "{\"models\":[" MODEL_OK "]}";
+    ck_assert_int_eq(cfg_parse(off, strlen(off), "t.json", &c, &err), MT_OK);
+    ck_assert_str_eq(c->tracing.endpoint, "");
+    ck_assert_double_eq(c->tracing.sample_ratio, 1.0);
+    ck_assert_str_eq(c->tracing.service_name, "mantissa");
+    ck_assert_str_eq(c->tracing.headers, "");
+    ck_assert_int_eq(c->tracing.max_queue_spans, 2048);
+    ck_assert_int_eq(c->tracing.max_batch_spans, 512);
+    ck_assert_int_eq(c->tracing.batch_delay_ms, 1000);
+    ck_assert_int_eq(c->tracing.export_timeout_ms, 5000);
+    cfg_free(c);
+    c = parse_tracing("{\"endpoint\":\"http://collector:4318/v1/traces\",\"sample_ratio\":0.1,"
+                      "\"service_name\":\"embed-eu\",\"headers\":{\"Authorization\":\"Bearer "
+                      "x y\",\"X-Scope-OrgID\":\"t1\"}}");
+    ck_assert_str_eq(c->tracing.endpoint, "http://collector:4318/v1/traces");
+    ck_assert_double_eq(c->tracing.sample_ratio, 0.1);
+    ck_assert_str_eq(c->tracing.service_name, "embed-eu");
+    ck_assert_str_eq(c->tracing.headers, "Authorization: Bearer x y\nX-Scope-OrgID: t1\n");
+    cfg_free(c);
+    static const char *const base[][2] = {
+        {"http://collector:4318", "http://collector:4318/v1/traces"},
+        {"https://[::1]:4318/", "https://[::1]:4318/v1/traces"},
+        {"http://10.0.0.1/otlp/v1/traces", "http://10.0.0.1/otlp/v1/traces"},
+    };
+    for (size_t i = 0; i < sizeof base / sizeof *base; i++) {
+        char t[256];
+        snprintf(t, sizeof t, "{\"endpoint\":\"%s\"}", base[i][0]);
+        c = parse_tracing(t);
+        ck_assert_str_eq(c->tracing.endpoint, base[i][1]);
+        cfg_free(c);
+    }
+    tracing_error("\"on\"", "server.tracing: must be an object");
+    tracing_error("{\"endpont\":\"x\"}", "server.tracing: unknown field \"endpont\"");
+    tracing_error("{\"endpoint\":\"grpc://c:4317\"}",
+                  "server.tracing.endpoint: \"grpc://c:4317\" must be an http:// or https:// URL");
+    tracing_error("{\"endpoint\":\"http://:4318\"}", "server.tracing.endpoint: \"http://:4318\" "
+                                                      "needs a host");
+    tracing_error("{\"endpoint\":\"http://c:99999/v1/traces\"}", "server.tracing.endpoint");
+    tracing_error("{\"endpoint\":\"http://c:43x8\"}", "server.tracing.endpoint");
+    tracing_error("{\"endpoint\":\"http://c /v1\"}", "has a space");
+    tracing_error("{\"sample_ratio\":1.5}", "server.tracing.sample_ratio: 1.5 is out of range");
+    tracing_error("{\"service_name\":\"\"}", "server.tracing.service_name: must not be empty");
+    tracing_error("{\"max_queue_spans\":2}", "server.tracing.max_queue_spans: 2 is out of range");
+    tracing_error("{\"headers\":[\"a\"]}", "server.tracing.headers: must be an object");
+    tracing_error("{\"headers\":{\"Bad Name\":\"v\"}}", "\"Bad Name\" is not a header name");
+    tracing_error("{\"headers\":{\"content-type\":\"v\"}}", "Content-Type is set by the exporter");
+    tracing_error("{\"headers\":{\"X-A\":\"v\\nX-B: w\"}}", "X-A: the value must be a string");
+    tracing_error("{\"headers\":{\"X-A\":3}}", "X-A: the value must be a string");
+}
+END_TEST
+
 START_TEST(config_json_errors_give_line_column_and_reason)
 {
     expect_error("{\n  \"models\": [],\n}", "t.json: line 2, column 15: invalid JSON: trailing comma");
@@ -362,6 +440,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, config_rejects_each_kind_of_mistake);
     tcase_add_test(tc, config_json_errors_give_line_column_and_reason);
     tcase_add_test(tc, config_cors_allow_origins);
+    tcase_add_test(tc, config_tracing);
     tcase_add_test(tc, config_missing_file_names_the_path);
     tcase_add_test(tc, config_listen_parses_v4_v6_and_port_only);
     tcase_add_test(tc, config_grpc_listen_is_off_by_default_and_checked);

@@ -3,7 +3,8 @@
  * with ts, level, msg and the fields, strings escaped and a non-finite
  * number null; in text "mantissa: " and the words (msg when there are
  * none), no field; the level filter, and LOG_ALWAYS past it; the request
- * line in both; libmicrohttpd's messages (log_mhd) without their newline. */
+ * line in both (with its trace id); libmicrohttpd's messages (log_mhd)
+ * without their newline. */
 #include <cJSON.h>
 #include <check.h>
 #include <math.h>
@@ -148,12 +149,15 @@ START_TEST(request_line_in_both_formats)
     f.inputs = 0;
     f.id = NULL;
     f.error = "model \"nope\" is not served here";
+    f.trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    f.span_id = "00f067aa0ba902b7";
     log_request(LOG_INFO, &f);
     char *out = captured();
     ck_assert_str_eq(out, "mantissa: request r-1: POST /v1/embeddings 200, minilm@fp32, 2 inputs, "
                           "14 tokens, 3.50 ms (queue 0.12, compute 3.20)\n"
                           "mantissa: request: POST /v1/embeddings 404, 3.50 ms (queue 0.12, "
-                          "compute 3.20): model \"nope\" is not served here\n");
+                          "compute 3.20), trace 4bf92f3577b34da6a3ce929d0e0e4736: model "
+                          "\"nope\" is not served here\n");
     free(out);
     log_set_format(LOG_JSON);
     capture();
@@ -164,6 +168,8 @@ START_TEST(request_line_in_both_formats)
     ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "error")->valuestring, f.error);
     ck_assert(cJSON_GetObjectItemCaseSensitive(j, "total_ms")->valuedouble == 3.5);
     ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "inputs"));
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "trace_id")->valuestring, f.trace_id);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "span_id")->valuestring, f.span_id);
     cJSON_Delete(j);
     free(out);
 }
