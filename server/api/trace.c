@@ -122,6 +122,31 @@ static void route_name(char *out, size_t cap, const char *pattern)
     out[n] = 0;
 }
 
+/* The SERVER span of a gRPC call (the transport names it method "GRPC",
+ * path "/package.Service/Method"): OpenTelemetry's RPC conventions, its
+ * name "package.Service/Method". False when the span could not be added. */
+static bool grpc_span(otlp_trace *t, const http_call *c, bool answered, uint64_t end)
+{
+    const api_trace *tr = &c->trace;
+    const char *full = c->path[0] == '/' ? c->path + 1 : c->path, *slash = strchr(full, '/');
+    if (!otlp_span_add(t, full, OTLP_KIND_SERVER, tr->span_id,
+                       tr->has_parent ? tr->parent_id : NULL, true, unix_ns(c->t_start),
+                       unix_ns(end)))
+        return false;
+    char service[160];
+    snprintf(service, sizeof service, "%.*s", slash ? (int)(slash - full) : (int)strlen(full),
+             full);
+    otlp_attr_str(t, "rpc.system", "grpc");
+    otlp_attr_str(t, "rpc.service", service);
+    otlp_attr_str(t, "rpc.method", slash ? slash + 1 : full);
+    if (answered) {
+        grpc_front_status st;
+        grpc_front_status_of(tr->status, NULL, &st);
+        otlp_attr_int(t, "rpc.grpc.status_code", st.code);
+    }
+    return true;
+}
+
 /* The SERVER span: the request from its headers to its answer written. */
 static void server_span(otlp_trace *t, const http_app *app, const http_call *c, bool answered,
                         uint64_t end)
@@ -130,18 +155,23 @@ static void server_span(otlp_trace *t, const http_app *app, const http_call *c, 
     char route[160] = "", name[192];
     if (c->route)
         route_name(route, sizeof route, c->route->pattern);
-    snprintf(name, sizeof name, "%s%s%s", c->method, route[0] ? " " : "", route);
-    if (!otlp_span_add(t, name, OTLP_KIND_SERVER, tr->span_id,
-                       tr->has_parent ? tr->parent_id : NULL, true, unix_ns(c->t_start),
-                       unix_ns(end)))
-        return;
-    otlp_attr_str(t, "http.request.method", c->method);
-    otlp_attr_str(t, "url.path", c->path);
-    otlp_attr_str(t, "url.scheme", app->cfg->tls_cert[0] ? "https" : "http");
-    if (route[0])
-        otlp_attr_str(t, "http.route", route);
-    if (answered)
-        otlp_attr_int(t, "http.response.status_code", tr->status);
+    if (!strcmp(c->method, "GRPC")) {
+        if (!grpc_span(t, c, answered, end))
+            return;
+    } else {
+        snprintf(name, sizeof name, "%s%s%s", c->method, route[0] ? " " : "", route);
+        if (!otlp_span_add(t, name, OTLP_KIND_SERVER, tr->span_id,
+                           tr->has_parent ? tr->parent_id : NULL, true, unix_ns(c->t_start),
+                           unix_ns(end)))
+            return;
+        otlp_attr_str(t, "http.request.method", c->method);
+        otlp_attr_str(t, "url.path", c->path);
+        otlp_attr_str(t, "url.scheme", app->cfg->tls_cert[0] ? "https" : "http");
+        if (route[0])
+            otlp_attr_str(t, "http.route", route);
+        if (answered)
+            otlp_attr_int(t, "http.response.status_code", tr->status);
+    }
     if (c->id[0])
         otlp_attr_str(t, "mantissa.request_id", c->id);
     if (c->model)

@@ -133,7 +133,7 @@ def tracing_cfg(endpoint, **more):
 
 @pytest.fixture(scope="module")
 def traced(receiver, tmp_path_factory):
-    cfg = default_config(cors_allow_origins=["*"], tracing=tracing_cfg(
+    cfg = default_config(cors_allow_origins=["*"], grpc_listen="127.0.0.1:0", tracing=tracing_cfg(
         "http://127.0.0.1:%d/v1/traces" % receiver.port, service_name="mantissa-test",
         headers={"X-Collector-Token": "s3cret"}))
     srv = Server(cfg, tmp_path_factory.mktemp("traced"))
@@ -389,3 +389,30 @@ def test_a_receiver_that_never_answers_fills_the_queue_not_the_requests(tmp_path
     assert took < 12, "SIGTERM took %.1f s with export_timeout_ms 3000" % took
     stopped = [ev for ev in srv.events() if ev["msg"].startswith("tracing: exporter stopped")]
     assert len(stopped) == 1 and " 0 spans exported" in stopped[0]["msg"], stopped
+
+
+def test_a_grpc_call_is_traced_with_the_rpc_conventions(traced, receiver):
+    grpc = pytest.importorskip("grpc")
+    from tritonclient.grpc import service_pb2 as pb
+    port = [e["grpc_port"] for e in traced.events("serving on")][0]
+    tid, pid = new_ids()
+    req = pb.ModelInferRequest(model_name="minilm", id="trace-grpc")
+    t = req.inputs.add(name="text", datatype="BYTES", shape=[2])
+    t.contents.bytes_contents.extend([b"over gRPC", b"with a traceparent"])
+    with grpc.insecure_channel("127.0.0.1:%d" % port) as ch:
+        f = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                           request_serializer=None, response_deserializer=None)
+        _, call = f.with_call(req.SerializeToString(),
+                              metadata=[("traceparent", "00-%s-%s-01" % (tid, pid))])
+    m = TRACEPARENT.match(dict(call.initial_metadata()).get("traceparent", ""))
+    assert m and m.group(1) == tid and m.group(3) == "01", call.initial_metadata()
+    spans = by_name(receiver.trace(tid, 6))
+    srv = spans["inference.GRPCInferenceService/ModelInfer"]
+    assert srv["kind"] == SERVER and srv["parent"] == pid and srv["span_id"] == m.group(2)
+    a = srv["attrs"]
+    assert (a["rpc.system"], a["rpc.service"], a["rpc.method"]) == (
+        "grpc", "inference.GRPCInferenceService", "ModelInfer")
+    assert a["rpc.grpc.status_code"] == 0 and a["mantissa.inputs"] == 2
+    assert "http.request.method" not in a
+    assert spans["batch"]["attrs"]["mantissa.batch.size"] == 2
+    assert log_line(traced, "trace-grpc")["trace_id"] == tid
