@@ -505,12 +505,12 @@ static bool reply_infer(const http_app *app, const grpc_front_rest *rest, const 
  * ====================================================================== */
 
 static const grpc_front_method methods[] = {
+    {SERVICE "ModelInfer", req_infer, reply_infer}, /* first: the most called */
     {SERVICE "ServerLive", req_live, reply_live},
     {SERVICE "ServerReady", req_ready, reply_ready},
     {SERVICE "ModelReady", req_model_ready, reply_model_ready},
     {SERVICE "ServerMetadata", req_server_metadata, reply_server_metadata},
     {SERVICE "ModelMetadata", req_model_metadata, reply_model_metadata},
-    {SERVICE "ModelInfer", req_infer, reply_infer},
     {SERVICE "ModelConfig", req_model_config, reply_model_config},
     {SERVICE "ModelStatistics", req_model_stats, reply_model_stats},
     {SERVICE "RepositoryIndex", req_index, reply_index},

@@ -48,12 +48,18 @@ typedef struct {
 } gevent;
 
 #define MAX_MD 32 /* request metadata copied into headers */
-#define PENDING_CALLS 8
+#define MAX_METHODS 32
+/* calls asked for ahead, per method: ModelInfer (the first method of the
+ * table that is called most) more, so that a burst finds them waiting */
+#define PENDING_FIRST 8
+#define PENDING_OTHERS 2
 
 struct gcall {
     grpc_front *g;
     grpc_call *call;
-    grpc_call_details details;
+    grpc_call_details details;  /* an unregistered method's (its name, deadline) */
+    gpr_timespec deadline;      /* a registered method's */
+    int reg;                    /* the index of its registered method; -1: unregistered */
     grpc_metadata_array md;
     grpc_byte_buffer *recv;
     int cancelled;
@@ -96,6 +102,11 @@ struct grpc_front {
     gtag t_shutdown, t_queue_done;
     gcall *live;
     int pending;                /* request_call tags out */
+    /* the application's methods, registered with gRPC so that a call
+     * arrives with its message (no receive step); others come unregistered
+     * and are answered UNIMPLEMENTED */
+    void *registered[MAX_METHODS];
+    uv_timer_t *grace;          /* after the last call of a shutdown (malloc'd) */
     bool started, shutdown_sent, shutdown_done, detaching, queue_done;
 };
 
@@ -143,13 +154,17 @@ static void *cq_main(void *arg)
 
 static void handle(grpc_front *g, gtag *t, bool ok);
 static void on_sent(gcall *c, bool ok);
+static void on_recv(gcall *c, bool ok);
 
-static void request_call(grpc_front *g)
+/* Asks gRPC for the next call of registered method reg (-1: of any method
+ * not registered). */
+static void request_call(grpc_front *g, int reg)
 {
     gcall *c = calloc(1, sizeof *c);
     if (!c)
         return;
     c->g = g;
+    c->reg = reg;
     c->t_new = (gtag){OP_NEW, c};
     c->t_recv = (gtag){OP_RECV, c};
     c->t_sent = (gtag){OP_SENT, c};
@@ -157,8 +172,13 @@ static void request_call(grpc_front *g)
     c->t_resume = (gtag){OP_RESUME, c};
     grpc_call_details_init(&c->details);
     grpc_metadata_array_init(&c->md);
-    if (grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq, g->cq,
-                                 &c->t_new) != GRPC_CALL_OK) {
+    grpc_call_error e =
+        reg >= 0 ? grpc_server_request_registered_call(g->server, g->registered[reg], &c->call,
+                                                       &c->deadline, &c->md, &c->recv, g->cq,
+                                                       g->cq, &c->t_new)
+                 : grpc_server_request_call(g->server, &c->call, &c->details, &c->md, g->cq,
+                                            g->cq, &c->t_new);
+    if (e != GRPC_CALL_OK) {
         grpc_call_details_destroy(&c->details);
         grpc_metadata_array_destroy(&c->md);
         free(c);
@@ -351,7 +371,7 @@ static bool copy_headers(gcall *c)
 /* Microseconds left before the call's deadline; 0: none. */
 static uint64_t deadline_us(const gcall *c)
 {
-    gpr_timespec d = c->details.deadline;
+    gpr_timespec d = c->reg >= 0 ? c->deadline : c->details.deadline;
     if (gpr_time_cmp(d, gpr_inf_future(d.clock_type)) == 0)
         return 0;
     double us = gpr_timespec_to_micros(gpr_time_sub(d, gpr_now(d.clock_type)));
@@ -373,7 +393,8 @@ static void dispatch(gcall *c)
 {
     grpc_front *g = c->g;
     c->dispatched = true;
-    if (!(c->method = find_method(g, &c->details.method))) {
+    c->method = c->reg >= 0 ? &g->o.methods[c->reg] : find_method(g, &c->details.method);
+    if (!c->method) {
         char m[300];
         snprintf(m, sizeof m, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(c->details.method),
                  (const char *)GRPC_SLICE_START_PTR(c->details.method));
@@ -443,6 +464,8 @@ static void on_new(grpc_front *g, gcall *c, bool ok)
 {
     g->pending--;
     if (!ok) { /* the server is shutting down */
+        if (c->recv)
+            grpc_byte_buffer_destroy(c->recv);
         grpc_call_details_destroy(&c->details);
         grpc_metadata_array_destroy(&c->md);
         free(c);
@@ -454,14 +477,18 @@ static void on_new(grpc_front *g, gcall *c, bool ok)
         g->live->prev = c;
     g->live = c;
     if (!g->shutdown_sent)
-        request_call(g);
-    grpc_op recv = {.op = GRPC_OP_RECV_MESSAGE, .data.recv_message.recv_message = &c->recv};
+        request_call(g, c->reg);
     grpc_op close = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER,
                      .data.recv_close_on_server.cancelled = &c->cancelled};
     if (!start_batch(c, &close, 1, &c->t_closed))
         c->closed = true;
-    if (!start_batch(c, &recv, 1, &c->t_recv))
-        send_status(c, GRPC_FRONT_INTERNAL, "could not receive the message");
+    if (c->reg >= 0) { /* a registered method: its message came with it */
+        on_recv(c, true);
+    } else {
+        grpc_op recv = {.op = GRPC_OP_RECV_MESSAGE, .data.recv_message.recv_message = &c->recv};
+        if (!start_batch(c, &recv, 1, &c->t_recv))
+            send_status(c, GRPC_FRONT_INTERNAL, "could not receive the message");
+    }
     maybe_free(c);
 }
 
@@ -516,10 +543,37 @@ static void on_sent(gcall *c, bool ok)
     c->has_trailer = false;
 }
 
-/* After a shutdown, once the last call is gone: end the queue. */
+static void free_handle(uv_handle_t *h);
+
+/* The grace after the last call is over: the connections still open are
+ * closed. */
+static void on_grace(uv_timer_t *t)
+{
+    grpc_front *g = t->data;
+    grpc_server_cancel_all_calls(g->server);
+}
+
+/* After a shutdown, once the last call is gone (its answer written) and
+ * every call asked for ahead has come back (so none was matched to a client
+ * and is still on its way here): the shutdown completes when the clients
+ * have closed their connections, which busy ones do at once (the server's
+ * GOAWAY); an idle client would answer gRPC's closing ping only after 20 s,
+ * so what is still open after GRACE_MS is closed. Then the queue ends. */
+#define GRACE_MS 1000
 static void maybe_end_queue(grpc_front *g)
 {
-    if (g->detaching && g->shutdown_done && !g->live && !g->pending && !g->queue_done) {
+    if (!g->detaching || g->live || g->pending)
+        return;
+    if (!g->grace && !g->shutdown_done && (g->grace = malloc(sizeof *g->grace))) {
+        uv_timer_init(g->o.loop, g->grace);
+        g->grace->data = g;
+        uv_timer_start(g->grace, on_grace, GRACE_MS, 0);
+    }
+    if (g->shutdown_done && !g->queue_done) {
+        if (g->grace) {
+            uv_close((uv_handle_t *)g->grace, free_handle);
+            g->grace = NULL;
+        }
         g->queue_done = true;
         grpc_completion_queue_shutdown(g->cq);
     }
@@ -648,6 +702,9 @@ mt_status grpc_front_bind(const grpc_front_options *o, grpc_front **out, mt_err 
     g->server = grpc_server_create(&ca, NULL);
     g->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(g->server, g->cq, NULL);
+    for (int m = 0; m < o->nmethods && m < MAX_METHODS; m++)
+        g->registered[m] = grpc_server_register_method(
+            g->server, o->methods[m].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     grpc_server_credentials *creds;
     if (cert) {
         grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
@@ -688,8 +745,9 @@ mt_status grpc_front_start(grpc_front *g, const grpc_front_options *o, mt_err *e
     g->thread_running = true;
     grpc_server_start(g->server);
     g->started = true;
-    for (int i = 0; i < PENDING_CALLS; i++)
-        request_call(g);
+    for (int m = -1; m < g->o.nmethods && m < MAX_METHODS; m++)
+        for (int i = 0; i < (m == 0 ? PENDING_FIRST : PENDING_OTHERS); i++)
+            request_call(g, m);
     return MT_OK;
 }
 
@@ -728,6 +786,10 @@ void grpc_front_stop(grpc_front *g)
     if (g->started) {
         grpc_front_detach(g);
         grpc_server_cancel_all_calls(g->server); /* the loop is gone: nothing may wait */
+        if (g->grace) {
+            uv_close((uv_handle_t *)g->grace, free_handle);
+            g->grace = NULL;
+        }
         pthread_mutex_lock(&g->lock); /* the loop is gone: the events are handled here */
         uv_async_t *a = g->async;
         g->async = NULL;

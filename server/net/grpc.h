@@ -95,7 +95,8 @@ typedef struct {
     int nroutes;
     const http_hooks *hooks;
     const http_app *app;
-    const grpc_front_method *methods;
+    const grpc_front_method *methods; /* the first is the most called (more of its
+                                       * calls are asked for ahead) */
     int nmethods;
 } grpc_front_options;
 

@@ -379,8 +379,15 @@ def test_sigterm_drains_grpc_calls_in_flight(tmp_path):
         t.join(timeout=60)
     assert rc == 0, "".join(s.log)
     assert results.count("ok") >= 20
-    # after the drain began, calls were refused or could not connect: never failed mid-way
-    bad = [r for r in results if r not in ("ok", "StatusCode.UNAVAILABLE")]
+    # every call the server answered reached its client: nothing admitted was lost
+    answered = [e for e in s.events("request")
+                if e["path"].endswith("/ModelInfer") and e["status"] == 200]
+    assert len(answered) == results.count("ok"), (len(answered), results)
+    # the others were refused as a draining server refuses (UNAVAILABLE), or, for a
+    # call that reached gRPC at the very instant it stopped taking calls, cancelled
+    # by gRPC itself (its shutdown cancels the calls no server thread has taken)
+    bad = [r for r in results if r not in ("ok", "StatusCode.UNAVAILABLE",
+                                           "StatusCode.CANCELLED")]
     assert not bad, bad
 
 
