@@ -75,7 +75,8 @@ LIB_SRC  := $(wildcard engine/*.c engine/*/*.c) $(wildcard models/*.c) $(wildcar
 #   default  1 when pkg-config finds grpc and libprotobuf-c and protoc-c is
 #            on the PATH (make deps installs them), else 0
 GRPC     ?= $(if $(and $(shell pkg-config --exists grpc libprotobuf-c && echo y),$(shell command -v protoc-c 2>/dev/null)),1,0)
-GRPC_SRC  := server/net/grpc.c server/api/grpc_kserve.c server/api/pbjson.c
+GRPC_SRC  := server/net/grpc.c server/net/grpc_server.c server/api/grpc_kserve.c \
+             server/api/pbjson.c
 GRPC_NONE := server/net/grpc_none.c server/api/grpc_kserve_none.c
 GRPC_GEN  := build/gen/server/api/kserve.pb-c.c
 ifeq ($(GRPC),1)

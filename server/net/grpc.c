@@ -1,9 +1,11 @@
-/* grpc.c: the gRPC transport on gRPC's C core (see grpc.h).
+/* grpc.c: the gRPC transport on gRPC's C core (see grpc.h): its calls.
+ * The server, its start and its shutdown are in grpc_server.c.
  *
  * A call's life, every step on the loop thread but the waiting:
- *   new      grpc_server_request_call completed: a receive of the message
- *            and a close-notification are started, and the next call is
- *            requested
+ *   new      a call asked for ahead arrived: for one of the application's
+ *            methods (registered) with its message, for another without
+ *            (its receive is started, and it is answered UNIMPLEMENTED); a
+ *            close-notification is started, and the next call asked for
  *   recv     the message is in: the application's method makes the REST
  *            request; it is routed and handled as HTTP would (begin hook,
  *            API key, handler); a deferred answer waits for http_resume
@@ -19,102 +21,20 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/support/log.h>
 #include <grpc/support/time.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
-#include "engine/jsonfile.h"
-#include "server/base/log.h"
-
-typedef enum { OP_NEW, OP_RECV, OP_SENT, OP_CLOSED, OP_RESUME, OP_SHUTDOWN, OP_QUEUE_DONE } op_kind;
-
-typedef struct gcall gcall;
-
-/* A completion-queue tag: what completed, for which call. */
-typedef struct {
-    op_kind kind;
-    gcall *c;
-} gtag;
-
-typedef struct {
-    gtag *tag;
-    bool ok;
-} gevent;
-
-#define MAX_MD 32 /* request metadata copied into headers */
-#define MAX_METHODS 32
-/* calls asked for ahead, per method: ModelInfer (the first method of the
- * table that is called most) more, so that a burst finds them waiting */
-#define PENDING_FIRST 8
-#define PENDING_OTHERS 2
-
-struct gcall {
-    grpc_front *g;
-    grpc_call *call;
-    grpc_call_details details;  /* an unregistered method's (its name, deadline) */
-    gpr_timespec deadline;      /* a registered method's */
-    int reg;                    /* the index of its registered method; -1: unregistered */
-    grpc_metadata_array md;
-    grpc_byte_buffer *recv;
-    int cancelled;
-    gtag t_new, t_recv, t_sent, t_closed, t_resume;
-    int in_flight;              /* batches started and not completed */
-    bool closed, answered, sent_ok, dispatched;
-    uint64_t t_start;
-    /* the request */
-    const grpc_front_method *method;
-    grpc_front_rest rest;
-    char *msg;
-    size_t msg_len;
-    const char *headers[2 * (MAX_MD + 4) + 1];
-    char *hbuf;
-    char log_path[128];
-    http_call *app_call;
-    http_deferred *deferred;
-    /* the answer, kept until its batch completes */
-    grpc_metadata send_md[HTTP_MAX_HEADERS];
-    size_t nsend_md;
-    char md_names[HTTP_MAX_HEADERS][48];
-    grpc_slice status_details;
-    grpc_metadata trailer;
-    bool has_trailer;
-    gcall *prev, *next;         /* the live list */
-};
-
-struct grpc_front {
-    grpc_front_options o;
-    grpc_server *server;
-    grpc_completion_queue *cq;
-    int port;
-    pthread_t cq_thread;
-    bool thread_running;
-    uv_async_t *async;          /* malloc'd: freed by its close callback */
-    pthread_mutex_t lock;       /* the event list, between the two threads */
-    pthread_cond_t cond;        /* (stop without a loop waits on it) */
-    gevent *ev;
-    size_t nev, capev;
-    gtag t_shutdown, t_queue_done;
-    gcall *live;
-    int pending;                /* request_call tags out */
-    /* the application's methods, registered with gRPC so that a call
-     * arrives with its message (no receive step); others come unregistered
-     * and are answered UNIMPLEMENTED */
-    void *registered[MAX_METHODS];
-    uv_timer_t *grace;          /* after the last call of a shutdown (malloc'd) */
-    bool started, shutdown_sent, shutdown_done, detaching, queue_done;
-};
+#include "server/net/grpc_internal.h"
 
 /* ========================================================================
  * events: the completion-queue thread -> the loop
  * ====================================================================== */
 
-static void push(grpc_front *g, gtag *tag, bool ok)
+void gf_push(grpc_front *g, gtag *tag, bool ok)
 {
     pthread_mutex_lock(&g->lock);
     if (g->nev == g->capev) {
@@ -134,17 +54,17 @@ static void push(grpc_front *g, gtag *tag, bool ok)
     pthread_mutex_unlock(&g->lock);
 }
 
-static void *cq_main(void *arg)
+void *gf_cq_main(void *arg)
 {
     grpc_front *g = arg;
     for (;;) {
         grpc_event e = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (e.type == GRPC_QUEUE_SHUTDOWN) {
-            push(g, &g->t_queue_done, true);
+            gf_push(g, &g->t_queue_done, true);
             return NULL;
         }
         if (e.type == GRPC_OP_COMPLETE)
-            push(g, e.tag, e.success != 0);
+            gf_push(g, e.tag, e.success != 0);
     }
 }
 
@@ -158,7 +78,7 @@ static void on_recv(gcall *c, bool ok);
 
 /* Asks gRPC for the next call of registered method reg (-1: of any method
  * not registered). */
-static void request_call(grpc_front *g, int reg)
+void gf_request_call(grpc_front *g, int reg)
 {
     gcall *c = calloc(1, sizeof *c);
     if (!c)
@@ -187,7 +107,7 @@ static void request_call(grpc_front *g, int reg)
     g->pending++;
 }
 
-static void free_call(gcall *c)
+void gf_free_call(gcall *c)
 {
     grpc_front *g = c->g;
     if (c->app_call)
@@ -216,7 +136,7 @@ static void free_call(gcall *c)
 static void maybe_free(gcall *c)
 {
     if (c->in_flight == 0 && c->closed && (!c->deferred || c->answered))
-        free_call(c);
+        gf_free_call(c);
 }
 
 static bool start_batch(gcall *c, const grpc_op *ops, size_t n, gtag *tag)
@@ -320,7 +240,7 @@ static void finish(gcall *c, http_resp *resp)
     sb_free(&resp->body);
 }
 
-static void send_status(gcall *c, int code, const char *msg)
+void gf_send_status(gcall *c, int code, const char *msg)
 {
     grpc_front_status st = {code, ""};
     snprintf(st.msg, sizeof st.msg, "%s", msg);
@@ -333,7 +253,7 @@ static void send_status(gcall *c, int code, const char *msg)
 static void resume(http_deferred *d)
 {
     gcall *c = d->transport;
-    push(c->g, &c->t_resume, true);
+    gf_push(c->g, &c->t_resume, true);
 }
 
 /* The call's metadata as request headers (name, value, ..., NULL), then
@@ -398,18 +318,18 @@ static void dispatch(gcall *c)
         char m[300];
         snprintf(m, sizeof m, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(c->details.method),
                  (const char *)GRPC_SLICE_START_PTR(c->details.method));
-        send_status(c, GRPC_FRONT_UNIMPLEMENTED, m);
+        gf_send_status(c, GRPC_FRONT_UNIMPLEMENTED, m);
         return;
     }
     grpc_front_status st = {GRPC_FRONT_OK, ""};
     sb_init(&c->rest.body);
     c->rest.deadline_us = deadline_us(c);
     if (!c->method->request(g->o.app, (const uint8_t *)c->msg, c->msg_len, &c->rest, &st)) {
-        send_status(c, st.code ? st.code : GRPC_FRONT_INVALID_ARGUMENT, st.msg);
+        gf_send_status(c, st.code ? st.code : GRPC_FRONT_INVALID_ARGUMENT, st.msg);
         return;
     }
     if (c->rest.body.oom || !copy_headers(c)) {
-        send_status(c, GRPC_FRONT_INTERNAL, "out of memory");
+        gf_send_status(c, GRPC_FRONT_INTERNAL, "out of memory");
         return;
     }
     http_match m;
@@ -424,7 +344,7 @@ static void dispatch(gcall *c)
     named.method = "GRPC";
     named.path = c->log_path;
     if (!(c->app_call = g->o.hooks->begin(g->o.app, &named, m.route))) {
-        send_status(c, GRPC_FRONT_INTERNAL, "out of memory");
+        gf_send_status(c, GRPC_FRONT_INTERNAL, "out of memory");
         return;
     }
     http_resp resp = {.status = 200, .call = c->app_call};
@@ -477,7 +397,7 @@ static void on_new(grpc_front *g, gcall *c, bool ok)
         g->live->prev = c;
     g->live = c;
     if (!g->shutdown_sent)
-        request_call(g, c->reg);
+        gf_request_call(g, c->reg);
     grpc_op close = {.op = GRPC_OP_RECV_CLOSE_ON_SERVER,
                      .data.recv_close_on_server.cancelled = &c->cancelled};
     if (!start_batch(c, &close, 1, &c->t_closed))
@@ -487,7 +407,7 @@ static void on_new(grpc_front *g, gcall *c, bool ok)
     } else {
         grpc_op recv = {.op = GRPC_OP_RECV_MESSAGE, .data.recv_message.recv_message = &c->recv};
         if (!start_batch(c, &recv, 1, &c->t_recv))
-            send_status(c, GRPC_FRONT_INTERNAL, "could not receive the message");
+            gf_send_status(c, GRPC_FRONT_INTERNAL, "could not receive the message");
     }
     maybe_free(c);
 }
@@ -498,12 +418,12 @@ static void on_recv(gcall *c, bool ok)
         return;
     if (!ok || !c->recv) {
         if (!c->closed)
-            send_status(c, GRPC_FRONT_INVALID_ARGUMENT, "no request message");
+            gf_send_status(c, GRPC_FRONT_INVALID_ARGUMENT, "no request message");
         return;
     }
     grpc_byte_buffer_reader r;
     if (!grpc_byte_buffer_reader_init(&r, c->recv)) {
-        send_status(c, GRPC_FRONT_INVALID_ARGUMENT, "the request message could not be read");
+        gf_send_status(c, GRPC_FRONT_INVALID_ARGUMENT, "the request message could not be read");
         return;
     }
     grpc_slice s = grpc_byte_buffer_reader_readall(&r);
@@ -516,7 +436,7 @@ static void on_recv(gcall *c, bool ok)
     grpc_byte_buffer_destroy(c->recv);
     c->recv = NULL;
     if (!c->msg) {
-        send_status(c, GRPC_FRONT_RESOURCE_EXHAUSTED, "out of memory");
+        gf_send_status(c, GRPC_FRONT_RESOURCE_EXHAUSTED, "out of memory");
         return;
     }
     dispatch(c);
@@ -541,47 +461,6 @@ static void on_sent(gcall *c, bool ok)
     if (c->has_trailer)
         grpc_slice_unref(c->trailer.value);
     c->has_trailer = false;
-}
-
-static void free_handle(uv_handle_t *h);
-
-/* The grace after the last call is over: the connections still open are
- * closed. */
-static void on_grace(uv_timer_t *t)
-{
-    grpc_front *g = t->data;
-    grpc_server_cancel_all_calls(g->server);
-}
-
-/* After a shutdown, once the last call is gone (its answer written) and
- * every call asked for ahead has come back (so none was matched to a client
- * and is still on its way here): the shutdown completes when the clients
- * have closed their connections, which busy ones do at once (the server's
- * GOAWAY); an idle client would answer gRPC's closing ping only after 20 s,
- * so what is still open after GRACE_MS is closed. Then the queue ends. */
-#define GRACE_MS 1000
-static void maybe_end_queue(grpc_front *g)
-{
-    if (!g->detaching || g->live || g->pending)
-        return;
-    if (!g->grace && !g->shutdown_done && (g->grace = malloc(sizeof *g->grace))) {
-        uv_timer_init(g->o.loop, g->grace);
-        g->grace->data = g;
-        uv_timer_start(g->grace, on_grace, GRACE_MS, 0);
-    }
-    if (g->shutdown_done && !g->queue_done) {
-        if (g->grace) {
-            uv_close((uv_handle_t *)g->grace, free_handle);
-            g->grace = NULL;
-        }
-        g->queue_done = true;
-        grpc_completion_queue_shutdown(g->cq);
-    }
-}
-
-static void free_handle(uv_handle_t *h)
-{
-    free(h);
 }
 
 static void handle(grpc_front *g, gtag *t, bool ok)
@@ -619,16 +498,16 @@ static void handle(grpc_front *g, gtag *t, bool ok)
         pthread_join(g->cq_thread, NULL);
         g->thread_running = false;
         if (g->async) {
-            uv_close((uv_handle_t *)g->async, free_handle);
+            uv_close((uv_handle_t *)g->async, gf_free_handle);
             g->async = NULL;
         }
         return;
     }
-    maybe_end_queue(g);
+    gf_maybe_end_queue(g);
 }
 
 /* Takes the events the queue thread left, and handles them in order. */
-static bool drain_events(grpc_front *g)
+bool gf_drain_events(grpc_front *g)
 {
     pthread_mutex_lock(&g->lock);
     gevent *ev = g->ev;
@@ -642,204 +521,7 @@ static bool drain_events(grpc_front *g)
     return n > 0;
 }
 
-static void on_async(uv_async_t *a)
+void gf_on_async(uv_async_t *a)
 {
-    drain_events(a->data);
-}
-
-/* ========================================================================
- * the server
- * ====================================================================== */
-
-/* gRPC's own messages, in our log's format. */
-static void grpc_log(gpr_log_func_args *a)
-{
-    int level = a->severity == GPR_LOG_SEVERITY_ERROR ? LOG_WARN : LOG_DEBUG;
-    log_msg(level, "grpc: %s", a->message);
-}
-
-bool grpc_front_available(void)
-{
-    return true;
-}
-
-mt_status grpc_front_bind(const grpc_front_options *o, grpc_front **out, mt_err *err)
-{
-    *out = NULL;
-    char *cert = NULL, *key = NULL;
-    size_t n;
-    mt_status rs = MT_OK;
-    if (o->tls_cert && *o->tls_cert &&
-        ((rs = mt_read_file(o->tls_cert, 1 << 20, &cert, &n, err)) != MT_OK ||
-         (rs = mt_read_file(o->tls_key, 1 << 20, &key, &n, err)) != MT_OK)) {
-        free(cert);
-        return rs;
-    }
-    gpr_set_log_function(grpc_log);
-    gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
-    grpc_init();
-    grpc_front *g = calloc(1, sizeof *g);
-    if (!g) {
-        free(cert);
-        free(key);
-        grpc_shutdown_blocking();
-        return mt_fail(err, MT_ENOMEM, "out of memory");
-    }
-    g->o = *o;
-    pthread_mutex_init(&g->lock, NULL);
-    pthread_cond_init(&g->cond, NULL);
-    g->t_shutdown = (gtag){OP_SHUTDOWN, NULL};
-    g->t_queue_done = (gtag){OP_QUEUE_DONE, NULL};
-    grpc_arg args[3] = {
-        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-         .value.integer = o->max_message_bytes > INT_MAX ? INT_MAX : (int)o->max_message_bytes},
-        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
-         .value.integer = o->max_streams > 0 ? o->max_streams : 100},
-        /* two servers on one port would share it silently: refuse, as HTTP does */
-        {.type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_ALLOW_REUSEPORT, .value.integer = 0},
-    };
-    grpc_channel_args ca = {.num_args = 3, .args = args};
-    g->server = grpc_server_create(&ca, NULL);
-    g->cq = grpc_completion_queue_create_for_next(NULL);
-    grpc_server_register_completion_queue(g->server, g->cq, NULL);
-    for (int m = 0; m < o->nmethods && m < MAX_METHODS; m++)
-        g->registered[m] = grpc_server_register_method(
-            g->server, o->methods[m].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-    grpc_server_credentials *creds;
-    if (cert) {
-        grpc_ssl_pem_key_cert_pair pair = {.private_key = key, .cert_chain = cert};
-        creds = grpc_ssl_server_credentials_create(NULL, &pair, 1, 0, NULL);
-    } else {
-        creds = grpc_insecure_server_credentials_create();
-    }
-    char addr[300];
-    const bool v6 = strchr(o->host, ':') != NULL;
-    snprintf(addr, sizeof addr, "%s%s%s:%d", v6 ? "[" : "", o->host, v6 ? "]" : "", o->port);
-    g->port = grpc_server_add_http2_port(g->server, addr, creds);
-    grpc_server_credentials_release(creds);
-    free(cert);
-    free(key);
-    *out = g;
-    if (g->port <= 0) {
-        grpc_front_stop(g);
-        *out = NULL;
-        return mt_fail(err, MT_EIO,
-                       "server.grpc_listen: cannot listen on %s for gRPC (the port is in use, "
-                       "or the address is not this machine's)",
-                       addr);
-    }
-    return MT_OK;
-}
-
-mt_status grpc_front_start(grpc_front *g, const grpc_front_options *o, mt_err *err)
-{
-    g->o = *o;
-    if (!(g->async = malloc(sizeof *g->async)) || uv_async_init(o->loop, g->async, on_async)) {
-        free(g->async);
-        g->async = NULL;
-        return mt_fail(err, MT_ENOMEM, "gRPC: cannot add to the loop");
-    }
-    g->async->data = g;
-    if (pthread_create(&g->cq_thread, NULL, cq_main, g) != 0)
-        return mt_fail(err, MT_EIO, "gRPC: cannot start its thread");
-    g->thread_running = true;
-    grpc_server_start(g->server);
-    g->started = true;
-    for (int m = -1; m < g->o.nmethods && m < MAX_METHODS; m++)
-        for (int i = 0; i < (m == 0 ? PENDING_FIRST : PENDING_OTHERS); i++)
-            request_call(g, m);
-    return MT_OK;
-}
-
-int grpc_front_port(const grpc_front *g)
-{
-    return g->port;
-}
-
-void grpc_front_quiesce(grpc_front *g)
-{
-    if (!g || g->shutdown_sent || !g->started)
-        return;
-    g->shutdown_sent = true;
-    grpc_server_shutdown_and_notify(g->server, g->cq, &g->t_shutdown);
-}
-
-void grpc_front_detach(grpc_front *g)
-{
-    if (!g || g->detaching || !g->started)
-        return;
-    grpc_front_quiesce(g);
-    g->detaching = true;
-    /* every admitted request is answered by now (the drain waited for
-     * them): a call still waiting for its message, or just read, is
-     * refused as a draining server refuses, not cancelled */
-    for (gcall *c = g->live; c; c = c->next)
-        if (!c->answered && !c->deferred)
-            send_status(c, GRPC_FRONT_UNAVAILABLE, "the server is shutting down; retry");
-    maybe_end_queue(g);
-}
-
-void grpc_front_stop(grpc_front *g)
-{
-    if (!g)
-        return;
-    if (g->started) {
-        grpc_front_detach(g);
-        grpc_server_cancel_all_calls(g->server); /* the loop is gone: nothing may wait */
-        if (g->grace) {
-            uv_close((uv_handle_t *)g->grace, free_handle);
-            g->grace = NULL;
-        }
-        pthread_mutex_lock(&g->lock); /* the loop is gone: the events are handled here */
-        uv_async_t *a = g->async;
-        g->async = NULL;
-        pthread_mutex_unlock(&g->lock);
-        if (a)
-            uv_close((uv_handle_t *)a, free_handle);
-        while (g->thread_running) {
-            pthread_mutex_lock(&g->lock);
-            while (!g->nev)
-                pthread_cond_wait(&g->cond, &g->lock);
-            pthread_mutex_unlock(&g->lock);
-            drain_events(g);
-        }
-        while (g->live) /* cannot be left, but never leak a call */
-            free_call(g->live);
-    } else if (g->server) {
-        grpc_server_shutdown_and_notify(g->server, g->cq, &g->t_shutdown);
-        grpc_server_cancel_all_calls(g->server);
-        grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        grpc_completion_queue_shutdown(g->cq);
-        while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-               GRPC_QUEUE_SHUTDOWN)
-            ;
-    }
-    grpc_server_destroy(g->server);
-    grpc_completion_queue_destroy(g->cq);
-    pthread_mutex_destroy(&g->lock);
-    pthread_cond_destroy(&g->cond);
-    free(g->ev);
-    free(g);
-    grpc_shutdown_blocking();
-}
-
-void grpc_front_status_of(int http_status, const char *msg, grpc_front_status *st)
-{
-    int code;
-    switch (http_status) {
-    case 200: code = GRPC_FRONT_OK; break;
-    case 401: code = GRPC_FRONT_UNAUTHENTICATED; break;
-    case 403: code = GRPC_FRONT_PERMISSION_DENIED; break;
-    case 404: code = GRPC_FRONT_NOT_FOUND; break;
-    case 405: code = GRPC_FRONT_UNIMPLEMENTED; break;
-    case 413: code = GRPC_FRONT_RESOURCE_EXHAUSTED; break;
-    case 424: code = GRPC_FRONT_FAILED_PRECONDITION; break;
-    case 429: /* fall through: both say "retry later" */
-    case 503: code = GRPC_FRONT_UNAVAILABLE; break;
-    case 499: code = GRPC_FRONT_CANCELLED; break;
-    case 504: code = GRPC_FRONT_DEADLINE_EXCEEDED; break;
-    default: code = http_status >= 500 ? GRPC_FRONT_INTERNAL : GRPC_FRONT_INVALID_ARGUMENT;
-    }
-    st->code = code;
-    snprintf(st->msg, sizeof st->msg, "%s", msg ? msg : "");
+    gf_drain_events(a->data);
 }

@@ -229,6 +229,10 @@ DECLARED_MODULES = {
         "the hot-switch (reload_internal.h): reload.c's loader thread and admin requests "
         "run apply.c's diff and swaps, and apply.c posts the builds it asks for back on "
         "reload.c's task queue",
+    frozenset({"server/net/grpc.c", "server/net/grpc_server.c"}):
+        "the gRPC transport (server/net/grpc_internal.h): its calls and its server's start and "
+        "shutdown; a call freed may end the shutdown, and the shutdown refuses the calls "
+        "still waiting",
     frozenset({"engine/cuda/backend.c", "engine/cuda/gemm.c", "engine/cuda/graph.c"}):
         "the CUDA backend's host (engine/cuda/internal.h), one backend table by topic: "
         "backend.c's ops call gemm.c's GEMM paths and graph.c's recording, and those use "
@@ -248,7 +252,8 @@ DECLARED_MODULES = {
 # and one of dl.c and none.c is read, by cuda.cfg (an object left over from
 # a build with the other setting is not read).
 # gRPC's files, or (GRPC=0) their stubs: a build compiles one set.
-GRPC_SRC = {"server/net/grpc.c", "server/api/grpc_kserve.c", "server/api/pbjson.c"}
+GRPC_SRC = {"server/net/grpc.c", "server/net/grpc_server.c", "server/api/grpc_kserve.c",
+            "server/api/pbjson.c"}
 GRPC_NONE = {"server/net/grpc_none.c", "server/api/grpc_kserve_none.c"}
 DLSYM_FORWARDER = "engine/cuda/dl.c"
 NO_CUDA_STUB = "engine/cuda/none.c"
