@@ -80,6 +80,17 @@ def raw_call(srv, method, payload, metadata=None, timeout=30):
             return None, e.code(), e.details()
 
 
+def logged(srv, request_id, timeout=30):
+    """The log lines of a request (the log is read from the server's stderr
+    by another thread: it may arrive after the answer)."""
+    deadline = time.time() + timeout
+    while True:
+        ev = [e for e in srv.events("request") if e.get("id") == request_id]
+        if ev or time.time() > deadline:
+            return ev
+        time.sleep(0.05)
+
+
 def still_ready(srv):
     c = tgrpc.InferenceServerClient(srv.grpc)
     assert c.is_server_ready()
@@ -149,7 +160,7 @@ def test_variant_routing_and_answer_metadata(srv):
     assert md["x-request-id"] == "grpc-trace-1"
     resp = pb.ModelInferResponse.FromString(data)
     assert resp.parameters["variant"].string_param == "int8"
-    ev = [e for e in srv.events("request") if e.get("id") == "grpc-trace-1"]
+    ev = logged(srv, "grpc-trace-1")
     assert ev and ev[0]["method"] == "GRPC" and ev[0]["path"].endswith("/ModelInfer")
     assert ev[0]["variant"] == "int8" and ev[0]["status"] == 200
 
@@ -268,11 +279,7 @@ def test_a_cancelled_call_drops_its_queued_texts(srv):
         assert fut.cancel()
     t.join(timeout=600)
     assert done and done[0][0].status == 200
-    deadline = time.time() + 30
-    ev = []
-    while not ev and time.time() < deadline:
-        ev = [e for e in srv.events("request") if e.get("id") == "cancel-me"]
-        time.sleep(0.1)
+    ev = logged(srv, "cancel-me")
     assert ev, "".join(srv.log[-20:])
     # logged as the client's cancel, and its texts never ran
     assert ev[0]["status"] == 499 and ev[0]["compute_ms"] == 0, ev[0]
@@ -374,6 +381,7 @@ def test_sigterm_drains_grpc_calls_in_flight(tmp_path):
         time.sleep(0.05)
     s.proc.send_signal(signal.SIGTERM)
     rc = s.proc.wait(timeout=60)
+    s._drain.join(timeout=10)  # the whole log
     stop.set()
     for t in threads:
         t.join(timeout=60)
