@@ -196,8 +196,10 @@ static inline int32_t kc_dot_ld32(const void *p)
 #define DOT_W 256
 #define DOT_PROD DOT_PROD_W16
 #define DOT_COLS 1
+#define DOT_PF 4096
 #define DOT_FN(x) x##_w16_256
 #include "kernels/cpu/qgemm_dot_body.h"
+#undef DOT_PF
 #undef DOT_W
 #undef DOT_PROD
 #undef DOT_FN
@@ -207,8 +209,10 @@ static inline int32_t kc_dot_ld32(const void *p)
 #define DOT_W 256
 #define DOT_PROD DOT_PROD_SIGN
 #define DOT_COLS 1
+#define DOT_PF 4096
 #define DOT_FN(x) x##_signc256
 #include "kernels/cpu/qgemm_dot_body.h"
+#undef DOT_PF
 #undef DOT_W
 #undef DOT_PROD
 #undef DOT_FN

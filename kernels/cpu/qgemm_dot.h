@@ -12,11 +12,13 @@
  *                   dot product does (|a| <= 128, so pairs fit in 16 bits)
  *   KC_DOT_SIGNC256 AVX2: the sign form on the codes column tile major
  *                   (kc_dot_relayout: the same bytes, a column block's
- *                   codes contiguous)
+ *                   codes contiguous, read as one stream with a software
+ *                   prefetch 4 KiB ahead)
  *   KC_DOT_I16_256  AVX2: 16-bit products (vpmaddwd)
  *   KC_DOT_W16_256  AVX2: the same products on a weight widened to 16 bits
- *                   once at load (kc_dot_relayout: twice int8's bytes), so
- *                   the inner loop is vpmaddwd and vpaddd alone
+ *                   once at load (kc_dot_relayout: twice int8's bytes,
+ *                   column tile major, prefetched as avx2_signc), so the
+ *                   inner loop is vpmaddwd and vpaddd alone
  *   KC_DOT_PANEL256 AVX2: the same on the int8 packed weight, each column
  *                   tile widened per chunk into a panel (kc_dot_rows.panel)
  *                   that the chunk's row blocks share; a chunk of one row

@@ -7,9 +7,12 @@
  * DOT_PROD_W16: the 16-bit products on a weight already widened to 16
  * bits (kc_dot_relayout's layout), 256 only), DOT_COLS (1: the weight is
  * kc_dot_relayout's column tile major copy, 256 only; else absent or 0:
- * kc_amx_pack's K-step major codes), DOT_TARGET (the form's target
- * attribute) and DOT_FN(name) (the form's names) defined. Internal to
- * qgemm_dot.c; it undefines what it defines.
+ * kc_amx_pack's K-step major codes; with DOT_PF, the loop prefetches the
+ * codes DOT_PF x WB bytes ahead of those it reads, which on that layout
+ * are the ones it reads next: without it a weight streamed from memory,
+ * a few rows at a time, ran at the memory's latency), DOT_TARGET (the
+ * form's target attribute) and DOT_FN(name) (the form's names) defined.
+ * Internal to qgemm_dot.c; it undefines what it defines.
  *
  * A block is VR = 4 rows x VT vectors of VL columns (512: 4 x 16 = 64
  * columns, four packed tiles side by side; 256: 2 x 8 = 16 columns, one
@@ -220,6 +223,12 @@ DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, 
         for (int qd = 0; qd < 16; qd++) {
             const int8_t *wp = wt + (size_t)st * ws + (size_t)qd * 64 * WB;
             const uint8_t *ap = q + ((size_t)st * 64 + (size_t)qd * 4) * CB;
+#if DOT_COLS && defined(DOT_PF)
+            /* the codes are one sequential stream: fetch ahead */
+            _mm_prefetch((const char *)wp + DOT_PF * WB, _MM_HINT_T0);
+            if (WB == 2)
+                _mm_prefetch((const char *)wp + DOT_PF * WB + 64, _MM_HINT_T0);
+#endif
 #if DOT_PROD == DOT_PROD_W16 /* vector t: its even then its odd halves */
             const VI e0 = LOADW(wp), o0 = LOADW(wp + 32);
             T1(const VI e1 = LOADW(wp + 2 * W_OFF(1)), o1 = LOADW(wp + 2 * W_OFF(1) + 32);)
