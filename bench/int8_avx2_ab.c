@@ -1,17 +1,21 @@
 /* bench/int8_avx2_ab.c: the AVX2 int8 GEMM forms (kernels/cpu/qgemm_dot.h:
- * avx2_sign, avx2_w16, avx2_panel, avx2_i16) against each other and our
- * FP32 GEMM in alternating rounds of one run, on MiniLM's and MPNet's GEMM
- * shapes and m = 1, 16, 128, 512, per channel (int8) and per group
- * (int8g). The machine is shared: each round times every contestant of a
- * point once (a slice of calls, its fastest call kept), in an order that
- * rotates from round to round, and what is reported is the median over
- * the rounds of each contestant's GOP/s (2 m n k / time, the activation
- * quantization included) and, for the ratios to the sign form, the median
- * of the per-round ratios with their least and greatest.
+ * avx2_sign, avx2_w16, avx2_panel, avx2_signc, avx2_i16) against each
+ * other and our FP32 GEMM in alternating rounds of one run, on MiniLM's and
+ * MPNet's GEMM shapes and m = 1, 16, 128, 512, per channel (int8) and per
+ * group (int8g). The machine is shared: each round times every contestant
+ * of a point once (a short slice of calls, its fastest call kept), in an
+ * order that rotates from round to round, over many rounds, so that a
+ * burst of other work spoils a few rounds rather than one contestant; what
+ * is reported is the median over the rounds of each contestant's GOP/s (2
+ * m n k / time, the activation quantization included) and, for the ratios
+ * to the sign form (and to FP32), the median of the per-round ratios with
+ * their least and greatest.
  *
  *   make build/release/bench/int8_avx2_ab
  *   ONEDNN_MAX_CPU_ISA=AVX2 nice -n 19 build/release/bench/int8_avx2_ab [rounds] [ms a slice]
- *       [shape filter (a substring of the shape's name)] [m filter]
+ *       [shape filter (a substring of the shape's name, "" for all)] [m filter (0: all)]
+ *       [wall | cpu: a call's time is wall-clock (default) or, with OMP_NUM_THREADS=1,
+ *       the thread's CPU time, which a preemption does not lengthen]
  */
 #include <omp.h>
 #include <stdio.h>
@@ -24,14 +28,23 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm.h"
 
-#define MAX_ROUNDS 31
+#define MAX_ROUNDS 201
+
+static double clock_s(clockid_t clk)
+{
+    struct timespec t;
+    clock_gettime(clk, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static double now_s(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
+    return clock_s(CLOCK_MONOTONIC);
 }
+
+/* What a call's time is: wall-clock, or with one thread its CPU time (a
+ * preempted call is then not slower). */
+static clockid_t call_clock = CLOCK_MONOTONIC;
 
 /* Deterministic values in [-a, a). */
 static float *fill(size_t count, float a, unsigned seed)
@@ -77,15 +90,15 @@ static void call(const point *p, int c)
         kc_gemm_s8(p->x, p->m, p->s8[c - 1], NULL, false, p->y);
 }
 
-/* The fastest call of a slice of at least 3 calls and slice_s seconds. */
+/* The fastest call of a slice of at least 2 calls and slice_s seconds. */
 static double slice(const point *p, int c, double slice_s)
 {
     double best = 1e30;
     const double t0 = now_s();
-    for (int it = 0; it < 3 || now_s() - t0 < slice_s; it++) {
-        const double a = now_s();
+    for (int it = 0; it < 2 || now_s() - t0 < slice_s; it++) {
+        const double a = clock_s(call_clock);
         call(p, c);
-        const double d = now_s() - a;
+        const double d = clock_s(call_clock) - a;
         best = d < best ? d : best;
     }
     return best;
@@ -103,41 +116,70 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Rounds of every contestant, rotating the order; prints one table row. */
-static void run_point(const point *p, const char *label, double flop, int rounds,
-                      double slice_s, bool with_f32)
+/* Prints the median over the rounds kept of t[a] / t[b] (b's time over
+ * a's: above 1, a is faster), the least and the greatest. */
+static void print_ratio(double t[][MAX_ROUNDS], int a, int b, const int *keep, int nk)
 {
-    double t[NC][MAX_ROUNDS], g[NC][MAX_ROUNDS], r[MAX_ROUNDS];
-    const int first = with_f32 ? 0 : 1;
-    for (int c = first; c < NC; c++) /* warm: weights touched, scratch grown */
+    double r[MAX_ROUNDS];
+    for (int i = 0; i < nk; i++)
+        r[i] = t[b][keep[i]] / t[a][keep[i]];
+    const double med = median(r, nk);
+    printf(" %.3f (%.3f-%.3f) |", med, r[0], r[nk - 1]);
+}
+
+/* The rounds to keep: those where no contestant took more than 1.3x its
+ * own fastest round (a burst of other work on the machine), or all of
+ * them when fewer than 5 are left; returns how many. */
+static int clean_rounds(double t[][MAX_ROUNDS], int first, int rounds, int *keep)
+{
+    double best[NC];
+    for (int c = first; c < NC; c++) {
+        best[c] = t[c][0];
+        for (int rd = 1; rd < rounds; rd++)
+            best[c] = t[c][rd] < best[c] ? t[c][rd] : best[c];
+    }
+    int nk = 0;
+    for (int rd = 0; rd < rounds; rd++) {
+        bool ok = true;
+        for (int c = first; c < NC; c++)
+            ok = ok && t[c][rd] <= 1.3 * best[c];
+        if (ok)
+            keep[nk++] = rd;
+    }
+    if (nk >= 5)
+        return nk;
+    for (int rd = 0; rd < rounds; rd++)
+        keep[rd] = rd;
+    return rounds;
+}
+
+/* Rounds of every contestant, rotating the order; prints one table row:
+ * the rounds kept, each contestant's median GOP/s over them, each form's
+ * per-round ratio to the sign form, and the 16-bit form's and the sign
+ * form's to FP32. */
+static void run_point(const point *p, const char *label, double flop, int rounds,
+                      double slice_s)
+{
+    double t[NC][MAX_ROUNDS], g[MAX_ROUNDS];
+    int keep[MAX_ROUNDS];
+    for (int c = 0; c < NC; c++) /* warm: weights touched, scratch grown */
         call(p, c);
     for (int rd = 0; rd < rounds; rd++)
-        for (int i = 0; i < NC - first; i++) {
-            const int c = first + (i + rd) % (NC - first);
+        for (int i = 0; i < NC; i++) {
+            const int c = (i + rd) % NC;
             t[c][rd] = slice(p, c, slice_s);
         }
-    printf("| %s |", label);
-    for (int c = first; c < NC; c++) {
-        for (int rd = 0; rd < rounds; rd++)
-            g[c][rd] = flop / t[c][rd] * 1e-9;
-        printf(" %.0f |", median(g[c], rounds));
+    const int nk = clean_rounds(t, 0, rounds, keep);
+    printf("| %s | %d |", label, nk);
+    for (int c = 0; c < NC; c++) {
+        for (int i = 0; i < nk; i++)
+            g[i] = flop / t[c][keep[i]] * 1e-9;
+        printf(" %.0f |", median(g, nk));
     }
-    for (int c = 2; c < NC; c++) { /* each form / sign, per round */
-        for (int rd = 0; rd < rounds; rd++)
-            r[rd] = t[1][rd] / t[c][rd];
-        const double med = median(r, rounds);
-        printf(" %.3f (%.3f-%.3f) |", med, r[0], r[rounds - 1]);
-    }
-    if (with_f32) {
-        for (int rd = 0; rd < rounds; rd++)
-            r[rd] = t[0][rd] / t[2][rd];
-        const double med = median(r, rounds);
-        printf(" %.3f (%.3f-%.3f) |", med, r[0], r[rounds - 1]);
-        for (int rd = 0; rd < rounds; rd++)
-            r[rd] = t[0][rd] / t[1][rd];
-        const double med1 = median(r, rounds);
-        printf(" %.3f (%.3f-%.3f) |", med1, r[0], r[rounds - 1]);
-    }
+    for (int c = 2; c < NC; c++)
+        print_ratio(t, c, 1, keep, nk);
+    print_ratio(t, 2, 0, keep, nk);
+    print_ratio(t, 1, 0, keep, nk);
     printf("\n");
     fflush(stdout);
 }
@@ -161,7 +203,7 @@ static void run_shape_m(int s, int m, const float *wf, const int8_t *const codes
         char label[96];
         snprintf(label, sizeof label, "%s %dx%d | %d | %s", shapes[s].what, n, k, m,
                  gi ? "int8g" : "int8");
-        run_point(&p, label, 2.0 * m * n * k, rounds, slice_s, true);
+        run_point(&p, label, 2.0 * m * n * k, rounds, slice_s);
         for (int f = 0; f < NFORMS; f++)
             kc_s8_weight_destroy(p.s8[f]);
     }
@@ -169,23 +211,36 @@ static void run_shape_m(int s, int m, const float *wf, const int8_t *const codes
     free(x), free(y);
 }
 
-int main(int argc, char **argv)
+static void print_header(int rounds, double slice_s)
 {
-    int rounds = argc > 1 ? atoi(argv[1]) : 7;
-    const double slice_s = (argc > 2 ? atof(argv[2]) : 40.0) * 1e-3;
-    rounds = rounds < 1 ? 1 : rounds > MAX_ROUNDS ? MAX_ROUNDS : rounds;
-    printf("ISA level %s, %d threads, %d rounds, %.0f ms slices: median GOP/s over the rounds;\n"
-           "ratios: median per-round time ratio (least-greatest)\n\n",
-           kc_isa_name(kc_isa_get()->level), omp_get_max_threads(), rounds, slice_s * 1e3);
-    printf("| shape | m | prec | fp32 |");
+    printf("ISA level %s, %d threads, %d rounds of %.0f ms slices, %s time a call: median GOP/s\n"
+           "over the rounds kept; ratios: median per-round time ratio (least-greatest)\n\n",
+           kc_isa_name(kc_isa_get()->level), omp_get_max_threads(), rounds, slice_s * 1e3,
+           call_clock == CLOCK_MONOTONIC ? "wall-clock" : "the thread's CPU");
+    printf("| shape | m | prec | rounds kept | fp32 |");
     for (int f = 0; f < NFORMS; f++)
         printf(" %s |", kc_s8_kernel_name(forms[f]));
     for (int f = 1; f < NFORMS; f++)
         printf(" %s / sign |", kc_s8_kernel_name(forms[f]));
-    printf(" w16 / fp32 | sign / fp32 |\n|---|---|---|---|");
+    printf(" w16 / fp32 | sign / fp32 |\n|---|---|---|---|---|");
     for (int f = 0; f < 2 * NFORMS + 1; f++)
         printf("---|");
     printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 41;
+    const double slice_s = (argc > 2 ? atof(argv[2]) : 5.0) * 1e-3;
+    rounds = rounds < 1 ? 1 : rounds > MAX_ROUNDS ? MAX_ROUNDS : rounds;
+    if (argc > 5 && !strcmp(argv[5], "cpu")) {
+        if (omp_get_max_threads() != 1) {
+            fprintf(stderr, "int8_avx2_ab: CPU time needs one thread (OMP_NUM_THREADS=1)\n");
+            return 2;
+        }
+        call_clock = CLOCK_THREAD_CPUTIME_ID;
+    }
+    print_header(rounds, slice_s);
     const char *only = argc > 3 ? argv[3] : "";
     const int only_m = argc > 4 ? atoi(argv[4]) : 0;
     for (int s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++) {
