@@ -162,6 +162,14 @@ typedef struct {
     size_t ws;
 } DOT_FN(blk);
 
+/* Whether the block prefetches its codes: the first row block of its
+ * column block, in the forms with DOT_PF. */
+#if DOT_COLS && defined(DOT_PF)
+#define PF_BLOCK(k) ((k)->r0 == 0)
+#else
+#define PF_BLOCK(k) false
+#endif
+
 /* Vector t's part of a step, present when the block has vector t. */
 #if VT >= 2
 #define T1(...) __VA_ARGS__
@@ -209,11 +217,13 @@ typedef struct {
 /* One group's int32 sums of the block, VR rows x VT vectors over ks steps
  * of 64 codes of K, into s; q the block's first row at the group's first
  * code (row stride rs bytes), wt the group's first packed step at the
- * block's first column (step stride ws bytes). The sums live in named
- * registers (an array of them in the loop made GCC copy registers around
- * every step). */
+ * block's first column (step stride ws bytes); pf (a constant where it is
+ * inlined: see DOT_FN(group)): prefetch the codes ahead (DOT_PF). The sums
+ * live in named registers (an array of them in the loop made GCC copy
+ * registers around every step). */
 static inline __attribute__((always_inline)) DOT_TARGET void
-DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT])
+DOT_FN(group_pf)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT],
+                 const bool pf)
 {
     VI s00 = ZEROI(), s10 = s00, s20 = s00, s30 = s00;
     T1(VI s01 = s00, s11 = s00, s21 = s00, s31 = s00;)
@@ -224,10 +234,13 @@ DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, 
             const int8_t *wp = wt + (size_t)st * ws + (size_t)qd * 64 * WB;
             const uint8_t *ap = q + ((size_t)st * 64 + (size_t)qd * 4) * CB;
 #if DOT_COLS && defined(DOT_PF)
-            /* the codes are one sequential stream: fetch ahead */
-            _mm_prefetch((const char *)wp + DOT_PF * WB, _MM_HINT_T0);
-            if (WB == 2)
-                _mm_prefetch((const char *)wp + DOT_PF * WB + 64, _MM_HINT_T0);
+            if (pf) { /* the codes are one sequential stream: fetch ahead */
+                _mm_prefetch((const char *)wp + DOT_PF * WB, _MM_HINT_T0);
+                if (WB == 2)
+                    _mm_prefetch((const char *)wp + DOT_PF * WB + 64, _MM_HINT_T0);
+            }
+#else
+            (void)pf;
 #endif
 #if DOT_PROD == DOT_PROD_W16 /* vector t: its even then its odd halves */
             const VI e0 = LOADW(wp), o0 = LOADW(wp + 32);
@@ -254,6 +267,19 @@ DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, 
     T1(s[0][1] = s01, s[1][1] = s11, s[2][1] = s21, s[3][1] = s31;)
     T23(s[0][2] = s02, s[1][2] = s12, s[2][2] = s22, s[3][2] = s32;)
     T23(s[0][3] = s03, s[1][3] = s13, s[2][3] = s23, s[3][3] = s33;)
+}
+
+/* DOT_FN(group_pf) with the prefetch or without, each a loop of its own:
+ * the first row block of a column block prefetches (the codes may come
+ * from memory), the others read what it left in cache. */
+static inline __attribute__((always_inline)) DOT_TARGET void
+DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT],
+              bool pf)
+{
+    if (pf)
+        DOT_FN(group_pf)(q, rs, wt, ws, ks, s, true);
+    else
+        DOT_FN(group_pf)(q, rs, wt, ws, ks, s, false);
 }
 
 /* Folds group b's sums into the block's FP32 sums acc (VR x VT*VL), as
@@ -306,7 +332,7 @@ static DOT_TARGET void DOT_FN(block1)(const DOT_FN(blk) * k, float *y, size_t ld
     const kc_dot_weight *w = k->w;
     const size_t rs = (size_t)w->g * CB;
     VI s[VR][VT];
-    DOT_FN(group)(k->a->q + (size_t)k->r0 * rs, rs, k->wb, k->ws, w->g / 64, s);
+    DOT_FN(group)(k->a->q + (size_t)k->r0 * rs, rs, k->wb, k->ws, w->g / 64, s, PF_BLOCK(k));
     VI cs[VT];
     VF sc[VT];
     for (int t = 0; t < VT; t++) {
@@ -336,7 +362,7 @@ static DOT_TARGET void DOT_FN(blockg)(const DOT_FN(blk) * k, float *y, size_t ld
     for (int b = 0; b < w->nb; b++) {
         VI s[VR][VT];
         DOT_FN(group)(k->a->q + (size_t)k->r0 * rs + (size_t)b * w->g * CB, rs,
-                      k->wb + (size_t)b * ks * k->ws, k->ws, ks, s);
+                      k->wb + (size_t)b * ks * k->ws, k->ws, ks, s, PF_BLOCK(k));
         DOT_FN(fold)(s, b, k, acc);
     }
     for (int r = 0; r < k->rr; r++) {
@@ -429,6 +455,7 @@ static DOT_TARGET void DOT_FN(chunk_panel)(const kc_dot_rows *a, const kc_dot_we
 #undef LOADI_N
 #undef STOREF_N
 #undef CB
+#undef PF_BLOCK
 #undef WB
 #undef DOT_COLS
 #undef ZP_OFF
