@@ -32,8 +32,11 @@
  * the forms' outputs are bitwise equal (tests/unit/test_qgemm.c checks
  * it). On AVX2 the sign form measured 10-15% faster than the 16-bit one
  * on a Sapphire Rapids core stepped down to AVX2
- * (bench/results/int8-kernels-2026-11-26.md); both stay, and
- * bench/int8_kernels.c compares them on any CPU.
+ * (bench/results/int8-kernels-2026-11-26.md), and the sign form on
+ * column-block-major, prefetched codes (avx2_signc, the AVX2 level's
+ * choice) as fast or faster than either, 5-16% end to end, where the
+ * weight kept 16-bit lost (bench/results/avx2-int16-2026-11-27.md); all
+ * stay, and bench/int8_avx2_ab.c compares them on any CPU.
  */
 #ifndef MT_KERNELS_CPU_QGEMM_DOT_H
 #define MT_KERNELS_CPU_QGEMM_DOT_H

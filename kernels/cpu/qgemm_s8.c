@@ -9,7 +9,9 @@
  *   avx512_core_vnni  our 512-bit VNNI kernel (qgemm_dot.c)
  *   avx2_vnni         our 256-bit VNNI kernel
  *   avx512_core       our 512-bit kernel on 16-bit products
- *   avx2              our 256-bit kernel on sign-moved codes (vpmaddubsw)
+ *   avx2              our 256-bit kernel on sign-moved codes (vpmaddubsw),
+ *                     the codes column block major and prefetched (avx2_signc:
+ *                     bench/results/avx2-int16-2026-11-27.md)
  *
  * oneDNN's int8 matmul (qgemm_s8_dnnl.c), which this GEMM ran before, is
  * exact only where the CPU has VNNI: without it, it multiplies with
@@ -156,16 +158,17 @@ kc_s8_kernel kc_s8_forced(void)
 }
 
 /* The kernel KC_S8_AUTO takes: ours, the first the ISA level has in the
- * order of bench/results/int8-kernels-2026-11-26.md's measurements; oneDNN's
- * matmul only on a build without ours. */
+ * order of bench/results/int8-kernels-2026-11-26.md's measurements (at
+ * AVX2, avx2-int16-2026-11-27.md's); oneDNN's matmul only on a build
+ * without ours. */
 static kc_s8_kernel s8_auto(void)
 {
     const kc_s8_kernel forced = kc_s8_forced();
     if (forced != KC_S8_AUTO)
         return forced;
-    static const kc_s8_kernel order[] = {KC_S8_AMX,     KC_S8_VNNI512,   KC_S8_VNNI256,
-                                         KC_S8_I16_512, KC_S8_SIGN256,   KC_S8_I16_256,
-                                         KC_S8_NEON_SDOT, KC_S8_NEON_I16};
+    static const kc_s8_kernel order[] = {KC_S8_AMX,       KC_S8_VNNI512,  KC_S8_VNNI256,
+                                         KC_S8_I16_512,   KC_S8_SIGNC256, KC_S8_SIGN256,
+                                         KC_S8_I16_256,   KC_S8_NEON_SDOT, KC_S8_NEON_I16};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (kc_s8_kernel_available(order[i]))
             return order[i];

@@ -611,8 +611,9 @@ END_TEST
 /* The AVX2 int8 forms that must give the sign form's outputs (avx2_sign,
  * the AVX2 level's kernel before them) bit for bit: the 16-bit products on
  * a widened weight, on a panel widened per chunk, and the sign form on
- * column-block-major codes. All run at every x86 level (AVX2 is the
- * build's floor), so the ISA matrix runs these tests at each. */
+ * column-block-major codes (avx2_signc, the AVX2 level's kernel now). All
+ * run at every x86 level (AVX2 is the build's floor), so the ISA matrix
+ * runs these tests at each. */
 static const kc_s8_kernel avx2_forms[] = {KC_S8_W16_256, KC_S8_PANEL256, KC_S8_SIGNC256};
 #define NAVX2 ((int)(sizeof avx2_forms / sizeof *avx2_forms))
 
