@@ -123,7 +123,8 @@ int main(int argc, char **argv)
 {
     const double secs = argc > 1 ? atof(argv[1]) : 0.3;
     static const kc_s8_kernel ks[] = {KC_S8_ONEDNN, KC_S8_AMX,     KC_S8_VNNI512, KC_S8_I16_512,
-                                      KC_S8_VNNI256, KC_S8_I16_256, KC_S8_SIGN256};
+                                      KC_S8_VNNI256, KC_S8_I16_256, KC_S8_SIGN256, KC_S8_W16_256,
+                                      KC_S8_PANEL256, KC_S8_SIGNC256};
     const int nks = (int)(sizeof ks / sizeof *ks);
     printf("ISA level %s, %d threads; GOP/s of the fastest call (%.1f s a point)\n\n",
            kc_isa_name(kc_isa_get()->level), omp_get_max_threads(), secs);

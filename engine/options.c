@@ -69,7 +69,7 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                             "a stand-in)"},
     [MT_OPT_INT8_KERNEL] = {"MANTISSA_INT8_KERNEL", NULL, MT_OPT_CHOICE,
                             "auto|onednn|amx|avx512_vnni|avx512_i16|avx2_vnni|avx2_i16|"
-                            "avx2_sign|neon_sdot|neon_i16",
+                            "avx2_sign|avx2_w16|avx2_panel|avx2_signc|neon_sdot|neon_i16",
                             0, 0, "auto",
                             "CPU: force the int8 GEMM kernel (tests; onednn even where it is not "
                             "exact)"},

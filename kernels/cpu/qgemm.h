@@ -128,6 +128,9 @@ typedef enum {
     KC_S8_VNNI256, /* our AVX-VNNI kernel (256-bit) */
     KC_S8_I16_256,  /* our AVX2 kernel on 16-bit products */
     KC_S8_SIGN256,  /* our AVX2 kernel on sign-moved codes (vpmaddubsw) */
+    KC_S8_W16_256,  /* our AVX2 kernel on 16-bit products, the weight kept 16-bit */
+    KC_S8_PANEL256, /* the same, the weight int8 and widened per chunk into a panel */
+    KC_S8_SIGNC256, /* the sign kernel on the codes laid out column block by column block */
     KC_S8_NEON_SDOT, /* our aarch64 kernel on the dot product (ARMv8.2 sdot) */
     KC_S8_NEON_I16,  /* our aarch64 kernel on 16-bit products (any ARMv8) */
     KC_S8_KERNEL_COUNT
@@ -136,7 +139,8 @@ typedef enum {
 /* Whether the kernel can run (exactly) at the ISA level in force. */
 bool kc_s8_kernel_available(kc_s8_kernel kernel);
 /* "auto", "onednn", "amx", "avx512_vnni", "avx512_i16", "avx2_vnni",
- * "avx2_i16", "avx2_sign", "neon_sdot", "neon_i16". */
+ * "avx2_i16", "avx2_sign", "avx2_w16", "avx2_panel", "avx2_signc", "neon_sdot",
+ * "neon_i16". */
 const char *kc_s8_kernel_name(kc_s8_kernel kernel);
 /* kc_s8_weight_create_grouped (group >= k: per channel) on the kernel
  * given; KC_ENOKERNEL where it cannot run here (AMX: groups only). */

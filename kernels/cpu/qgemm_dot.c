@@ -1,7 +1,8 @@
 /* qgemm_dot.c: the vector int8 kernels of qgemm_dot.h: the x86 forms and
  * the aarch64 NEON forms, each qgemm_dot_body.h compiled with its own
  * target attribute and vector width, the activation layouts of the 16-bit
- * and sign forms, and the dispatch by form. */
+ * and sign forms, the weight widened to 16 bits (the W16 and panel forms),
+ * and the dispatch by form. */
 #include "kernels/cpu/qgemm_dot.h"
 
 #include <stdlib.h>
@@ -26,7 +27,8 @@
 #endif
 
 static const char *const dot_names[KC_DOT_COUNT] = {
-    "avx512_vnni", "avx512_i16", "avx2_vnni", "avx2_i16", "avx2_sign", "neon_sdot", "neon_i16"};
+    "avx512_vnni", "avx512_i16", "avx2_vnni", "avx2_i16",
+    "avx2_sign",   "avx2_w16",   "avx2_panel", "avx2_signc", "neon_sdot", "neon_i16"};
 
 const char *kc_dot_name(kc_dot_form form)
 {
@@ -46,6 +48,9 @@ bool kc_dot_available(kc_dot_form form)
         return isa->vnni256;
     case KC_DOT_I16_256:
     case KC_DOT_SIGN256:
+    case KC_DOT_W16_256:
+    case KC_DOT_PANEL256:
+    case KC_DOT_SIGNC256:
         return true; /* the build's floor */
     default:
         return false;
@@ -65,9 +70,61 @@ bool kc_dot_available(kc_dot_form form)
 int kc_dot_code_bytes(kc_dot_form form)
 {
     return form == KC_DOT_I16_512 || form == KC_DOT_I16_256 || form == KC_DOT_SIGN256 ||
-                   form == KC_DOT_NEON_I16
+                   form == KC_DOT_W16_256 || form == KC_DOT_PANEL256 ||
+                   form == KC_DOT_SIGNC256 || form == KC_DOT_NEON_I16
                ? 2
                : 1;
+}
+
+bool kc_dot_relayout_needed(kc_dot_form form)
+{
+    return form == KC_DOT_W16_256 || form == KC_DOT_SIGNC256;
+}
+
+size_t kc_dot_panel_bytes(kc_dot_form form, size_t kp)
+{
+    return form == KC_DOT_PANEL256 ? 32 * kp : 0;
+}
+
+/* The widening of kc_dot_relayout: per 32 bytes of codes, the 16 even
+ * codes then the 16 odd ones as int16 (the 16-bit forms' EVEN16 and ODD16
+ * of the vector). */
+static inline void dot_widen16(const int8_t *src, size_t bytes, int8_t *dst)
+{
+#if defined(__AVX2__)
+    for (size_t i = 0; i < bytes; i += 32) {
+        const __m256i v = _mm256_load_si256((const __m256i *)(src + i));
+        _mm256_store_si256((__m256i *)(dst + 2 * i),
+                           _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8));
+        _mm256_store_si256((__m256i *)(dst + 2 * i + 32), _mm256_srai_epi16(v, 8));
+    }
+#else
+    for (size_t i = 0; i < bytes; i += 32) {
+        int16_t *d = (int16_t *)(void *)(dst + 2 * i);
+        for (int l = 0; l < 16; l++)
+            d[l] = src[i + 2 * l], d[16 + l] = src[i + 2 * l + 1];
+    }
+#endif
+}
+
+int8_t *kc_dot_relayout(kc_dot_form form, const int8_t *packed, int n, int nb, int gp,
+                        size_t *bytes)
+{
+    const size_t n16 = (size_t)(n + 15) / 16, steps = (size_t)nb * (size_t)(gp / 64);
+    const size_t tb = form == KC_DOT_W16_256 ? 2048 : 1024;
+    int8_t *dst = aligned_alloc(64, n16 * steps * tb);
+    if (!dst)
+        return NULL;
+    for (size_t jb = 0; jb < n16; jb++)
+        for (size_t st = 0; st < steps; st++) {
+            const int8_t *src = packed + (st * n16 + jb) * 1024;
+            if (tb == 2048)
+                dot_widen16(src, 1024, dst + (jb * steps + st) * tb);
+            else
+                memcpy(dst + (jb * steps + st) * tb, src, 1024);
+        }
+    *bytes = n16 * steps * tb;
+    return dst;
 }
 
 /* 4 bytes at p as one int32 (any alignment), for the broadcasts. */
@@ -81,6 +138,7 @@ static inline int32_t kc_dot_ld32(const void *p)
 #define DOT_PROD_VNNI 0
 #define DOT_PROD_I16 1
 #define DOT_PROD_SIGN 2
+#define DOT_PROD_W16 3
 
 #ifdef KC_DOT_BUILD
 
@@ -134,6 +192,32 @@ static inline int32_t kc_dot_ld32(const void *p)
 #undef DOT_FN
 #undef DOT_TARGET
 
+#define DOT_TARGET
+#define DOT_W 256
+#define DOT_PROD DOT_PROD_W16
+#define DOT_COLS 1
+#define DOT_PF 4096
+#define DOT_FN(x) x##_w16_256
+#include "kernels/cpu/qgemm_dot_body.h"
+#undef DOT_PF
+#undef DOT_W
+#undef DOT_PROD
+#undef DOT_FN
+#undef DOT_TARGET
+
+#define DOT_TARGET
+#define DOT_W 256
+#define DOT_PROD DOT_PROD_SIGN
+#define DOT_COLS 1
+#define DOT_PF 4096
+#define DOT_FN(x) x##_signc256
+#include "kernels/cpu/qgemm_dot_body.h"
+#undef DOT_PF
+#undef DOT_W
+#undef DOT_PROD
+#undef DOT_FN
+#undef DOT_TARGET
+
 /* The 16-bit forms' layout: each quad of codes (a0, a1, a2, a3) becomes
  * the 16-bit words (a0, a2, a1, a3), the two pairs the kernel broadcasts
  * against the weight's even and odd bytes. kp is a multiple of 64. */
@@ -162,7 +246,7 @@ static void prepare_sign(const uint8_t *q, int rows, size_t kp, uint8_t *dst)
 
 void kc_dot_prepare(kc_dot_form form, const uint8_t *q, int rows, size_t kp, uint8_t *dst)
 {
-    if (form == KC_DOT_SIGN256)
+    if (form == KC_DOT_SIGN256 || form == KC_DOT_SIGNC256)
         prepare_sign(q, rows, kp, dst);
     else if (kc_dot_code_bytes(form) == 2)
         prepare_i16(q, rows, kp, dst);
@@ -186,6 +270,18 @@ void kc_dot_chunk(kc_dot_form form, const kc_dot_rows *a, const kc_dot_weight *w
         break;
     case KC_DOT_SIGN256:
         chunk_sign256(a, w, c0, c1, y, ldy);
+        break;
+    case KC_DOT_W16_256:
+        chunk_w16_256(a, w, c0, c1, y, ldy);
+        break;
+    case KC_DOT_SIGNC256:
+        chunk_signc256(a, w, c0, c1, y, ldy);
+        break;
+    case KC_DOT_PANEL256: /* one row block: widening in registers costs less */
+        if (a->rows > 4)
+            chunk_panel_w16_256(a, w, c0, c1, y, ldy);
+        else
+            chunk_i16_256(a, w, c0, c1, y, ldy);
         break;
     default:
         abort(); /* callers pass a form kc_dot_available allowed */

@@ -3,9 +3,16 @@
  * vector width; 128: aarch64 NEON, where DOT_PROD_VNNI is sdot on the codes
  * shifted to int8, DOT_SIGNED_CODES and DOT_BCAST_XOR 0x80808080 defined
  * for it), DOT_PROD (DOT_PROD_VNNI: vpdpbusd; DOT_PROD_I16: 16-bit
- * products; DOT_PROD_SIGN: vpmaddubsw on sign-moved codes, 256 only),
- * DOT_TARGET (the form's target attribute) and DOT_FN(name) (the form's
- * names) defined. Internal to qgemm_dot.c; it undefines what it defines.
+ * products; DOT_PROD_SIGN: vpmaddubsw on sign-moved codes, 256 only;
+ * DOT_PROD_W16: the 16-bit products on a weight already widened to 16
+ * bits (kc_dot_relayout's layout), 256 only), DOT_COLS (1: the weight is
+ * kc_dot_relayout's column tile major copy, 256 only; else absent or 0:
+ * kc_amx_pack's K-step major codes; with DOT_PF, the loop prefetches the
+ * codes DOT_PF x WB bytes ahead of those it reads, which on that layout
+ * are the ones it reads next: without it a weight streamed from memory,
+ * a few rows at a time, ran at the memory's latency), DOT_TARGET (the
+ * form's target attribute) and DOT_FN(name) (the form's names) defined.
+ * Internal to qgemm_dot.c; it undefines what it defines.
  *
  * A block is VR = 4 rows x VT vectors of VL columns (512: 4 x 16 = 64
  * columns, four packed tiles side by side; 256: 2 x 8 = 16 columns, one
@@ -18,6 +25,9 @@
  *         (kc_dot_prepare's layout) and even(w) / odd(w) the weight's
  *         bytes 0, 2 / 1, 3 of each quad sign-extended to 16 bits by two
  *         shifts: a0 w0 + a2 w2 and a1 w1 + a3 w3 are exact in 32 bits;
+ *   W16:  the same products, even(w) and odd(w) loaded as they are from a
+ *         weight widened once (at load, or per column block into a panel
+ *         the chunk's row blocks share: kc_dot_relayout), no shifts;
  *   SIGN: s += vpmaddwd(vpmaddubsw(|c|, sign(w, c)), 1) with c = a - 128
  *         (int8) and |c| (kc_dot_prepare's layout): |c| <= 128 and |w| <=
  *         127, so a pair is at most 32512 and vpmaddubsw never saturates;
@@ -129,14 +139,36 @@
 #else
 #define CB 2
 #endif
+#if DOT_PROD == DOT_PROD_W16
+#define WB 2 /* bytes per weight code in the layout the form reads */
+#else
+#define WB 1
+#endif
+#if !defined(DOT_COLS)
+#define DOT_COLS 0
+#endif
+#if (DOT_PROD == DOT_PROD_W16 || DOT_COLS) && DOT_W != 256
+#error "the widened and column tile major layouts are 256-bit only"
+#endif
 
 /* What a block needs: the chunk, the weight, its first row and column,
- * its real rows and columns. */
+ * its real rows and columns, and where its weight codes are: the first
+ * packed step of its column tile (wb) and the stride of K steps (ws). */
 typedef struct {
     const kc_dot_rows *a;
     const kc_dot_weight *w;
     int r0, rr, c0, cols;
+    const int8_t *wb;
+    size_t ws;
 } DOT_FN(blk);
+
+/* Whether the block prefetches its codes: the first row block of its
+ * column block, in the forms with DOT_PF. */
+#if DOT_COLS && defined(DOT_PF)
+#define PF_BLOCK(k) ((k)->r0 == 0)
+#else
+#define PF_BLOCK(k) false
+#endif
 
 /* Vector t's part of a step, present when the block has vector t. */
 #if VT >= 2
@@ -185,11 +217,13 @@ typedef struct {
 /* One group's int32 sums of the block, VR rows x VT vectors over ks steps
  * of 64 codes of K, into s; q the block's first row at the group's first
  * code (row stride rs bytes), wt the group's first packed step at the
- * block's first column (step stride ws bytes). The sums live in named
- * registers (an array of them in the loop made GCC copy registers around
- * every step). */
+ * block's first column (step stride ws bytes); pf (a constant where it is
+ * inlined: see DOT_FN(group)): prefetch the codes ahead (DOT_PF). The sums
+ * live in named registers (an array of them in the loop made GCC copy
+ * registers around every step). */
 static inline __attribute__((always_inline)) DOT_TARGET void
-DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT])
+DOT_FN(group_pf)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT],
+                 const bool pf)
 {
     VI s00 = ZEROI(), s10 = s00, s20 = s00, s30 = s00;
     T1(VI s01 = s00, s11 = s00, s21 = s00, s31 = s00;)
@@ -197,12 +231,27 @@ DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, 
         s33 = s00;)
     for (int st = 0; st < ks; st++)
         for (int qd = 0; qd < 16; qd++) {
-            const int8_t *wp = wt + (size_t)st * ws + (size_t)qd * 64;
+            const int8_t *wp = wt + (size_t)st * ws + (size_t)qd * 64 * WB;
             const uint8_t *ap = q + ((size_t)st * 64 + (size_t)qd * 4) * CB;
+#if DOT_COLS && defined(DOT_PF)
+            if (pf) { /* the codes are one sequential stream: fetch ahead */
+                _mm_prefetch((const char *)wp + DOT_PF * WB, _MM_HINT_T0);
+                if (WB == 2)
+                    _mm_prefetch((const char *)wp + DOT_PF * WB + 64, _MM_HINT_T0);
+            }
+#else
+            (void)pf;
+#endif
+#if DOT_PROD == DOT_PROD_W16 /* vector t: its even then its odd halves */
+            const VI e0 = LOADW(wp), o0 = LOADW(wp + 32);
+            T1(const VI e1 = LOADW(wp + 2 * W_OFF(1)), o1 = LOADW(wp + 2 * W_OFF(1) + 32);)
+#else
             const VI w0 = LOADW(wp);
             T1(const VI w1 = LOADW(wp + W_OFF(1));)
             T23(const VI w2 = LOADW(wp + W_OFF(2)), w3 = LOADW(wp + W_OFF(3));)
-#if DOT_PROD == DOT_PROD_SIGN
+#endif
+#if DOT_PROD == DOT_PROD_W16
+#elif DOT_PROD == DOT_PROD_SIGN
             const VI ones = _mm256_set1_epi16(1);
 #elif DOT_PROD != DOT_PROD_VNNI
             const VI e0 = EVEN16(w0), o0 = ODD16(w0);
@@ -218,6 +267,19 @@ DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, 
     T1(s[0][1] = s01, s[1][1] = s11, s[2][1] = s21, s[3][1] = s31;)
     T23(s[0][2] = s02, s[1][2] = s12, s[2][2] = s22, s[3][2] = s32;)
     T23(s[0][3] = s03, s[1][3] = s13, s[2][3] = s23, s[3][3] = s33;)
+}
+
+/* DOT_FN(group_pf) with the prefetch or without, each a loop of its own:
+ * the first row block of a column block prefetches (the codes may come
+ * from memory), the others read what it left in cache. */
+static inline __attribute__((always_inline)) DOT_TARGET void
+DOT_FN(group)(const uint8_t *q, size_t rs, const int8_t *wt, size_t ws, int ks, VI s[VR][VT],
+              bool pf)
+{
+    if (pf)
+        DOT_FN(group_pf)(q, rs, wt, ws, ks, s, true);
+    else
+        DOT_FN(group_pf)(q, rs, wt, ws, ks, s, false);
 }
 
 /* Folds group b's sums into the block's FP32 sums acc (VR x VT*VL), as
@@ -268,10 +330,9 @@ DOT_FN(store)(const DOT_FN(blk) * k, int r, VF v[VT], float *y, size_t ldy)
 static DOT_TARGET void DOT_FN(block1)(const DOT_FN(blk) * k, float *y, size_t ldy)
 {
     const kc_dot_weight *w = k->w;
-    const size_t rs = (size_t)w->g * CB, ws = (size_t)((w->n + 15) / 16) * 1024;
+    const size_t rs = (size_t)w->g * CB;
     VI s[VR][VT];
-    DOT_FN(group)(k->a->q + (size_t)k->r0 * rs, rs, w->packed + (size_t)(k->c0 / 16) * 1024, ws,
-                  w->g / 64, s);
+    DOT_FN(group)(k->a->q + (size_t)k->r0 * rs, rs, k->wb, k->ws, w->g / 64, s, PF_BLOCK(k));
     VI cs[VT];
     VF sc[VT];
     for (int t = 0; t < VT; t++) {
@@ -295,13 +356,13 @@ static DOT_TARGET void DOT_FN(blockg)(const DOT_FN(blk) * k, float *y, size_t ld
 {
     const kc_dot_weight *w = k->w;
     const int ks = w->g / 64;
-    const size_t rs = (size_t)w->nb * w->g * CB, ws = (size_t)((w->n + 15) / 16) * 1024;
+    const size_t rs = (size_t)w->nb * w->g * CB;
     float acc[VR * VT * VL] __attribute__((aligned(64)));
     memset(acc, 0, sizeof acc);
     for (int b = 0; b < w->nb; b++) {
         VI s[VR][VT];
         DOT_FN(group)(k->a->q + (size_t)k->r0 * rs + (size_t)b * w->g * CB, rs,
-                      w->packed + (size_t)b * ks * ws + (size_t)(k->c0 / 16) * 1024, ws, ks, s);
+                      k->wb + (size_t)b * ks * k->ws, k->ws, ks, s, PF_BLOCK(k));
         DOT_FN(fold)(s, b, k, acc);
     }
     for (int r = 0; r < k->rr; r++) {
@@ -312,21 +373,56 @@ static DOT_TARGET void DOT_FN(blockg)(const DOT_FN(blk) * k, float *y, size_t ld
     }
 }
 
-/* The form's kc_dot_chunk: column blocks outer (a block's weights stay in
- * cache while the rows pass), blocks of VR rows inner. */
-static DOT_TARGET void DOT_FN(chunk)(const kc_dot_rows *a, const kc_dot_weight *w, int c0,
-                               int c1, float *y, size_t ldy)
+/* The chunk's row blocks on columns [c, c + VT * VL) of c1, the weight
+ * codes of that column block at wb, K steps ws bytes apart. */
+static DOT_TARGET void DOT_FN(rows)(const kc_dot_rows *a, const kc_dot_weight *w, int c, int c1,
+                                    const int8_t *wb, size_t ws, float *y, size_t ldy)
 {
-    for (int c = c0; c < c1; c += VT * VL)
-        for (int r0 = 0; r0 < a->rows; r0 += VR) {
-            const DOT_FN(blk) k = {a, w, r0, a->rows - r0 < VR ? a->rows - r0 : VR, c,
-                                   c1 - c < VT * VL ? c1 - c : VT * VL};
-            if (w->nb == 1)
-                DOT_FN(block1)(&k, y, ldy);
-            else
-                DOT_FN(blockg)(&k, y, ldy);
-        }
+    for (int r0 = 0; r0 < a->rows; r0 += VR) {
+        const DOT_FN(blk) k = {a, w, r0, a->rows - r0 < VR ? a->rows - r0 : VR, c,
+                               c1 - c < VT * VL ? c1 - c : VT * VL, wb, ws};
+        if (w->nb == 1)
+            DOT_FN(block1)(&k, y, ldy);
+        else
+            DOT_FN(blockg)(&k, y, ldy);
+    }
 }
+
+/* The form's kc_dot_chunk: column blocks outer (a block's weights stay in
+ * cache while the rows pass), blocks of VR rows inner. kc_amx_pack's codes
+ * are K-step major (a step's tiles side by side, n / 16 KiB apart);
+ * kc_dot_relayout's column tile major (a tile's steps one after the other,
+ * 1024 WB bytes each). */
+static DOT_TARGET void DOT_FN(chunk)(const kc_dot_rows *a, const kc_dot_weight *w, int c0,
+                                     int c1, float *y, size_t ldy)
+{
+#if DOT_PROD == DOT_PROD_W16 || DOT_COLS
+    const size_t steps = (size_t)w->nb * (w->g / 64), tb = 1024 * WB;
+    for (int c = c0; c < c1; c += VT * VL)
+        DOT_FN(rows)(a, w, c, c1, w->packed + (size_t)(c / 16) * steps * tb, tb, y, ldy);
+#else
+    const size_t ws = (size_t)((w->n + 15) / 16) * 1024;
+    for (int c = c0; c < c1; c += VT * VL)
+        DOT_FN(rows)(a, w, c, c1, w->packed + (size_t)(c / 16) * 1024, ws, y, ldy);
+#endif
+}
+
+#if DOT_PROD == DOT_PROD_W16
+/* The panel form's kc_dot_chunk, on the int8 packed weight: each column
+ * tile (16 columns, all of K) widened once into a->panel (kc_dot_relayout's
+ * layout for one tile), which all the chunk's row blocks then read. */
+static DOT_TARGET void DOT_FN(chunk_panel)(const kc_dot_rows *a, const kc_dot_weight *w, int c0,
+                                           int c1, float *y, size_t ldy)
+{
+    const size_t n16 = (size_t)(w->n + 15) / 16, steps = (size_t)w->nb * (w->g / 64);
+    for (int c = c0; c < c1; c += VT * VL) {
+        for (size_t st = 0; st < steps; st++)
+            dot_widen16(w->packed + (st * n16 + (size_t)c / 16) * 1024, 1024,
+                         a->panel + st * 2048);
+        DOT_FN(rows)(a, w, c, c1, a->panel, 2048, y, ldy);
+    }
+}
+#endif
 
 #undef VR
 #undef VI
@@ -359,6 +455,9 @@ static DOT_TARGET void DOT_FN(chunk)(const kc_dot_rows *a, const kc_dot_weight *
 #undef LOADI_N
 #undef STOREF_N
 #undef CB
+#undef PF_BLOCK
+#undef WB
+#undef DOT_COLS
 #undef ZP_OFF
 #undef T1
 #undef T23

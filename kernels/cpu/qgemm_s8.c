@@ -9,7 +9,9 @@
  *   avx512_core_vnni  our 512-bit VNNI kernel (qgemm_dot.c)
  *   avx2_vnni         our 256-bit VNNI kernel
  *   avx512_core       our 512-bit kernel on 16-bit products
- *   avx2              our 256-bit kernel on sign-moved codes (vpmaddubsw)
+ *   avx2              our 256-bit kernel on sign-moved codes (vpmaddubsw),
+ *                     the codes column block major and prefetched (avx2_signc:
+ *                     bench/results/avx2-int16-2026-11-27.md)
  *
  * oneDNN's int8 matmul (qgemm_s8_dnnl.c), which this GEMM ran before, is
  * exact only where the CPU has VNNI: without it, it multiplies with
@@ -82,8 +84,9 @@ void kc_s8_weight_destroy(kc_s8_weight *w)
 }
 
 static const char *const s8_kernel_names[KC_S8_KERNEL_COUNT] = {
-    "auto",     "onednn",    "amx",       "avx512_vnni", "avx512_i16",
-    "avx2_vnni", "avx2_i16", "avx2_sign", "neon_sdot",   "neon_i16",
+    "auto",      "onednn",   "amx",       "avx512_vnni", "avx512_i16", "avx2_vnni",
+    "avx2_i16",  "avx2_sign", "avx2_w16", "avx2_panel",  "avx2_signc", "neon_sdot",
+    "neon_i16",
 };
 
 const char *kc_s8_kernel_name(kc_s8_kernel kernel)
@@ -98,6 +101,9 @@ static kc_dot_form s8_dot_form(kc_s8_kernel kernel)
            : kernel == KC_S8_I16_512 ? KC_DOT_I16_512
            : kernel == KC_S8_VNNI256 ? KC_DOT_VNNI256
            : kernel == KC_S8_SIGN256 ? KC_DOT_SIGN256
+           : kernel == KC_S8_W16_256 ? KC_DOT_W16_256
+           : kernel == KC_S8_PANEL256 ? KC_DOT_PANEL256
+           : kernel == KC_S8_SIGNC256 ? KC_DOT_SIGNC256
            : kernel == KC_S8_NEON_SDOT ? KC_DOT_NEON_SDOT
            : kernel == KC_S8_NEON_I16  ? KC_DOT_NEON_I16
                                        : KC_DOT_I16_256;
@@ -124,6 +130,9 @@ bool kc_s8_kernel_available(kc_s8_kernel kernel)
     case KC_S8_VNNI256:
     case KC_S8_I16_256:
     case KC_S8_SIGN256:
+    case KC_S8_W16_256:
+    case KC_S8_PANEL256:
+    case KC_S8_SIGNC256:
     case KC_S8_NEON_SDOT:
     case KC_S8_NEON_I16:
         return kc_dot_available(s8_dot_form(kernel));
@@ -149,16 +158,17 @@ kc_s8_kernel kc_s8_forced(void)
 }
 
 /* The kernel KC_S8_AUTO takes: ours, the first the ISA level has in the
- * order of bench/results/int8-kernels-2026-11-26.md's measurements; oneDNN's
- * matmul only on a build without ours. */
+ * order of bench/results/int8-kernels-2026-11-26.md's measurements (at
+ * AVX2, avx2-int16-2026-11-27.md's); oneDNN's matmul only on a build
+ * without ours. */
 static kc_s8_kernel s8_auto(void)
 {
     const kc_s8_kernel forced = kc_s8_forced();
     if (forced != KC_S8_AUTO)
         return forced;
-    static const kc_s8_kernel order[] = {KC_S8_AMX,     KC_S8_VNNI512,   KC_S8_VNNI256,
-                                         KC_S8_I16_512, KC_S8_SIGN256,   KC_S8_I16_256,
-                                         KC_S8_NEON_SDOT, KC_S8_NEON_I16};
+    static const kc_s8_kernel order[] = {KC_S8_AMX,       KC_S8_VNNI512,  KC_S8_VNNI256,
+                                         KC_S8_I16_512,   KC_S8_SIGNC256, KC_S8_SIGN256,
+                                         KC_S8_I16_256,   KC_S8_NEON_SDOT, KC_S8_NEON_I16};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         if (kc_s8_kernel_available(order[i]))
             return order[i];
@@ -166,12 +176,22 @@ static kc_s8_kernel s8_auto(void)
 }
 
 /* A weight for our kernels: its codes packed once (the only copy the GEMM
- * reads), groups of gp = g rounded up to 64 codes; no oneDNN primitives. */
+ * reads), groups of gp = g rounded up to 64 codes, then laid out again
+ * (column tile major, widened to 16 bits for avx2_w16) for the forms that
+ * read them so (kc_dot_relayout); no oneDNN primitives. */
 static int s8_prepare_packed(kc_s8_weight *w, const int8_t *codes)
 {
     w->gp = (w->g + KC_AMX_KSTEP - 1) / KC_AMX_KSTEP * KC_AMX_KSTEP;
     if (!(w->packed = kc_amx_pack(codes, w->n, w->k, w->g, &w->wbytes)))
         return KC_ENOMEM;
+    if (w->kernel != KC_S8_AMX && kc_dot_relayout_needed(s8_dot_form(w->kernel))) {
+        int8_t *copy =
+            kc_dot_relayout(s8_dot_form(w->kernel), w->packed, w->n, w->nb, w->gp, &w->wbytes);
+        if (!copy)
+            return KC_ENOMEM;
+        free(w->packed);
+        w->packed = copy;
+    }
     w->max_rows = KC_S8_CHUNK;
     snprintf(w->impl, sizeof w->impl, "%s:%s", kc_s8_kernel_name(w->kernel),
              w->nb > 1 ? "int8g" : "int8");
@@ -333,17 +353,19 @@ static void s8_chunk_packed(const kc_s8_weight *w, const s8_plan *p, const float
     memset(q + (size_t)mm * kp, 0, (size_t)(mr - mm) * kp);
     const kc_dot_weight dw = {w->packed, w->n,   w->nb, w->gp, w->nb > 1 ? w->gscale : w->scale,
                               w->csf,    w->colsum, bias, gelu};
-    kc_dot_rows a = {q, mm, sx, zp};
+    kc_dot_rows a = {q, mm, sx, zp, NULL};
     if (w->kernel == KC_S8_AMX) {
         kc_amx_chunk(&a, &dw, c0, c1, y, (size_t)w->n);
         return;
     }
     const kc_dot_form form = s8_dot_form(w->kernel);
-    if (kc_dot_code_bytes(form) > 1) { /* after the smoothing row: see s8_gemm_packed */
-        uint8_t *q2 = (uint8_t *)(mine + qbytes + 2 * sbytes + kc_s8_xbytes(w));
-        kc_dot_prepare(form, q, mr, kp, q2);
-        a.q = q2;
+    char *q2 = mine + qbytes + 2 * sbytes + kc_s8_xbytes(w); /* see s8_gemm_packed */
+    if (kc_dot_code_bytes(form) > 1) { /* after the smoothing row */
+        kc_dot_prepare(form, q, mr, kp, (uint8_t *)q2);
+        a.q = (const uint8_t *)q2;
     }
+    if (kc_dot_panel_bytes(form, kp) > 0) /* after the form's rows */
+        a.panel = (int8_t *)(q2 + (size_t)kc_dot_code_bytes(form) * qbytes);
     kc_dot_chunk(form, &a, &dw, c0, c1, y, (size_t)w->n);
 }
 
@@ -359,8 +381,10 @@ static int s8_gemm_packed(const float *x, int m, kc_s8_weight *w, const float *b
     const size_t rows = (size_t)(p.crows + p.align - 1) / p.align * p.align;
     const size_t qbytes = (rows * kp + 63) & ~(size_t)63;
     const size_t sbytes = (sizeof(float) * (size_t)p.crows * w->nb + 63) & ~(size_t)63;
-    const int cb = w->kernel == KC_S8_AMX ? 1 : kc_dot_code_bytes(s8_dot_form(w->kernel));
-    const size_t per = qbytes + 2 * sbytes + kc_s8_xbytes(w) + (cb > 1 ? (size_t)cb * qbytes : 0);
+    const bool amx = w->kernel == KC_S8_AMX;
+    const int cb = amx ? 1 : kc_dot_code_bytes(s8_dot_form(w->kernel));
+    const size_t per = qbytes + 2 * sbytes + kc_s8_xbytes(w) + (cb > 1 ? (size_t)cb * qbytes : 0) +
+                       (amx ? 0 : kc_dot_panel_bytes(s8_dot_form(w->kernel), kp));
     char *buf = kc_scratch(per * nthr);
     if (!buf)
         return KC_ENOMEM;

@@ -42,8 +42,8 @@ def test_mantissa_cpu_names_the_level_in_force_and_each_precisions_kernel():
     out = subprocess.run([BIN, "cpu"], capture_output=True, text=True, check=True,
                          env=env_at("AVX2")).stdout
     assert re.search(r"^isa: avx2 \(ONEDNN_MAX_CPU_ISA=AVX2\)$", out, re.M), out
-    assert re.search(r"^  int8 +avx2_sign$", out, re.M), out
-    assert re.search(r"^  int8g +avx2_sign$", out, re.M), out
+    assert re.search(r"^  int8 +avx2_signc$", out, re.M), out
+    assert re.search(r"^  int8g +avx2_signc$", out, re.M), out
     assert re.search(r"^  tf32 +- \(not on the CPU\)$", out, re.M), out
     top = subprocess.run([BIN, "cpu"], capture_output=True, text=True, check=True).stdout
     assert ("isa: %s\n" % lv[-1]) in top, top
@@ -57,7 +57,7 @@ def test_each_build_names_its_isa_and_kernel_and_passes_the_load_check(tmp_path)
         loaded = {e["variant"]: e for e in srv.events("loaded")}
         q = loaded["q"]
         assert (q["model"], q["precision"], q["device"], q["isa"], q["kernel"]) == \
-            ("minilm", "int8", "cpu", "avx2", "avx2_sign"), q
+            ("minilm", "int8", "cpu", "avx2", "avx2_signc"), q
         assert q["check_probes"] > 0 and 0.99 < q["check_mean_cos"] < 1, q
         # FP32 builds have nothing to check
         f = loaded["f"]
@@ -66,7 +66,7 @@ def test_each_build_names_its_isa_and_kernel_and_passes_the_load_check(tmp_path)
         assert "check_probes" not in f and "check_mean_cos" not in f, f
         m = metrics(srv)
         key = ('mantissa_variant_kernel_info{model="minilm",variant="q",precision="int8",'
-               'device="cpu",isa="avx2",kernel="avx2_sign"}')
+               'device="cpu",isa="avx2",kernel="avx2_signc"}')
         assert m.get(key) == 1, [k for k in m if "kernel_info" in k]
         mean = m['mantissa_load_check_cosine{model="minilm",variant="q",stat="mean"}']
         least = m['mantissa_load_check_cosine{model="minilm",variant="q",stat="min"}']

@@ -31,6 +31,7 @@ TEST_ONLY = {
     "FUZZ_JSON_LENIENT": "a fuzzer's mode",
     "NUMFMT_FIXTURES": "test_numfmt's fixture file",
     "QUANT_TEST_SEED": "test_quant's seed",
+    "QGEMM_TEST_SEED": "test_qgemm's seed of its fresh int8 inputs",
     "TMPDIR": "the fuzzers' scratch directory",
     "PYTHON": "test_distilbert's interpreter for tools/make-distilbert.py",
 }

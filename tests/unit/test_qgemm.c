@@ -6,7 +6,9 @@
  * accumulation must be exact). Outputs are poisoned with NaN before each
  * call so that an element left unwritten fails. Also: thread safety of the
  * INT8 primitive cache, the epilogue and the activation quantizer alone,
- * the resident byte counts, and (printed, never asserted) throughput. */
+ * the resident byte counts, the AVX2 int8 forms against the sign form on
+ * inputs fresh each run (the seed is printed; QGEMM_TEST_SEED replays it),
+ * and (printed, never asserted) throughput. */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/backend.h"
 #include "engine/options.h"
@@ -603,6 +606,172 @@ START_TEST(int8_pairs_of_largest_codes_do_not_saturate)
 }
 END_TEST
 
+/* ---- the AVX2 forms on fresh inputs ---------------------------------------- */
+
+/* The AVX2 int8 forms that must give the sign form's outputs (avx2_sign,
+ * the AVX2 level's kernel before them) bit for bit: the 16-bit products on
+ * a widened weight, on a panel widened per chunk, and the sign form on
+ * column-block-major codes (avx2_signc, the AVX2 level's kernel now). All
+ * run at every x86 level (AVX2 is the build's floor), so the ISA matrix
+ * runs these tests at each. */
+static const kc_s8_kernel avx2_forms[] = {KC_S8_W16_256, KC_S8_PANEL256, KC_S8_SIGNC256};
+#define NAVX2 ((int)(sizeof avx2_forms / sizeof *avx2_forms))
+
+/* This run's seed of the fresh inputs below (printed; QGEMM_TEST_SEED
+ * replays one). */
+static unsigned long long fresh_seed;
+
+/* One of count, at random. */
+static int pick(int count)
+{
+    const int i = (int)((frand() + 1.0f) * 0.5f * (float)count);
+    return i < 0 ? 0 : i >= count ? count - 1 : i;
+}
+
+/* kc_gemm_s8 of m rows into a fresh output poisoned with NaN, with a
+ * poisoned guard row after it: every element of the m x n must be written
+ * (x is finite, so none may stay NaN) and the guard row must not be. */
+static float *s8_call_checked(kc_s8_weight *w, const float *x, int m, int n, const float *bias,
+                              bool gelu)
+{
+    float *y = poisoned((size_t)(m + 1) * n);
+    ck_assert_int_eq(kc_gemm_s8(x, m, w, bias, gelu, y), KC_OK);
+    for (size_t e = 0; e < (size_t)m * n; e++)
+        ck_assert_msg(!isnan(y[e]), "%s m=%d n=%d: element %zu not written (seed %llu)",
+                      kc_s8_weight_impl(w), m, n, e, fresh_seed);
+    for (int c = 0; c < n; c++)
+        ck_assert_msg(isnan(y[(size_t)m * n + c]), "%s m=%d n=%d: wrote past row %d (seed %llu)",
+                      kc_s8_weight_impl(w), m, n, m, fresh_seed);
+    return y;
+}
+
+/* The codes and scales of a fresh random (n, k) weight of precision p. */
+static int8_t *fresh_codes(int n, int k, mt_precision p, float **sc)
+{
+    float *w = rand_vec((size_t)n * k, 0.1f);
+    int8_t *codes = malloc((size_t)n * k);
+    *sc = malloc(sizeof(float) * mt_quant_scale_count(p, n, k));
+    mt_err err;
+    ck_assert_msg(mt_quantize(w, n, k, p, NULL, codes, *sc, &err) == MT_OK, "%s", err.msg);
+    free(w);
+    return codes;
+}
+
+/* One shape: every AVX2 form against the sign form, element by element. */
+static void avx2_forms_on(int n, int k, int m, mt_precision p, bool with_bias, bool gelu)
+{
+    const int g = p == MT_PREC_INT8G ? mt_prec(p)->group : k;
+    float *sc, *bias = rand_vec(n, 0.5f), *x = rand_vec((size_t)m * k, 2.0f);
+    int8_t *codes = fresh_codes(n, k, p, &sc);
+    if (m >= 3) /* an all-zero token */
+        memset(x + k, 0, sizeof(float) * k);
+    kc_s8_weight *ref = NULL;
+    ck_assert_int_eq(kc_s8_weight_create_with(codes, sc, n, k, g, KC_S8_SIGN256, &ref), KC_OK);
+    float *yr = s8_call_checked(ref, x, m, n, with_bias ? bias : NULL, gelu);
+    for (int f = 0; f < NAVX2; f++) {
+        kc_s8_weight *wf = NULL;
+        ck_assert_int_eq(kc_s8_weight_create_with(codes, sc, n, k, g, avx2_forms[f], &wf), KC_OK);
+        float *y = s8_call_checked(wf, x, m, n, with_bias ? bias : NULL, gelu);
+        for (size_t e = 0; e < (size_t)m * n; e++)
+            ck_assert_msg(!memcmp(&y[e], &yr[e], sizeof(float)),
+                          "%s n=%d k=%d m=%d element %zu: %a, avx2_sign %a (seed %llu)",
+                          kc_s8_weight_impl(wf), n, k, m, e, y[e], yr[e], fresh_seed);
+        free(y);
+        kc_s8_weight_destroy(wf);
+    }
+    kc_s8_weight_destroy(ref);
+    free(sc), free(bias), free(x), free(codes), free(yr);
+}
+
+/* Fresh random inputs (seeded per run) on odd shapes: n, k and m mostly
+ * not multiples of the vector width (8), the register block (16 columns,
+ * 4 rows) or a K step (64), per channel and per group, with and without
+ * bias and GELU; the edge shapes first. */
+START_TEST(avx2_forms_equal_the_sign_form_bitwise_on_fresh_odd_shapes)
+{
+    static const int ns[] = {1, 3, 8, 15, 17, 31, 33, 47, 64, 65, 130};
+    static const int ks[] = {1, 5, 8, 31, 33, 63, 64, 65, 127, 129, 200, 257, 385};
+    static const int ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 17, 63, 65, 130};
+    static const int edge[][3] = {{1, 1, 1}, {17, 129, 5}, {130, 385, 130}, {3, 257, 2}};
+    tu_rng = fresh_seed;
+    const int trials = emulated() ? 8 : 48;
+    for (int t = 0; t < trials; t++) {
+        const bool fixed = t < (int)(sizeof edge / sizeof *edge);
+        const int n = fixed ? edge[t][0] : ns[pick((int)(sizeof ns / sizeof *ns))];
+        const int k = fixed ? edge[t][1] : ks[pick((int)(sizeof ks / sizeof *ks))];
+        const int m = fixed ? edge[t][2] : ms[pick((int)(sizeof ms / sizeof *ms))];
+        avx2_forms_on(n, k, m, t % 2 ? MT_PREC_INT8G : MT_PREC_INT8, t % 3 != 0, t % 4 >= 2);
+    }
+}
+END_TEST
+
+typedef struct {
+    kc_s8_weight *w;
+    const float *x, *bias;
+    int n;
+    const int *ms;
+    float *const *refs; /* the sign form's output for each of ms */
+    int failed;
+} avx2_job;
+
+/* Calls one weight with its list of m (the other thread's differ) over and
+ * over, each output against the sign form's, bit for bit. */
+static void *avx2_worker(void *arg)
+{
+    avx2_job *j = arg;
+    for (int rep = 0; rep < 4; rep++)
+        for (int i = 0; i < 5; i++) {
+            const int m = j->ms[(i + rep) % 5];
+            float *y = poisoned((size_t)(m + 1) * j->n);
+            if (kc_gemm_s8(j->x, m, j->w, j->bias, true, y) != KC_OK ||
+                memcmp(y, j->refs[(i + rep) % 5], sizeof(float) * (size_t)m * j->n) ||
+                !isnan(y[(size_t)m * j->n]))
+                j->failed = m;
+            free(y);
+        }
+    return NULL;
+}
+
+/* Two threads on one weight of each AVX2 form, each with its own row
+ * counts (few rows split columns over the threads; many go in chunks; the
+ * panel form's scratch is each caller's own), per channel and per group. */
+START_TEST(avx2_forms_are_the_sign_form_under_concurrent_calls_with_different_m)
+{
+    const mt_precision p = _i ? MT_PREC_INT8G : MT_PREC_INT8;
+    const int n = 130, k = emulated() ? 129 : 385, maxm = 513;
+    const int g = _i ? mt_prec(p)->group : k;
+    static const int msa[] = {1, 300, 7, 65, 130}, msb[] = {33, 2, 513, 16, 5};
+    tu_rng = fresh_seed ^ 0x5bd1e995ULL;
+    float *sc, *x = rand_vec((size_t)maxm * k, 2.0f), *bias = rand_vec(n, 0.5f);
+    int8_t *codes = fresh_codes(n, k, p, &sc);
+    kc_s8_weight *ref = NULL;
+    ck_assert_int_eq(kc_s8_weight_create_with(codes, sc, n, k, g, KC_S8_SIGN256, &ref), KC_OK);
+    float *ra[5], *rb[5];
+    for (int i = 0; i < 5; i++) {
+        ra[i] = s8_call_checked(ref, x, msa[i], n, bias, true);
+        rb[i] = s8_call_checked(ref, x, msb[i], n, bias, true);
+    }
+    for (int f = 0; f < NAVX2; f++) {
+        kc_s8_weight *wf = NULL;
+        ck_assert_int_eq(kc_s8_weight_create_with(codes, sc, n, k, g, avx2_forms[f], &wf), KC_OK);
+        avx2_job jobs[2] = {{wf, x, bias, n, msa, ra, 0}, {wf, x, bias, n, msb, rb, 0}};
+        pthread_t th[2];
+        for (int t = 0; t < 2; t++)
+            ck_assert_int_eq(pthread_create(&th[t], NULL, avx2_worker, &jobs[t]), 0);
+        for (int t = 0; t < 2; t++)
+            pthread_join(th[t], NULL);
+        for (int t = 0; t < 2; t++)
+            ck_assert_msg(!jobs[t].failed, "%s thread %d m=%d: differs from avx2_sign (seed %llu)",
+                          kc_s8_weight_impl(wf), t, jobs[t].failed, fresh_seed);
+        kc_s8_weight_destroy(wf);
+    }
+    for (int i = 0; i < 5; i++)
+        free(ra[i]), free(rb[i]);
+    kc_s8_weight_destroy(ref);
+    free(sc), free(x), free(bias), free(codes);
+}
+END_TEST
+
 /* More FP32 shapes than gemm_f32.c's table holds: the first are blocked for
  * the matmul, the rest keep a plain copy on sgemm; all must be right. */
 /* FP16, BF16 and FP8: the AVX-512 kernel (panels of 32 columns, where the
@@ -837,6 +1006,11 @@ END_TEST
 
 static Suite *test_suite(void)
 {
+    const char *seed = getenv("QGEMM_TEST_SEED");
+    fresh_seed = seed && *seed ? strtoull(seed, NULL, 0)
+                               : (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32);
+    printf("qgemm test seed %llu (QGEMM_TEST_SEED replays it)\n", fresh_seed);
+    fflush(stdout);
     Suite *s = suite_create("qgemm");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
@@ -851,6 +1025,9 @@ static Suite *test_suite(void)
     tcase_add_loop_test(tc, concurrent_calls_on_one_weight_with_different_m_are_correct, 0, 4);
     tcase_add_test(tc, int8_kernels_agree_bitwise_on_every_form_the_isa_level_has);
     tcase_add_test(tc, int8_pairs_of_largest_codes_do_not_saturate);
+    tcase_add_test(tc, avx2_forms_equal_the_sign_form_bitwise_on_fresh_odd_shapes);
+    tcase_add_loop_test(tc, avx2_forms_are_the_sign_form_under_concurrent_calls_with_different_m,
+                        0, 2);
     tcase_add_test(tc, h16_kernel_and_panel_gemm_agree);
     tcase_add_test(tc, int8_kernel_option_values_are_the_kernel_names_in_order);
     tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
