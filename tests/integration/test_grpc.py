@@ -259,12 +259,20 @@ def test_deadline_becomes_the_request_timeout(srv):
 
 
 def test_a_cancelled_call_drops_its_queued_texts(srv):
-    # A: a long HTTP request that keeps the one engine worker busy for a while
+    # A: long HTTP requests that keep the one engine worker busy for several
+    # seconds on this machine, whatever its speed: one is timed first, and
+    # enough are sent to last about 4 s
     long_texts = ["word%d " % i * 120 for i in range(32)]
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [32], "data": long_texts}]}
+    t0 = time.monotonic()
+    r, _ = srv.request("POST", "/v2/models/minilm/infer", body)
+    assert r.status == 200
+    n = min(64, max(2, int(4.0 / max(time.monotonic() - t0, 0.01)) + 1))
     done = []
-    t = threading.Thread(target=lambda: done.append(srv.request("POST", "/v2/models/minilm/infer", {
-        "inputs": [{"name": "text", "datatype": "BYTES", "shape": [32], "data": long_texts}]})))
-    t.start()
+    threads = [threading.Thread(target=lambda: done.append(
+        srv.request("POST", "/v2/models/minilm/infer", body))) for _ in range(n)]
+    for t in threads:
+        t.start()
     time.sleep(0.5)
     # B: queued behind A, then cancelled by its client (no deadline: the
     # scheduler's own timeout is not what drops it)
@@ -276,9 +284,12 @@ def test_a_cancelled_call_drops_its_queued_texts(srv):
                            response_deserializer=None)
         fut = f.future(req.SerializeToString())
         time.sleep(0.3)
+        # the premise: A's requests still hold the worker when B is cancelled
+        assert len(done) < n, "all %d long requests ended before the cancel" % n
         assert fut.cancel()
-    t.join(timeout=600)
-    assert done and done[0][0].status == 200
+    for t in threads:
+        t.join(timeout=600)
+    assert len(done) == n and all(d[0].status == 200 for d in done)
     ev = logged(srv, "cancel-me")
     assert ev, "".join(srv.log[-20:])
     # logged as the client's cancel, and its texts never ran
