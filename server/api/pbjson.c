@@ -8,38 +8,11 @@
 #include <string.h>
 
 #include "engine/text/utf8.h"
+#include "server/base/pbwire.h"
 
 /* ========================================================================
  * JSON -> wire bytes
  * ====================================================================== */
-
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
-
-static void put_varint(sbuf *b, uint64_t v)
-{
-    unsigned char buf[10];
-    int n = 0;
-    do {
-        buf[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            buf[n] |= 0x80;
-        n++;
-    } while (v);
-    sb_putn(b, buf, (size_t)n);
-}
-
-static void put_key(sbuf *b, uint32_t id, int wire)
-{
-    put_varint(b, (uint64_t)id << 3 | (unsigned)wire);
-}
-
-static void put_len(sbuf *b, uint32_t id, const void *p, size_t n)
-{
-    put_key(b, id, WIRE_LEN);
-    put_varint(b, n);
-    sb_putn(b, p, n);
-}
 
 /* A JSON number or decimal string as an integer. */
 static bool json_int(const cJSON *j, int64_t *i, uint64_t *u, bool *big)
@@ -136,14 +109,12 @@ static void encode_fixed(const ProtobufCFieldDescriptor *f, const cJSON *v, sbuf
             float x = (float)v->valuedouble;
             memcpy(&w, &x, 4);
         }
-        put_key(b, f->id, WIRE_I32);
-        sb_putn(b, &w, 4); /* little-endian hosts only (x86-64, aarch64) */
+        pb_fixed32(b, f->id, w);
     } else {
         uint64_t w = u;
         if (real)
             memcpy(&w, &v->valuedouble, 8);
-        put_key(b, f->id, WIRE_I64);
-        sb_putn(b, &w, 8);
+        pb_fixed64(b, f->id, w);
     }
 }
 
@@ -161,15 +132,15 @@ static bool encode_value(const ProtobufCFieldDescriptor *f, const cJSON *v, sbuf
     case PROTOBUF_C_TYPE_BOOL:
         if (!json_int(v, &i, &u, &big))
             return true;
-        put_key(b, f->id, WIRE_VARINT);
-        put_varint(b, f->type == PROTOBUF_C_TYPE_UINT64 ? u : (uint64_t)i);
+        pb_key(b, f->id, PB_WT_VARINT);
+        pb_varint(b, f->type == PROTOBUF_C_TYPE_UINT64 ? u : (uint64_t)i);
         return true;
     case PROTOBUF_C_TYPE_SINT32:
     case PROTOBUF_C_TYPE_SINT64:
         if (!json_int(v, &i, &u, &big))
             return true;
-        put_key(b, f->id, WIRE_VARINT);
-        put_varint(b, ((uint64_t)i << 1) ^ (uint64_t)(i >> 63));
+        pb_key(b, f->id, PB_WT_VARINT);
+        pb_varint(b, ((uint64_t)i << 1) ^ (uint64_t)(i >> 63));
         return true;
     case PROTOBUF_C_TYPE_ENUM: {
         const ProtobufCEnumValue *ev =
@@ -180,8 +151,8 @@ static bool encode_value(const ProtobufCFieldDescriptor *f, const cJSON *v, sbuf
             i = ev->value;
         else if (!cJSON_IsNumber(v) || !json_int(v, &i, &u, &big))
             return true;
-        put_key(b, f->id, WIRE_VARINT);
-        put_varint(b, (uint64_t)i);
+        pb_key(b, f->id, PB_WT_VARINT);
+        pb_varint(b, (uint64_t)i);
         return true;
     }
     case PROTOBUF_C_TYPE_FIXED32:
@@ -195,7 +166,7 @@ static bool encode_value(const ProtobufCFieldDescriptor *f, const cJSON *v, sbuf
     case PROTOBUF_C_TYPE_STRING:
     case PROTOBUF_C_TYPE_BYTES:
         if (cJSON_IsString(v))
-            put_len(b, f->id, v->valuestring, strlen(v->valuestring));
+            pb_len(b, f->id, v->valuestring, strlen(v->valuestring));
         return true;
     case PROTOBUF_C_TYPE_MESSAGE: {
         const ProtobufCMessageDescriptor *d = f->descriptor;
@@ -206,7 +177,7 @@ static bool encode_value(const ProtobufCFieldDescriptor *f, const cJSON *v, sbuf
                                     : true;
         ok = ok && !sub.oom;
         if (ok)
-            put_len(b, f->id, sub.data ? sub.data : "", sub.len);
+            pb_len(b, f->id, sub.data ? sub.data : "", sub.len);
         sb_free(&sub);
         return ok;
     }
@@ -231,10 +202,10 @@ static bool encode_map(const ProtobufCFieldDescriptor *f, const cJSON *obj, sbuf
     {
         sbuf e;
         sb_init(&e);
-        put_len(&e, d->fields[0].id, v->string, strlen(v->string));
+        pb_len(&e, d->fields[0].id, v->string, strlen(v->string));
         bool ok = encode_value(&d->fields[1], v, &e) && !e.oom;
         if (ok)
-            put_len(b, f->id, e.data, e.len);
+            pb_len(b, f->id, e.data, e.len);
         sb_free(&e);
         if (!ok)
             return false;
@@ -303,15 +274,15 @@ bool pbjson_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *p,
         if (!get_varint(&p, end, &key))
             return true; /* the decoder says what is wrong */
         const int wire = (int)(key & 7);
-        if (wire == WIRE_VARINT && !get_varint(&p, end, &len))
+        if (wire == PB_WT_VARINT && !get_varint(&p, end, &len))
             return true;
-        if (wire == WIRE_I64 || wire == WIRE_I32) {
-            size_t w = wire == WIRE_I64 ? 8 : 4;
+        if (wire == PB_WT_I64 || wire == PB_WT_I32) {
+            size_t w = wire == PB_WT_I64 ? 8 : 4;
             if ((size_t)(end - p) < w)
                 return true;
             p += w;
         }
-        if (wire != WIRE_LEN)
+        if (wire != PB_WT_LEN)
             continue;
         if (!get_varint(&p, end, &len) || len > (uint64_t)(end - p))
             return true;
@@ -498,5 +469,5 @@ cJSON *pbjson_decode_field(const ProtobufCMessage *m, const char *name)
 
 void pbjson_put_bytes(sbuf *out, uint32_t id, const void *p, size_t n)
 {
-    put_len(out, id, p, n);
+    pb_len(out, id, p, n);
 }

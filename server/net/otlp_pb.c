@@ -22,60 +22,18 @@
  */
 #include <string.h>
 
+#include "server/base/pbwire.h"
 #include "server/net/otlp.h"
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 /* Span.flags: the W3C trace flags in bits 0-7; bit 8 says whether bit 9
  * (the parent is remote) is known. */
 #define SPAN_FLAGS_HAS_IS_REMOTE 0x100u
 #define SPAN_FLAGS_IS_REMOTE 0x200u
 
-static void varint(sbuf *b, uint64_t v)
-{
-    uint8_t buf[10];
-    size_t n = 0;
-    do {
-        buf[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    sb_putn(b, buf, n);
-}
-
-static void tag(sbuf *b, unsigned field, unsigned wt)
-{
-    varint(b, (uint64_t)field << 3 | wt);
-}
-
-static void fixed64(sbuf *b, unsigned field, uint64_t v)
-{
-    uint8_t buf[8];
-    for (int i = 0; i < 8; i++)
-        buf[i] = (uint8_t)(v >> (8 * i));
-    tag(b, field, WT_I64);
-    sb_putn(b, buf, 8);
-}
-
-static void fixed32(sbuf *b, unsigned field, uint32_t v)
-{
-    uint8_t buf[4];
-    for (int i = 0; i < 4; i++)
-        buf[i] = (uint8_t)(v >> (8 * i));
-    tag(b, field, WT_I32);
-    sb_putn(b, buf, 4);
-}
-
-static void bytes(sbuf *b, unsigned field, const void *p, size_t n)
-{
-    tag(b, field, WT_LEN);
-    varint(b, n);
-    sb_putn(b, p, n);
-}
-
 /* Opens a nested message: its tag now, its length when it is closed. */
 static size_t open_msg(sbuf *b, unsigned field)
 {
-    tag(b, field, WT_LEN);
+    pb_key(b, field, PB_WT_LEN);
     return b->len;
 }
 
@@ -109,9 +67,9 @@ static const char *str_at(const otlp_trace *t, otlp_str s)
 static void kv_str(sbuf *b, unsigned field, const char *key, const char *v, size_t n)
 {
     size_t kv = open_msg(b, field);
-    bytes(b, 1, key, strlen(key));
+    pb_len(b, 1, key, strlen(key));
     size_t any = open_msg(b, 2);
-    bytes(b, 1, v, n);
+    pb_len(b, 1, v, n);
     close_msg(b, any);
     close_msg(b, kv);
 }
@@ -119,10 +77,10 @@ static void kv_str(sbuf *b, unsigned field, const char *key, const char *v, size
 static void kv_int(sbuf *b, unsigned field, const char *key, int64_t v)
 {
     size_t kv = open_msg(b, field);
-    bytes(b, 1, key, strlen(key));
+    pb_len(b, 1, key, strlen(key));
     size_t any = open_msg(b, 2);
-    tag(b, 3, WT_VARINT);
-    varint(b, (uint64_t)v); /* int64: two's complement, ten bytes when negative */
+    pb_key(b, 3, PB_WT_VARINT);
+    pb_varint(b, (uint64_t)v); /* int64: two's complement, ten bytes when negative */
     close_msg(b, any);
     close_msg(b, kv);
 }
@@ -139,15 +97,15 @@ static void attr(sbuf *b, const otlp_trace *t, const otlp_attr *a)
     case OTLP_DOUBLE:
     case OTLP_BOOL: {
         size_t kv = open_msg(b, 9);
-        bytes(b, 1, a->key, strlen(a->key));
+        pb_len(b, 1, a->key, strlen(a->key));
         size_t any = open_msg(b, 2);
         if (a->type == OTLP_BOOL) {
-            tag(b, 2, WT_VARINT);
-            varint(b, a->v.b);
+            pb_key(b, 2, PB_WT_VARINT);
+            pb_varint(b, a->v.b);
         } else {
             uint64_t bits;
             memcpy(&bits, &a->v.d, 8);
-            fixed64(b, 4, bits);
+            pb_fixed64(b, 4, bits);
         }
         close_msg(b, any);
         close_msg(b, kv);
@@ -159,29 +117,29 @@ static void attr(sbuf *b, const otlp_trace *t, const otlp_attr *a)
 static void span(sbuf *b, const otlp_trace *t, const otlp_span *s)
 {
     size_t m = open_msg(b, 2);
-    bytes(b, 1, t->trace_id, TC_TRACE_ID_LEN);
-    bytes(b, 2, s->span_id, TC_SPAN_ID_LEN);
+    pb_len(b, 1, t->trace_id, TC_TRACE_ID_LEN);
+    pb_len(b, 2, s->span_id, TC_SPAN_ID_LEN);
     if (t->tracestate.len)
-        bytes(b, 3, str_at(t, t->tracestate), t->tracestate.len);
+        pb_len(b, 3, str_at(t, t->tracestate), t->tracestate.len);
     if (s->has_parent)
-        bytes(b, 4, s->parent_id, TC_SPAN_ID_LEN);
-    bytes(b, 5, str_at(t, s->name), s->name.len);
-    tag(b, 6, WT_VARINT);
-    varint(b, (uint64_t)s->kind);
-    fixed64(b, 7, s->start_ns);
-    fixed64(b, 8, s->end_ns);
+        pb_len(b, 4, s->parent_id, TC_SPAN_ID_LEN);
+    pb_len(b, 5, str_at(t, s->name), s->name.len);
+    pb_key(b, 6, PB_WT_VARINT);
+    pb_varint(b, (uint64_t)s->kind);
+    pb_fixed64(b, 7, s->start_ns);
+    pb_fixed64(b, 8, s->end_ns);
     for (int i = 0; i < s->nattrs; i++)
         attr(b, t, &t->attrs[s->attr0 + i]);
     if (s->status != OTLP_STATUS_UNSET) {
         size_t st = open_msg(b, 15);
         if (s->status_msg.len)
-            bytes(b, 2, str_at(t, s->status_msg), s->status_msg.len);
-        tag(b, 3, WT_VARINT);
-        varint(b, (uint64_t)s->status);
+            pb_len(b, 2, str_at(t, s->status_msg), s->status_msg.len);
+        pb_key(b, 3, PB_WT_VARINT);
+        pb_varint(b, (uint64_t)s->status);
         close_msg(b, st);
     }
     /* every span exported here was sampled */
-    fixed32(b, 16, TC_FLAG_SAMPLED | SPAN_FLAGS_HAS_IS_REMOTE |
+    pb_fixed32(b, 16, TC_FLAG_SAMPLED | SPAN_FLAGS_HAS_IS_REMOTE |
                        (s->has_parent && s->remote_parent ? SPAN_FLAGS_IS_REMOTE : 0));
     close_msg(b, m);
 }
@@ -201,9 +159,9 @@ int otlp_encode(sbuf *b, const otlp_resource *r, const otlp_trace *traces, int n
     close_msg(b, res);
     size_t ss = open_msg(b, 2);
     size_t scope = open_msg(b, 1);
-    bytes(b, 1, r->scope_name, strlen(r->scope_name));
+    pb_len(b, 1, r->scope_name, strlen(r->scope_name));
     if (r->scope_version)
-        bytes(b, 2, r->scope_version, strlen(r->scope_version));
+        pb_len(b, 2, r->scope_version, strlen(r->scope_version));
     close_msg(b, scope);
     for (const otlp_trace *t = traces; t && n-- > 0; t = t->next)
         for (int i = 0; i < t->nspans; i++, spans++)
