@@ -2,7 +2,6 @@
  * Makefile): it says so when a config asks for it. */
 #include "server/net/grpc.h"
 
-#include <stdio.h>
 
 bool grpc_front_available(void)
 {
@@ -37,10 +36,4 @@ void grpc_front_detach(grpc_front *g)
 
 void grpc_front_stop(grpc_front *g)
 {
-}
-
-void grpc_front_status_of(int http_status, const char *msg, grpc_front_status *st)
-{
-    st->code = http_status == 200 ? GRPC_FRONT_OK : GRPC_FRONT_INTERNAL;
-    snprintf(st->msg, sizeof st->msg, "%s", msg ? msg : "");
 }
