@@ -192,31 +192,32 @@ static bool reply_server_metadata(const http_app *app, const grpc_front_rest *re
 
 /* ModelMetadata, ModelConfig and ModelStatistics requests: a name and a
  * version (the same fields in each). */
-static bool model_get(const ProtobufCMessageDescriptor *d, const char *suffix, bool name_optional,
-                      const uint8_t *msg, size_t len, grpc_front_rest *rest,
-                      grpc_front_status *st)
+/* A GET of the model's resource: <suffix> under /v2/models/<name>[/versions/
+ * <version>]; with name_optional, no name nor version is every model's. */
+static bool model_get(const char *name, const char *version, const char *suffix,
+                      bool name_optional, grpc_front_rest *rest, grpc_front_status *st)
 {
-    Inference__ModelMetadataRequest *m =
-        (Inference__ModelMetadataRequest *)unpack(d, msg, len, st);
-    if (!m)
-        return false;
-    bool ok;
-    if (name_optional && !*m->name && !*m->version) {
+    if (name_optional && !*name && !*version) {
         strcpy(rest->method, "GET");
         strcpy(rest->path, "/v2/models/stats");
-        ok = true;
-    } else {
-        ok = model_path(rest, "GET", m->name, m->version, suffix, st);
+        return true;
     }
-    protobuf_c_message_free_unpacked(&m->base, NULL);
-    return ok;
+    return model_path(rest, "GET", name, version, suffix, st);
 }
+
+/* Unpacks a request of type T (descriptor D) into m, or fails the call. */
+#define UNPACK(T, D, m)                                                                    \
+    T *m = (T *)unpack(&D, msg, len, st);                                                  \
+    if (!m)                                                                                \
+        return false
 
 static bool req_model_metadata(const http_app *app, const uint8_t *msg, size_t len,
                                grpc_front_rest *rest, grpc_front_status *st)
 {
-    return model_get(&inference__model_metadata_request__descriptor, "", false, msg, len, rest,
-                     st);
+    UNPACK(Inference__ModelMetadataRequest, inference__model_metadata_request__descriptor, m);
+    const bool ok = model_get(m->name, m->version, "", false, rest, st);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return ok;
 }
 
 static bool reply_model_metadata(const http_app *app, const grpc_front_rest *rest,
@@ -228,8 +229,10 @@ static bool reply_model_metadata(const http_app *app, const grpc_front_rest *res
 static bool req_model_config(const http_app *app, const uint8_t *msg, size_t len,
                              grpc_front_rest *rest, grpc_front_status *st)
 {
-    return model_get(&inference__model_config_request__descriptor, "/config", false, msg, len,
-                     rest, st);
+    UNPACK(Inference__ModelConfigRequest, inference__model_config_request__descriptor, m);
+    const bool ok = model_get(m->name, m->version, "/config", false, rest, st);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return ok;
 }
 
 static bool reply_model_config(const http_app *app, const grpc_front_rest *rest,
@@ -241,8 +244,10 @@ static bool reply_model_config(const http_app *app, const grpc_front_rest *rest,
 static bool req_model_stats(const http_app *app, const uint8_t *msg, size_t len,
                             grpc_front_rest *rest, grpc_front_status *st)
 {
-    return model_get(&inference__model_statistics_request__descriptor, "/stats", true, msg, len,
-                     rest, st);
+    UNPACK(Inference__ModelStatisticsRequest, inference__model_statistics_request__descriptor, m);
+    const bool ok = model_get(m->name, m->version, "/stats", true, rest, st);
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    return ok;
 }
 
 static bool reply_model_stats(const http_app *app, const grpc_front_rest *rest,
