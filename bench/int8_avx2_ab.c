@@ -28,44 +28,15 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm.h"
 
+#include "bench/cpu_bench.h"
+
 #define MAX_ROUNDS 201
-
-static double clock_s(clockid_t clk)
-{
-    struct timespec t;
-    clock_gettime(clk, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static double now_s(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
 
 /* What a call's time is: wall-clock, or with one thread its CPU time (a
  * preempted call is then not slower). */
 static clockid_t call_clock = CLOCK_MONOTONIC;
 
-/* Deterministic values in [-a, a). */
-static float *fill(size_t count, float a, unsigned seed)
-{
-    float *v = malloc(sizeof(float) * (count + 1));
-    unsigned s = seed;
-    for (size_t i = 0; i < count; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = ((float)(s >> 8) / 16777216.0f * 2.0f - 1.0f) * a;
-    }
-    return v;
-}
-
-static const struct {
-    int n, k;
-    const char *what;
-} shapes[] = {
-    {1152, 384, "MiniLM qkv"},     {384, 384, "MiniLM attn out"},  {1536, 384, "MiniLM ffn in"},
-    {384, 1536, "MiniLM ffn out"}, {2304, 768, "MPNet qkv"},       {768, 768, "MPNet attn out"},
-    {3072, 768, "MPNet ffn in"},   {768, 3072, "MPNet ffn out"},
-};
+static const bench_shape shapes[] = {BENCH_MINILM_SHAPES, BENCH_MPNET_SHAPES};
 static const int ms[] = {1, 16, 128, 512};
 
 /* The contestants of a point: FP32, then the int8 forms. */
@@ -96,9 +67,9 @@ static double slice(const point *p, int c, double slice_s)
     double best = 1e30;
     const double t0 = now_s();
     for (int it = 0; it < 2 || now_s() - t0 < slice_s; it++) {
-        const double a = clock_s(call_clock);
+        const double a = bench_clock_s(call_clock);
         call(p, c);
-        const double d = clock_s(call_clock) - a;
+        const double d = bench_clock_s(call_clock) - a;
         best = d < best ? d : best;
     }
     return best;

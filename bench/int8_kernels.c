@@ -25,34 +25,10 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/qgemm.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "bench/cpu_bench.h"
 
-/* Deterministic values in [-a, a). */
-static float *fill(size_t count, float a, unsigned seed)
-{
-    float *v = malloc(sizeof(float) * (count + 1));
-    unsigned s = seed;
-    for (size_t i = 0; i < count; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = ((float)(s >> 8) / 16777216.0f * 2.0f - 1.0f) * a;
-    }
-    return v;
-}
-
-typedef struct {
-    int n, k;
-    const char *what;
-} shape;
-
-static const shape shapes[] = {
-    {1152, 384, "MiniLM qkv"},  {384, 384, "MiniLM attn out"},  {1536, 384, "MiniLM ffn in"},
-    {384, 1536, "MiniLM ffn out"}, {3072, 768, "MPNet ffn in"}, {768, 3072, "MPNet ffn out"},
-};
+static const bench_shape shapes[] = {
+    BENCH_MINILM_SHAPES, {3072, 768, "MPNet ffn in"}, {768, 3072, "MPNet ffn out"}};
 static const int ms[] = {1, 16, 128};
 
 /* What one timed call runs. */
