@@ -96,10 +96,7 @@ def main():
     sents = pb.stsb()[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        bodies = os.path.join(tmp, "bodies.txt")
-        with open(bodies, "w") as f:
-            for s in sents:
-                f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
+        bodies = pb.write_bodies(sents, tmp)
         rates = {}
         for p in precs:  # capacity: the best closed-loop rate of any delay
             cap = 0

@@ -185,11 +185,7 @@ def inputs(sents, tmp):
     ids_path = os.path.join(tmp, "ids.json")
     with open(ids_path, "w") as f:
         json.dump(token_ids(sents, tmp), f)
-    bodies = os.path.join(tmp, "bodies.txt")
-    with open(bodies, "w") as f:
-        for s in sents:
-            f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
-    return ids_path, bodies
+    return ids_path, pb.write_bodies(sents, tmp)
 
 
 def write_report(lines, out):

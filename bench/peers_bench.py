@@ -204,6 +204,16 @@ class Server:
         self.log.close()
 
 
+def write_bodies(sents, tmp, model="minilm"):
+    """The load generator's bodies file in tmp: one OpenAI embeddings request
+    a line, a sentence each; its path."""
+    bodies = os.path.join(tmp, "bodies.txt")
+    with open(bodies, "w") as f:
+        for t in sents:
+            f.write(json.dumps({"model": model, "input": t}) + "\n")
+    return bodies
+
+
 def loadgen(port, bodies, seconds, conc=None, rate=None, timing=None):
     args = [LOADGEN, "--port", str(port), "--bodies", bodies, "--seconds", str(seconds)]
     args += ["--concurrency", str(conc)] if conc else ["--rate", "%.1f" % rate]
@@ -468,10 +478,7 @@ def main():
         sents, pairs, gold = passages(sents), [], []
     args.nsents = len(sents)
     with tempfile.TemporaryDirectory() as tmp:
-        bodies = os.path.join(tmp, "bodies.txt")
-        with open(bodies, "w") as f:
-            for t in sents:
-                f.write(json.dumps({"model": "minilm", "input": t}) + "\n")
+        bodies = write_bodies(sents, tmp)
         ref = mantissa_reference(sents, tmp)
         data = (sents, pairs, gold, ref, bodies)
         results = []

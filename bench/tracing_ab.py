@@ -225,10 +225,7 @@ def main():
     sink, counter, rport = start_receiver()
     tracing = {"endpoint": "http://127.0.0.1:%d/v1/traces" % rport, "sample_ratio": 1.0}
     with tempfile.TemporaryDirectory() as tmp:
-        bodies = os.path.join(tmp, "bodies.txt")
-        with open(bodies, "w") as f:
-            for s in sents:
-                f.write(json.dumps({"model": "minilm", "input": s}) + "\n")
+        bodies = pb.write_bodies(sents, tmp)
         srv = {}
         try:
             srv["off"] = server(a.precision, None, tmp)
