@@ -65,21 +65,24 @@ def drive_grpc(port):
     checked; 0 calls when grpcio is not installed."""
     try:
         import grpc
+        from tritonclient.grpc import service_pb2 as pb
     except ImportError:
-        print("memcheck: grpcio not installed: no gRPC calls")
+        print("memcheck: grpcio or tritonclient not installed: no gRPC calls")
         return 0
     raw = b"".join(struct.pack("<I", len(t)) + t for t in (b"alpha", "b\u00e9ta".encode()))
 
     def infer(model, shape, raw_tensor):
-        tensor = _pb(1, "text") + _pb(2, "BYTES") + _pb(3, bytes([shape]))
-        return _pb(1, model) + _pb(3, "g1") + _pb(5, tensor) + _pb(7, raw_tensor)
+        req = pb.ModelInferRequest(model_name=model, id="g1", raw_input_contents=[raw_tensor])
+        req.inputs.add(name="text", datatype="BYTES", shape=[shape])
+        return req.SerializeToString()
     calls = [
         ("ServerReady", b"", grpc.StatusCode.OK),
         ("ModelInfer", infer("minilm", 2, raw), grpc.StatusCode.OK),
         ("ModelInfer", infer("minilm", 1, struct.pack("<I", 0)), grpc.StatusCode.INVALID_ARGUMENT),
         ("ModelInfer", infer("nope", 2, raw), grpc.StatusCode.NOT_FOUND),
         ("ModelInfer", b"\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT),
-        ("ModelConfig", _pb(1, "minilm"), grpc.StatusCode.OK),
+        ("ModelConfig", pb.ModelConfigRequest(name="minilm").SerializeToString(),
+         grpc.StatusCode.OK),
         ("ModelStatistics", b"", grpc.StatusCode.OK),
         ("ModelStreamInfer", b"", grpc.StatusCode.UNIMPLEMENTED),
     ]
@@ -95,13 +98,6 @@ def drive_grpc(port):
             if got != want:
                 raise SystemExit("memcheck: gRPC %s answered %s, expected %s" % (method, got, want))
     return len(calls)
-
-
-def _pb(field, data):
-    """A length-delimited protobuf field (server/api/kserve.proto's numbers)."""
-    data = data.encode() if isinstance(data, str) else data
-    return bytes([field << 3 | 2, len(data)]) + data if len(data) < 128 else \
-        bytes([field << 3 | 2, len(data) & 0x7F | 0x80, len(data) >> 7]) + data
 
 
 def drive(port, cfg_path, cfg):
