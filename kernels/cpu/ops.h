@@ -12,6 +12,9 @@
 /* In place over n floats: x = exp(x) / x = gelu(x) (erf form, as BERT). */
 void kc_exp(float *x, int n);
 void kc_gelu(float *x, int n);
+/* GELU of one value by the scalar form; kc_gelu's vector forms give the
+ * same bits (for tests). */
+float kc_gelu1(float x);
 
 /* y (m, n) += bias (may be NULL), then GELU when gelu. */
 void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu);
