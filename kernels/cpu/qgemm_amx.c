@@ -101,18 +101,23 @@ static inline __mmask16 amx_lanes(const amx_block *k, int j)
 static AVX512_TARGET void amx_fold(const int32_t *ibuf, const amx_block *k, float *acc)
 {
     const kc_dot_weight *w = k->w;
+    __m512 cs[4], gs[4];
     for (int j = 0; j < k->nt; j++) {
         const int c = k->c0 + 16 * j;
         const __mmask16 m = amx_lanes(k, j);
-        const __m512 cs = _mm512_maskz_loadu_ps(m, w->csf + (size_t)k->b * w->n + c);
-        const __m512 gs = _mm512_maskz_loadu_ps(m, w->gs + (size_t)k->b * w->n + c);
-        for (int r = 0; r < k->rr; r++) {
-            const size_t at = (size_t)(k->r0 + r) * w->nb + k->b;
+        cs[j] = _mm512_maskz_loadu_ps(m, w->csf + (size_t)k->b * w->n + c);
+        gs[j] = _mm512_maskz_loadu_ps(m, w->gs + (size_t)k->b * w->n + c);
+    }
+    /* rows outer: a row's zero point and scale broadcast once for its tiles */
+    for (int r = 0; r < k->rr; r++) {
+        const size_t at = (size_t)(k->r0 + r) * w->nb + k->b;
+        const __m512 zp = _mm512_set1_ps((float)k->a->zp[at]), sx = _mm512_set1_ps(k->a->sx[at]);
+        for (int j = 0; j < k->nt; j++) {
             __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(ibuf + j * 256 + r * 16));
-            v = _mm512_fnmadd_ps(_mm512_set1_ps((float)k->a->zp[at]), cs, v);
-            v = _mm512_mul_ps(v, _mm512_set1_ps(k->a->sx[at]));
+            v = _mm512_fnmadd_ps(zp, cs[j], v);
+            v = _mm512_mul_ps(v, sx);
             float *a = acc + r * 64 + j * 16;
-            _mm512_store_ps(a, _mm512_fmadd_ps(v, gs, _mm512_load_ps(a)));
+            _mm512_store_ps(a, _mm512_fmadd_ps(v, gs[j], _mm512_load_ps(a)));
         }
     }
 }
