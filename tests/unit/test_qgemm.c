@@ -309,7 +309,8 @@ END_TEST
  * level has it) give the same scales, zero points and codes, per token and
  * per group, on rows whose lengths leave every kind of tail, with the codes
  * laid out as our kernels want them (each group padded with zero codes to
- * a multiple of 64); and both match the scalar nf_f32_to_u8_asym. */
+ * a multiple of 64), with and without smoothing's divisors; and both match
+ * the scalar nf_f32_to_u8_asym. */
 START_TEST(activation_quantizer_forms_agree_per_token_and_per_group)
 {
     static const int ks[] = {1, 15, 16, 17, 37, 128, 300, 384, 1536};
@@ -320,33 +321,40 @@ START_TEST(activation_quantizer_forms_agree_per_token_and_per_group)
             const int m = 5, k = ks[ki], nb = (k + g - 1) / g, gp = (g + 63) / 64 * 64;
             const size_t kp = (size_t)nb * gp;
             float *x = rand_vec((size_t)m * k, 4.0f), *tmp = malloc(sizeof(float) * k);
+            float *dv = rand_vec((size_t)k, 1.0f); /* smoothing's divisors, 0.5 to 1.5 */
+            for (int c = 0; c < k; c++)
+                dv[c] = 1.0f + 0.5f * dv[c];
             for (int c = 0; c < k; c++) /* row 1 all positive, row 2 all zero */
                 x[k + c] = fabsf(x[k + c]) + 0.5f, x[2 * k + c] = 0.f;
             uint8_t *qa = malloc((size_t)m * kp), *qb = malloc((size_t)m * kp);
             float sa[5 * 12], sb[5 * 12];
             int32_t za[5 * 12], zb[5 * 12];
-            memset(qa, 0xAB, (size_t)m * kp), memset(qb, 0xCD, (size_t)m * kp);
-            kc_s8_quant_rows(x, m, k, g, (size_t)gp, kp, gp, qa, sa, za, NULL, tmp, false);
-            kc_s8_quant_rows(x, m, k, g, (size_t)gp, kp, gp, qb, sb, zb, NULL, tmp, wide);
-            for (int r = 0; r < m; r++)
-                for (int b = 0; b < nb; b++) {
-                    const int at = r * nb + b;
-                    ck_assert_msg(sa[at] == sb[at] && za[at] == zb[at],
-                                  "k=%d g=%d row %d group %d: %g/%d against %g/%d", k, g, r, b,
-                                  sa[at], za[at], sb[at], zb[at]);
-                    for (int c = 0; c < gp; c++) {
-                        const size_t i = (size_t)r * kp + (size_t)b * gp + c;
-                        const int col = b * g + c;
-                        const int want = c < g && col < k
-                                             ? nf_f32_to_u8_asym(x[(size_t)r * k + col],
-                                                                 1.0f / sa[at], za[at])
-                                             : 0; /* the padding */
-                        ck_assert_msg(qa[i] == want && qb[i] == want,
-                                      "k=%d g=%d row %d col %d: %d and %d, want %d", k, g, r,
-                                      col, qa[i], qb[i], want);
+            for (int smooth = 0; smooth < 2; smooth++) {
+                const float *div = smooth ? dv : NULL;
+                memset(qa, 0xAB, (size_t)m * kp), memset(qb, 0xCD, (size_t)m * kp);
+                kc_s8_quant_rows(x, m, k, g, (size_t)gp, kp, gp, qa, sa, za, div, tmp, false);
+                kc_s8_quant_rows(x, m, k, g, (size_t)gp, kp, gp, qb, sb, zb, div, tmp, wide);
+                for (int r = 0; r < m; r++)
+                    for (int b = 0; b < nb; b++) {
+                        const int at = r * nb + b;
+                        ck_assert_msg(sa[at] == sb[at] && za[at] == zb[at],
+                                      "k=%d g=%d smooth %d row %d group %d: %g/%d against %g/%d", k,
+                                      g, smooth, r, b, sa[at], za[at], sb[at], zb[at]);
+                        for (int c = 0; c < gp; c++) {
+                            const size_t i = (size_t)r * kp + (size_t)b * gp + c;
+                            const int col = b * g + c;
+                            const int want = c < g && col < k
+                                                 ? nf_f32_to_u8_asym(x[(size_t)r * k + col] *
+                                                                         (div ? div[col] : 1.0f),
+                                                                     1.0f / sa[at], za[at])
+                                                 : 0; /* the padding */
+                            ck_assert_msg(qa[i] == want && qb[i] == want,
+                                          "k=%d g=%d smooth %d row %d col %d: %d and %d, want %d", k,
+                                          g, smooth, r, col, qa[i], qb[i], want);
+                        }
                     }
-                }
-            free(x), free(tmp), free(qa), free(qb);
+            }
+            free(x), free(tmp), free(dv), free(qa), free(qb);
             if (g == k)
                 break;
         }
