@@ -190,10 +190,10 @@ static bool reply_server_metadata(const http_app *app, const grpc_front_rest *re
     return json_reply(&inference__server_metadata_response__descriptor, NULL, resp, out, st);
 }
 
-/* ModelMetadata, ModelConfig and ModelStatistics requests: a name and a
- * version (the same fields in each). */
-/* A GET of the model's resource: <suffix> under /v2/models/<name>[/versions/
- * <version>]; with name_optional, no name nor version is every model's. */
+/* ModelMetadata, ModelConfig and ModelStatistics requests (each its own
+ * type, with a name and a version): a GET of the model's resource, <suffix>
+ * under /v2/models/<name>[/versions/<version>]; with name_optional, no name
+ * nor version is every model's. */
 static bool model_get(const char *name, const char *version, const char *suffix,
                       bool name_optional, grpc_front_rest *rest, grpc_front_status *st)
 {

@@ -1,8 +1,8 @@
 /* otlp_pb.c: OTLP trace records (otlp.h) encoded as the protobuf of
- * opentelemetry-proto's ExportTraceServiceRequest, written here with the
- * protobuf wire format's few rules (varints, fixed64/fixed32, and
- * length-delimited strings, bytes and messages), so that the exporter needs
- * no generated code. A nested message is written in place and its length
+ * opentelemetry-proto's ExportTraceServiceRequest, written with the
+ * protobuf wire format's few rules (server/base/pbwire.h: varints,
+ * fixed64/fixed32, length-delimited strings and bytes), so that the exporter
+ * needs no generated code. A nested message is written in place and its length
  * put in front of it afterwards (the bytes moved by the length's size), so
  * every length is the canonical shortest varint.
  *
