@@ -168,19 +168,25 @@ START_TEST(mpnet_matches_sentence_transformers)
 }
 END_TEST
 
-/* The other precisions stay close to FP32 on 96 reference sentences.
- * int8 reaches only 0.99695 here with the default calibration (MiniLM:
- * 0.999; 12 layers of 768 accumulate more quantization error), hence its
- * bound of 0.996, and fp8 0.99742 (bound 0.997). int8g, with one scale per
- * 128 inputs for weights and activations alike, reaches 0.99949 (bound
- * 0.999): MPNet's int8 drift is mostly its per-channel scales. */
+/* The other precisions stay close to FP32 on 96 reference sentences, by
+ * the mean cosine and by the least. int8 reaches a mean of 0.9989 and a
+ * least of only 0.9960-0.9968 with the default calibration (MiniLM: 0.999;
+ * 12 layers of 768 accumulate more quantization error), and fp8 0.99857 /
+ * 0.99742. int8g, with one scale per 128 inputs for weights and activations
+ * alike, reaches 0.99974 / 0.99947: MPNet's int8 drift is mostly its
+ * per-channel scales. The least of 96 is a noisy statistic for int8: an
+ * FP32 change upstream of a quantizer that flips a few activation codes
+ * (the ISA level's FP32 rounding, GELU's erf) moves it by up to 5e-4 (0.99635
+ * -> 0.99595 at avx2 for GELU's own erf, while the mean stayed 0.99888),
+ * so its bound is looser than its mean's. */
 START_TEST(mpnet_precisions_drift_little)
 {
     static const struct {
         mt_precision p;
-        double min_cos;
-    } precs[] = {{MT_PREC_FP16, 0.9999}, {MT_PREC_BF16, 0.999}, {MT_PREC_INT8, 0.996},
-                 {MT_PREC_FP8, 0.997}, {MT_PREC_INT8G, 0.999}};
+        double min_cos, mean_cos;
+    } precs[] = {{MT_PREC_FP16, 0.9999, 0.99999}, {MT_PREC_BF16, 0.999, 0.9999},
+                 {MT_PREC_INT8, 0.995, 0.9985}, {MT_PREC_FP8, 0.997, 0.998},
+                 {MT_PREC_INT8G, 0.999, 0.9995}};
     char **sent;
     float *ref;
     int n = load_reference(&sent, &ref), use = 96;
@@ -192,15 +198,19 @@ START_TEST(mpnet_precisions_drift_little)
     for (size_t p = 0; p < sizeof precs / sizeof *precs; p++) {
         mt_model *m = load(precs[p].p);
         embed(m, sent, use, out, NULL);
-        double minc = 1;
+        double minc = 1, sum = 0;
         for (int i = 0; i < use; i++) {
             double c = mt_cosine(out + (size_t)i * H, base + (size_t)i * H, H);
             minc = c < minc ? c : minc;
+            sum += c;
         }
-        printf("mpnet %s: min cosine to fp32 %.8f\n", mt_precision_name(precs[p].p), minc);
+        printf("mpnet %s: min cosine to fp32 %.8f, mean %.8f\n", mt_precision_name(precs[p].p),
+               minc, sum / use);
         fflush(stdout);
         ck_assert_msg(minc >= precs[p].min_cos, "%s: min cosine %.8f", mt_precision_name(precs[p].p),
                       minc);
+        ck_assert_msg(sum / use >= precs[p].mean_cos, "%s: mean cosine %.8f",
+                      mt_precision_name(precs[p].p), sum / use);
         mt_model_free(m);
     }
     free(base);
