@@ -381,6 +381,22 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
+def mantissa_isa_commit():
+    """The ISA level Mantissa runs at here (`mantissa cpu` under isa_env) and
+    its build's commit (`mantissa --version`), for the report's header."""
+    env = dict(os.environ, **isa_env("mantissa"))
+    isa = ver = "?"
+    try:
+        out = subprocess.run([MANTISSA, "cpu"], capture_output=True, text=True, env=env).stdout
+        isa = next((x.split(":", 1)[1].strip() for x in out.splitlines()
+                    if x.startswith("isa:")), "?")
+        ver = subprocess.run([MANTISSA, "--version"], capture_output=True,
+                             text=True).stdout.strip() or "?"
+    except OSError:
+        pass
+    return isa, ver
+
+
 def fmt(v, f="%.1f"):
     return "-" if v is None else f % v
 
@@ -395,6 +411,7 @@ def report(results, args, t0):
           (cpu_model(), os.cpu_count(), platform.platform(),
            "One passage of consecutive STS-B test sentences (about 150 words)" if args.passages
            else "One STS-B test sentence", args.seconds, (time.time() - t0) / 60), ""]
+    L += ["Mantissa: `mantissa cpu` isa %s; %s." % mantissa_isa_commit(), ""]
     if ISA:
         L += ["Instruction-set level: **%s** for every server (Mantissa with "
               "ONEDNN_MAX_CPU_ISA=%s, which steps oneDNN and its own kernels down; "
