@@ -74,47 +74,45 @@ float kc_gelu1(float x)
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-/* kc_gelu1 on 8 lanes. */
-static inline __m256 gelu8(__m256 x)
-{
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256 u = _mm256_mul_ps(x, _mm256_set1_ps(GELU_RSQRT2));
-    const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign, u), _mm256_set1_ps(ERF_CLAMP));
-    const __m256 t = _mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(0.0625f));
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(ERF_P5), t, _mm256_set1_ps(ERF_P4));
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(ERF_Q5), t, _mm256_set1_ps(ERF_Q4));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(ERF_P3)), q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(ERF_Q3));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(ERF_P2)), q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(ERF_Q2));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(ERF_P1)), q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(ERF_Q1));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(ERF_P0)), q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
-    __m256 e = _mm256_min_ps(_mm256_div_ps(_mm256_mul_ps(a, p), q), _mm256_set1_ps(1.0f));
-    e = _mm256_or_ps(e, _mm256_and_ps(sign, u));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
-                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
+/* _mm256_op or _mm512_op. */
+#define GV(W, op) _mm##W##_##op
+
+/* kc_gelu1 on one vector of W bits (256: 8 lanes, 512: 16), as
+ * gelu256 / gelu512. */
+#define GELU_VEC(W, TARGET)                                                                \
+    static TARGET inline __m##W gelu##W(__m##W x)                                          \
+    {                                                                                      \
+        const __m##W sign = GV(W, set1_ps)(-0.0f);                                         \
+        const __m##W u = GV(W, mul_ps)(x, GV(W, set1_ps)(GELU_RSQRT2));                    \
+        const __m##W a = GV(W, min_ps)(GV(W, andnot_ps)(sign, u), GV(W, set1_ps)(ERF_CLAMP)); \
+        const __m##W t = GV(W, mul_ps)(GV(W, mul_ps)(a, a), GV(W, set1_ps)(0.0625f));      \
+        __m##W p = GV(W, fmadd_ps)(GV(W, set1_ps)(ERF_P5), t, GV(W, set1_ps)(ERF_P4));     \
+        __m##W q = GV(W, fmadd_ps)(GV(W, set1_ps)(ERF_Q5), t, GV(W, set1_ps)(ERF_Q4));     \
+        p = GV(W, fmadd_ps)(p, t, GV(W, set1_ps)(ERF_P3));                                 \
+        q = GV(W, fmadd_ps)(q, t, GV(W, set1_ps)(ERF_Q3));                                 \
+        p = GV(W, fmadd_ps)(p, t, GV(W, set1_ps)(ERF_P2));                                 \
+        q = GV(W, fmadd_ps)(q, t, GV(W, set1_ps)(ERF_Q2));                                 \
+        p = GV(W, fmadd_ps)(p, t, GV(W, set1_ps)(ERF_P1));                                 \
+        q = GV(W, fmadd_ps)(q, t, GV(W, set1_ps)(ERF_Q1));                                 \
+        p = GV(W, fmadd_ps)(p, t, GV(W, set1_ps)(ERF_P0));                                 \
+        q = GV(W, fmadd_ps)(q, t, GV(W, set1_ps)(1.0f));                                   \
+        __m##W e = GV(W, min_ps)(GV(W, div_ps)(GV(W, mul_ps)(a, p), q), GV(W, set1_ps)(1.0f)); \
+        e = GV(W, or_ps)(e, GV(W, and_ps)(sign, u));                                       \
+        return GV(W, mul_ps)(GV(W, mul_ps)(GV(W, set1_ps)(0.5f), x),                       \
+                             GV(W, add_ps)(GV(W, set1_ps)(1.0f), e));                      \
+    }
 
 #define G512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 
-/* kc_gelu1 on 16 lanes, the tail masked. */
+GELU_VEC(256, )
+GELU_VEC(512, G512)
+
+/* gelu512 over x, the tail masked. */
 static G512 void gelu_512(float *x, int n)
 {
-    const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        const __m512 u = _mm512_mul_ps(v, _mm512_set1_ps(GELU_RSQRT2));
-        const __m512 a = _mm512_min_ps(_mm512_andnot_ps(sign, u), _mm512_set1_ps(ERF_CLAMP));
-        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(0.0625f));
-        __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(ERF_P5), t, _mm512_set1_ps(ERF_P4));
-        __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(ERF_Q5), t, _mm512_set1_ps(ERF_Q4));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(ERF_P3)), q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(ERF_Q3));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(ERF_P2)), q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(ERF_Q2));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(ERF_P1)), q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(ERF_Q1));
-        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(ERF_P0)), q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.0f));
-        __m512 e = _mm512_min_ps(_mm512_div_ps(_mm512_mul_ps(a, p), q), _mm512_set1_ps(1.0f));
-        e = _mm512_or_ps(e, _mm512_and_ps(sign, u));
-        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
-                                                      _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+        _mm512_mask_storeu_ps(x + i, m, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
 #define KC_GELU_SIMD 1
@@ -129,7 +127,7 @@ void kc_gelu(float *x, int n)
         return;
     }
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, gelu8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(x + i, gelu256(_mm256_loadu_ps(x + i)));
 #endif
     for (; i < n; i++)
         x[i] = kc_gelu1(x[i]);
