@@ -24,20 +24,22 @@ void pb_len(sbuf *b, uint32_t field, const void *p, size_t n)
     sb_putn(b, p, n);
 }
 
+/* Key and the low n bytes of v, least significant first. */
+static void put_le(sbuf *b, uint32_t field, unsigned wire_type, uint64_t v, int n)
+{
+    uint8_t buf[8];
+    for (int i = 0; i < n; i++)
+        buf[i] = (uint8_t)(v >> (8 * i));
+    pb_key(b, field, wire_type);
+    sb_putn(b, buf, (size_t)n);
+}
+
 void pb_fixed32(sbuf *b, uint32_t field, uint32_t v)
 {
-    uint8_t buf[4];
-    for (int i = 0; i < 4; i++)
-        buf[i] = (uint8_t)(v >> (8 * i));
-    pb_key(b, field, PB_WT_I32);
-    sb_putn(b, buf, 4);
+    put_le(b, field, PB_WT_I32, v, 4);
 }
 
 void pb_fixed64(sbuf *b, uint32_t field, uint64_t v)
 {
-    uint8_t buf[8];
-    for (int i = 0; i < 8; i++)
-        buf[i] = (uint8_t)(v >> (8 * i));
-    pb_key(b, field, PB_WT_I64);
-    sb_putn(b, buf, 8);
+    put_le(b, field, PB_WT_I64, v, 8);
 }
