@@ -1,12 +1,17 @@
 /* cpu_bench.h: what the CPU kernel benchmarks (bench/int8_kernels.c,
  * bench/int8_avx2_ab.c) share: a clock in seconds, deterministic inputs,
- * and the weight shapes of the two encoders served. Header-only: each
- * benchmark is one program. */
+ * the weight shapes of the two encoders served, and a weight quantized to
+ * int8 and int8g. Header-only: each benchmark is one program. */
 #ifndef MT_BENCH_CPU_BENCH_H
 #define MT_BENCH_CPU_BENCH_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "engine/quant/quant.h"
 
 static inline double bench_clock_s(clockid_t clk)
 {
@@ -45,5 +50,34 @@ typedef struct {
 #define BENCH_MPNET_SHAPES                                                                  \
     {2304, 768, "MPNet qkv"}, {768, 768, "MPNet attn out"}, {3072, 768, "MPNet ffn in"},    \
         {768, 3072, "MPNet ffn out"}
+
+/* One weight of n x k deterministic values, quantized to int8 (codes c8,
+ * per-channel scales s8) and to int8g (cg, group scales sg). */
+typedef struct {
+    float *wf, *s8, *sg;
+    int8_t *c8, *cg;
+} bench_weight;
+
+/* Makes w; false (the reason on stderr, prefixed by who) when quantizing
+ * fails. */
+static inline bool bench_weight_make(bench_weight *w, int n, int k, const char *who)
+{
+    w->wf = fill((size_t)n * k, 0.1f, 7);
+    w->c8 = malloc((size_t)n * k), w->cg = malloc((size_t)n * k);
+    w->s8 = malloc(sizeof(float) * n);
+    w->sg = malloc(sizeof(float) * mt_quant_scale_count(MT_PREC_INT8G, n, k));
+    mt_err err;
+    if (mt_quantize(w->wf, n, k, MT_PREC_INT8, NULL, w->c8, w->s8, &err) != MT_OK ||
+        mt_quantize(w->wf, n, k, MT_PREC_INT8G, NULL, w->cg, w->sg, &err) != MT_OK) {
+        fprintf(stderr, "%s: %s\n", who, err.msg);
+        return false;
+    }
+    return true;
+}
+
+static inline void bench_weight_free(bench_weight *w)
+{
+    free(w->wf), free(w->c8), free(w->cg), free(w->s8), free(w->sg);
+}
 
 #endif

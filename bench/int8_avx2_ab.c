@@ -218,22 +218,15 @@ int main(int argc, char **argv)
         const int n = shapes[s].n, k = shapes[s].k;
         if (!strstr(shapes[s].what, only))
             continue;
-        float *wf = fill((size_t)n * k, 0.1f, 7);
-        int8_t *c8 = malloc((size_t)n * k), *cg = malloc((size_t)n * k);
-        float *s8 = malloc(sizeof(float) * n);
-        float *sg = malloc(sizeof(float) * mt_quant_scale_count(MT_PREC_INT8G, n, k));
-        mt_err err;
-        if (mt_quantize(wf, n, k, MT_PREC_INT8, NULL, c8, s8, &err) != MT_OK ||
-            mt_quantize(wf, n, k, MT_PREC_INT8G, NULL, cg, sg, &err) != MT_OK) {
-            fprintf(stderr, "int8_avx2_ab: %s\n", err.msg);
+        bench_weight w;
+        if (!bench_weight_make(&w, n, k, "int8_avx2_ab"))
             return 1;
-        }
-        const int8_t *const codes[2] = {c8, cg};
-        const float *const sc[2] = {s8, sg};
+        const int8_t *const codes[2] = {w.c8, w.cg};
+        const float *const sc[2] = {w.s8, w.sg};
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
             if (!only_m || ms[mi] == only_m)
-                run_shape_m(s, ms[mi], wf, codes, sc, rounds, slice_s);
-        free(wf), free(c8), free(cg), free(s8), free(sg);
+                run_shape_m(s, ms[mi], w.wf, codes, sc, rounds, slice_s);
+        bench_weight_free(&w);
     }
     return 0;
 }

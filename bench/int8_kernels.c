@@ -115,16 +115,9 @@ int main(int argc, char **argv)
     printf("\n");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const int n = shapes[s].n, k = shapes[s].k;
-        float *wf = fill((size_t)n * k, 0.1f, 7);
-        int8_t *c8 = malloc((size_t)n * k), *cg = malloc((size_t)n * k);
-        float *s8 = malloc(sizeof(float) * n);
-        float *sg = malloc(sizeof(float) * mt_quant_scale_count(MT_PREC_INT8G, n, k));
-        mt_err err;
-        if (mt_quantize(wf, n, k, MT_PREC_INT8, NULL, c8, s8, &err) != MT_OK ||
-            mt_quantize(wf, n, k, MT_PREC_INT8G, NULL, cg, sg, &err) != MT_OK) {
-            fprintf(stderr, "int8_kernels: %s\n", err.msg);
+        bench_weight w;
+        if (!bench_weight_make(&w, n, k, "int8_kernels"))
             return 1;
-        }
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
             const int m = ms[mi];
             float *x = fill((size_t)m * k, 2.0f, 11), *y = malloc(sizeof(float) * m * n);
@@ -132,13 +125,13 @@ int main(int argc, char **argv)
             int32_t *c = malloc(sizeof(int32_t) * m * n);
             for (size_t i = 0; i < (size_t)m * k; i++)
                 xa[i] = (uint8_t)(x[i] * 60.0f + 128.0f);
-            const call cl = {x, m, n, k, NULL, NULL, xa, c8, y, c};
+            const call cl = {x, m, n, k, NULL, NULL, xa, w.c8, y, c};
             printf("| %s %dx%d | %d | %.0f | %.0f |", shapes[s].what, n, k, m,
-                   fp32(wf, cl, secs), gops(run_u8s8, &cl, secs));
+                   fp32(w.wf, cl, secs), gops(run_u8s8, &cl, secs));
             for (int i = 0; i < nks; i++)
                 if (kc_s8_kernel_available(ks[i])) {
-                    const double a = ours(ks[i], false, c8, s8, cl, secs);
-                    const double b = ours(ks[i], true, cg, sg, cl, secs);
+                    const double a = ours(ks[i], false, w.c8, w.s8, cl, secs);
+                    const double b = ours(ks[i], true, w.cg, w.sg, cl, secs);
                     printf(a > 0 ? " %.0f |" : " - |", a);
                     printf(b > 0 ? " %.0f |" : " - |", b);
                 }
@@ -146,7 +139,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             free(x), free(y), free(xa), free(c);
         }
-        free(wf), free(c8), free(cg), free(s8), free(sg);
+        bench_weight_free(&w);
     }
     return 0;
 }
