@@ -21,25 +21,17 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import avx2_kernels_ab as kab  # noqa: E402
+import peers_bench as pb  # noqa: E402
 
 
 def cpu_line(binary, isa):
-    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa)
-    r = subprocess.run([binary, "cpu"], capture_output=True, text=True, env=env, cwd=kab.ROOT)
-    isa_line = next((x for x in r.stdout.splitlines() if x.startswith("isa:")), "isa: ?")
-    model = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return "%s, %d CPUs; `mantissa cpu` %s" % (model, os.cpu_count(), isa_line)
+    return "%s, %d CPUs; `mantissa cpu` isa: %s" % (
+        pb.cpu_model(), os.cpu_count(), pb.mantissa_isa(binary, {"ONEDNN_MAX_CPU_ISA": isa}))
 
 
 def main():

@@ -18,23 +18,14 @@ Writes a markdown report to stdout and, with --out, to a file.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers_bench as pb  # noqa: E402
 import server_bench as sb  # noqa: E402
 
 CONCURRENCY = (1, 64)
-
-
-def isa(binary):
-    """The instruction-set level the kernels run at (`mantissa cpu`'s isa line)."""
-    r = subprocess.run([binary, "cpu"], capture_output=True, text=True)
-    for line in r.stdout.splitlines():
-        if line.startswith("isa:"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 def main():
@@ -72,7 +63,7 @@ def main():
         sys.exit("grpc_bench: the server exited %d" % rc)
     lines = ["# KServe v2: gRPC against HTTP with binary tensors (make bench-grpc)", ""]
     lines += sb.header_lines()
-    lines += ["- CPU level: %s" % isa(args.bin),
+    lines += ["- CPU level: %s" % pb.mantissa_isa(args.bin),
               "- load average at the start: %.2f %.2f %.2f" % load_start,
               "- model: all-MiniLM-L6-v2, %s, batching on (max_batch_size 64, "
               "max_queue_delay_us 0); one STS-B sentence per request (256 rotating)"

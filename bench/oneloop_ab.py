@@ -23,7 +23,6 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -50,13 +49,11 @@ def main():
     sents = pb.stsb()[0]
     random.Random(7).shuffle(sents)
     load0 = os.getloadavg()[0]
-    isa = [x for x in subprocess.run([bins[-1][1], "cpu"], capture_output=True, text=True)
-           .stdout.splitlines() if x.startswith("isa:")]
     L = ["# One loop against the HTTP thread pool (bench/oneloop_ab.py)", "",
          "CPU: %s, %d cores, %s; load average %.2f at the start. Load generator on the "
          "same cores. Binaries: %s. %d rounds of %.0f s points, each round every binary in "
          "turn (alternating order); medians of the rounds." % (
-             pb.cpu_model(), os.cpu_count(), isa[0] if isa else "isa: ?", load0,
+             pb.cpu_model(), os.cpu_count(), "isa: " + pb.mantissa_isa(bins[-1][1]), load0,
              ", ".join("%s = %s" % (k, v) for k, v in bins), a.rounds, a.seconds), ""]
     with tempfile.TemporaryDirectory() as tmp:
         pb.MANTISSA = bins[-1][1]

@@ -381,20 +381,27 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def mantissa_isa_commit():
-    """The ISA level Mantissa runs at here (`mantissa cpu` under isa_env) and
-    its build's commit (`mantissa --version`), for the report's header."""
-    env = dict(os.environ, **isa_env("mantissa"))
-    isa = ver = "?"
+def mantissa_isa(binary=MANTISSA, env=None):
+    """The instruction-set level binary's kernels run at: `mantissa cpu`'s
+    isa line (with env added to the environment), or "?"."""
     try:
-        out = subprocess.run([MANTISSA, "cpu"], capture_output=True, text=True, env=env).stdout
-        isa = next((x.split(":", 1)[1].strip() for x in out.splitlines()
-                    if x.startswith("isa:")), "?")
+        out = subprocess.run([binary, "cpu"], capture_output=True, text=True,
+                             env=dict(os.environ, **(env or {}))).stdout
+    except OSError:
+        return "?"
+    return next((x.split(":", 1)[1].strip() for x in out.splitlines()
+                 if x.startswith("isa:")), "?")
+
+
+def mantissa_isa_commit():
+    """The ISA level Mantissa runs at here (under isa_env) and its build's
+    commit (`mantissa --version`), for the report's header."""
+    try:
         ver = subprocess.run([MANTISSA, "--version"], capture_output=True,
                              text=True).stdout.strip() or "?"
     except OSError:
-        pass
-    return isa, ver
+        ver = "?"
+    return mantissa_isa(env=isa_env("mantissa")), ver
 
 
 def fmt(v, f="%.1f"):

@@ -134,15 +134,6 @@ def run_pairs(srv, bodies, secs, rounds):
     return rows, sent
 
 
-def lscpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        m = re.search(r"^Model name:\s*(.+)$", out, re.M)
-        return m.group(1).strip() if m else pb.cpu_model()
-    except OSError:
-        return pb.cpu_model()
-
-
 def trace_cost():
     """bench/trace_cost's figures: the server's own CPU per traced request."""
     path = os.path.join(os.path.dirname(pb.MANTISSA), "bench", "trace_cost")
@@ -158,7 +149,7 @@ def report(rows, a, isa, load0, spans, sent, receiver_cpu, cost):
          "sentences one per request (POST /v1/embeddings), closed loop. Both servers up for "
          "the whole run; %d rounds, each a pair of %.0f s points (off and on in turn, "
          "alternating order) at concurrency 1, then a pair at 16. Python %s." % (
-             lscpu_model(), os.cpu_count(), isa, load0, a.precision, a.rounds, a.seconds,
+             pb.cpu_model(), os.cpu_count(), isa, load0, a.precision, a.rounds, a.seconds,
              platform.python_version()), "",
          "- off: no server.tracing (trace ids still made, traceparent still answered, the "
          "log line has the trace id).",
@@ -219,8 +210,6 @@ def main():
     sents = pb.stsb()[0]
     random.Random(7).shuffle(sents)
     load0 = os.getloadavg()[0]
-    isa = [x for x in subprocess.run([pb.MANTISSA, "cpu"], capture_output=True, text=True)
-           .stdout.splitlines() if x.startswith("isa:")]
     cost = trace_cost()
     sink, counter, rport = start_receiver()
     tracing = {"endpoint": "http://127.0.0.1:%d/v1/traces" % rport, "sample_ratio": 1.0}
@@ -244,7 +233,7 @@ def main():
             for x in srv.values():
                 x.stop()
     sink.stop()
-    ob.write_report(report(rows, a, isa[0] if isa else "isa: ?", load0, spans, sent,
+    ob.write_report(report(rows, a, "isa: " + pb.mantissa_isa(), load0, spans, sent,
                            receiver_cpu, cost), a.out)
 
 
