@@ -47,14 +47,16 @@ def config(tmp, model, prec, threads=0):
     return path
 
 
-def make_ids(tmp, binary, model, sentences):
-    """The token ids of the first `sentences` STS-B test sentences (first of each pair)."""
+def make_ids(tmp, binary, model, sentences, lines=None):
+    """The token ids of the first `sentences` STS-B test sentences (first of
+    each pair), or of the first `sentences` of `lines` where given."""
     texts = os.path.join(tmp, "sentences.txt")
     with open(STSB, encoding="utf-8") as fh, open(texts, "w", encoding="utf-8") as out:
-        for i, line in enumerate(fh):
+        src = lines if lines is not None else (line.split("\t")[5] for line in fh)
+        for i, text in enumerate(src):
             if i >= sentences:
                 break
-            out.write(line.split("\t")[5] + "\n")
+            out.write(text + "\n")
     ids = os.path.join(tmp, f"ids-{model}.json")
     subprocess.run([binary, "bench", "--config", config(tmp, model, "fp32"), "--model", model,
                     "--make-ids", texts, "--out", ids], check=True, cwd=ROOT,

@@ -12,10 +12,13 @@ per-round ratios (least-greatest) and the ratio of the best rounds.
 
   bench/engine_ab.py --before build/base/mantissa [--after build/release/mantissa]
                      [--models minilm,mpnet] [--precisions fp32,int8,int8g]
-                     [--isa ''] [--rounds 5] [--seconds 2] [--threads 0] [--out FILE]
+                     [--isa ''] [--rounds 5] [--seconds 2] [--threads 0] [--passages]
+                     [--out FILE]
 
---isa '' is the CPU's own level. The ISA and the CPU's model name head the
-report.
+--isa '' is the CPU's own level. --passages runs retrieval-sized inputs
+instead of sentences: consecutive STS-B sentences joined to about 150 words
+(peers_bench.passages, about 180 tokens each). The ISA and the CPU's model
+name head the report.
 """
 import argparse
 import os
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--sentences", type=int, default=64)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--passages", action="store_true")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     out = open(a.out, "w") if a.out else sys.stdout
@@ -55,16 +59,17 @@ def main():
         cpu_line(a.after, a.isa), platform.python_version(), a.threads or "every CPU"), file=out)
     with tempfile.TemporaryDirectory() as tmp:
         for model in a.models.split(","):
-            ids = kab.make_ids(tmp, a.after, model, a.sentences)
+            lines = pb.passages(pb.stsb()[0]) if a.passages else None
+            ids = kab.make_ids(tmp, a.after, model, a.sentences, lines)
             rows = []
             for rd in range(a.rounds):
                 order = cs[rd % len(cs):] + cs[:rd % len(cs)]
                 got = {c["name"]: kab.bench_once(c, tmp, ids, model, a) for c in order}
                 rows.append({c["name"]: got[c["name"]] for c in cs})
                 print("%s round %d done" % (model, rd + 1), file=sys.stderr, flush=True)
-            print("### %s: sentences/s, median of %d rounds; after / before: median per-round "
-                  "ratio (least-greatest; ratio of the best rounds)\n" % (model, len(rows)),
-                  file=out)
+            print("### %s%s: sentences/s, median of %d rounds; after / before: median per-round "
+                  "ratio (least-greatest; ratio of the best rounds)\n" % (
+                      model, ", passages" if a.passages else "", len(rows)), file=out)
             print("| precision | before b1 | after b1 | before b32 | after b32 | after / before "
                   "b1 | after / before b32 |", file=out)
             print("|---|---|---|---|---|---|---|", file=out)

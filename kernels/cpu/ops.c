@@ -1,9 +1,9 @@
 /* ops.c: FP32 CPU kernels for layernorm, attention, GELU, embeddings and
- * pooling. Written as plain loops that GCC vectorises for AVX2/AVX-512
- * (the attention's two GEMMs per head go to oneDNN);
- * exp comes from glibc's libmvec (8 lanes at a time) where the build
- * targets AVX2, and from libm otherwise; GELU's erf is our own rational
- * approximation (kc_gelu), the same operations at every width.
+ * pooling. Plain loops where GCC vectorises them for AVX2/AVX-512; GELU's
+ * erf and the softmax's exp are our own approximations, written once per
+ * width (scalar, AVX2, AVX-512) with the same operations in the same order,
+ * so every width gives the same bits; the attention's two GEMMs per head go
+ * to oneDNN.
  */
 #include "kernels/cpu/ops.h"
 
@@ -15,9 +15,6 @@
 
 #if defined(__AVX2__)
 #include <immintrin.h>
-/* glibc libmvec's AVX2 variant of expf (vector ABI name). */
-__m256 _ZGVdN8v_expf(__m256 x);
-#define KC_HAVE_MVEC 1
 #endif
 
 #include "kernels/cpu/cpu_isa.h"
@@ -25,17 +22,6 @@ __m256 _ZGVdN8v_expf(__m256 x);
 /* ------------------------------------------------------------------------
  * elementwise
  * ---------------------------------------------------------------------- */
-
-void kc_exp(float *x, int n)
-{
-    int i = 0;
-#ifdef KC_HAVE_MVEC
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _ZGVdN8v_expf(_mm256_loadu_ps(x + i)));
-#endif
-    for (; i < n; i++)
-        x[i] = expf(x[i]);
-}
 
 /* GELU, 0.5 x (1 + erf(x / sqrt 2)), with erf(u) = u P(t) / Q(t), t = u^2 / 16,
  * P of degree 5 and Q of degree 5, |u| clamped at 3.925 (past it erf is 1 in
@@ -144,6 +130,197 @@ void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu)
         if (gelu)
             kc_gelu(row, n);
     }
+}
+
+/* ------------------------------------------------------------------------
+ * exp and the softmax of a row. exp(x) = 2^n p(r): x clamped to
+ * [-87, 88] (2^n and the result stay normal floats; past 88 FP32
+ * overflows, and below -87 a softmax term is under 1e-37 of the row's
+ * largest, which is 1), n = x log2(e) rounded to nearest, r = x - n ln 2 in
+ * two steps (Cody and Waite: ln 2's high part ends in 9 zero bits, so n
+ * times it is exact), |r| <= ln2 / 2, and p(r) the Taylor series to r^7,
+ * whose truncation error is under 2e-9 there: what is left is rounding,
+ * at most 7.7e-8 relative, under an ulp (measured on 2^20 values,
+ * tests/unit/test_cpu_ops.c). The softmax used glibc's
+ * libmvec expf (AVX2 only) inside scalar loops that GCC does not
+ * vectorise (float max and sum reductions): with 180-token passages that
+ * was 19% of an int8g forward on AVX-512.
+ * ---------------------------------------------------------------------- */
+#define EXP_LO -87.0f
+#define EXP_HI 88.0f
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693145751953125f
+#define EXP_LN2_LO 1.42860682030941723e-6f
+#define EXP_C2 0.5f
+#define EXP_C3 0.166666666666666667f
+#define EXP_C4 0.0416666666666666667f
+#define EXP_C5 0.00833333333333333333f
+#define EXP_C6 0.00138888888888888889f
+#define EXP_C7 0.000198412698412698413f
+
+float kc_exp1(float x)
+{
+    x = fminf(fmaxf(x, EXP_LO), EXP_HI);
+    const float n = rintf(x * EXP_LOG2E);
+    float r = fmaf(n, -EXP_LN2_HI, x);
+    r = fmaf(n, -EXP_LN2_LO, r);
+    float p = fmaf(EXP_C7, r, EXP_C6);
+    p = fmaf(p, r, EXP_C5);
+    p = fmaf(p, r, EXP_C4);
+    p = fmaf(p, r, EXP_C3);
+    p = fmaf(p, r, EXP_C2);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    const int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+/* kc_exp1 on one vector of W bits, as exp256 / exp512 (the round to
+ * nearest is roundscale's or round's mode 0, rintf's in the default
+ * rounding mode). */
+#define EXP_ROUND256(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define EXP_ROUND512(v) _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define EXP_VEC(W, TARGET)                                                                  \
+    static TARGET inline __m##W exp##W(__m##W x)                                            \
+    {                                                                                       \
+        x = GV(W, min_ps)(GV(W, max_ps)(x, GV(W, set1_ps)(EXP_LO)), GV(W, set1_ps)(EXP_HI)); \
+        const __m##W n = EXP_ROUND##W(GV(W, mul_ps)(x, GV(W, set1_ps)(EXP_LOG2E)));         \
+        __m##W r = GV(W, fmadd_ps)(n, GV(W, set1_ps)(-EXP_LN2_HI), x);                      \
+        r = GV(W, fmadd_ps)(n, GV(W, set1_ps)(-EXP_LN2_LO), r);                             \
+        __m##W p = GV(W, fmadd_ps)(GV(W, set1_ps)(EXP_C7), r, GV(W, set1_ps)(EXP_C6));      \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(EXP_C5));                                  \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(EXP_C4));                                  \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(EXP_C3));                                  \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(EXP_C2));                                  \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(1.0f));                                    \
+        p = GV(W, fmadd_ps)(p, r, GV(W, set1_ps)(1.0f));                                    \
+        const __m##W##i e = GV(W, slli_epi32)(                                              \
+            GV(W, add_epi32)(GV(W, cvtps_epi32)(n), GV(W, set1_epi32)(127)), 23);          \
+        return GV(W, mul_ps)(p, GV(W, castsi##W##_ps)(e));                                  \
+    }
+
+EXP_VEC(256, )
+EXP_VEC(512, G512)
+
+/* exp(row + bias - the largest of them) in place (bias may be NULL) at 512
+ * bits, tails masked, the largest and the sum taken in lanes; returns 1 /
+ * the sum, the factor that makes the row a softmax. */
+static G512 float softexp_512(float *row, int len, const float *bias)
+{
+    __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+    for (int j = 0; j < len; j += 16) {
+        const __mmask16 m = len - j >= 16 ? 0xffff : (__mmask16)((1u << (len - j)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, row + j);
+        if (bias)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+        _mm512_mask_storeu_ps(row + j, m, v);
+        mx = _mm512_mask_max_ps(mx, m, mx, v);
+    }
+    const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    for (int j = 0; j < len; j += 16) {
+        const __mmask16 m = len - j >= 16 ? 0xffff : (__mmask16)((1u << (len - j)) - 1);
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), top));
+        _mm512_mask_storeu_ps(row + j, m, e);
+        sum = _mm512_mask_add_ps(sum, m, sum, e);
+    }
+    return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+/* The horizontal sum and largest of 8 lanes. */
+static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+static inline float hmax256(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* The same at 256 bits, the tail (under 8) by the scalar form. */
+static float softexp_256(float *row, int len, const float *bias)
+{
+    const int full = len & ~7;
+    __m256 mx = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+    for (int j = 0; j < full; j += 8) {
+        __m256 v = _mm256_loadu_ps(row + j);
+        if (bias)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+        _mm256_storeu_ps(row + j, v);
+        mx = _mm256_max_ps(mx, v);
+    }
+    float top = hmax256(mx);
+    for (int j = full; j < len; j++) {
+        row[j] += bias ? bias[j] : 0.0f;
+        top = fmaxf(top, row[j]);
+    }
+    const __m256 topv = _mm256_set1_ps(top);
+    for (int j = 0; j < full; j += 8) {
+        const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row + j), topv));
+        _mm256_storeu_ps(row + j, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float total = hsum256(sum);
+    for (int j = full; j < len; j++)
+        total += (row[j] = kc_exp1(row[j] - top));
+    return 1.0f / total;
+}
+/* exp512 on 16 floats in place. */
+static G512 void exp_store512(float *x)
+{
+    _mm512_storeu_ps(x, exp512(_mm512_loadu_ps(x)));
+}
+#define KC_EXP_SIMD 1
+#endif
+
+void kc_exp(float *x, int n)
+{
+    int i = 0;
+#ifdef KC_EXP_SIMD
+    const bool wide = kc_isa_get()->avx512;
+    for (; wide && i + 16 <= n; i += 16)
+        exp_store512(x + i);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, exp256(_mm256_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++)
+        x[i] = kc_exp1(x[i]);
+}
+
+/* exp(row + bias - the largest of them) in place; returns 1 / their sum
+ * (the attention scales its output rows by it instead of the row). */
+static float softexp(float *row, int len, const float *bias)
+{
+#ifdef KC_EXP_SIMD
+    if (kc_isa_get()->avx512)
+        return softexp_512(row, len, bias);
+    return softexp_256(row, len, bias);
+#else
+    float top = -INFINITY, total = 0.0f;
+    for (int j = 0; j < len; j++) {
+        row[j] += bias ? bias[j] : 0.0f;
+        top = fmaxf(top, row[j]);
+    }
+    for (int j = 0; j < len; j++)
+        total += (row[j] = kc_exp1(row[j] - top));
+    return 1.0f / total;
+#endif
+}
+
+void kc_softmax(float *row, int len, const float *bias)
+{
+    if (len <= 0)
+        return;
+    const float inv = softexp(row, len, bias);
+    for (int j = 0; j < len; j++)
+        row[j] *= inv;
 }
 
 /* ------------------------------------------------------------------------
@@ -256,7 +433,8 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
 
 #pragma omp parallel
     {
-        float *sc = malloc(sizeof(float) * (size_t)maxlen * maxlen); /* (len, len) scores */
+        /* (len, len) scores, then len factors 1 / sum of a row's exps */
+        float *sc = malloc(sizeof(float) * ((size_t)maxlen * maxlen + (size_t)maxlen));
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < nseq * heads; task++) {
             int s = task / heads, hd = task % heads;
@@ -271,31 +449,22 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
                 failed = 1;
                 continue;
             }
-            for (int i = 0; i < len; i++) {
-                float *row = sc + (size_t)i * len;
-                if (pos_bias) {
-                    const float *pb = pos_bias + (size_t)hd * (2 * maxrel + 1) + maxrel - i;
-                    for (int j = 0; j < len; j++)
-                        row[j] += pb[j];
-                }
-                float mx = row[0], sum = 0.f;
-                for (int j = 1; j < len; j++)
-                    mx = row[j] > mx ? row[j] : mx;
-                for (int j = 0; j < len; j++)
-                    row[j] -= mx;
-                kc_exp(row, len);
-                for (int j = 0; j < len; j++)
-                    sum += row[j];
-                float inv = 1.0f / sum;
-                for (int j = 0; j < len; j++)
-                    row[j] *= inv;
-            }
-            /* out (len, dh) = P (len, len) V (len, dh) */
+            float *inv = sc + (size_t)len * len;
+            for (int i = 0; i < len; i++)
+                inv[i] = softexp(sc + (size_t)i * len, len,
+                                 pos_bias ? pos_bias + (size_t)hd * (2 * maxrel + 1) + maxrel - i
+                                          : NULL);
+            /* out (len, dh) = E (len, len) V (len, dh), each row then times its
+             * 1 / sum: the softmax's division on dh values a row, not len */
             if (dnnl_sgemm('N', 'N', len, dh, len, 1.0f, sc, len, v, stride, 0.0f, o, hid) !=
                 dnnl_success) {
 #pragma omp atomic write
                 failed = 1;
+                continue;
             }
+            for (int i = 0; i < len; i++)
+                for (int d = 0; d < dh; d++)
+                    o[(size_t)i * hid + d] *= inv[i];
         }
         free(sc);
     }

@@ -9,12 +9,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* In place over n floats: x = exp(x) / x = gelu(x) (erf form, as BERT). */
+/* In place over n floats: x = exp(x) (for x in [-87, 88]; clamped to it
+ * outside) / x = gelu(x) (erf form, as BERT). */
 void kc_exp(float *x, int n);
 void kc_gelu(float *x, int n);
-/* GELU of one value by the scalar form; kc_gelu's vector forms give the
- * same bits (for tests). */
+/* exp and GELU of one value by the scalar forms; kc_exp's and kc_gelu's
+ * vector forms give the same bits (for tests). */
+float kc_exp1(float x);
 float kc_gelu1(float x);
+
+/* In place over a row of len scores: row = softmax(row + bias), bias NULL
+ * for none; exp by kc_exp's forms. */
+void kc_softmax(float *row, int len, const float *bias);
 
 /* y (m, n) += bias (may be NULL), then GELU when gelu. */
 void kc_bias_act(float *y, int m, int n, const float *bias, bool gelu);
