@@ -30,10 +30,8 @@ CC       ?= cc
 # test-arm64: the dot product is picked at run time there).
 ifeq ($(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))),aarch64)
   MARCH  ?= -march=armv8-a
-  MVEC   ?=
 else
   MARCH  ?= -march=x86-64-v3
-  MVEC   ?= -lmvec
 endif
 DNNL_INC ?=
 DNNL_LIB ?= -ldnnl
@@ -47,7 +45,7 @@ CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(MARCH) -fopenmp \
             -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
             $(DNNL_INC) -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS  += $(OPT) -fopenmp
-LDLIBS   += $(PKG_LIBS) $(DNNL_LIB) $(MVEC) -lm -lpthread
+LDLIBS   += $(PKG_LIBS) $(DNNL_LIB) -lm -lpthread
 
 PYTHON   ?= python3
 VENV     := .venv
