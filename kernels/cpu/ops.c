@@ -456,10 +456,11 @@ void kc_layernorm(const float *x, const float *res, const float *g, const float 
  * loaded, 2R FMAs per step of k (AVX-512: R = 8, 16 accumulators; AVX2:
  * R = 4, 8), and a one-vector form for an odd last vector. For the scores
  * B is K transposed into the thread's scratch, zero-padded to a whole
- * number of vectors; for the output B is V in place and A the exps. oneDNN's sgemm, called twice per head, did the same work
- * at about 60% of the FMA peak on 180-token passages (the call and its
- * packing of tiny matrices); it stays for other head sizes and builds
- * without AVX2.
+ * number of vectors; for the output B is V in place and A the exps.
+ * oneDNN's sgemm, called twice per head, spent more on each call and on
+ * packing these tiny matrices than on the products; it stays for other
+ * head sizes and for builds without AVX2. Figures:
+ * bench/results/attention-2026-11-27.md (bench/attention.c).
  * ---------------------------------------------------------------------- */
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -652,8 +653,14 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
 #else
     const bool wide = false, own = false;
 #endif
-    const size_t lp = own ? att_lp(maxlen, wide) : (size_t)maxlen;
-    const size_t floats = (own ? (size_t)dh * lp : 0) + (size_t)maxlen * lp + (size_t)maxlen;
+    /* the own kernel up to this length; past it oneDNN's sgemm was as fast
+     * or faster (AVX-512: even at 256 tokens; AVX2: 7-15% faster from 64;
+     * bench/results/attention-2026-11-27.md) */
+    const int own_below = wide ? 256 : 64;
+    const size_t lp = att_lp(maxlen, wide);
+    const size_t own_floats = (size_t)dh * lp + (size_t)maxlen * lp + (size_t)maxlen;
+    const size_t dnnl_floats = (size_t)maxlen * maxlen + (size_t)maxlen;
+    const size_t floats = own && own_floats > dnnl_floats ? own_floats : dnnl_floats;
 
     /* Each thread takes a run of tasks of about equal cost (att_cost), as a
      * static schedule does but for ragged batches too: libgomp's dynamic
@@ -679,7 +686,7 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
             if (!scratch) {
 #pragma omp atomic write
                 failed = 1;
-            } else if (own) {
+            } else if (own && len < own_below) {
                 att_task_own(q, q + hid, q + 2 * hid, o, len, dh, stride, hid, scale, pb, scratch,
                              wide);
             } else if (att_task_dnnl(q, q + hid, q + 2 * hid, o, len, dh, stride, hid, scale, pb,

@@ -56,8 +56,9 @@ static void ref_attention(const float *qkv, const int32_t *off, int nseq, int he
  * AVX2 and AVX-512 (the ISA matrix runs both), 24 and 48 on it with a last
  * block of one vector (24: AVX2; 48: AVX-512), and on oneDNN's sgemm at
  * the other width; 20 on oneDNN's at both; lengths around the kernel's
- * blocks of rows (4, 8), vectors (8, 16) and transposed blocks (8), and
- * sequences of different lengths in one call. */
+ * blocks of rows (4, 8), vectors (8, 16) and transposed blocks (8), on both
+ * sides of the length from which oneDNN's takes over (64 at AVX2, 256 at
+ * AVX-512), and sequences of different lengths in one call. */
 START_TEST(attention_matches_double_reference_on_ragged_batches)
 {
     static const int lens_sets[][5] = {{1, 0},      {7, 0},      {128, 0}, {3, 17, 1, 64, 0},
