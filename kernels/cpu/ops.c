@@ -532,13 +532,13 @@ static size_t att_lp(int len, bool wide)
     return (size_t)((len + lanes - 1) / lanes * lanes);
 }
 
+#ifdef KC_ATT_OWN
 /* kt (dh x lp) = k (len x dh, row stride ks) transposed, columns len..lp
  * zero; dh a multiple of 8: 8 x 8 blocks through registers (unpack,
  * shuffle, permute: 24 instructions a block), the last len % 8 rows one by
  * one. Scalar, it was about a tenth of a passage's attention. */
 static void att_transpose(const float *k, size_t ks, int len, int dh, float *kt, size_t lp)
 {
-#ifdef KC_ATT_OWN
     int j = 0;
     for (; j + 8 <= len; j += 8)
         for (int d = 0; d < dh; d += 8) {
@@ -565,15 +565,11 @@ static void att_transpose(const float *k, size_t ks, int len, int dh, float *kt,
     for (; j < len; j++)
         for (int d = 0; d < dh; d++)
             kt[(size_t)d * lp + j] = k[(size_t)j * ks + d];
-#else
-    for (int j = 0; j < len; j++)
-        for (int d = 0; d < dh; d++)
-            kt[(size_t)d * lp + j] = k[(size_t)j * ks + d];
-#endif
     for (int d = 0; d < dh; d++)
         for (size_t c = (size_t)len; c < lp; c++)
             kt[(size_t)d * lp + c] = 0.0f;
 }
+#endif
 
 /* One (sequence, head) on the own kernel: q, k, v at the head's first
  * row, pb the head's bias row at offset 0 for query 0 (pb[j - i]) or NULL. */
