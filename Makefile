@@ -417,13 +417,16 @@ soak: deps model
 # qemu-user and the arm64 libraries (multiarch; oneDNN's arm64 headers from
 # its -dev package unpacked into build/arm64-deps, since the amd64 and arm64
 # -dev packages cannot be installed together); the library and the unit
-# tests are built with it for ARMv8.0 into build/arm64/, and tests/arm64.sh
+# tests are built with it for ARMv8.0 into build/arm64/, pkg-config reading
+# the arm64 .pc files (the host's libcurl.pc names the host's multiarch
+# include folder, whose headers break the cross build), and tests/arm64.sh
 # runs them under qemu-aarch64 as a CPU with the ARMv8.2 dot product and as
 # one without (both int8 kernels of kernels/cpu/qgemm_dot.c). Neither in
 # make test nor in CI: about an hour under emulation on 2 cores.
 ARM64_DEPS := build/arm64-deps
 test-arm64: model
 	tools/install-deps.sh --arm64
+	PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
 	$(MAKE) --no-print-directory CC=aarch64-linux-gnu-gcc CFG=arm64 CUDA=0 GRPC=0 \
 	  DNNL_INC=-I$(ARM64_DEPS)/usr/include DNNL_LIB=-l:libdnnl.so.2 unit-bins
 	BUILD=build/arm64 tests/arm64.sh
