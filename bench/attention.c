@@ -13,16 +13,9 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "bench/cpu_bench.h"
 #include "kernels/cpu/ops.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int point(int nseq, int len, int dh)
 {
@@ -44,8 +37,8 @@ static int point(int nseq, int len, int dh)
         } while (now_s() - t0 < 0.05);
         slice[r] = (now_s() - t0) / calls * 1e6;
     }
-    qsort(slice, 41, sizeof *slice, cmp_double);
-    printf("{\"nseq\":%d,\"len\":%d,\"dh\":%d,\"median_us\":%.1f}\n", nseq, len, dh, slice[20]);
+    printf("{\"nseq\":%d,\"len\":%d,\"dh\":%d,\"median_us\":%.1f}\n", nseq, len, dh,
+           bench_median(slice, 41));
     free(off), free(qkv), free(out);
     return 0;
 }

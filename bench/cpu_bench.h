@@ -1,7 +1,8 @@
 /* cpu_bench.h: what the CPU kernel benchmarks (bench/int8_kernels.c,
- * bench/int8_avx2_ab.c) share: a clock in seconds, deterministic inputs,
- * the weight shapes of the two encoders served, and a weight quantized to
- * int8 and int8g. Header-only: each benchmark is one program. */
+ * bench/int8_avx2_ab.c, bench/attention.c) share: a clock in seconds, a
+ * median, deterministic inputs, the weight shapes of the two encoders
+ * served, and a weight quantized to int8 and int8g. Header-only: each
+ * benchmark is one program. */
 #ifndef MT_BENCH_CPU_BENCH_H
 #define MT_BENCH_CPU_BENCH_H
 
@@ -23,6 +24,19 @@ static inline double bench_clock_s(clockid_t clk)
 static inline double now_s(void)
 {
     return bench_clock_s(CLOCK_MONOTONIC);
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorts v). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* count deterministic values in [-a, a), from seed (an LCG: the same on

@@ -75,18 +75,6 @@ static double slice(const point *p, int c, double slice_s)
     return best;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Prints the median over the rounds kept of t[a] / t[b] (b's time over
  * a's: above 1, a is faster), the least and the greatest. */
 static void print_ratio(double t[][MAX_ROUNDS], int a, int b, const int *keep, int nk)
@@ -94,7 +82,7 @@ static void print_ratio(double t[][MAX_ROUNDS], int a, int b, const int *keep, i
     double r[MAX_ROUNDS];
     for (int i = 0; i < nk; i++)
         r[i] = t[b][keep[i]] / t[a][keep[i]];
-    const double med = median(r, nk);
+    const double med = bench_median(r, nk);
     printf(" %.3f (%.3f-%.3f) |", med, r[0], r[nk - 1]);
 }
 
@@ -145,7 +133,7 @@ static void run_point(const point *p, const char *label, double flop, int rounds
     for (int c = 0; c < NC; c++) {
         for (int i = 0; i < nk; i++)
             g[i] = flop / t[c][keep[i]] * 1e-9;
-        printf(" %.0f |", median(g, nk));
+        printf(" %.0f |", bench_median(g, nk));
     }
     for (int c = 2; c < NC; c++)
         print_ratio(t, c, 1, keep, nk);
