@@ -92,6 +92,12 @@ float kc_gelu1(float x)
 
 #define G512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl")))
 
+/* The mask of the first min(left, 16) lanes of a 16-lane step. */
+static inline __mmask16 tail16(int left)
+{
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
 GELU_VEC(256, )
 GELU_VEC(512, G512)
 
@@ -99,7 +105,7 @@ GELU_VEC(512, G512)
 static G512 void gelu_512(float *x, int n)
 {
     for (int i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __mmask16 m = tail16(n - i);
         _mm512_mask_storeu_ps(x + i, m, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
     }
 }
@@ -216,7 +222,7 @@ EXP_VEC(512, G512)
 static G512 inline float softexp_512(float *row, int len, const float *bias)
 {
     if (len <= 16) { /* one vector: kept in a register throughout */
-        const __mmask16 m = (__mmask16)(len >= 16 ? 0xffff : (1u << len) - 1);
+        const __mmask16 m = tail16(len);
         __m512 v = _mm512_maskz_loadu_ps(m, row);
         if (bias)
             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias));
@@ -227,7 +233,7 @@ static G512 inline float softexp_512(float *row, int len, const float *bias)
     }
     __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
     for (int j = 0; j < len; j += 16) {
-        const __mmask16 m = len - j >= 16 ? 0xffff : (__mmask16)((1u << (len - j)) - 1);
+        const __mmask16 m = tail16(len - j);
         __m512 v = _mm512_maskz_loadu_ps(m, row + j);
         if (bias)
             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
@@ -235,7 +241,7 @@ static G512 inline float softexp_512(float *row, int len, const float *bias)
     }
     const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     for (int j = 0; j < len; j += 16) {
-        const __mmask16 m = len - j >= 16 ? 0xffff : (__mmask16)((1u << (len - j)) - 1);
+        const __mmask16 m = tail16(len - j);
         __m512 v = _mm512_maskz_loadu_ps(m, row + j);
         if (bias)
             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
