@@ -22,7 +22,8 @@
 #                   row quantization, and at m = 1024 the best of cuBLASLt's
 #                   first 8 algorithms for fp16 and w8a8; ~40 s), into
 #                   gemm.json as gemm does
-#         e2e       bench/gpu/e2e_bench beside the PyTorch FP16 peer, same ids
+#         e2e       bench/gpu/e2e_bench beside the PyTorch FP16 peers (eager, and
+#                   torch.compile at batches 256 and 32), same ids
 #         serve     mantissa serve on device "cuda", a precision switch
 #                   through every precision under load (serve_switch.py)
 #         sanitize  compute-sanitizer memcheck, racecheck, synccheck on the
@@ -52,7 +53,9 @@
 # 15 minutes of device time in all (start-up included), ask for
 # "run tests,direct,e2e" first.
 #
-# Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT.
+# Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
+# COMPILE_BATCHES (torch.compile peer, default 256,32), PROFILE_W8A16_MS (the
+# m of the fused kernel's ncu sections in profile, default "1 64"; empty: none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -90,15 +93,18 @@ pack() {
   cp "${progs[@]}" "$st/bin/"
   strip -g "$st"/bin/*   # host debug info only: the device code and its line info stay
   # the backend tests under ASan+UBSan too: host-side memory errors around
-  # the CUDA calls (libasan and libubsan travel with the other libraries)
-  say "ASan+UBSan build of the backend tests into build/asan90"
-  make --no-print-directory CFG=asan90 CUDA=1 SANITIZE=address,undefined CUDA_GENCODE="$gencode" \
-    -j"$jobs" build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs
-  mkdir -p "$st/bin-asan"
-  cp build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs "$st/bin-asan/"
-  strip -g "$st"/bin-asan/*
+  # the CUDA calls (libasan and libubsan travel with the other libraries).
+  # PACK_ASAN=0 leaves them out (~5 MB of the 64 MiB the device tool carries)
+  if [ "${PACK_ASAN:-1}" = 1 ]; then
+    say "ASan+UBSan build of the backend tests into build/asan90"
+    make --no-print-directory CFG=asan90 CUDA=1 SANITIZE=address,undefined CUDA_GENCODE="$gencode" \
+      -j"$jobs" build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs
+    mkdir -p "$st/bin-asan"
+    cp build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs "$st/bin-asan/"
+    strip -g "$st"/bin-asan/*
+  fi
   # libraries the binaries need beyond glibc, libstdc++ and the CUDA toolkit's own
-  for b in "$st"/bin/* "$st"/bin-asan/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
+  for b in "$st"/bin/* $(ls -d "$st"/bin-asan/* 2>/dev/null); do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
     while read -r lib; do
       case $(basename "$lib") in
         libc.so*|libm.so*|libmvec.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|\
@@ -118,9 +124,12 @@ pack() {
   git status --porcelain | grep -q . && echo "+ uncommitted changes" >> "$st/commit" || true
   echo "sources $(src_hash)" >> "$st/commit"
   say "compressing"
-  tar -C "$st" -cf - . | xz -T"$jobs" -6 > "$CARRY/bundle.tar.xz"
+  tar -C "$st" -cf - . | xz -T"$jobs" ${PACK_XZ:--9e} > "$CARRY/bundle.tar.xz"
   rm -rf "$st"
   say "wrote $CARRY/bundle.tar.xz ($(du -h "$CARRY/bundle.tar.xz" | cut -f1)); carry it as $CARRY"
+  local total=$(( $(stat -c %s "$CARRY/bundle.tar.xz") + $(git ls-files -z | xargs -0 stat -c %s | paste -sd+ | bc) ))
+  [ "$total" -le $((64 << 20)) ] ||
+    say "WARNING: bundle + tracked files = $((total >> 20)) MiB, over the 64 MiB the device tool carries (try PACK_ASAN=0)"
 }
 
 # ---------------------------------------------------------------------------
@@ -255,6 +264,12 @@ run() {
       say "peer failed: $(tail -3 "$LOG/peer.err")"
     runb timeout "$(cap 150)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --seconds "$secs" \
       --json "$W/e2e.json" 2> "$LOG/e2e.err" || say "e2e failed: $(tail -3 "$LOG/e2e.err")"
+    # the same model under torch.compile (inductor, FP16), batches 256 and 32:
+    # one compilation per batch size (tens of seconds), so only where there is room
+    room 100 "torch.compile peer" &&
+      { PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 bench/gpu/peer_torch.py --compile --model "$W/minilm" \
+          --ids "$W/ids.json" --seconds "$secs" --batch "${COMPILE_BATCHES:-256,32}" > "$W/peer-compile.json" \
+          2> "$LOG/peer-compile.err" || say "compile peer failed: $(tail -3 "$LOG/peer-compile.err")"; }
     # 16-bit precisions with GELU in cuBLASLt's epilogue (MANTISSA_CUDA_GELU=tanh)
     room 30 "end to end, MANTISSA_CUDA_GELU=tanh" &&
       { MANTISSA_CUDA_GELU=tanh runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
@@ -307,7 +322,7 @@ run() {
     { echo; echo "### fp16 forward, 256 x 128 tokens: kernel time by kernel (ncu)"; echo
       python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e.csv" --per embed_kernel; } >> "$P" 2>&1
     local m
-    for m in 1 64; do
+    for m in ${PROFILE_W8A16_MS-1 64}; do
       room 40 "ncu w8a16 m=$m" || continue
       say "ncu: the fused kernel at 11008x4096, m = $m"
       { echo; echo "### fused W8A16 kernel, 11008x4096 int8, m = $m (ncu sections)"; echo '```'
@@ -364,7 +379,7 @@ run() {
   python3 bench/gpu/report.py --work "$W" --phases "$phases" > "$OUT/gpu-results.md" ||
     say "report failed"
   for f in tests.log; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
-  for f in gemm.json e2e.json e2e-gelu-tanh.json peer.json serve.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+  for f in gemm.json e2e.json e2e-gelu-tanh.json peer.json peer-compile.json serve.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs $(cd "$W" && ls gemm.md 2>/dev/null) || true
   say "done in $((SECONDS - t_start)) s; $OUT/gpu-results.md"
   tail -n 60 "$OUT/gpu-results.md"

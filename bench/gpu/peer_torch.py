@@ -3,7 +3,9 @@
 # GPU, weights and token ids, in the same run (bench/gpu.sh): the encoder as
 # Hugging Face transformers runs it in half precision with SDPA attention,
 # then sentence-transformers' mean pooling and L2 normalisation, ids in and
-# vectors on the host out (as Mantissa's mt_model_forward). Timing: median
+# vectors on the host out (as Mantissa's mt_model_forward). With --compile the
+# same model goes through torch.compile (inductor, static shapes: one
+# compilation per batch size, done in the warm-up). Timing: median
 # wall-clock run after warm-up, >= --seconds per batch size, with a CUDA
 # synchronisation ending each run. Energy: NVML's total-energy counter over
 # the timed runs (nvidia-ml-py), or null with the reason.
@@ -33,6 +35,7 @@ def main():
     ap.add_argument("--ids", required=True)
     ap.add_argument("--batch", default="1,32,256")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--compile", action="store_true", help="torch.compile (inductor) the encoder")
     args = ap.parse_args()
     from transformers import AutoModel
 
@@ -41,8 +44,10 @@ def main():
     # .half() rather than the dtype argument, whose name differs across transformers versions
     model = AutoModel.from_pretrained(args.model, attn_implementation="sdpa").half().cuda().eval()
     assert next(model.parameters()).dtype == torch.float16
+    if args.compile:
+        model = torch.compile(model, backend="inductor", dynamic=False)
     energy, energy_note = nvml_energy()
-    out = {"peer": "pytorch", "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
+    out = {"peer": "pytorch-compile" if args.compile else "pytorch", "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
            "dtype": "float16", "attention": "sdpa", "energy": energy_note, "results": []}
 
     @torch.inference_mode()
@@ -57,8 +62,11 @@ def main():
     for b in [int(x) for x in args.batch.split(",")]:
         nb = len(rows) // b
         batches = [ids_all[j * b:(j + 1) * b] for j in range(nb)]
+        c0 = time.perf_counter()
         for w in range(3):
             forward(batches[w % nb])
+        torch.cuda.synchronize()
+        warm_s = time.perf_counter() - c0
         torch.cuda.synchronize()
         times = []
         e0 = energy() if energy else None
@@ -74,6 +82,7 @@ def main():
         out["results"].append({"batch": b, "runs": len(times), "median_s": med,
                                "sentences_per_s": round(b / med, 1),
                                "mean_sentences_per_s": round(len(times) * b / wall, 1),
+                               "warmup_s": round(warm_s, 1),
                                "j_per_1000": None if j1000 is None else round(j1000, 3)})
         print("peer_torch: batch %3d: %8.1f sentences/s" % (b, b / med), file=sys.stderr)
     json.dump(out, sys.stdout)

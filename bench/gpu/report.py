@@ -154,27 +154,42 @@ def main():
     peer = load_json(os.path.join(w, "peer.json"))
     if e:
         pres = {r["batch"]: r for r in (peer or {}).get("results", [])}
+        comp = load_json(os.path.join(w, "peer-compile.json"))
+        cres = {r["batch"]: r for r in (comp or {}).get("results", [])}
         print("## End to end (bench/gpu/e2e_bench, 128 tokens per sentence)\n")
         print("- Mantissa: ids in, pooled and normalised vectors on the host out (`mt_model_forward`), "
               "median run; energy from NVML's total-energy counter over the timed runs (%s)" % e.get("energy"))
         if peer:
             print("- peer: PyTorch %s, transformers FP16 with SDPA attention, the same ids and weights, "
                   "same run (%s)" % (peer.get("torch"), peer.get("energy")))
-        print("\n| precision | batch | sentences/s | J per 1000 sentences | vs PyTorch FP16 |")
-        print("|---|---|---|---|---|")
+        if comp:
+            print("- peer: the same PyTorch model under torch.compile (inductor, static shapes), batches %s "
+                  "(compilation in the warm-up: %s s)" % (
+                      ", ".join(str(b) for b in sorted(cres)),
+                      ", ".join("%s" % cres[b].get("warmup_s") for b in sorted(cres))))
+        print("\n| precision | batch | sentences/s | J per 1000 sentences | vs PyTorch FP16 | vs torch.compile FP16 |")
+        print("|---|---|---|---|---|---|")
+
+        def vs(table, r):
+            p = table.get(r["batch"])
+            return "%.2fx" % (r["sentences_per_s"] / p["sentences_per_s"]) if p else "n/a"
+
+        def joules(r):
+            return "no NVML counter" if r["j_per_1000"] is None else "%.2f" % r["j_per_1000"]
         for r in e["results"]:
-            p = pres.get(r["batch"])
-            ratio = "%.2fx" % (r["sentences_per_s"] / p["sentences_per_s"]) if p else "n/a"
-            print("| %s | %d | %.1f | %s | %s |" % (r["precision"], r["batch"], r["sentences_per_s"],
-                                                    "no NVML counter" if r["j_per_1000"] is None else "%.2f" % r["j_per_1000"],
-                                                    ratio))
+            print("| %s | %d | %.1f | %s | %s | %s |" % (r["precision"], r["batch"], r["sentences_per_s"],
+                                                         joules(r), vs(pres, r), vs(cres, r)))
         for b, p in sorted(pres.items()):
-            print("| PyTorch fp16 | %d | %.1f | %s | 1.00x |" % (
-                b, p["sentences_per_s"], "no NVML counter" if p["j_per_1000"] is None else "%.2f" % p["j_per_1000"]))
+            print("| PyTorch fp16 | %d | %.1f | %s | 1.00x | %s |" % (b, p["sentences_per_s"], joules(p), vs(cres, p)))
+        for b, p in sorted(cres.items()):
+            print("| torch.compile fp16 | %d | %.1f | %s | %s | 1.00x |" % (b, p["sentences_per_s"], joules(p),
+                                                                          vs(pres, p)))
         print()
         print("raw: mantissa `%s`\n" % json.dumps(e))
         if peer:
             print("raw: peer `%s`\n" % json.dumps(peer))
+        if comp:
+            print("raw: compile peer `%s`\n" % json.dumps(comp))
         gelu_tanh_section(w, e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
