@@ -22,6 +22,9 @@
 
 typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
 
+/* The element type of a forward's activation buffers (act_format below). */
+typedef enum { MT_ACTF_F32 = 0, MT_ACTF_F16 = 1, MT_ACTF_BF16 = 2 } mt_act_format;
+
 /* A GEMM weight resident in a backend: y = x W^T with W (n, k), in the
  * precision the variant asked for. scales: one per output channel (int8g:
  * per group of inputs, engine/quant/quant.h) for the 8-bit precisions, NULL
@@ -78,6 +81,19 @@ typedef struct mt_backend_ops {
      * the start-up log, the load check's message and /metrics. */
     const char *(*isa)(const mt_backend *be);
     const char *(*gemm_kernel)(const mt_backend *be, mt_precision p);
+    /* Optional (NULL: activations are always FP32). act_format: the element
+     * type this backend keeps a forward's activations in when every GEMM
+     * weight of the model has precision p (CUDA: f16 for fp16, bf16 for
+     * bf16; FP32 otherwise, or with MANTISSA_CUDA_ACT16=0). set_act_format:
+     * the type of the buffers the ops the calling thread issues next take:
+     * embed writes, layernorm, gemm and attention read and write, mean_pool
+     * reads (its output stays FP32) rows of that type. The pointers keep
+     * their float * type and the ops their element counts, so buffers sized
+     * for FP32 are large enough; in a 16-bit forward gemm refuses weights of
+     * another precision. A forward sets it before its first op and sets
+     * MT_ACTF_F32 back after its last. */
+    mt_act_format (*act_format)(const mt_backend *be, mt_precision p);
+    void (*set_act_format)(mt_backend *be, mt_act_format f);
     /* The precision mix "auto" lifts a model's sensitive GEMMs to where the
      * config leaves it to the backend (mix_high "default", engine/quant/
      * mix_search.h): FP32 on the CPU, FP16 on a GPU. Not set: FP32. */

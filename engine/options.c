@@ -49,9 +49,12 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                                   "GPU: the fused kernel for m <= 16 (auto: staged; direct: "
                                   "weights into registers, not yet run on a GPU)"},
     [MT_OPT_CUDA_GELU] = {"MANTISSA_CUDA_GELU", "MT_CUDA_GELU", MT_OPT_CHOICE, "erf|tanh", 0, 0,
-                          "erf",
-                          "GPU: GELU after a 16-bit GEMM: erf (a pass) or tanh (cuBLASLt's "
-                          "epilogue, the tanh approximation)"},
+                          "tanh",
+                          "GPU: GELU after a 16-bit GEMM: tanh (cuBLASLt's epilogue, the tanh "
+                          "approximation) or erf (a pass)"},
+    [MT_OPT_CUDA_ACT16] = {"MANTISSA_CUDA_ACT16", NULL, MT_OPT_BOOL, "0|1", 0, 1, "1",
+                           "GPU: fp16/bf16 models keep their activations in 16 bits between "
+                           "ops (0: FP32, converted before each GEMM)"},
     [MT_OPT_CUDA_DEBUG_SYNC] = {"MANTISSA_CUDA_DEBUG_SYNC", "MT_CUDA_DEBUG_SYNC", MT_OPT_BOOL,
                                 "0|1", 0, 1, "0",
                                 "GPU: synchronise and check after every op, record no graphs "

@@ -266,6 +266,28 @@ static mt_status open_weights(enc_model *m, const char *dir, const mt_model_opts
     return st_open(path, f, err);
 }
 
+/* The activation type the backend runs this model's pooled forwards in
+ * (backend.h, act_format): 16-bit where the backend keeps them so for the
+ * one precision every GEMM weight has, the model pools by mean (CLS
+ * pooling downloads rows as they are) and its rows suit the 16-bit GEMMs
+ * (widths multiples of 8, whole 16-byte rows); else FP32. */
+static mt_act_format pick_act_format(const enc_model *m)
+{
+    const mt_backend_ops *op = m->be->ops;
+    const enc_config *c = &m->cfg;
+    if (!op->act_format || !op->set_act_format || c->pool_cls || c->hidden % 8 ||
+        c->intermediate % 8 || c->layers < 1)
+        return MT_ACTF_F32;
+    const mt_precision p = m->layer[0].qkv->prec;
+    for (int l = 0; l < c->layers; l++) {
+        const enc_layer *L = &m->layer[l];
+        if (L->qkv->prec != p || L->attn_out->prec != p || L->inter->prec != p ||
+            L->out->prec != p)
+            return MT_ACTF_F32;
+    }
+    return op->act_format(m->be, p);
+}
+
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
                       const mt_model_opts *opts, enc_model **out, mt_err *err)
 {
@@ -317,6 +339,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     if (st != MT_OK)
         goto fail;
     st_close(f);
+    m->actf = pick_act_format(m);
     m->base.ops = &enc_ops;
     m->base.info = (mt_model_info){.arch = a->model_type,
                                    .hidden = m->cfg.hidden,
@@ -646,15 +669,26 @@ static mt_status run(enc_model *m, const int32_t *ids, const int32_t *offsets, i
         if (ids[i] < 0 || ids[i] >= c->vocab)
             return mt_fail(err, MT_EINVAL, "token id %d out of range [0, %d)", ids[i], c->vocab);
 
+    /* 16-bit activations (pick_act_format) for the whole pooled forward
+     * only: the hidden states and calibration read FP32 rows, and an
+     * embed hook that writes runs of rows (MPNet with a literal <pad>)
+     * steps through x as floats */
+    const mt_backend_ops *op = m->be->ops;
+    const int act16 = m->actf != MT_ACTF_F32 && pool && nlayers == c->layers && !m->act_max &&
+                      (!m->arch->recordable || m->arch->recordable(m, ids, t));
+    if (act16)
+        op->set_act_format(m->be, m->actf);
     const mt_fwd_plan p =
         mt_fwd_choose(m->graph_id, nseq, t, capturable(m, ids, t, nlayers, pool));
-    if (p.graph) {
-        bool ran = false;
-        mt_status st = run_graph(m, ids, offsets, nseq, t, &p, out, norms, &ran, err);
-        if (st != MT_OK || ran)
-            return st;
-    }
-    return run_eager(m, ids, offsets, nseq, t, nlayers, pool, out, norms, err);
+    bool ran = false;
+    mt_status st = MT_OK;
+    if (p.graph)
+        st = run_graph(m, ids, offsets, nseq, t, &p, out, norms, &ran, err);
+    if (st == MT_OK && !ran)
+        st = run_eager(m, ids, offsets, nseq, t, nlayers, pool, out, norms, err);
+    if (act16)
+        op->set_act_format(m->be, MT_ACTF_F32);
+    return st;
 }
 
 static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,

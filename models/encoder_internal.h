@@ -41,6 +41,7 @@ struct enc_model {
     enc_layer *layer;
     size_t gemm_bytes, other_bytes;
     unsigned graph_id; /* this model's part of its recorded forwards' keys (fwd_graph.h) */
+    mt_act_format actf; /* the backend's activation type for this model's pooled forwards */
 };
 
 #define GEMMS_PER_LAYER 4 /* qkv, attention output, intermediate, output */

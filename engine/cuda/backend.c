@@ -95,6 +95,7 @@ static void ctx_release(void *p)
 {
     cu_ctx *c = p;
     cu_backend *b = c->be;
+    c->act = KCU_DT_F32; /* a thread ended inside a 16-bit forward: not the next one's */
     pthread_mutex_lock(&b->mu);
     c->next_free = b->free_list;
     b->free_list = c;
@@ -460,7 +461,11 @@ static mt_status cu_embed(mt_backend *be, const int32_t *ids, const int32_t *off
     mt_status st = ctx_get((cu_backend *)be, &c, err);
     if (st != MT_OK)
         return st;
-    CU(kcu_embed(ids, offsets, nseq, word, pos, type0, h, out, c->stream));
+    if (c->act != KCU_DT_F32)
+        CU(kcu_embed_16(ids, offsets, nseq, word, pos, type0, h, out, (kcu_dtype)c->act,
+                        c->stream));
+    else
+        CU(kcu_embed(ids, offsets, nseq, word, pos, type0, h, out, c->stream));
     count_op(c);
     return op_done(c, "embed", err);
 }
@@ -472,7 +477,10 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
     mt_status st = ctx_get((cu_backend *)be, &c, err);
     if (st != MT_OK)
         return st;
-    CU(kcu_layernorm(x, res, gamma, beta, t, h, eps, out, c->stream));
+    if (c->act != KCU_DT_F32)
+        CU(kcu_layernorm_16(x, res, gamma, beta, t, h, eps, out, (kcu_dtype)c->act, c->stream));
+    else
+        CU(kcu_layernorm(x, res, gamma, beta, t, h, eps, out, c->stream));
     count_op(c);
     return op_done(c, "layernorm", err);
 }
@@ -480,7 +488,8 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
 /* The fp32 variant gets the FP32 kernel (its vectors must match the CPU
  * FP32 path); every other variant the tensor-core one. The op has no
  * precision argument, so the precision of this thread's last GEMM (the QKV
- * projection just before) stands in for it. */
+ * projection just before) stands in for it. Either reads and writes the
+ * activation type of set_act_format. */
 static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
                               int heads, int head_dim, const float *pos_bias, int maxrel,
                               float *out, mt_err *err)
@@ -499,8 +508,8 @@ static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *o
     if (!kcu_attention_supported(mode, head_dim))
         return mt_fail(err, MT_EUNSUPPORTED, "attention head size %d is not supported on CUDA",
                        head_dim);
-    CU(kcu_attention_bias(qkv, offsets, nseq, heads, head_dim, pos_bias, maxrel,
-                          b->opts.max_len_hint, b->sms, mode, out, c->stream));
+    CU(kcu_attention_t(qkv, (kcu_dtype)c->act, offsets, nseq, heads, head_dim, pos_bias, maxrel,
+                       b->opts.max_len_hint, b->sms, mode, out, c->stream));
     count_op(c);
     return MT_OK;
 }
@@ -512,9 +521,32 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
     mt_status st = ctx_get((cu_backend *)be, &c, err);
     if (st != MT_OK)
         return st;
-    CU(kcu_mean_pool(x, offsets, nseq, h, normalize, out, c->stream));
+    if (c->act != KCU_DT_F32)
+        CU(kcu_mean_pool_16(x, (kcu_dtype)c->act, offsets, nseq, h, normalize, out, c->stream));
+    else
+        CU(kcu_mean_pool(x, offsets, nseq, h, normalize, out, c->stream));
     count_op(c);
     return op_done(c, "mean_pool", err);
+}
+
+/* backend.h's act_format: 16-bit activations for a model whose GEMMs are
+ * all fp16 (f16) or all bf16 (bf16), unless MANTISSA_CUDA_ACT16=0. */
+static mt_act_format cu_act_format(const mt_backend *be, mt_precision p)
+{
+    const mt_precision_traits *t = mt_prec(p);
+    if (!((const cu_backend *)be)->opts.act16 || mt_prec_gemm(p, MT_BK_CUDA) != MT_GEMM_FLOAT ||
+        t->bytes != 2)
+        return MT_ACTF_F32;
+    return t->format == NF_BF16 ? MT_ACTF_BF16 : MT_ACTF_F16;
+}
+
+/* The calling thread's activation type from now on (the values of
+ * mt_act_format are kcu_dtype's). */
+static void cu_set_act_format(mt_backend *be, mt_act_format f)
+{
+    cu_ctx *c;
+    if (ctx_get((cu_backend *)be, &c, NULL) == MT_OK)
+        c->act = f == MT_ACTF_F16 ? KCU_DT_F16 : f == MT_ACTF_BF16 ? KCU_DT_BF16 : KCU_DT_F32;
 }
 
 /* ========================================================================
@@ -570,6 +602,8 @@ static const mt_backend_ops cuda_ops = {
     .layernorm = cu_layernorm,
     .attention = cu_attention,
     .mean_pool = cu_mean_pool,
+    .act_format = cu_act_format,
+    .set_act_format = cu_set_act_format,
     .graph_begin = cu_graph_begin_op, /* engine/cuda/graph.c */
     .graph_end = cu_graph_end_op,
     .mix_high = MT_PREC_FP16,
@@ -588,6 +622,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->w8a16_bf16 = mt_opt_int(MT_OPT_CUDA_W8A16_BF16);
     o->w8a16_kernel = mt_opt_int(MT_OPT_CUDA_W8A16_KERNEL); /* auto, staged, direct */
     o->gelu_tanh = mt_opt_int(MT_OPT_CUDA_GELU);             /* erf, tanh */
+    o->act16 = mt_opt_int(MT_OPT_CUDA_ACT16);
     o->debug_sync = mt_opt_int(MT_OPT_CUDA_DEBUG_SYNC);
     o->graphs = mt_opt_int(MT_OPT_CUDA_GRAPHS);
 }
@@ -691,6 +726,8 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_dequant = atomic_load(&b->n_lt_dequant);
     out->lt_w8a8 = atomic_load(&b->n_lt_w8a8);
     out->lt_16 = atomic_load(&b->n_lt_16);
+    out->lt_16_io = atomic_load(&b->n_lt_16_io);
+    out->bias_pass = atomic_load(&b->n_bias_pass);
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
     out->ws_grows = atomic_load(&b->n_ws_grows);

@@ -83,11 +83,13 @@
  *   MANTISSA_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
  *   MANTISSA_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
  *   MANTISSA_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
- *   MANTISSA_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: erf (default, BERT's own,
- *                                     a separate pass) or tanh (cuBLASLt's GELU_BIAS epilogue,
- *                                     the tanh approximation: no pass over the FFN output;
- *                                     on the CPU MiniLM's vectors moved by mean cosine
- *                                     0.99999931 from erf's; not yet run on a GPU)
+ *   MANTISSA_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: tanh (default: cuBLASLt's
+ *                                     GELU_BIAS epilogue, the tanh approximation, no pass
+ *                                     over the FFN output; on an H100 MiniLM's fp16 vectors
+ *                                     kept mean cosine 0.99999905 to the CPU's FP32, 1.14x
+ *                                     at batch 256) or erf (BERT's own, a separate pass)
+ *   MANTISSA_CUDA_ACT16=0|1                 fp16/bf16 models keep their activations in 16
+ *                                     bits between ops (1, default; backend.h act_format)
  *   MANTISSA_CUDA_W8A16_KERNEL=auto|staged|direct  the fused kernel for m <= 16: staged
  *                                     (auto, measured) or direct (weights into registers, not
  *                                     yet run on a GPU; bitwise the same results)
@@ -110,6 +112,7 @@ typedef struct {
     int w8a16_bf16;
     int w8a16_kernel; /* kcu_w8a16_kernel: MANTISSA_CUDA_W8A16_KERNEL (0: auto) */
     int gelu_tanh;    /* MANTISSA_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
+    int act16;        /* MANTISSA_CUDA_ACT16: fp16/bf16 models keep 16-bit activations */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
@@ -134,6 +137,9 @@ typedef struct {
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
+    long lt_16_io;   /* of lt_16, on 16-bit activations in and out (MANTISSA_CUDA_ACT16) */
+    long bias_pass;  /* of lt_16_io, GEMMs whose bias (and GELU) ran as a pass after it:
+                      * cuBLASLt had no algorithm with an FP32 bias on a 16-bit output */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
     long ws_grows;     /* split-K workspace reallocations, any thread (cached graphs are

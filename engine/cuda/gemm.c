@@ -1,7 +1,8 @@
 /* engine/cuda/gemm.c: the CUDA backend's GEMMs (see engine/cuda/backend.c for the whole):
  * cuBLASLt plans cached per context, the paths (fp32/tf32/fp16/bf16 through
  * cuBLASLt; int8/fp8 through the fused W8A16 kernel at small m, and from a
- * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM), and
+ * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM; in a
+ * forward on 16-bit activations, fp16/bf16 straight from and into them), and
  * the crossover measured per (precision, n, k) when a weight is uploaded. */
 #include <limits.h>
 #include <math.h>
@@ -90,7 +91,8 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
 {
     static const cudaDataType_t types[] = {CUDA_R_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF,
                                            CUDA_R_8F_E4M3};
-    const cudaDataType_t ab = types[key->kind];
+    static const cudaDataType_t dtypes[] = {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF}; /* kcu_dtype */
+    const cudaDataType_t ab = types[key->kind], dt = dtypes[key->dt];
     const cublasComputeType_t ct =
         key->kind == LK_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -106,12 +108,25 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (key->dt != KCU_DT_F32 && (key->epi & LT_EPI_BIAS)) {
+        /* the bias stays FP32 beside a 16-bit D (by default it would be D's
+         * type); where cuBLASLt takes no such bias, "no algorithm": the
+         * caller adds it in a pass */
+        const int32_t bt = CUDA_R_32F;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                           sizeof bt) != CUBLAS_STATUS_SUCCESS) {
+            s = CUBLAS_STATUS_NOT_SUPPORTED;
+            goto answer;
+        }
+    }
     if (key->kind == LK_E4M3 && (s = lt_set_outer_vec(p, a_scale, b_scale)) != CUBLAS_STATUS_SUCCESS)
         goto answer;
     LT(cublasLtMatrixLayoutCreate(&p->a, ab, key->k, key->n, key->lda));
     LT(cublasLtMatrixLayoutCreate(&p->b, ab, key->k, key->m, key->ldb));
-    LT(cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, key->n, key->m, key->n));
+    LT(cublasLtMatrixLayoutCreate(&p->d, dt, key->n, key->m, key->n));
     s = lt_heuristic(c, p);
+    if (s != CUBLAS_STATUS_SUCCESS && key->dt != KCU_DT_F32 && (key->epi & LT_EPI_BIAS))
+        s = CUBLAS_STATUS_NOT_SUPPORTED; /* whatever the refusal of an FP32 bias: the pass */
 answer:
     if (s == CUBLAS_STATUS_SUCCESS)
         p->state = 1;
@@ -160,14 +175,16 @@ static mt_status lt_refuse(lt_plan *p, cublasStatus_t s, int m, int n, int k, mt
 }
 
 /* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias]
- * [then cuBLASLt's GELU, the tanh approximation, when gelu];
- * MT_EUNSUPPORTED when cuBLASLt has no algorithm (callers may fall back). */
-static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
-                         int m, int n, int k, const float *bias, int gelu, const float *a_scale,
-                         const float *b_scale, float *y, mt_err *err)
+ * [then cuBLASLt's GELU, the tanh approximation, when gelu], y of type yt
+ * (kcu_dtype; the bias is FP32 in every case); MT_EUNSUPPORTED when
+ * cuBLASLt has no algorithm (callers may fall back). */
+static mt_status lt_gemm_t(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x,
+                           int ldb, int m, int n, int k, const float *bias, int gelu,
+                           const float *a_scale, const float *b_scale, void *y, int yt,
+                           mt_err *err)
 {
     const lt_key key = {kind, n, k, m, lda, ldb,
-                        (bias ? LT_EPI_BIAS : 0) | (gelu ? LT_EPI_GELU : 0)};
+                        (bias ? LT_EPI_BIAS : 0) | (gelu ? LT_EPI_GELU : 0), yt};
     lt_plan *p;
     if (!c->lt_ws)
         CU(scratch(c, LT_WORKSPACE, &c->lt_ws));
@@ -199,6 +216,15 @@ static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const 
     if (s != CUBLAS_STATUS_SUCCESS)
         return lt_fail(err, s, "cublasLtMatmul", __FILE__, __LINE__);
     return MT_OK;
+}
+
+/* lt_gemm_t with an FP32 y. */
+static mt_status lt_gemm(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x, int ldb,
+                         int m, int n, int k, const float *bias, int gelu, const float *a_scale,
+                         const float *b_scale, float *y, mt_err *err)
+{
+    return lt_gemm_t(c, kind, w, lda, x, ldb, m, n, k, bias, gelu, a_scale, b_scale, y,
+                     KCU_DT_F32, err);
 }
 
 /* ========================================================================
@@ -383,6 +409,45 @@ done:
     return st;
 }
 
+/* A 16-bit weight on 16-bit activations (a forward in set_act_format's
+ * f16 or bf16, the weight of the same type): x (m, k) and y (m, n) rows as
+ * the ops between GEMMs keep them, so nothing is converted. The bias (FP32)
+ * and GELU (MANTISSA_CUDA_GELU=tanh, the default) in cuBLASLt's epilogue;
+ * where cuBLASLt has no such algorithm, the plain GEMM and one pass for
+ * bias and GELU (erf) over y. */
+static mt_status gemm_16_io(cu_ctx *c, const cu_weight *w, bool bf, const void *x, int m,
+                            const float *bias, mt_act act, void *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    cu_backend *b = c->be;
+    const int n = pw->n, k = pw->k, yt = bf ? KCU_DT_BF16 : KCU_DT_F16;
+    const lt_kind kind = bf ? LK_BF16 : LK_F16;
+    if (k % 8 || n % 8)
+        return mt_fail(err, MT_EINVAL,
+                       "16-bit activations need GEMM widths that are multiples of 8 (n=%d k=%d)",
+                       n, k);
+    const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
+    mt_status st = lt_gemm_t(c, kind, pw->data, w->ld, x, k, m, n, k, bias, epi_gelu, NULL, NULL,
+                             y, yt, err);
+    if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
+        st = lt_gemm_t(c, kind, pw->data, w->ld, x, k, m, n, k, NULL, 0, NULL, NULL, y, yt, err);
+        if (st == MT_OK) {
+            CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, bias,
+                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
+            atomic_fetch_add_explicit(&b->n_bias_pass, 1, memory_order_relaxed);
+        }
+    } else if (st == MT_OK && epi_gelu) {
+        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
+    } else if (st == MT_OK && act == MT_ACT_GELU) {
+        CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, NULL, KCU_ACT_GELU, c->stream));
+    }
+    if (st == MT_OK) {
+        atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->n_lt_16_io, 1, memory_order_relaxed);
+    }
+    return st;
+}
+
 /* y = act(x W^T + bias) by precision: see the top of this file. */
 mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
                          const float *bias, mt_act act, float *y, mt_err *err)
@@ -396,6 +461,16 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     const int n = pw->n, k = pw->k;
     c->last_prec = pw->prec;
     const mt_precision_traits *t = mt_prec(pw->prec);
+    if (c->act != KCU_DT_F32) { /* a 16-bit forward: only its own weights' type */
+        const bool bf = c->act == KCU_DT_BF16;
+        if (mt_prec_gemm(pw->prec, MT_BK_CUDA) != MT_GEMM_FLOAT || t->bytes != 2 ||
+            (t->format == NF_BF16) != bf)
+            return mt_fail(err, MT_EINVAL,
+                           "a forward on %s activations met a %s weight (%dx%d): 16-bit "
+                           "activations go with weights of their own type",
+                           bf ? "bf16" : "f16", t->name, n, k);
+        return gemm_16_io(c, w, bf, x, m, bias, act, y, err);
+    }
     switch (mt_prec_gemm(pw->prec, MT_BK_CUDA)) {
     case MT_GEMM_FLOAT:
         if (t->bytes == 2) /* fp16, bf16 */

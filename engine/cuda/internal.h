@@ -90,6 +90,7 @@ typedef enum { LK_F32, LK_TF32, LK_F16, LK_BF16, LK_E4M3 } lt_kind;
 typedef struct {
     int kind, n, k, m, lda, ldb;
     int epi; /* epilogue: LT_EPI_BIAS and/or LT_EPI_GELU bits */
+    int dt;  /* D's type, kcu_dtype: FP32, or f16/bf16 with an FP32 bias */
 } lt_key;
 enum { LT_EPI_BIAS = 1, LT_EPI_GELU = 2 };
 
@@ -118,6 +119,7 @@ typedef struct cu_ctx {
     lt_plan plans[PLAN_SLOTS];
     unsigned clock;
     mt_precision last_prec; /* of the last GEMM: picks the attention kernel */
+    int act;                /* kcu_dtype of the activations the ops take (set_act_format) */
     /* CUDA graphs (engine/cuda/graph.c): a slot per key seen, with its graph once recorded */
     struct {
         unsigned long long key;
@@ -158,6 +160,7 @@ struct cu_backend {
     tune_entry tune[TUNE_SLOTS];
     int ntune;
     atomic_long n_fused, n_fused_direct, n_lt_gelu_epi, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
+    atomic_long n_lt_16_io, n_bias_pass;
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */

@@ -2,8 +2,9 @@
  *
  *   out[i, head] = softmax(Q_i K^T / sqrt(dh)) V   over the keys of i's own sequence
  *
- * qkv rows are (t, 3h) = [Q | K | V] as the QKV GEMM wrote them (FP32);
- * out is (t, h). The padding mask is implicit: a block only ever reads keys
+ * qkv rows are (t, 3h) = [Q | K | V] as the QKV GEMM wrote them (FP32, or
+ * f16/bf16 in a 16-bit forward: the kernels are templates on that type T);
+ * out is (t, h) of the same type. The padding mask is implicit: a block only ever reads keys
  * offsets[s] .. offsets[s+1]-1 of its sequence s, and masks the tail of its
  * last key tile. Nothing about the batch is needed on the host: grids are
  * sized from a length hint and blocks loop over query tiles until they pass
@@ -22,6 +23,7 @@
  */
 #include "kernels/cuda/kcu.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -46,6 +48,39 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
     memcpy(&u, &h, 4);
     return u;
 }
+
+/* The activation type T's loads and stores, in FP32: two values (8 bytes
+ * of FP32, 4 of 16-bit), four values (16 / 8 bytes), one value. */
+template <typename T> struct io;
+template <> struct io<float> {
+    static __device__ __forceinline__ float2 ld2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
+    static __device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+    static __device__ __forceinline__ void st2(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
+    static __device__ __forceinline__ float ld(const float *p) { return *p; }
+    static __device__ __forceinline__ void st(float *p, float v) { *p = v; }
+};
+template <> struct io<__half> {
+    static __device__ __forceinline__ float2 ld2(const __half *p) { return __half22float2(*reinterpret_cast<const __half2 *>(p)); }
+    static __device__ __forceinline__ float4 ld4(const __half *p)
+    {
+        const float2 a = ld2(p), b = ld2(p + 2);
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+    static __device__ __forceinline__ void st2(__half *p, float a, float b) { *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b); }
+    static __device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); }
+    static __device__ __forceinline__ void st(__half *p, float v) { *p = __float2half_rn(v); }
+};
+template <> struct io<__nv_bfloat16> {
+    static __device__ __forceinline__ float2 ld2(const __nv_bfloat16 *p) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p)); }
+    static __device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p)
+    {
+        const float2 a = ld2(p), b = ld2(p + 2);
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+    static __device__ __forceinline__ void st2(__nv_bfloat16 *p, float a, float b) { *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b); }
+    static __device__ __forceinline__ float ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+    static __device__ __forceinline__ void st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+};
 
 /* D (16x8 f32) += A (16x16 f16) B (16x8 f16): one warp-wide MMA. */
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -78,11 +113,11 @@ constexpr int TK = 64;     /* keys per tile */
 constexpr int TC_THREADS = 128;
 
 /* One block: one (head, sequence) and query tiles blockIdx.z, +gridDim.z, ... */
-template <int DH>
-__global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
+template <int DH, typename T>
+__global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const T *qkv,
                                                               const int32_t *offsets, int heads,
                                                               float qscale, const float *pos_bias,
-                                                              int maxrel, float *out)
+                                                              int maxrel, T *out)
 {
     constexpr int LD = DH + 8; /* halves per smem row: 16 B of padding, conflict-free */
     constexpr int KSTEPS = DH / 16;
@@ -105,14 +140,14 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
             const int d = kk * 16 + 2 * t;
             float2 a = make_float2(0.f, 0.f), b = a, c = a, e = a;
             if (r0 < len) {
-                const float *q = qkv + (size_t)(base + r0) * stride + hd * DH + d;
-                a = *reinterpret_cast<const float2 *>(q);
-                c = *reinterpret_cast<const float2 *>(q + 8);
+                const T *q = qkv + (size_t)(base + r0) * stride + hd * DH + d;
+                a = io<T>::ld2(q);
+                c = io<T>::ld2(q + 8);
             }
             if (r1 < len) {
-                const float *q = qkv + (size_t)(base + r1) * stride + hd * DH + d;
-                b = *reinterpret_cast<const float2 *>(q);
-                e = *reinterpret_cast<const float2 *>(q + 8);
+                const T *q = qkv + (size_t)(base + r1) * stride + hd * DH + d;
+                b = io<T>::ld2(q);
+                e = io<T>::ld2(q + 8);
             }
             qf[kk][0] = pack_h2(a.x * qscale, a.y * qscale);
             qf[kk][1] = pack_h2(b.x * qscale, b.y * qscale);
@@ -132,9 +167,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
                 const int key = i / (DH / 4), c4 = (i % (DH / 4)) * 4;
                 float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
                 if (k0 + key < len) {
-                    const float *row = qkv + (size_t)(base + k0 + key) * stride + hd * DH + c4;
-                    kv = *reinterpret_cast<const float4 *>(row + H);
-                    vv = *reinterpret_cast<const float4 *>(row + 2 * H);
+                    const T *row = qkv + (size_t)(base + k0 + key) * stride + hd * DH + c4;
+                    kv = io<T>::ld4(row + H);
+                    vv = io<T>::ld4(row + 2 * H);
                 }
                 uint2 kh = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
                 uint2 vh = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
@@ -231,11 +266,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const float *qkv,
         for (int nd = 0; nd < NT_O; nd++) {
             const int d = hd * DH + nd * 8 + 2 * t;
             if (r0 < len)
-                *reinterpret_cast<float2 *>(out + (size_t)(base + r0) * H + d) =
-                    make_float2(o[nd][0] * inv0, o[nd][1] * inv0);
+                io<T>::st2(out + (size_t)(base + r0) * H + d, o[nd][0] * inv0, o[nd][1] * inv0);
             if (r1 < len)
-                *reinterpret_cast<float2 *>(out + (size_t)(base + r1) * H + d) =
-                    make_float2(o[nd][2] * inv1, o[nd][3] * inv1);
+                io<T>::st2(out + (size_t)(base + r1) * H + d, o[nd][2] * inv1, o[nd][3] * inv1);
         }
     }
 }
@@ -250,12 +283,12 @@ constexpr int F_THREADS = 128;
 constexpr int F_MAXDH = 128;
 
 /* NV = ceil(dh / 32) output columns per lane. */
-template <int NV>
-__global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
+template <int NV, typename T>
+__global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const T *qkv,
                                                              const int32_t *offsets, int heads,
                                                              int dh, float qscale,
                                                              const float *pos_bias, int maxrel,
-                                                             float *out)
+                                                             T *out)
 {
     __shared__ float qs[FQ * F_MAXDH];
     __shared__ float ks[FK * (F_MAXDH + 1)];
@@ -272,7 +305,7 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
         __syncthreads(); /* the previous query tile is done with qs */
         for (int i = tid; i < FQ * dh; i += F_THREADS) {
             const int r = i / dh, c = i % dh;
-            qs[r * dh + c] = q0 + r < len ? qkv[(size_t)(base + q0 + r) * stride + hd * dh + c] * qscale
+            qs[r * dh + c] = q0 + r < len ? io<T>::ld(qkv + (size_t)(base + q0 + r) * stride + hd * dh + c) * qscale
                                           : 0.f;
         }
         float m[4], l[4], acc[4][NV];
@@ -290,9 +323,9 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
                 const int r = i / dh, c = i % dh;
                 float kv = 0.f, vv = 0.f;
                 if (k0 + r < len) {
-                    const float *row = qkv + (size_t)(base + k0 + r) * stride + hd * dh + c;
-                    kv = row[H];
-                    vv = row[2 * H];
+                    const T *row = qkv + (size_t)(base + k0 + r) * stride + hd * dh + c;
+                    kv = io<T>::ld(row + H);
+                    vv = io<T>::ld(row + 2 * H);
                 }
                 ks[r * kld + c] = kv;
                 vs[r * dh + c] = vv;
@@ -347,7 +380,7 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const float *qkv,
             for (int v = 0; v < NV; v++) {
                 const int c = lane + 32 * v;
                 if (c < dh)
-                    out[(size_t)(base + q) * H + hd * dh + c] = acc[i][v] * inv;
+                    io<T>::st(out + (size_t)(base + q) * H + hd * dh + c, acc[i][v] * inv);
             }
         }
     }
@@ -366,8 +399,6 @@ extern "C" int kcu_attention_supported(kcu_attn_mode mode, int head_dim)
     return head_dim >= 1 && head_dim <= F_MAXDH;
 }
 
-/* Picks the grid (query-tile slots for ~4 blocks per SM, no more than the
- * length hint can use) and the instantiation. */
 extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, int nseq, int heads,
                                      int dh, int max_len_hint, int sms, kcu_attn_mode mode,
                                      float *out, cudaStream_t stream)
@@ -376,22 +407,23 @@ extern "C" cudaError_t kcu_attention(const float *qkv, const int32_t *offsets, i
                               out, stream);
 }
 
-/* Sequences should be at most maxrel + 1 long when pos_bias is given (the
- * model refuses longer ones before the forward); the lengths live on the
- * device, so a longer one cannot be refused here: its far pairs read the
- * table's edge entries (rel_at), never memory outside it. */
-extern "C" cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nseq,
-                                          int heads, int dh, const float *pos_bias, int maxrel,
-                                          int max_len_hint, int sms, kcu_attn_mode mode,
-                                          float *out, cudaStream_t stream)
+namespace {
+
+/* Picks the grid (query-tile slots for ~4 blocks per SM, no more than the
+ * length hint can use) and the instantiation for activation type T. */
+template <typename T>
+cudaError_t launch(const T *qkv, const int32_t *offsets, int nseq, int heads, int dh,
+                   const float *pos_bias, int maxrel, int max_len_hint, int sms, kcu_attn_mode mode,
+                   T *out, cudaStream_t stream)
 {
     if (nseq <= 0)
         return cudaSuccess;
     if (!qkv || !offsets || !out || heads <= 0 || nseq > 65535 || heads > 65535 ||
         !kcu_attention_supported(mode, dh) || (pos_bias && maxrel < 0))
         return cudaErrorInvalidValue;
-    /* the tensor-core kernel loads K/V rows as float4 and stores float2 */
-    if (mode == KCU_ATTN_F16 && (((uintptr_t)qkv & 15) || ((uintptr_t)out & 7)))
+    /* the tensor-core kernel loads K/V rows four values at a time and stores two */
+    if (mode == KCU_ATTN_F16 && (((uintptr_t)qkv & (4 * sizeof(T) - 1)) ||
+                                 ((uintptr_t)out & (2 * sizeof(T) - 1))))
         return cudaErrorInvalidValue;
     if (max_len_hint < 1)
         max_len_hint = 512;
@@ -408,19 +440,54 @@ extern "C" cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offse
     if (mode == KCU_ATTN_F16) {
         const float qscale = 1.4426950408889634f / sqrtf((float)dh); /* log2(e) / sqrt(dh) */
         if (dh == 32)
-            attn_f16_kernel<32><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
+            attn_f16_kernel<32, T><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
         else if (dh == 64)
-            attn_f16_kernel<64><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
+            attn_f16_kernel<64, T><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
         else
-            attn_f16_kernel<128><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
+            attn_f16_kernel<128, T><<<grid, TC_THREADS, 0, stream>>>(qkv, offsets, heads, qscale, pos_bias, maxrel, out);
     } else {
         const float qscale = 1.0f / sqrtf((float)dh);
         switch (ceil_div(dh, 32)) {
-        case 1: attn_f32_kernel<1><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
-        case 2: attn_f32_kernel<2><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
-        case 3: attn_f32_kernel<3><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
-        default: attn_f32_kernel<4><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        case 1: attn_f32_kernel<1, T><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        case 2: attn_f32_kernel<2, T><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        case 3: attn_f32_kernel<3, T><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
+        default: attn_f32_kernel<4, T><<<grid, F_THREADS, 0, stream>>>(qkv, offsets, heads, dh, qscale, pos_bias, maxrel, out); break;
         }
     }
     return cudaGetLastError();
+}
+
+} /* namespace */
+
+/* Sequences should be at most maxrel + 1 long when pos_bias is given (the
+ * model refuses longer ones before the forward); the lengths live on the
+ * device, so a longer one cannot be refused here: its far pairs read the
+ * table's edge entries (rel_at), never memory outside it. */
+extern "C" cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nseq,
+                                          int heads, int dh, const float *pos_bias, int maxrel,
+                                          int max_len_hint, int sms, kcu_attn_mode mode,
+                                          float *out, cudaStream_t stream)
+{
+    return launch<float>(qkv, offsets, nseq, heads, dh, pos_bias, maxrel, max_len_hint, sms, mode,
+                         out, stream);
+}
+
+extern "C" cudaError_t kcu_attention_t(const void *qkv, kcu_dtype dt, const int32_t *offsets,
+                                       int nseq, int heads, int dh, const float *pos_bias,
+                                       int maxrel, int max_len_hint, int sms, kcu_attn_mode mode,
+                                       void *out, cudaStream_t stream)
+{
+    switch (dt) {
+    case KCU_DT_F32:
+        return launch<float>(static_cast<const float *>(qkv), offsets, nseq, heads, dh, pos_bias,
+                             maxrel, max_len_hint, sms, mode, static_cast<float *>(out), stream);
+    case KCU_DT_F16:
+        return launch<__half>(static_cast<const __half *>(qkv), offsets, nseq, heads, dh, pos_bias,
+                              maxrel, max_len_hint, sms, mode, static_cast<__half *>(out), stream);
+    case KCU_DT_BF16:
+        return launch<__nv_bfloat16>(static_cast<const __nv_bfloat16 *>(qkv), offsets, nseq, heads,
+                                     dh, pos_bias, maxrel, max_len_hint, sms, mode,
+                                     static_cast<__nv_bfloat16 *>(out), stream);
+    }
+    return cudaErrorInvalidValue;
 }

@@ -220,6 +220,49 @@ cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nse
                                int dh, const float *pos_bias, int maxrel, int max_len_hint,
                                int sms, kcu_attn_mode mode, float *out, cudaStream_t stream);
 
+/* ========================================================================
+ * the encoder on 16-bit activations (ops16.cu, attention.cu): rows of f16
+ * or bf16 between ops, as the 16-bit GEMMs read and write them; every sum,
+ * statistic and GELU in FP32, each result rounded once (to nearest even).
+ * Parameters, layouts and aliasing as the FP32 launchers above; gamma,
+ * beta, bias, the embedding tables and the pooled output stay FP32.
+ * ======================================================================== */
+
+typedef enum { KCU_DT_F32 = 0, KCU_DT_F16 = 1, KCU_DT_BF16 = 2 } kcu_dtype;
+
+/* out (t, h) 16-bit = round(word[ids[i]] + pos[i - offsets[s]] + type0). */
+cudaError_t kcu_embed_16(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
+                         const float *pos, const float *type0, int h, void *out, kcu_dtype dt,
+                         cudaStream_t stream);
+
+/* out = round(LayerNorm(x + res) * gamma + beta), x, res (may be NULL) and
+ * out 16-bit; x + res is summed in FP32 (not rounded first). out may alias
+ * x or res. 16-byte loads where h % 8 == 0, h <= 1024 and rows are aligned. */
+cudaError_t kcu_layernorm_16(const void *x, const void *res, const float *gamma,
+                             const float *beta, int t, int h, float eps, void *out, kcu_dtype dt,
+                             cudaStream_t stream);
+
+/* out (nseq, h) FP32 = mean of each sequence's 16-bit rows of x, L2-normalised
+ * when normalize. */
+cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets, int nseq, int h,
+                             int normalize, float *out, cudaStream_t stream);
+
+/* y (m, n) 16-bit = round(act(y + bias)), bias FP32 (may be NULL): the GEMM
+ * epilogue where cuBLASLt has none for a plan. */
+cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const float *bias,
+                            kcu_act act, cudaStream_t stream);
+
+/* kcu_attention_bias on qkv and out of type dt (KCU_DT_F32: the same as
+ * kcu_attention_bias). 16-bit rows: qkv 8-byte and out 4-byte aligned for
+ * the tensor-core mode; K and V are read as they are (f16) or converted to
+ * f16 (bf16) into shared memory. */
+cudaError_t kcu_attention_t(const void *qkv, kcu_dtype dt, const int32_t *offsets, int nseq,
+                            int heads, int dh, const float *pos_bias, int maxrel, int max_len_hint,
+                            int sms, kcu_attn_mode mode, void *out, cudaStream_t stream);
+
+/* Loads the kernels of ops16.cu (kcu_warm calls it). */
+cudaError_t kcu_warm_16(void);
+
 #ifdef __cplusplus
 }
 #endif

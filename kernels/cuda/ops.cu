@@ -677,5 +677,6 @@ extern "C" cudaError_t kcu_warm(void)
         if (e != cudaSuccess)
             return e;
     }
-    return kcu_w8a16_warm();
+    const cudaError_t e = kcu_warm_16();
+    return e != cudaSuccess ? e : kcu_w8a16_warm();
 }

@@ -10,6 +10,7 @@
  */
 #include "engine/cuda/backend.h"
 #include "engine/quant/quant.h"
+#include "kernels/cpu/numfmt.h"
 #include "kernels/cpu/ops.h"
 #include "tests/gpu/gpu_test.h"
 
@@ -274,6 +275,130 @@ static void gelu_epilogue_within_tolerance(void)
           "16-bit GEMMs in all; fewer means cuBLASLt had no GELU_BIAS algorithm: fell back)",
           c.lt_gelu_epi, c.lt_16);
     mt_backend_destroy(gb.be);
+}
+
+/* A forward on 16-bit activations (backend.h set_act_format): fp16 and bf16
+ * GEMMs read and write 16-bit rows, the FP32 bias and GELU (tanh, in the
+ * epilogue, or erf in the fallback pass) included, against FP64 on the
+ * decoded inputs; every such GEMM is counted as on 16-bit activations; a
+ * weight of another type, or widths that are not multiples of 8, are
+ * refused with a message; FP32 set back, GEMMs take FP32 rows again. */
+static void act16_gemm_matches_fp64(void)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.autotune = 0;
+    mt_backend *be = NULL;
+    mt_err err = {{0}};
+    if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
+        return;
+    const mt_backend_ops *op = be->ops;
+    CHECK(op->act_format && op->set_act_format && op->act_format(be, MT_PREC_FP16) == MT_ACTF_F16 &&
+              op->act_format(be, MT_PREC_BF16) == MT_ACTF_BF16 &&
+              op->act_format(be, MT_PREC_FP32) == MT_ACTF_F32 &&
+              op->act_format(be, MT_PREC_INT8) == MT_ACTF_F32,
+          "act_format: f16 for fp16, bf16 for bf16, FP32 for the others");
+    static const int cases[][3] = {{1, 1536, 384}, {33, 384, 1536}, {300, 1152, 384}, {7, 8, 16}};
+    for (int p = MT_PREC_FP16; p <= MT_PREC_BF16; p++) {
+        const int bf = p == MT_PREC_BF16;
+        for (int i = 0; i < (quick ? 2 : 4); i++)
+            for (int gelu = 0; gelu < 2; gelu++) {
+                const int m = cases[i][0], n = cases[i][1], k = cases[i][2];
+                float *w = malloc(sizeof(float) * (size_t)n * k), *deq = malloc(sizeof(float) * (size_t)n * k);
+                float *xf = malloc(sizeof(float) * (size_t)m * k), *bias = malloc(sizeof(float) * n);
+                uint16_t *xh = malloc(2 * (size_t)m * k), *yh = malloc(2 * (size_t)m * n);
+                float *y = malloc(sizeof(float) * (size_t)m * n);
+                double *ref = malloc(sizeof(double) * (size_t)m * n);
+                void *q = malloc(mt_quant_data_bytes((mt_precision)p, n, k) + 16);
+                for (size_t j = 0; j < (size_t)n * k; j++)
+                    w[j] = gt_unif(-0.08f, 0.08f);
+                for (size_t j = 0; j < (size_t)m * k; j++) {
+                    const float v = gt_unif(-2.f, 2.f);
+                    xh[j] = bf ? nf_f32_to_bf16(v) : nf_f32_to_f16(v);
+                    xf[j] = bf ? nf_bf16_to_f32(xh[j]) : nf_f16_to_f32(xh[j]);
+                }
+                for (int j = 0; j < n; j++)
+                    bias[j] = gt_unif(-0.5f, 0.5f);
+                mt_weight *wt = NULL;
+                mt_status st = mt_quantize(w, n, k, (mt_precision)p, NULL, q, NULL, &err);
+                if (st == MT_OK) {
+                    mt_dequantize(q, NULL, n, k, (mt_precision)p, deq);
+                    st = op->weight_upload(be, (mt_precision)p, n, k, q, NULL, &wt, &err);
+                }
+                for (int r = 0; r < m; r++)
+                    for (int j = 0; j < n; j++) {
+                        double acc = bias[j];
+                        for (int c = 0; c < k; c++)
+                            acc += (double)xf[(size_t)r * k + c] * deq[(size_t)j * k + c];
+                        ref[(size_t)r * n + j] = gelu ? gelu_ref(acc) : acc;
+                    }
+                void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
+                float *db = op->alloc(be, sizeof(float) * n);
+                for (size_t j = 0; j < (size_t)m * n; j++)
+                    yh[j] = bf ? 0x7fc0 : 0x7e00; /* NaN: poison */
+                mt_cuda_counts c0, c1;
+                mt_cuda_get_counts(be, &c0);
+                if (st == MT_OK && !(st = op->upload(be, dx, xh, 2 * (size_t)m * k, &err)) &&
+                    !(st = op->upload(be, dy, yh, 2 * (size_t)m * n, &err)) &&
+                    !(st = op->upload(be, db, bias, sizeof(float) * n, &err))) {
+                    op->set_act_format(be, bf ? MT_ACTF_BF16 : MT_ACTF_F16);
+                    st = op->gemm(be, dx, m, wt, db, gelu ? MT_ACT_GELU : MT_ACT_NONE, dy, &err);
+                    op->set_act_format(be, MT_ACTF_F32);
+                    if (st == MT_OK)
+                        st = op->download(be, yh, dy, 2 * (size_t)m * n, &err);
+                }
+                mt_cuda_get_counts(be, &c1);
+                if (MT_OK_OR(st, err)) {
+                    for (size_t j = 0; j < (size_t)m * n; j++)
+                        y[j] = bf ? nf_bf16_to_f32(yh[j]) : nf_f16_to_f32(yh[j]);
+                    const double e = gt_rel_l2(y, ref, (size_t)m * n), tol = bf ? 1.2e-2 : 2.5e-3;
+                    CHECK(gt_first_nonfinite(y, (size_t)m * n) < 0 && e <= tol &&
+                              c1.lt_16_io - c0.lt_16_io == 1,
+                          "%s GEMM on 16-bit activations m=%d n=%d k=%d gelu=%d: rel err %.3g "
+                          "(<= %.3g), counted on 16-bit activations %ld, bias in a pass %ld",
+                          bf ? "bf16" : "fp16", m, n, k, gelu, e, tol, c1.lt_16_io - c0.lt_16_io,
+                          c1.bias_pass - c0.bias_pass);
+                }
+                op->free(be, dx), op->free(be, dy), op->free(be, db);
+                if (wt)
+                    op->weight_destroy(be, wt);
+                free(w), free(deq), free(xf), free(bias), free(xh), free(yh), free(y), free(ref), free(q);
+            }
+    }
+    /* refusals: another weight type in an f16 forward, a width not a multiple of 8 */
+    static const struct {
+        mt_precision p;
+        int n, k;
+        const char *want;
+    } bad[] = {{MT_PREC_BF16, 64, 64, "bf16 weight"}, {MT_PREC_FP32, 64, 64, "fp32 weight"},
+               {MT_PREC_FP16, 64, 20, "multiples of 8"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const int n = bad[i].n, k = bad[i].k;
+        float *w = calloc((size_t)n * k, sizeof(float));
+        void *q = calloc(1, mt_quant_data_bytes(bad[i].p, n, k) + 16);
+        mt_weight *wt = NULL;
+        void *dx = op->alloc(be, 4 * (size_t)4 * k), *dy = op->alloc(be, 4 * (size_t)4 * n);
+        mt_status st = mt_quantize(w, n, k, bad[i].p, NULL, q, NULL, &err);
+        if (st == MT_OK)
+            st = op->weight_upload(be, bad[i].p, n, k, q, NULL, &wt, &err);
+        if (MT_OK_OR(st, err)) {
+            op->set_act_format(be, MT_ACTF_F16);
+            st = op->gemm(be, dx, 4, wt, NULL, MT_ACT_NONE, dy, &err);
+            op->set_act_format(be, MT_ACTF_F32);
+            CHECK(st == MT_EINVAL && strstr(err.msg, bad[i].want),
+                  "an f16 forward refuses a %s %dx%d weight: %s", mt_precision_name(bad[i].p), n, k,
+                  err.msg);
+            /* and in FP32 the same weight multiplies again */
+            st = op->gemm(be, dx, 4, wt, NULL, MT_ACT_NONE, dy, &err);
+            CHECK(st == MT_OK, "after set_act_format(FP32) the %s weight multiplies: %s",
+                  mt_precision_name(bad[i].p), err.msg);
+        }
+        if (wt)
+            op->weight_destroy(be, wt);
+        op->free(be, dx), op->free(be, dy);
+        free(w), free(q);
+    }
+    mt_backend_destroy(be);
 }
 
 /* ========================================================================
@@ -621,6 +746,7 @@ int main(int argc, char **argv)
     encoder_ops_match_cpu_twins();
     gemm_every_precision_and_path_matches_fp64();
     gelu_epilogue_within_tolerance();
+    act16_gemm_matches_fp64();
     w8a8_refusal_falls_back_to_fused();
     threads_share_a_backend_with_a_stream_each();
     return gt_finish(suite);

@@ -95,6 +95,7 @@ typedef struct {
     mt_cuda_gemm_path path;
     double min_mean_cos, min_min_cos;
     int prequant; /* load prequant_path, not the FP32 file quantized at load */
+    int act32;    /* MANTISSA_CUDA_ACT16=0: fp16/bf16 on FP32 activations, converted per GEMM */
 } variant;
 
 static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const float *ref, int h)
@@ -102,6 +103,8 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     mt_cuda_opts o;
     mt_cuda_opts_default(&o);
     o.gemm = v->path;
+    if (v->act32)
+        o.act16 = 0;
     mt_backend *be = NULL;
     mt_model *m = NULL;
     mt_err err = {{0}};
@@ -132,10 +135,16 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         mt_cuda_get_counts(be, &c);
         printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
                "embed %d sentences %.3f s  (gemm paths: fused %ld, dequant+lt %ld, w8a8 %ld, "
-               "lt16 %ld of which GELU in the epilogue %ld, lt32 %ld)\n",
+               "lt16 %ld of which GELU in the epilogue %ld, on 16-bit activations %ld, bias "
+               "in a pass %ld, lt32 %ld)\n",
                v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
                n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
-               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_32);
+               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32);
+        /* fp16/bf16: every GEMM on 16-bit activations, unless switched off */
+        if (v->prec == MT_PREC_FP16 || v->prec == MT_PREC_BF16)
+            CHECK(v->act32 ? c.lt_16_io == 0 : c.lt_16_io == c.lt_16 && c.lt_16 > 0,
+                  "%s: %ld of %ld 16-bit GEMMs on 16-bit activations (want %s)", v->name,
+                  c.lt_16_io, c.lt_16, v->act32 ? "none" : "all");
         CHECK(mean >= v->min_mean_cos && mn >= v->min_min_cos,
               "%s: mean cosine %.8f (>= %.6f), min %.8f (>= %.6f) against the CPU FP32 path",
               v->name, mean, v->min_mean_cos, mn, v->min_min_cos);
@@ -227,17 +236,19 @@ int main(int argc, char **argv)
     printf("%s: %d sentences, hidden %d, model %s\n", suite, n, h, model_dir);
 
     static const variant vs[] = {
-        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999, 0},
-        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0},
-        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0},
-        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0},
-        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0},
-        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99, 0},
-        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0},
-        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0},
-        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0},
-        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0},
-        {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1},
+        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999, 0, 0},
+        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0},
+        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 0},
+        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0},
+        {"fp16/act32", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 1},
+        {"bf16/act32", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 1},
+        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 0},
+        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99, 0, 0},
+        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0, 0},
+        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 0},
+        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0, 0},
+        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0, 0},
+        {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1, 0},
     };
     /* what `mantissa quantize` writes for int8 (smoothed, on the CPU) */
     snprintf(prequant_path, sizeof prequant_path, "/tmp/mantissa-gpu-int8-%d.safetensors",
