@@ -237,7 +237,10 @@ test-gpu:
 endif
 
 .SECONDARY: $(GPU_TEST_BIN:%=%.o) $(GPU_BENCH_BIN:%=%.o)
--include $(GPU_TEST_BIN:%=%.d) $(GPU_BENCH_BIN:%=%.d)
+# the CUDA host objects are filtered out of LIB_OBJ above: their header
+# dependencies are read here, or a change to engine/cuda/internal.h leaves
+# stale objects that disagree on a struct's layout
+-include $(GPU_TEST_BIN:%=%.d) $(GPU_BENCH_BIN:%=%.d) $(CUDA_HOST_OBJ:.o=.d) $(CUDA_OBJ:.o=.d)
 # ==== end of CUDA =============================================================
 
 

@@ -321,7 +321,7 @@ run() {
       "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --precisions fp16 --batch 256 --seconds 0 \
       > "$LOG/ncu_e2e.csv" 2> "$LOG/ncu_e2e.err"
     { echo; echo "### fp16 forward, 256 x 128 tokens: kernel time by kernel (ncu)"; echo
-      python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e.csv" --per embed_kernel; } >> "$P" 2>&1
+      python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e.csv" --per mean_pool; } >> "$P" 2>&1
     local m
     for m in ${PROFILE_W8A16_MS-1 64}; do
       room 40 "ncu w8a16 m=$m" || continue

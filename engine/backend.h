@@ -87,7 +87,8 @@ typedef struct mt_backend_ops {
      * bf16; FP32 otherwise, or with MANTISSA_CUDA_ACT16=0). set_act_format:
      * the type of the buffers the ops the calling thread issues next take:
      * embed writes, layernorm, gemm and attention read and write, mean_pool
-     * reads (its output stays FP32) rows of that type. The pointers keep
+     * reads (its output stays FP32) rows of that type, and gemm's bias is
+     * of that type too (LayerNorm's gamma and beta stay FP32). The pointers keep
      * their float * type and the ops their element counts, so buffers sized
      * for FP32 are large enough; in a 16-bit forward gemm refuses weights of
      * another precision. A forward sets it before its first op and sets

@@ -27,6 +27,7 @@
 #include "engine/quant/quant.h"
 #include "engine/weights/safetensors.h"
 #include "engine/text/tokenizer.h"
+#include "engine/numfmt.h"
 #include "models/encoder_internal.h"
 
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
@@ -288,6 +289,39 @@ static mt_act_format pick_act_format(const enc_model *m)
     return op->act_format(m->be, p);
 }
 
+/* A 16-bit forward's GEMMs take their bias in the activation type
+ * (backend.h): each layer's four biases, rounded once, made at load. */
+static mt_status make_bias16(enc_model *m, mt_err *err)
+{
+    const mt_backend_ops *op = m->be->ops;
+    const nf_format fmt = m->actf == MT_ACTF_BF16 ? NF_BF16 : NF_F16;
+    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate;
+    const size_t len[4] = {3 * h, h, in, h}, most = 3 * h > in ? 3 * h : in;
+    float *host = malloc(sizeof(float) * most);
+    uint16_t *codes = malloc(sizeof(uint16_t) * most);
+    mt_status st = host && codes ? MT_OK : mt_fail(err, MT_ENOMEM, "out of memory");
+    for (int l = 0; l < m->cfg.layers && st == MT_OK; l++) {
+        enc_layer *L = &m->layer[l];
+        const float *b32[4] = {L->b_qkv, L->b_attn_out, L->b_inter, L->b_out};
+        for (int g = 0; g < 4 && st == MT_OK; g++) {
+            if (!b32[g])
+                continue;
+            if (!(L->b16[g] = op->alloc(m->be, sizeof(uint16_t) * len[g]))) {
+                st = mt_fail(err, MT_ENOMEM, "out of %s memory", m->be->device);
+                break;
+            }
+            m->other_bytes += sizeof(uint16_t) * len[g];
+            if ((st = op->download(m->be, host, b32[g], sizeof(float) * len[g], err)) ||
+                (st = nf_encode(fmt, host, codes, len[g], 1.0f, err)))
+                break;
+            st = op->upload(m->be, L->b16[g], codes, sizeof(uint16_t) * len[g], err);
+        }
+    }
+    free(host);
+    free(codes);
+    return st;
+}
+
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
                       const mt_model_opts *opts, enc_model **out, mt_err *err)
 {
@@ -339,7 +373,10 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     if (st != MT_OK)
         goto fail;
     st_close(f);
+    f = NULL;
     m->actf = pick_act_format(m);
+    if (m->actf != MT_ACTF_F32 && (st = make_bias16(m, err)) != MT_OK)
+        goto fail;
     m->base.ops = &enc_ops;
     m->base.info = (mt_model_info){.arch = a->model_type,
                                    .hidden = m->cfg.hidden,
@@ -383,8 +420,8 @@ static void enc_free(mt_model *base)
         for (int l = 0; l < m->cfg.layers; l++) {
             enc_layer *L = &m->layer[l];
             mt_weight *w[] = {L->qkv, L->attn_out, L->inter, L->out};
-            float *v[] = {L->b_qkv, L->b_attn_out, L->b_inter, L->b_out,
-                          L->ln1_g, L->ln1_b,      L->ln2_g,   L->ln2_b};
+            void *v[] = {L->b_qkv, L->b_attn_out, L->b_inter, L->b_out, L->ln1_g, L->ln1_b,
+                         L->ln2_g, L->ln2_b,      L->b16[0],  L->b16[1], L->b16[2], L->b16[3]};
             for (size_t i = 0; i < sizeof w / sizeof *w; i++)
                 if (w[i])
                     be->ops->weight_destroy(be, w[i]);
@@ -510,6 +547,7 @@ typedef struct {
     int32_t *ids, *off;         /* (rows) token ids; nseq + 1 offsets */
     float *x, *qkv, *ctx, *mid; /* (rows, h) (rows, 3h) (rows, h) (rows, i) */
     float *pooled;              /* (nseq, h) */
+    int act16;                  /* rows in the model's 16-bit actf (run) */
 } fwd_bufs;
 
 /* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
@@ -535,20 +573,23 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
 
     for (int l = 0; l < nlayers; l++) {
         const enc_layer *L = &m->layer[l];
+        /* a 16-bit forward's biases are in its type (backend.h) */
+        const float *bq = b->act16 ? L->b16[0] : L->b_qkv, *bo = b->act16 ? L->b16[1] : L->b_attn_out,
+                    *bi = b->act16 ? L->b16[2] : L->b_inter, *bd = b->act16 ? L->b16[3] : L->b_out;
         /* self-attention, then residual + LayerNorm */
         if ((st = record(m, l, 0, x, t, h, err)) ||
-            (st = op->gemm(be, x, t, L->qkv, L->b_qkv, MT_ACT_NONE, qkv, err)) ||
+            (st = op->gemm(be, x, t, L->qkv, bq, MT_ACT_NONE, qkv, err)) ||
             (st = op->attention(be, qkv, d_off, nseq, c->heads, h / c->heads, m->pos_bias,
                                         m->maxrel, ctx, err)) ||
             (st = record(m, l, 1, ctx, t, h, err)) ||
-            (st = op->gemm(be, ctx, t, L->attn_out, L->b_attn_out, MT_ACT_NONE, qkv, err)) ||
+            (st = op->gemm(be, ctx, t, L->attn_out, bo, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln1_g, L->ln1_b, t, h, c->eps, x, err)))
             return st;
         /* MLP, then residual + LayerNorm */
         if ((st = record(m, l, 2, x, t, h, err)) ||
-            (st = op->gemm(be, x, t, L->inter, L->b_inter, MT_ACT_GELU, mid, err)) ||
+            (st = op->gemm(be, x, t, L->inter, bi, MT_ACT_GELU, mid, err)) ||
             (st = record(m, l, 3, mid, t, in, err)) ||
-            (st = op->gemm(be, mid, t, L->out, L->b_out, MT_ACT_NONE, qkv, err)) ||
+            (st = op->gemm(be, mid, t, L->out, bd, MT_ACT_NONE, qkv, err)) ||
             (st = op->layernorm(be, qkv, x, L->ln2_g, L->ln2_b, t, h, c->eps, x, err)))
             return st;
     }
@@ -558,13 +599,13 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
 /* The plain forward: buffers allocated for these t tokens, inputs uploaded,
  * the ops issued as they come, the buffers freed. */
 static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                           int t, int nlayers, bool pool, float *out, float *norms,
+                           int t, int nlayers, bool pool, int act16, float *out, float *norms,
                            mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     mt_backend *be = m->be;
     const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate;
-    fwd_bufs b = {0};
+    fwd_bufs b = {.act16 = act16};
     b.ids = op->alloc(be, sizeof(int32_t) * ((size_t)t + nseq + 1));
     b.x = op->alloc(be, sizeof(float) * t * h);
     b.qkv = op->alloc(be, sizeof(float) * t * 3 * h);
@@ -612,8 +653,8 @@ static int capturable(const enc_model *m, const int32_t *ids, int t, int nlayers
  * replayed after; pooling and the download run after the replay. *ran is
  * false when the backend records nothing now (then run the plain one). */
 static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                           int t, const mt_fwd_plan *p, float *out, float *norms, bool *ran,
-                           mt_err *err)
+                           int t, const mt_fwd_plan *p, int act16, float *out, float *norms,
+                           bool *ran, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate, tc = p->t_cap;
@@ -637,7 +678,8 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
         return st;
     char *a = arena;
     const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, (float *)(a + at[1]), (float *)(a + at[2]),
-                        (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5])};
+                        (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5]),
+                        act16};
     if (!replay && (st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err))) {
         op->graph_end(m->be, true, NULL); /* drops the recording; keeps err */
         return st;
@@ -683,9 +725,9 @@ static mt_status run(enc_model *m, const int32_t *ids, const int32_t *offsets, i
     bool ran = false;
     mt_status st = MT_OK;
     if (p.graph)
-        st = run_graph(m, ids, offsets, nseq, t, &p, out, norms, &ran, err);
+        st = run_graph(m, ids, offsets, nseq, t, &p, act16, out, norms, &ran, err);
     if (st == MT_OK && !ran)
-        st = run_eager(m, ids, offsets, nseq, t, nlayers, pool, out, norms, err);
+        st = run_eager(m, ids, offsets, nseq, t, nlayers, pool, act16, out, norms, err);
     if (act16)
         op->set_act_format(m->be, MT_ACTF_F32);
     return st;

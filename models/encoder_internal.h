@@ -19,6 +19,7 @@
 typedef struct {
     mt_weight *qkv, *attn_out, *inter, *out; /* (3h,h) (h,h) (i,h) (h,i) */
     float *b_qkv, *b_attn_out, *b_inter, *b_out;
+    void *b16[4]; /* the four biases in the 16-bit activation type (actf), or NULL */
     float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
 } enc_layer;
 

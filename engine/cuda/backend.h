@@ -139,7 +139,7 @@ typedef struct {
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_16_io;   /* of lt_16, on 16-bit activations in and out (MANTISSA_CUDA_ACT16) */
     long bias_pass;  /* of lt_16_io, GEMMs whose bias (and GELU) ran as a pass after it:
-                      * cuBLASLt had no algorithm with an FP32 bias on a 16-bit output */
+                      * cuBLASLt had no algorithm with that epilogue */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
     long ws_grows;     /* split-K workspace reallocations, any thread (cached graphs are

@@ -108,25 +108,12 @@ static mt_status lt_plan_make(cu_ctx *c, lt_plan *p, const lt_key *key, const fl
         LT(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     }
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    if (key->dt != KCU_DT_F32 && (key->epi & LT_EPI_BIAS)) {
-        /* the bias stays FP32 beside a 16-bit D (by default it would be D's
-         * type); where cuBLASLt takes no such bias, "no algorithm": the
-         * caller adds it in a pass */
-        const int32_t bt = CUDA_R_32F;
-        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
-                                           sizeof bt) != CUBLAS_STATUS_SUCCESS) {
-            s = CUBLAS_STATUS_NOT_SUPPORTED;
-            goto answer;
-        }
-    }
     if (key->kind == LK_E4M3 && (s = lt_set_outer_vec(p, a_scale, b_scale)) != CUBLAS_STATUS_SUCCESS)
         goto answer;
     LT(cublasLtMatrixLayoutCreate(&p->a, ab, key->k, key->n, key->lda));
     LT(cublasLtMatrixLayoutCreate(&p->b, ab, key->k, key->m, key->ldb));
     LT(cublasLtMatrixLayoutCreate(&p->d, dt, key->n, key->m, key->n));
     s = lt_heuristic(c, p);
-    if (s != CUBLAS_STATUS_SUCCESS && key->dt != KCU_DT_F32 && (key->epi & LT_EPI_BIAS))
-        s = CUBLAS_STATUS_NOT_SUPPORTED; /* whatever the refusal of an FP32 bias: the pass */
 answer:
     if (s == CUBLAS_STATUS_SUCCESS)
         p->state = 1;
@@ -175,11 +162,11 @@ static mt_status lt_refuse(lt_plan *p, cublasStatus_t s, int m, int n, int k, mt
 }
 
 /* y (m, n) = x B-side (m, k, ldb) times W A-side (n, k, lda)^T [+ bias]
- * [then cuBLASLt's GELU, the tanh approximation, when gelu], y of type yt
- * (kcu_dtype; the bias is FP32 in every case); MT_EUNSUPPORTED when
- * cuBLASLt has no algorithm (callers may fall back). */
+ * [then cuBLASLt's GELU, the tanh approximation, when gelu], y and bias of
+ * type yt (kcu_dtype); MT_EUNSUPPORTED when cuBLASLt has no algorithm
+ * (callers may fall back). */
 static mt_status lt_gemm_t(cu_ctx *c, lt_kind kind, const void *w, int lda, const void *x,
-                           int ldb, int m, int n, int k, const float *bias, int gelu,
+                           int ldb, int m, int n, int k, const void *bias, int gelu,
                            const float *a_scale, const float *b_scale, void *y, int yt,
                            mt_err *err)
 {
@@ -410,13 +397,13 @@ done:
 }
 
 /* A 16-bit weight on 16-bit activations (a forward in set_act_format's
- * f16 or bf16, the weight of the same type): x (m, k) and y (m, n) rows as
- * the ops between GEMMs keep them, so nothing is converted. The bias (FP32)
- * and GELU (MANTISSA_CUDA_GELU=tanh, the default) in cuBLASLt's epilogue;
- * where cuBLASLt has no such algorithm, the plain GEMM and one pass for
- * bias and GELU (erf) over y. */
+ * f16 or bf16, the weight of the same type): x (m, k), y (m, n) and the
+ * bias (n) in that type, as the ops between GEMMs keep them, so nothing is
+ * converted. The bias and GELU (MANTISSA_CUDA_GELU=tanh, the default) in
+ * cuBLASLt's epilogue; where cuBLASLt has no such algorithm, the plain GEMM
+ * and one pass for bias and GELU (erf) over y. */
 static mt_status gemm_16_io(cu_ctx *c, const cu_weight *w, bool bf, const void *x, int m,
-                            const float *bias, mt_act act, void *y, mt_err *err)
+                            const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     cu_backend *b = c->be;

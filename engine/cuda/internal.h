@@ -90,7 +90,7 @@ typedef enum { LK_F32, LK_TF32, LK_F16, LK_BF16, LK_E4M3 } lt_kind;
 typedef struct {
     int kind, n, k, m, lda, ldb;
     int epi; /* epilogue: LT_EPI_BIAS and/or LT_EPI_GELU bits */
-    int dt;  /* D's type, kcu_dtype: FP32, or f16/bf16 with an FP32 bias */
+    int dt;  /* D's (and the bias's) type, kcu_dtype */
 } lt_key;
 enum { LT_EPI_BIAS = 1, LT_EPI_GELU = 2 };
 

@@ -225,7 +225,9 @@ cudaError_t kcu_attention_bias(const float *qkv, const int32_t *offsets, int nse
  * or bf16 between ops, as the 16-bit GEMMs read and write them; every sum,
  * statistic and GELU in FP32, each result rounded once (to nearest even).
  * Parameters, layouts and aliasing as the FP32 launchers above; gamma,
- * beta, bias, the embedding tables and the pooled output stay FP32.
+ * beta, the embedding tables and the pooled output stay FP32, a GEMM's
+ * bias is of the row type (as cuBLASLt's epilogue takes it beside a 16-bit
+ * output).
  * ======================================================================== */
 
 typedef enum { KCU_DT_F32 = 0, KCU_DT_F16 = 1, KCU_DT_BF16 = 2 } kcu_dtype;
@@ -247,9 +249,10 @@ cudaError_t kcu_layernorm_16(const void *x, const void *res, const float *gamma,
 cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets, int nseq, int h,
                              int normalize, float *out, cudaStream_t stream);
 
-/* y (m, n) 16-bit = round(act(y + bias)), bias FP32 (may be NULL): the GEMM
- * epilogue where cuBLASLt has none for a plan. */
-cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const float *bias,
+/* y (m, n) = round(act(y + bias)), y and bias (n, may be NULL) 16-bit of
+ * type dt, the sum and GELU in FP32: the GEMM epilogue where cuBLASLt has
+ * none for a plan. */
+cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const void *bias,
                             kcu_act act, cudaStream_t stream);
 
 /* kcu_attention_bias on qkv and out of type dt (KCU_DT_F32: the same as

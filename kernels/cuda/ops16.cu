@@ -1,6 +1,6 @@
 /* ops16.cu: the encoder's memory-bound kernels on 16-bit activations
  * (issue 24, item 1): embedding, residual + LayerNorm, mean pooling and the
- * bias/GELU fallback read and write f16 or bf16 rows, so that an fp16 or
+ * bias/GELU fallback read and write f16 or bf16 rows (the bias too), so that an fp16 or
  * bf16 forward moves half the bytes between ops and needs no FP32 -> 16-bit
  * conversion before each GEMM. Arithmetic is FP32 throughout (sums,
  * statistics, GELU), each stored value rounded once to nearest even: the
@@ -247,11 +247,12 @@ __global__ void mean_pool16_kernel(const T *x, const int32_t *offsets, int h, in
         o[c] *= k;
 }
 
-/* y = round(act(y + bias)) on 16-bit y, eight values per thread per step
- * (n % 8 == 0, y and bias rows 16-byte aligned), grid-strided over m * n/8. */
+/* y = round(act(y + bias)) on 16-bit y and bias, eight values per thread
+ * per step (n % 8 == 0, y rows and bias 16-byte aligned), grid-strided
+ * over m * n/8; the sum in FP32. */
 template <typename T>
 __global__ void bias_act16_vec_kernel(uint4 *y, int ldy8, unsigned m, unsigned n8,
-                                      const float4 *bias, int gelu)
+                                      const uint4 *bias, int gelu)
 {
     const size_t total = (size_t)m * n8;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
@@ -261,9 +262,11 @@ __global__ void bias_act16_vec_kernel(uint4 *y, int ldy8, unsigned m, unsigned n
         float f[8];
         unpack8<T>(*p, f);
         if (bias) {
-            const float4 b0 = bias[2 * c], b1 = bias[2 * c + 1];
-            f[0] += b0.x, f[1] += b0.y, f[2] += b0.z, f[3] += b0.w;
-            f[4] += b1.x, f[5] += b1.y, f[6] += b1.z, f[7] += b1.w;
+            float bb[8];
+            unpack8<T>(bias[c], bb);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                f[j] += bb[j];
         }
         if (gelu) {
 #pragma unroll
@@ -275,12 +278,12 @@ __global__ void bias_act16_vec_kernel(uint4 *y, int ldy8, unsigned m, unsigned n
 }
 
 template <typename T>
-__global__ void bias_act16_kernel(T *y, int ldy, int m, int n, const float *bias, int gelu)
+__global__ void bias_act16_kernel(T *y, int ldy, int m, int n, const T *bias, int gelu)
 {
     for (int r = blockIdx.y; r < m; r += gridDim.y)
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
             T *p = y + (size_t)r * ldy + c;
-            float v = e16<T>::ld(*p) + (bias ? bias[c] : 0.f);
+            float v = e16<T>::ld(*p) + (bias ? e16<T>::ld(bias[c]) : 0.f);
             *p = e16<T>::st(gelu ? gelu_erf(v) : v);
         }
 }
@@ -323,20 +326,20 @@ cudaError_t layernorm16(const void *x, const void *res, const float *gamma, cons
 }
 
 template <typename T>
-cudaError_t bias_act16(void *y, int ldy, int m, int n, const float *bias, int gelu,
+cudaError_t bias_act16(void *y, int ldy, int m, int n, const void *bias, int gelu,
                        cudaStream_t stream)
 {
     if (n % 8 == 0 && ldy % 8 == 0 && aligned(y, 16) && aligned(bias, 16) &&
         (long)m * (n / 8) < INT_MAX)
         bias_act16_vec_kernel<T><<<grid_1d((long)m * (n / 8)), THREADS, 0, stream>>>(
             static_cast<uint4 *>(y), ldy / 8, (unsigned)m, (unsigned)(n / 8),
-            reinterpret_cast<const float4 *>(bias), gelu);
+            static_cast<const uint4 *>(bias), gelu);
     else {
         unsigned gx = (unsigned)((n + THREADS - 1) / THREADS);
         gx = gx < 1 ? 1 : gx > 64 ? 64 : gx;
         const dim3 grid(gx, (unsigned)(m > 65535 ? 65535 : m));
-        bias_act16_kernel<T><<<grid, THREADS, 0, stream>>>(static_cast<T *>(y), ldy, m, n, bias,
-                                                           gelu);
+        bias_act16_kernel<T><<<grid, THREADS, 0, stream>>>(static_cast<T *>(y), ldy, m, n,
+                                                           static_cast<const T *>(bias), gelu);
     }
     return cudaGetLastError();
 }
@@ -398,7 +401,7 @@ extern "C" cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32
 }
 
 extern "C" cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n,
-                                       const float *bias, kcu_act act, cudaStream_t stream)
+                                       const void *bias, kcu_act act, cudaStream_t stream)
 {
     if (m <= 0 || n <= 0 || (!bias && act == KCU_ACT_NONE))
         return cudaSuccess;

@@ -278,7 +278,7 @@ static void gelu_epilogue_within_tolerance(void)
 }
 
 /* A forward on 16-bit activations (backend.h set_act_format): fp16 and bf16
- * GEMMs read and write 16-bit rows, the FP32 bias and GELU (tanh, in the
+ * GEMMs read and write 16-bit rows, the bias of that type and GELU (tanh, in the
  * epilogue, or erf in the fallback pass) included, against FP64 on the
  * decoded inputs; every such GEMM is counted as on 16-bit activations; a
  * weight of another type, or widths that are not multiples of 8, are
@@ -307,6 +307,7 @@ static void act16_gemm_matches_fp64(void)
                 float *w = malloc(sizeof(float) * (size_t)n * k), *deq = malloc(sizeof(float) * (size_t)n * k);
                 float *xf = malloc(sizeof(float) * (size_t)m * k), *bias = malloc(sizeof(float) * n);
                 uint16_t *xh = malloc(2 * (size_t)m * k), *yh = malloc(2 * (size_t)m * n);
+                uint16_t *bh = malloc(2 * (size_t)n);
                 float *y = malloc(sizeof(float) * (size_t)m * n);
                 double *ref = malloc(sizeof(double) * (size_t)m * n);
                 void *q = malloc(mt_quant_data_bytes((mt_precision)p, n, k) + 16);
@@ -317,8 +318,10 @@ static void act16_gemm_matches_fp64(void)
                     xh[j] = bf ? nf_f32_to_bf16(v) : nf_f32_to_f16(v);
                     xf[j] = bf ? nf_bf16_to_f32(xh[j]) : nf_f16_to_f32(xh[j]);
                 }
-                for (int j = 0; j < n; j++)
-                    bias[j] = gt_unif(-0.5f, 0.5f);
+                for (int j = 0; j < n; j++) { /* the bias in the activation type (backend.h) */
+                    bh[j] = bf ? nf_f32_to_bf16(gt_unif(-0.5f, 0.5f)) : nf_f32_to_f16(gt_unif(-0.5f, 0.5f));
+                    bias[j] = bf ? nf_bf16_to_f32(bh[j]) : nf_f16_to_f32(bh[j]);
+                }
                 mt_weight *wt = NULL;
                 mt_status st = mt_quantize(w, n, k, (mt_precision)p, NULL, q, NULL, &err);
                 if (st == MT_OK) {
@@ -333,14 +336,14 @@ static void act16_gemm_matches_fp64(void)
                         ref[(size_t)r * n + j] = gelu ? gelu_ref(acc) : acc;
                     }
                 void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
-                float *db = op->alloc(be, sizeof(float) * n);
+                void *db = op->alloc(be, 2 * (size_t)n);
                 for (size_t j = 0; j < (size_t)m * n; j++)
                     yh[j] = bf ? 0x7fc0 : 0x7e00; /* NaN: poison */
                 mt_cuda_counts c0, c1;
                 mt_cuda_get_counts(be, &c0);
                 if (st == MT_OK && !(st = op->upload(be, dx, xh, 2 * (size_t)m * k, &err)) &&
                     !(st = op->upload(be, dy, yh, 2 * (size_t)m * n, &err)) &&
-                    !(st = op->upload(be, db, bias, sizeof(float) * n, &err))) {
+                    !(st = op->upload(be, db, bh, 2 * (size_t)n, &err))) {
                     op->set_act_format(be, bf ? MT_ACTF_BF16 : MT_ACTF_F16);
                     st = op->gemm(be, dx, m, wt, db, gelu ? MT_ACT_GELU : MT_ACT_NONE, dy, &err);
                     op->set_act_format(be, MT_ACTF_F32);
@@ -362,7 +365,8 @@ static void act16_gemm_matches_fp64(void)
                 op->free(be, dx), op->free(be, dy), op->free(be, db);
                 if (wt)
                     op->weight_destroy(be, wt);
-                free(w), free(deq), free(xf), free(bias), free(xh), free(yh), free(y), free(ref), free(q);
+                free(w), free(deq), free(xf), free(bias), free(xh), free(yh), free(bh), free(y), free(ref),
+                    free(q);
             }
     }
     /* refusals: another weight type in an f16 forward, a width not a multiple of 8 */

@@ -2,7 +2,7 @@
  * (kernels/cuda/ops16.cu and attention.cu's 16-bit instantiations), f16 and
  * bf16, against references computed on the host from the same decoded
  * inputs: the embedding bit-exactly (one FP32 sum, one rounding), LayerNorm,
- * pooling, bias + GELU and attention in FP64, within the rounding of the
+ * pooling, bias + GELU (a 16-bit bias) and attention in FP64, within the rounding of the
  * 16-bit output (half an ulp of the output, plus the FP32 arithmetic's
  * drift). Inputs are fresh random numbers each run, outputs poisoned with
  * NaN codes before every launch; each shape runs aliased and not, with and
@@ -263,20 +263,18 @@ static void bias_act16_matches_fp64(kcu_dtype dt)
     for (int i = 0; i < (quick ? 2 : 5); i++) {
         const int n = ns[i], m = gt_randint(1, 200), gelu = i != 1, with_bias = i != 3;
         const size_t len = (size_t)m * n;
-        uint16_t *yu = malloc(2 * len), *ou = malloc(2 * len);
+        uint16_t *yu = malloc(2 * len), *ou = malloc(2 * len), *bu = malloc(2 * (size_t)n);
         float *y = malloc(sizeof(float) * len), *bias = malloc(sizeof(float) * n);
         double *ref = malloc(sizeof(double) * len);
         rand16(yu, y, len, -4.f, 4.f, dt);
-        for (int c = 0; c < n; c++)
-            bias[c] = gt_unif(-1, 1);
+        rand16(bu, bias, n, -1.f, 1.f, dt);
         for (size_t j = 0; j < len; j++) {
             const double v = (double)y[j] + (with_bias ? bias[j % n] : 0);
             ref[j] = gelu ? gelu_ref(v) : v;
         }
-        void *dy = dmalloc(2 * len);
-        float *db = dmalloc(sizeof(float) * n);
+        void *dy = dmalloc(2 * len), *db = dmalloc(2 * (size_t)n);
         CUDA_OK(cudaMemcpy(dy, yu, 2 * len, cudaMemcpyHostToDevice));
-        CUDA_OK(cudaMemcpy(db, bias, sizeof(float) * n, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(db, bu, 2 * (size_t)n, cudaMemcpyHostToDevice));
         CUDA_OK(kcu_bias_act_16(dy, dt, n, m, n, with_bias ? db : NULL,
                                 gelu ? KCU_ACT_GELU : KCU_ACT_NONE, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
@@ -285,7 +283,7 @@ static void bias_act16_matches_fp64(kcu_dtype dt)
         const double w = worst16(ou, ref, len, dt, 1.0, 1e-6, &at);
         CHECK(w <= 1.0, "bias+act %s m=%d n=%d gelu=%d bias=%d: element %zu is %.7g, reference %.7g",
               dt_name(dt), m, n, gelu, with_bias, at, dec16(ou[at], dt), ref[at]);
-        free(yu), free(ou), free(y), free(bias), free(ref), cudaFree(dy), cudaFree(db);
+        free(yu), free(ou), free(bu), free(y), free(bias), free(ref), cudaFree(dy), cudaFree(db);
     }
 }
 
