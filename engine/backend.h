@@ -133,7 +133,8 @@ typedef struct mt_backend_ops {
      *   graph_begin(be, key, bytes, in, in_bytes, &arena, &replay, err);
      *   if arena is NULL: nothing is recorded now (e.g. MANTISSA_CUDA_DEBUG_SYNC=1):
      *       run the forward as usual; no graph_end.
-     *   else: in (in_bytes of host memory) has been copied to the start of
+     *   else: in (in_bytes of pageable host memory, free to reuse on return)
+     *       is copied to the start of
      *       arena (bytes of backend memory, the calling thread's); take every
      *       buffer of the forward from arena; if !replay, issue the ops;
      *       graph_end(be, failed, err), also after a failed op (failed true:

@@ -522,10 +522,11 @@ static void normalize_rows(float *out, int nseq, int h, bool normalize, float *n
 
 /* The end of a forward: the hidden states x (t, h) as they are (pool
  * false), or pooled (mean on the backend, or CLS) into out, with their
- * norms (may be NULL) and normalised as the model says. */
+ * norms (may be NULL) and normalised as the model says. ready: pooled
+ * already holds the means (the recorded forward pools inside its graph). */
 static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
-                        const int32_t *offsets, int nseq, int t, bool pool, float *pooled,
-                        float *out, float *norms, mt_err *err)
+                        const int32_t *offsets, int nseq, int t, bool pool, bool ready,
+                        float *pooled, float *out, float *norms, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     const int h = m->cfg.hidden;
@@ -534,7 +535,7 @@ static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
         return op->download(m->be, out, x, sizeof(float) * (size_t)t * h, err);
     if (m->cfg.pool_cls)
         st = cls_pool(m, x, offsets, nseq, out, err);
-    else if ((st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
+    else if (ready || (st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
         st = op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
     if (st == MT_OK)
         normalize_rows(out, nseq, h, m->cfg.normalize, norms);
@@ -622,7 +623,7 @@ static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offs
         (st = op->upload(be, b.off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) ||
         (st = encode(m, ids, offsets, nseq, t, nlayers, &b, err)))
         goto done;
-    st = finish(m, b.x, b.off, offsets, nseq, t, pool, b.pooled, out, norms, err);
+    st = finish(m, b.x, b.off, offsets, nseq, t, pool, false, b.pooled, out, norms, err);
 
 done:
     op->free(be, b.ids);
@@ -680,13 +681,19 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
     const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, (float *)(a + at[1]), (float *)(a + at[2]),
                         (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5]),
                         act16};
-    if (!replay && (st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err))) {
+    /* mean pooling is part of the recording (one launch fewer per replay;
+     * nseq is in the key, the offsets in the arena); CLS pooling downloads
+     * rows after it */
+    const bool mean = !m->cfg.pool_cls;
+    if (!replay &&
+        ((st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err)) ||
+         (mean && (st = op->mean_pool(m->be, b.x, b.off, nseq, (int)h, false, b.pooled, err))))) {
         op->graph_end(m->be, true, NULL); /* drops the recording; keeps err */
         return st;
     }
     if ((st = op->graph_end(m->be, false, err)) != MT_OK)
         return st;
-    return finish(m, b.x, b.off, offsets, nseq, t, true, b.pooled, out, norms, err);
+    return finish(m, b.x, b.off, offsets, nseq, t, true, mean, b.pooled, out, norms, err);
 }
 
 /* Embeddings, then the first nlayers layers; then either pooling into out

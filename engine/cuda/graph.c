@@ -268,8 +268,11 @@ static mt_status arena_ensure(cu_ctx *c, size_t bytes, mt_err *err)
 }
 
 /* backend.h's graph_begin: "not now" (arena NULL) when graphs are off or
- * under MANTISSA_CUDA_DEBUG_SYNC; else the arena, the inputs copied into it
- * (synchronously, as ->upload: in may be freed on return), and begin. */
+ * under MANTISSA_CUDA_DEBUG_SYNC; else the arena, the inputs copied into it,
+ * and begin. in is pageable host memory: cudaMemcpyAsync has staged it when
+ * it returns (in may be freed), and the copy is ordered before the replay
+ * on the stream, so the host does not wait for it (it did until 2026-11-27:
+ * a round trip per batch-1 forward). */
 mt_status cu_graph_begin_op(mt_backend *be, unsigned long long key, size_t bytes, const void *in,
                             size_t in_bytes, void **arena, bool *replay, mt_err *err)
 {
@@ -289,7 +292,6 @@ mt_status cu_graph_begin_op(mt_backend *be, unsigned long long key, size_t bytes
         return st;
     if (in_bytes) {
         CU(cudaMemcpyAsync(c->arena, in, in_bytes, cudaMemcpyHostToDevice, c->stream));
-        CU(cudaStreamSynchronize(c->stream));
     }
     if ((st = graph_begin_ctx(c, key, b->opts.graphs == 2, replay, err)) == MT_OK)
         *arena = c->arena;
