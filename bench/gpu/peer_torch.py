@@ -42,13 +42,20 @@ def main():
     rows = json.load(open(args.ids))
     ids_all = torch.tensor(rows, dtype=torch.long, device="cuda")
     # .half() rather than the dtype argument, whose name differs across transformers versions
-    model = AutoModel.from_pretrained(args.model, attn_implementation="sdpa").half().cuda().eval()
+    try:
+        model = AutoModel.from_pretrained(args.model, attn_implementation="sdpa")
+        attention = "sdpa"
+    except (ValueError, ImportError) as e:  # an architecture without SDPA (MPNet in some versions)
+        print("peer_torch: no SDPA for this model (%s); eager attention" % e, file=sys.stderr)
+        model = AutoModel.from_pretrained(args.model)
+        attention = "eager"
+    model = model.half().cuda().eval()
     assert next(model.parameters()).dtype == torch.float16
     if args.compile:
         model = torch.compile(model, backend="inductor", dynamic=False)
     energy, energy_note = nvml_energy()
     out = {"peer": "pytorch-compile" if args.compile else "pytorch", "torch": torch.__version__, "device": torch.cuda.get_device_name(0),
-           "dtype": "float16", "attention": "sdpa", "energy": energy_note, "results": []}
+           "dtype": "float16", "attention": attention, "energy": energy_note, "results": []}
 
     @torch.inference_mode()
     def forward(ids):

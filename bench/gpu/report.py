@@ -85,6 +85,29 @@ def gemm_targets(g):
     return lines
 
 
+def mpnet_section(w):
+    """MPNet's shapes on generated weights (the mpnet phase): e2e beside the
+    PyTorch FP16 peer on the same weights."""
+    e = load_json(os.path.join(w, "e2e-mpnet.json"))
+    if not e:
+        return
+    peer = load_json(os.path.join(w, "peer-mpnet.json"))
+    pres = {r["batch"]: r for r in (peer or {}).get("results", [])}
+    print("## MPNet's shapes (all-mpnet-base-v2, weights generated from a seed), 128 tokens per sentence\n")
+    if peer:
+        print("- peer: PyTorch %s, transformers FP16 (%s attention), the same generated weights and ids\n" % (
+            peer.get("torch"), peer.get("attention")))
+    print("| precision | batch | sentences/s | vs PyTorch FP16 |")
+    print("|---|---|---|---|")
+    for r in e["results"]:
+        p = pres.get(r["batch"])
+        print("| %s | %d | %.1f | %s |" % (r["precision"], r["batch"], r["sentences_per_s"],
+                                         "%.2fx" % (r["sentences_per_s"] / p["sentences_per_s"]) if p else "n/a"))
+    for b, p in sorted(pres.items()):
+        print("| PyTorch fp16 | %d | %.1f | 1.00x |" % (b, p["sentences_per_s"]))
+    print()
+
+
 def act32_section(w, e):
     """The fp16/bf16 rows again with MANTISSA_CUDA_ACT16=0 (FP32 activations
     between ops, converted before each GEMM), against the default rows of the
@@ -195,6 +218,7 @@ def main():
         act32_section(w, e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
+    mpnet_section(w)
     serve_section(w, a.phases)
     logs_section(w)
 
