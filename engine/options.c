@@ -46,8 +46,9 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                                 "GPU: feed the W8A16 tensor cores bf16 (0: f16)"},
     [MT_OPT_CUDA_W8A16_KERNEL] = {"MANTISSA_CUDA_W8A16_KERNEL", "MT_CUDA_W8A16_KERNEL",
                                   MT_OPT_CHOICE, "auto|staged|direct", 0, 0, "auto",
-                                  "GPU: the fused kernel for m <= 16 (auto: staged; direct: "
-                                  "weights into registers, not yet run on a GPU)"},
+                                  "GPU: the fused kernel for m <= 16 (auto: direct, weights "
+                                  "into registers, up to the m the load measured it faster at "
+                                  "per weight shape, else staged)"},
     [MT_OPT_CUDA_GELU] = {"MANTISSA_CUDA_GELU", "MT_CUDA_GELU", MT_OPT_CHOICE, "erf|tanh", 0, 0,
                           "tanh",
                           "GPU: GELU after a 16-bit GEMM: tanh (cuBLASLt's epilogue, the tanh "

@@ -91,8 +91,10 @@
  *   MANTISSA_CUDA_ACT16=0|1                 fp16/bf16 models keep their activations in 16
  *                                     bits between ops (1, default; backend.h act_format)
  *   MANTISSA_CUDA_W8A16_KERNEL=auto|staged|direct  the fused kernel for m <= 16: staged
- *                                     (auto, measured) or direct (weights into registers, not
- *                                     yet run on a GPU; bitwise the same results)
+ *                                     or direct (weights into registers; bitwise the same
+ *                                     results); auto: direct up to the m at which the load
+ *                                     measured it faster for the weight's shape (H100: faster
+ *                                     on 4096x4096, slower on the 11008-wide shapes)
  *   MANTISSA_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
  *                                     asynchronous error names the op that caused it)
  *                                     and record no CUDA graphs (begin/end run the ops
@@ -132,7 +134,7 @@ typedef struct {
 /* How many GEMMs went down each path since the backend was made. */
 typedef struct {
     long fused;      /* W8A16 fused kernel */
-    long fused_direct; /* of which the direct kernel (MANTISSA_CUDA_W8A16_KERNEL=direct, m <= 16) */
+    long fused_direct; /* of which the direct kernel (m <= 16: measured faster, or asked for) */
     long lt_gelu_epi;  /* of lt_16, GEMMs whose GELU ran in cuBLASLt's epilogue (MANTISSA_CUDA_GELU=tanh) */
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */

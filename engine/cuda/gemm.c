@@ -263,15 +263,27 @@ static kcu_wtype codes_type(mt_precision p)
     return mt_prec(p)->format == NF_E4M3 ? KCU_W_E4M3 : KCU_W_INT8;
 }
 
-/* The W8A16 kernel, with this thread's split-K workspace. */
-static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                            const float *bias, mt_act act, float *y, mt_err *err)
+/* Which W8A16 kernel runs this weight at m: MANTISSA_CUDA_W8A16_KERNEL when
+ * it names one, else (auto) the direct kernel up to the m the load measured
+ * it faster at (tune_weight), the staged one above. */
+static int fused_kernel(const cu_ctx *c, const cu_weight *w, int m)
+{
+    const int k = c->be->opts.w8a16_kernel;
+    if (k != KCU_W8A16_AUTO)
+        return k;
+    return m <= w->direct_max_m ? KCU_W8A16_DIRECT : KCU_W8A16_STAGED;
+}
+
+/* The W8A16 kernel (kcu_w8a16_kernel kernel; < 0: fused_kernel's choice),
+ * with this thread's split-K workspace. */
+static mt_status gemm_fused_k(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                              const float *bias, mt_act act, float *y, int kernel, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     mt_status st = ws_ensure(c, err);
     if (st != MT_OK)
         return st;
-    const kcu_w8a16_opts ko = {.kernel = c->be->opts.w8a16_kernel};
+    const kcu_w8a16_opts ko = {.kernel = kernel < 0 ? fused_kernel(c, w, m) : kernel};
     CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
                           codes_type(pw->prec), pw->scales, bias,
                           act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
@@ -281,6 +293,12 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m
     if (kcu_w8a16_direct(m, &ko))
         atomic_fetch_add_explicit(&c->be->n_fused_direct, 1, memory_order_relaxed);
     return MT_OK;
+}
+
+static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                            const float *bias, mt_act act, float *y, mt_err *err)
+{
+    return gemm_fused_k(c, w, x, m, bias, act, y, -1, err);
 }
 
 /* 8-bit weight -> FP16 scratch (scale folded in), activations -> FP16,
@@ -342,14 +360,20 @@ static q8_path alt_path(const cu_weight *w)
 }
 
 /* Runs path pth as asked: MT_EUNSUPPORTED when cuBLASLt refuses W8A8. */
-static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                          const float *bias, mt_act act, float *y, mt_err *err)
+static mt_status run_path_k(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                            const float *bias, mt_act act, float *y, int kernel, mt_err *err)
 {
     if (pth == P_FUSED)
-        return gemm_fused(c, w, x, m, bias, act, y, err);
+        return gemm_fused_k(c, w, x, m, bias, act, y, kernel, err);
     if (pth == P_W8A8)
         return gemm_w8a8(c, w, x, m, bias, act, y, err);
     return gemm_dequant(c, w, x, m, bias, act, y, err);
+}
+
+static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                          const float *bias, mt_act act, float *y, mt_err *err)
+{
+    return run_path_k(c, w, pth, x, m, bias, act, y, -1, err);
 }
 
 /* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
@@ -487,12 +511,13 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
  * ====================================================================== */
 
 /* Median of 3 timed runs of path pth at m (after one untimed run), in ms;
- * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan. */
-static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                           const float *bias, float *y, double *ms_out, mt_err *err)
+ * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan.
+ * kernel: the W8A16 kernel of P_FUSED (< 0: fused_kernel's choice). */
+static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const float *x,
+                           int m, const float *bias, float *y, double *ms_out, mt_err *err)
 {
     float t[3];
-    mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err);
+    mt_status st = run_path_k(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
     if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
         atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
         *ms_out = NAN;
@@ -500,7 +525,7 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x,
     }
     for (int r = 0; r < 3 && st == MT_OK; r++) {
         CU(cudaEventRecord(c->ev0, c->stream));
-        if ((st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, err)) != MT_OK)
+        if ((st = run_path_k(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err)) != MT_OK)
             break;
         CU(cudaEventRecord(c->ev1, c->stream));
         CU(cudaEventSynchronize(c->ev1));
@@ -513,10 +538,12 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x,
     return MT_OK;
 }
 
-/* Times the fused kernel and the cuBLASLt path of this weight at m = 16,
- * 32, ... (as far as 64 MiB of activations allow), on pseudo-random data,
- * and keeps the crossover (kcu_pick_crossover). Shapes repeat across layers,
- * so results are cached per (precision, n, k). */
+/* Times the two fused kernels against each other at m = 1, 4, 16 and keeps
+ * the largest m the direct one runs (cup_pick_direct_max_m), then the fused
+ * kernel against the cuBLASLt path of this weight at m = 16, 32, ... (as far
+ * as 64 MiB of activations allow), on pseudo-random data, and keeps the
+ * crossover (kcu_pick_crossover). Shapes repeat across layers, so results
+ * are cached per (precision, n, k). */
 mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
 {
     static const int ms[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
@@ -534,6 +561,7 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     for (int i = 0; i < b->ntune; i++)
         if (b->tune[i].prec == prec && b->tune[i].n == n && b->tune[i].k == k) {
             w->crossover = b->tune[i].crossover;
+            w->direct_max_m = b->tune[i].direct_max_m;
             pthread_mutex_unlock(&b->mu);
             return MT_OK;
         }
@@ -557,9 +585,21 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bias), out);
     CU_GOTO(kcu_fill_f32(x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
     CU_GOTO(kcu_fill_f32(bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
+    /* first the W8A16 kernel for m <= 16: the direct one where it is at least
+     * DIRECT_MARGIN faster than the staged one (the same bits either way), so
+     * that the crossover below times the fused kernel this weight will run */
+    if (b->opts.w8a16_kernel == KCU_W8A16_AUTO) {
+        static const int dms[] = {1, 4, 16};
+        double ts[3], td[3];
+        for (int i = 0; i < 3; i++)
+            if ((st = time_path(c, w, P_FUSED, KCU_W8A16_STAGED, x, dms[i], bias, y, &ts[i], err)) ||
+                (st = time_path(c, w, P_FUSED, KCU_W8A16_DIRECT, x, dms[i], bias, y, &td[i], err)))
+                goto out;
+        w->direct_max_m = cup_pick_direct_max_m(dms, ts, td, 3, DIRECT_MARGIN);
+    }
     for (; done < cnt; done++) {
-        if ((st = time_path(c, w, P_FUSED, x, ms[done], bias, y, &tf[done], err)) ||
-            (st = time_path(c, w, alt_path(w), x, ms[done], bias, y, &ta[done], err)))
+        if ((st = time_path(c, w, P_FUSED, -1, x, ms[done], bias, y, &tf[done], err)) ||
+            (st = time_path(c, w, alt_path(w), -1, x, ms[done], bias, y, &ta[done], err)))
             goto out;
         alt_wins = ta[done] < tf[done] ? alt_wins + 1 : 0;
         if (alt_wins == 3) { /* assume it keeps winning at larger m */
@@ -570,7 +610,7 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     w->crossover = kcu_pick_crossover(ms, tf, ta, done);
     pthread_mutex_lock(&b->mu);
     if (b->ntune < TUNE_SLOTS)
-        b->tune[b->ntune++] = (tune_entry){prec, n, k, w->crossover};
+        b->tune[b->ntune++] = (tune_entry){prec, n, k, w->crossover, w->direct_max_m};
     pthread_mutex_unlock(&b->mu);
 out:
     scratch_free(c, x);

@@ -32,6 +32,9 @@ enum {
                               * forward has up to 8 batch sizes x 8 token buckets */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
 };
+/* The direct W8A16 kernel runs a weight's small-m GEMMs where it measured at
+ * least this much faster than the staged one (tune_weight) */
+#define DIRECT_MARGIN 0.03
 
 /* ========================================================================
  * errors
@@ -141,7 +144,7 @@ typedef struct cu_ctx {
 } cu_ctx;
 
 typedef struct {
-    int prec, n, k, crossover;
+    int prec, n, k, crossover, direct_max_m;
 } tune_entry;
 
 struct cu_backend {
@@ -172,6 +175,7 @@ typedef struct {
     mt_weight pub;
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     int crossover; /* 8-bit: m from which cuBLASLt is used */
+    int direct_max_m; /* 8-bit: m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
     int w8a8;      /* fp8: cuBLASLt W8A8 still believed possible for this weight */
     float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
                     * chunks with ones (kcu_w8a16_gemm_mul), or NULL */

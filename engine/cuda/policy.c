@@ -66,3 +66,16 @@ void cup_ptr_list_release(cup_ptr_list *l)
     l->p = NULL;
     l->n = l->cap = 0;
 }
+
+int cup_pick_direct_max_m(const int *ms, const double *t_staged, const double *t_direct,
+                          int count, double margin)
+{
+    int best = 0;
+    for (int i = 0; i < count; i++) {
+        const double a = t_staged[i], b = t_direct[i];
+        if (!(a > 0 && b > 0 && a < 1e30 && b < 1e30) || b > a * (1.0 - margin))
+            break;
+        best = ms[i];
+    }
+    return best;
+}

@@ -40,6 +40,17 @@ int cup_fp8_w8a8_enabled(int cc, size_t lt_version, int built_with_outer_vec);
  * fused kernel or the dequantized FP16 path instead. */
 int cup_w8a8_shape_ok(int n);
 
+/* The largest m up to which the direct W8A16 kernel runs a weight's GEMMs
+ * (kcu_w8a16_kernel AUTO), from median times t_staged[i] and t_direct[i]
+ * at increasing ms[i] (all <= 16): the last measured m of the unbroken run,
+ * from the first, where the direct kernel took at most (1 - margin) of the
+ * staged one's time; 0 (never) when it did not at ms[0] or a time is not
+ * finite. The two kernels give the same bits, so this is a choice of speed
+ * alone (bench/results/gpu-2026-11-27.md: faster on 4096x4096, slower on the
+ * 11008-wide shapes at m <= 4). */
+int cup_pick_direct_max_m(const int *ms, const double *t_staged, const double *t_direct,
+                          int count, double margin);
+
 /* ---- the split-K workspace ------------------------------------------------
  * Every 8-bit weight upload raises the backend-wide need to
  * kcu_w8a16_ws_bound(n, k); each thread's workspace grows to the need once,

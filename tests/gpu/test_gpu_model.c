@@ -136,12 +136,12 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         mt_cuda_counts c;
         mt_cuda_get_counts(be, &c);
         printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
-               "embed %d sentences %.3f s  (gemm paths: fused %ld, dequant+lt %ld, w8a8 %ld, "
+               "embed %d sentences %.3f s  (gemm paths: fused %ld (direct kernel %ld), dequant+lt %ld, w8a8 %ld, "
                "lt16 %ld of which GELU in the epilogue %ld, on 16-bit activations %ld, bias "
                "in a pass %ld, lt32 %ld)\n",
                v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
                n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
-               c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32);
+               c.fused_direct, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32);
         /* fp16/bf16: every GEMM on 16-bit activations, unless switched off */
         if (v->prec == MT_PREC_FP16 || v->prec == MT_PREC_BF16)
             CHECK(v->act32 ? c.lt_16_io == 0 : c.lt_16_io == c.lt_16 && c.lt_16 > 0,

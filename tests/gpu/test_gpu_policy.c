@@ -65,6 +65,31 @@ static void w8a8_only_for_n_multiple_of_16(void)
         CHECK(!cup_w8a8_shape_ok(no[i]), "no w8a8 for n = %d", no[i]);
 }
 
+/* The direct W8A16 kernel's reach: the unbroken run of wins from the
+ * first measured m, a win being at least the margin faster; nothing when
+ * it loses (or ties) at the first m or a time is missing. */
+static void direct_kernel_reach(void)
+{
+    static const int ms[] = {1, 4, 16};
+    static const struct {
+        double s[3], d[3];
+        int want;
+    } cases[] = {
+        {{12.55, 12.68, 16.59}, {12.05, 12.17, 14.61}, 16}, /* 4096x4096, H100 run 1 */
+        {{29.51, 30.55, 39.32}, {33.09, 34.06, 40.54}, 0}, /* 11008x4096: slower */
+        {{10, 10, 10}, {9, 9.8, 9}, 1},               /* 4 ties within the margin: stops */
+        {{10, 10, 10}, {9, 9, 11}, 4},                /* loses at 16 */
+        {{10, 10, 10}, {10, 9, 9}, 0},                /* a tie at m = 1 */
+        {{10, NAN, 10}, {9, 9, 9}, 1},                /* a missing time ends the run */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int got = cup_pick_direct_max_m(ms, cases[i].s, cases[i].d, 3, 0.03);
+        CHECK(got == cases[i].want, "direct kernel reach, case %zu: %d (want %d)", i, got,
+              cases[i].want);
+    }
+    CHECK(cup_pick_direct_max_m(ms, NULL, NULL, 0, 0.03) == 0, "no measurement: staged");
+}
+
 /* The bound covers the plan of every m that can split, and is attained. */
 static void ws_bound_covers_every_m(void)
 {
@@ -406,6 +431,7 @@ int main(int argc, char **argv)
     refusal_statuses_are_exactly_the_unsupported_ones();
     fp8_w8a8_only_on_cc90_with_cublaslt_12_9();
     w8a8_only_for_n_multiple_of_16();
+    direct_kernel_reach();
     ws_bound_covers_every_m();
     graph_decisions();
     graphs_never_replay_freed_memory();
