@@ -22,6 +22,7 @@
  *     the tensor-core kernel lacks.
  */
 #include "kernels/cuda/kcu.h"
+#include "kernels/cuda/rows.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -48,39 +49,6 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi)
     memcpy(&u, &h, 4);
     return u;
 }
-
-/* The activation type T's loads and stores, in FP32: two values (8 bytes
- * of FP32, 4 of 16-bit), four values (16 / 8 bytes), one value. */
-template <typename T> struct io;
-template <> struct io<float> {
-    static __device__ __forceinline__ float2 ld2(const float *p) { return *reinterpret_cast<const float2 *>(p); }
-    static __device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
-    static __device__ __forceinline__ void st2(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
-    static __device__ __forceinline__ float ld(const float *p) { return *p; }
-    static __device__ __forceinline__ void st(float *p, float v) { *p = v; }
-};
-template <> struct io<__half> {
-    static __device__ __forceinline__ float2 ld2(const __half *p) { return __half22float2(*reinterpret_cast<const __half2 *>(p)); }
-    static __device__ __forceinline__ float4 ld4(const __half *p)
-    {
-        const float2 a = ld2(p), b = ld2(p + 2);
-        return make_float4(a.x, a.y, b.x, b.y);
-    }
-    static __device__ __forceinline__ void st2(__half *p, float a, float b) { *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(a, b); }
-    static __device__ __forceinline__ float ld(const __half *p) { return __half2float(*p); }
-    static __device__ __forceinline__ void st(__half *p, float v) { *p = __float2half_rn(v); }
-};
-template <> struct io<__nv_bfloat16> {
-    static __device__ __forceinline__ float2 ld2(const __nv_bfloat16 *p) { return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p)); }
-    static __device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p)
-    {
-        const float2 a = ld2(p), b = ld2(p + 2);
-        return make_float4(a.x, a.y, b.x, b.y);
-    }
-    static __device__ __forceinline__ void st2(__nv_bfloat16 *p, float a, float b) { *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b); }
-    static __device__ __forceinline__ float ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-    static __device__ __forceinline__ void st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
-};
 
 /* D (16x8 f32) += A (16x16 f16) B (16x8 f16): one warp-wide MMA. */
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -141,13 +109,13 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const T *qkv,
             float2 a = make_float2(0.f, 0.f), b = a, c = a, e = a;
             if (r0 < len) {
                 const T *q = qkv + (size_t)(base + r0) * stride + hd * DH + d;
-                a = io<T>::ld2(q);
-                c = io<T>::ld2(q + 8);
+                a = row<T>::ld2(q);
+                c = row<T>::ld2(q + 8);
             }
             if (r1 < len) {
                 const T *q = qkv + (size_t)(base + r1) * stride + hd * DH + d;
-                b = io<T>::ld2(q);
-                e = io<T>::ld2(q + 8);
+                b = row<T>::ld2(q);
+                e = row<T>::ld2(q + 8);
             }
             qf[kk][0] = pack_h2(a.x * qscale, a.y * qscale);
             qf[kk][1] = pack_h2(b.x * qscale, b.y * qscale);
@@ -167,9 +135,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const T *qkv,
                 const int key = i / (DH / 4), c4 = (i % (DH / 4)) * 4;
                 float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
                 if (k0 + key < len) {
-                    const T *row = qkv + (size_t)(base + k0 + key) * stride + hd * DH + c4;
-                    kv = io<T>::ld4(row + H);
-                    vv = io<T>::ld4(row + 2 * H);
+                    const T *kr = qkv + (size_t)(base + k0 + key) * stride + hd * DH + c4;
+                    kv = row<T>::ld4(kr + H);
+                    vv = row<T>::ld4(kr + 2 * H);
                 }
                 uint2 kh = make_uint2(pack_h2(kv.x, kv.y), pack_h2(kv.z, kv.w));
                 uint2 vh = make_uint2(pack_h2(vv.x, vv.y), pack_h2(vv.z, vv.w));
@@ -199,10 +167,10 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const T *qkv,
             for (int nt = 0; nt < TK / 8; nt++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int key = k0 + nt * 8 + 2 * t + (e & 1), row = (e >> 1) ? r1 : r0;
-                    if (pos_bias && key < len && row < len)
+                    const int key = k0 + nt * 8 + 2 * t + (e & 1), qi = (e >> 1) ? r1 : r0;
+                    if (pos_bias && key < len && qi < len)
                         sc[nt][e] += 1.4426950408889634f *
-                                     pos_bias[(size_t)hd * (2 * maxrel + 1) + rel_at(key - row, maxrel)];
+                                     pos_bias[(size_t)hd * (2 * maxrel + 1) + rel_at(key - qi, maxrel)];
                     if (key >= len)
                         sc[nt][e] = -INFINITY;
                     mx[e >> 1] = fmaxf(mx[e >> 1], sc[nt][e]);
@@ -266,9 +234,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_f16_kernel(const T *qkv,
         for (int nd = 0; nd < NT_O; nd++) {
             const int d = hd * DH + nd * 8 + 2 * t;
             if (r0 < len)
-                io<T>::st2(out + (size_t)(base + r0) * H + d, o[nd][0] * inv0, o[nd][1] * inv0);
+                row<T>::st2(out + (size_t)(base + r0) * H + d, o[nd][0] * inv0, o[nd][1] * inv0);
             if (r1 < len)
-                io<T>::st2(out + (size_t)(base + r1) * H + d, o[nd][2] * inv1, o[nd][3] * inv1);
+                row<T>::st2(out + (size_t)(base + r1) * H + d, o[nd][2] * inv1, o[nd][3] * inv1);
         }
     }
 }
@@ -305,7 +273,7 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const T *qkv,
         __syncthreads(); /* the previous query tile is done with qs */
         for (int i = tid; i < FQ * dh; i += F_THREADS) {
             const int r = i / dh, c = i % dh;
-            qs[r * dh + c] = q0 + r < len ? io<T>::ld(qkv + (size_t)(base + q0 + r) * stride + hd * dh + c) * qscale
+            qs[r * dh + c] = q0 + r < len ? row<T>::ld(qkv[(size_t)(base + q0 + r) * stride + hd * dh + c]) * qscale
                                           : 0.f;
         }
         float m[4], l[4], acc[4][NV];
@@ -323,9 +291,9 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const T *qkv,
                 const int r = i / dh, c = i % dh;
                 float kv = 0.f, vv = 0.f;
                 if (k0 + r < len) {
-                    const T *row = qkv + (size_t)(base + k0 + r) * stride + hd * dh + c;
-                    kv = io<T>::ld(row + H);
-                    vv = io<T>::ld(row + 2 * H);
+                    const T *kr = qkv + (size_t)(base + k0 + r) * stride + hd * dh + c;
+                    kv = row<T>::ld(kr[H]);
+                    vv = row<T>::ld(kr[2 * H]);
                 }
                 ks[r * kld + c] = kv;
                 vs[r * dh + c] = vv;
@@ -380,7 +348,7 @@ __global__ void __launch_bounds__(F_THREADS) attn_f32_kernel(const T *qkv,
             for (int v = 0; v < NV; v++) {
                 const int c = lane + 32 * v;
                 if (c < dh)
-                    io<T>::st(out + (size_t)(base + q) * H + hd * dh + c, acc[i][v] * inv);
+                    out[(size_t)(base + q) * H + hd * dh + c] = row<T>::st(acc[i][v] * inv);
             }
         }
     }

@@ -7,6 +7,7 @@
  * reference. All arithmetic is FP32 (the op policy of engine/quant/quant.h).
  */
 #include "kernels/cuda/kcu.h"
+#include "kernels/cuda/rows.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -16,8 +17,6 @@
 
 namespace {
 
-constexpr int THREADS = 256;
-
 /* Enough blocks of THREADS for n items, capped: the kernels stride over the
  * rest (a few waves of resident blocks keep every SM busy). */
 unsigned blocks_for(size_t n)
@@ -26,68 +25,6 @@ unsigned blocks_for(size_t n)
     if (b < 1)
         b = 1;
     return (unsigned)(b > 65536 ? 65536 : b);
-}
-
-/* A 2-D grid for row-wise elementwise kernels over (rows, cols): x strides
- * columns, y strides rows, so no thread divides an index (64-bit division
- * costs tens of instructions on the GPU). */
-dim3 grid_2d(int rows, int cols)
-{
-    unsigned gx = (unsigned)((cols + THREADS - 1) / THREADS);
-    gx = gx < 1 ? 1 : gx > 64 ? 64 : gx;
-    unsigned gy = (unsigned)(rows < 1 ? 1 : rows > 65535 ? 65535 : rows);
-    return dim3(gx, gy);
-}
-
-/* A flat grid for n work items: enough blocks for every SM several times
- * over, the kernels stride over the rest. */
-dim3 grid_1d(long n)
-{
-    long b = (n + THREADS - 1) / THREADS;
-    return dim3((unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b));
-}
-
-/* Whether p (NULL counts as aligned) is a multiple of a bytes. */
-bool aligned(const void *p, unsigned a)
-{
-    return ((uintptr_t)p & (a - 1)) == 0;
-}
-
-/* GELU in BERT's erf form. */
-__device__ __forceinline__ float gelu_erf(float v)
-{
-    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-}
-
-/* Butterfly reductions over a warp: every lane gets the result. */
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* Sum (or max of non-negative values: 0 is the identity) over the block;
- * every thread gets the result. `red` is 32 floats of shared memory. */
-__device__ float block_reduce(float v, float *red, bool is_max)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads(); /* red may still be read by a previous reduction */
-    if (lane == 0)
-        red[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.f;
-    return is_max ? warp_max(v) : warp_sum(v);
 }
 
 /* ------------------------------------------------------------------------
@@ -310,24 +247,6 @@ __global__ void fill_codes_kernel(uint8_t *p, size_t n, uint32_t seed, int wt)
  * encoder pieces
  * ---------------------------------------------------------------------- */
 
-/* grid (nseq, EMBED_Y): block (s, y) takes tokens offsets[s] + y, + EMBED_Y, ... */
-constexpr int EMBED_Y = 8;
-
-/* The embedding gather and sum (kc_embed's twin). */
-__global__ void embed_kernel(const int32_t *ids, const int32_t *offsets, const float *word,
-                             const float *pos, const float *type0, int h, float *out)
-{
-    const int s = blockIdx.x;
-    const int b = offsets[s], e = offsets[s + 1];
-    for (int i = b + blockIdx.y; i < e; i += gridDim.y) {
-        const float *wr = word + (size_t)ids[i] * h;
-        const float *pr = pos + (size_t)(i - b) * h;
-        float *o = out + (size_t)i * h;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            o[c] = wr[c] + pr[c] + type0[c];
-    }
-}
-
 /* One warp per row, the row held in registers (MAXV values per lane, h <=
  * 32 * MAXV): read once, written once. The same two-pass formula as
  * kc_layernorm (mean, then variance of the centred values). */
@@ -425,61 +344,6 @@ __global__ void layernorm_vec_kernel(const float4 *x, const float4 *res, const f
     }
 }
 
-/* Rows too wide for registers: one block per row, three passes over memory.
- * out may alias x or res: each element is read and written by one thread,
- * and the writes come after every read of the statistics passes. */
-__global__ void layernorm_block_kernel(const float *x, const float *res, const float *g,
-                                       const float *b, int t, int h, float eps, float *out)
-{
-    __shared__ float red[32];
-    for (int row = blockIdx.x; row < t; row += gridDim.x) {
-        const float *xr = x + (size_t)row * h;
-        const float *rr = res ? res + (size_t)row * h : nullptr;
-        float sum = 0.f;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            sum += xr[c] + (rr ? rr[c] : 0.f);
-        const float mean = block_reduce(sum, red, false) / (float)h;
-        float var = 0.f;
-        for (int c = threadIdx.x; c < h; c += blockDim.x) {
-            const float d = xr[c] + (rr ? rr[c] : 0.f) - mean;
-            var += d * d;
-        }
-        const float rstd = 1.0f / sqrtf(block_reduce(var, red, false) / (float)h + eps);
-        float *o = out + (size_t)row * h;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            o[c] = (xr[c] + (rr ? rr[c] : 0.f) - mean) * rstd * g[c] + b[c];
-        __syncthreads(); /* the next row's reductions reuse red */
-    }
-}
-
-/* One block per sequence; thread c sums column c over the sequence's rows in
- * order (as kc_mean_pool), then the block reduces the squared norm. */
-__global__ void mean_pool_kernel(const float *x, const int32_t *offsets, int h, int normalize,
-                                 float *out)
-{
-    __shared__ float red[32];
-    const int s = blockIdx.x;
-    const int b = offsets[s], e = offsets[s + 1];
-    const int len = e - b;
-    const float inv = 1.0f / (len > 0 ? (float)len : 1e-9f);
-    float *o = out + (size_t)s * h;
-    float n2 = 0.f;
-    for (int c = threadIdx.x; c < h; c += blockDim.x) {
-        float acc = 0.f;
-        for (int i = b; i < e; i++)
-            acc += x[(size_t)i * h + c];
-        acc *= inv;
-        o[c] = acc;
-        n2 += acc * acc;
-    }
-    if (!normalize)
-        return;
-    const float nrm = sqrtf(block_reduce(n2, red, false));
-    const float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
-    for (int c = threadIdx.x; c < h; c += blockDim.x)
-        o[c] *= k;
-}
-
 } /* namespace */
 
 /* ========================================================================
@@ -573,7 +437,7 @@ extern "C" cudaError_t kcu_embed(const int32_t *ids, const int32_t *offsets, int
     if (!ids || !offsets || !word || !pos || !type0 || !out || h <= 0)
         return cudaErrorInvalidValue;
     const int threads = h >= 256 ? 256 : 128;
-    embed_kernel<<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(ids, offsets, word, pos, type0, h,
+    embed_kernel<float><<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(ids, offsets, word, pos, type0, h,
                                                                out);
     return cudaGetLastError();
 }
@@ -611,7 +475,7 @@ extern "C" cudaError_t kcu_layernorm(const float *x, const float *res, const flo
     else if (h <= 1024)
         layernorm_warp_kernel<32><<<grid, THREADS, 0, stream>>>(x, res, gamma, beta, t, h, eps, out);
     else
-        layernorm_block_kernel<<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(x, res, gamma, beta,
+        layernorm_block_kernel<float><<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(x, res, gamma, beta,
                                                                              t, h, eps, out);
     return cudaGetLastError();
 }
@@ -623,7 +487,7 @@ extern "C" cudaError_t kcu_mean_pool(const float *x, const int32_t *offsets, int
         return cudaSuccess;
     if (!x || !offsets || !out || h <= 0)
         return cudaErrorInvalidValue;
-    mean_pool_kernel<<<nseq, h >= 256 ? 256 : 128, 0, stream>>>(x, offsets, h, normalize, out);
+    mean_pool_kernel<float><<<nseq, h >= 256 ? 256 : 128, 0, stream>>>(x, offsets, h, normalize, out);
     return cudaGetLastError();
 }
 
@@ -664,10 +528,10 @@ extern "C" cudaError_t kcu_warm(void)
         (const void *)f32_to_16_kernel,      (const void *)bias_act_kernel,
         (const void *)dequant_kernel,        (const void *)quant_rows_kernel,
         (const void *)fill_f32_kernel,       (const void *)fill_codes_kernel,
-        (const void *)embed_kernel,          (const void *)layernorm_warp_kernel<4>,
+        (const void *)embed_kernel<float>,          (const void *)layernorm_warp_kernel<4>,
         (const void *)layernorm_warp_kernel<8>, (const void *)layernorm_warp_kernel<16>,
-        (const void *)layernorm_warp_kernel<32>, (const void *)layernorm_block_kernel,
-        (const void *)mean_pool_kernel,      (const void *)f32_to_16_vec_kernel,
+        (const void *)layernorm_warp_kernel<32>, (const void *)layernorm_block_kernel<float>,
+        (const void *)mean_pool_kernel<float>,      (const void *)f32_to_16_vec_kernel,
         (const void *)bias_act_vec_kernel,   (const void *)layernorm_vec_kernel<1>,
         (const void *)layernorm_vec_kernel<2>, (const void *)layernorm_vec_kernel<4>,
         (const void *)layernorm_vec_kernel<8>,

@@ -4,122 +4,32 @@
  * bf16 forward moves half the bytes between ops and needs no FP32 -> 16-bit
  * conversion before each GEMM. Arithmetic is FP32 throughout (sums,
  * statistics, GELU), each stored value rounded once to nearest even: the
- * same formulas as ops.cu's FP32 kernels, so tests/gpu/test_gpu_ops16.c
+ * same formulas as ops.cu's FP32 kernels (the embedding, LayerNorm by block
+ * and pooling are the same templates, rows.cuh), so tests/gpu/test_gpu_ops16.c
  * checks them against an FP64 reference of those formulas on the decoded
- * inputs, and against ops.cu's kernels on the same inputs.
+ * inputs. What is here is what only 16-bit rows have: LayerNorm with eight
+ * values per 16-byte load, and the bias/GELU pass with a 16-bit bias.
  */
 #include "kernels/cuda/kcu.h"
+#include "kernels/cuda/rows.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <limits.h>
 #include <stdint.h>
-#include <string.h>
 
 namespace {
-
-constexpr int THREADS = 256;
-
-bool aligned(const void *p, unsigned a)
-{
-    return ((uintptr_t)p & (a - 1)) == 0;
-}
-
-/* One 16-bit element type's loads and stores, in FP32. */
-template <typename T> struct e16;
-template <> struct e16<__half> {
-    static __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-    static __device__ __forceinline__ __half st(float f) { return __float2half_rn(f); }
-    static __device__ __forceinline__ float2 ld2(uint32_t u)
-    {
-        __half2 h;
-        memcpy(&h, &u, 4);
-        return __half22float2(h);
-    }
-    static __device__ __forceinline__ uint32_t st2(float a, float b)
-    {
-        const __half2 h = __floats2half2_rn(a, b);
-        uint32_t u;
-        memcpy(&u, &h, 4);
-        return u;
-    }
-};
-template <> struct e16<__nv_bfloat16> {
-    static __device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
-    static __device__ __forceinline__ __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
-    static __device__ __forceinline__ float2 ld2(uint32_t u)
-    {
-        __nv_bfloat162 h;
-        memcpy(&h, &u, 4);
-        return __bfloat1622float2(h);
-    }
-    static __device__ __forceinline__ uint32_t st2(float a, float b)
-    {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        uint32_t u;
-        memcpy(&u, &h, 4);
-        return u;
-    }
-};
-
-__device__ __forceinline__ float gelu_erf(float v)
-{
-    return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* Sum over the block; every thread gets it. red: 32 floats of shared memory. */
-__device__ float block_sum(float v, float *red)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0)
-        red[warp] = v;
-    __syncthreads();
-    v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.f;
-    return warp_sum(v);
-}
 
 /* Eight 16-bit values (one 16-byte load) as FP32, and back. */
 template <typename T> __device__ __forceinline__ void unpack8(const uint4 &u, float (&f)[8])
 {
-    const float2 a = e16<T>::ld2(u.x), b = e16<T>::ld2(u.y), c = e16<T>::ld2(u.z),
-                 d = e16<T>::ld2(u.w);
+    const float2 a = row<T>::unpack2(u.x), b = row<T>::unpack2(u.y), c = row<T>::unpack2(u.z),
+                 d = row<T>::unpack2(u.w);
     f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
 }
 
 template <typename T> __device__ __forceinline__ uint4 pack8(const float (&f)[8])
 {
-    return make_uint4(e16<T>::st2(f[0], f[1]), e16<T>::st2(f[2], f[3]), e16<T>::st2(f[4], f[5]),
-                      e16<T>::st2(f[6], f[7]));
-}
-
-/* ---------------------------------------------------------------------- */
-
-constexpr int EMBED_Y = 8;
-
-/* embed_kernel's twin with a 16-bit output. */
-template <typename T>
-__global__ void embed16_kernel(const int32_t *ids, const int32_t *offsets, const float *word,
-                               const float *pos, const float *type0, int h, T *out)
-{
-    const int s = blockIdx.x;
-    const int b = offsets[s], e = offsets[s + 1];
-    for (int i = b + blockIdx.y; i < e; i += gridDim.y) {
-        const float *wr = word + (size_t)ids[i] * h;
-        const float *pr = pos + (size_t)(i - b) * h;
-        T *o = out + (size_t)i * h;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            o[c] = e16<T>::st(wr[c] + pr[c] + type0[c]);
-    }
+    return make_uint4(row<T>::pack2(f[0], f[1]), row<T>::pack2(f[2], f[3]), row<T>::pack2(f[4], f[5]),
+                      row<T>::pack2(f[6], f[7]));
 }
 
 /* One warp per row, eight values per lane per step (NV steps, h <= 256 NV,
@@ -189,64 +99,6 @@ __global__ void layernorm16_vec_kernel(const uint4 *x, const uint4 *res, const f
     }
 }
 
-/* Any h and alignment: one block per row, three passes over the row (the
- * layernorm_block_kernel of ops.cu on 16-bit rows). out may alias x or res:
- * each element is read and written by one thread, the writes last. */
-template <typename T>
-__global__ void layernorm16_block_kernel(const T *x, const T *res, const float *g, const float *b,
-                                         int t, int h, float eps, T *out)
-{
-    __shared__ float red[32];
-    for (int row = blockIdx.x; row < t; row += gridDim.x) {
-        const T *xr = x + (size_t)row * h;
-        const T *rr = res ? res + (size_t)row * h : nullptr;
-        float sum = 0.f;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            sum += e16<T>::ld(xr[c]) + (rr ? e16<T>::ld(rr[c]) : 0.f);
-        const float mean = block_sum(sum, red) / (float)h;
-        float var = 0.f;
-        for (int c = threadIdx.x; c < h; c += blockDim.x) {
-            const float d = e16<T>::ld(xr[c]) + (rr ? e16<T>::ld(rr[c]) : 0.f) - mean;
-            var += d * d;
-        }
-        const float rstd = 1.0f / sqrtf(block_sum(var, red) / (float)h + eps);
-        T *o = out + (size_t)row * h;
-        for (int c = threadIdx.x; c < h; c += blockDim.x)
-            o[c] = e16<T>::st((e16<T>::ld(xr[c]) + (rr ? e16<T>::ld(rr[c]) : 0.f) - mean) * rstd *
-                                  g[c] +
-                              b[c]);
-        __syncthreads(); /* the next row's reductions reuse red */
-    }
-}
-
-/* mean_pool_kernel's twin on 16-bit rows (FP32 sums in row order). */
-template <typename T>
-__global__ void mean_pool16_kernel(const T *x, const int32_t *offsets, int h, int normalize,
-                                   float *out)
-{
-    __shared__ float red[32];
-    const int s = blockIdx.x;
-    const int b = offsets[s], e = offsets[s + 1];
-    const int len = e - b;
-    const float inv = 1.0f / (len > 0 ? (float)len : 1e-9f);
-    float *o = out + (size_t)s * h;
-    float n2 = 0.f;
-    for (int c = threadIdx.x; c < h; c += blockDim.x) {
-        float acc = 0.f;
-        for (int i = b; i < e; i++)
-            acc += e16<T>::ld(x[(size_t)i * h + c]);
-        acc *= inv;
-        o[c] = acc;
-        n2 += acc * acc;
-    }
-    if (!normalize)
-        return;
-    const float nrm = sqrtf(block_sum(n2, red));
-    const float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
-    for (int c = threadIdx.x; c < h; c += blockDim.x)
-        o[c] *= k;
-}
-
 /* y = round(act(y + bias)) on 16-bit y and bias, eight values per thread
  * per step (n % 8 == 0, y rows and bias 16-byte aligned), grid-strided
  * over m * n/8; the sum in FP32. */
@@ -283,15 +135,9 @@ __global__ void bias_act16_kernel(T *y, int ldy, int m, int n, const T *bias, in
     for (int r = blockIdx.y; r < m; r += gridDim.y)
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
             T *p = y + (size_t)r * ldy + c;
-            float v = e16<T>::ld(*p) + (bias ? e16<T>::ld(bias[c]) : 0.f);
-            *p = e16<T>::st(gelu ? gelu_erf(v) : v);
+            float v = row<T>::ld(*p) + (bias ? row<T>::ld(bias[c]) : 0.f);
+            *p = row<T>::st(gelu ? gelu_erf(v) : v);
         }
-}
-
-dim3 grid_1d(long n)
-{
-    long b = (n + THREADS - 1) / THREADS;
-    return dim3((unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -318,7 +164,7 @@ cudaError_t layernorm16(const void *x, const void *res, const float *gamma, cons
         else
             layernorm16_vec_kernel<T, 4><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8);
     } else {
-        layernorm16_block_kernel<T><<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(
+        layernorm_block_kernel<T><<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(
             static_cast<const T *>(x), static_cast<const T *>(res), gamma, beta, t, h, eps,
             static_cast<T *>(out));
     }
@@ -334,13 +180,9 @@ cudaError_t bias_act16(void *y, int ldy, int m, int n, const void *bias, int gel
         bias_act16_vec_kernel<T><<<grid_1d((long)m * (n / 8)), THREADS, 0, stream>>>(
             static_cast<uint4 *>(y), ldy / 8, (unsigned)m, (unsigned)(n / 8),
             static_cast<const uint4 *>(bias), gelu);
-    else {
-        unsigned gx = (unsigned)((n + THREADS - 1) / THREADS);
-        gx = gx < 1 ? 1 : gx > 64 ? 64 : gx;
-        const dim3 grid(gx, (unsigned)(m > 65535 ? 65535 : m));
-        bias_act16_kernel<T><<<grid, THREADS, 0, stream>>>(static_cast<T *>(y), ldy, m, n,
-                                                           static_cast<const T *>(bias), gelu);
-    }
+    else
+        bias_act16_kernel<T><<<grid_2d(m, n), THREADS, 0, stream>>>(static_cast<T *>(y), ldy, m, n,
+                                                                    static_cast<const T *>(bias), gelu);
     return cudaGetLastError();
 }
 
@@ -361,10 +203,10 @@ extern "C" cudaError_t kcu_embed_16(const int32_t *ids, const int32_t *offsets, 
         return cudaErrorInvalidValue;
     const int threads = h >= 256 ? 256 : 128;
     if (dt == KCU_DT_F16)
-        embed16_kernel<__half><<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(
+        embed_kernel<__half><<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(
             ids, offsets, word, pos, type0, h, static_cast<__half *>(out));
     else
-        embed16_kernel<__nv_bfloat16><<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(
+        embed_kernel<__nv_bfloat16><<<dim3(nseq, EMBED_Y), threads, 0, stream>>>(
             ids, offsets, word, pos, type0, h, static_cast<__nv_bfloat16 *>(out));
     return cudaGetLastError();
 }
@@ -392,10 +234,10 @@ extern "C" cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32
         return cudaErrorInvalidValue;
     const int threads = h >= 256 ? 256 : 128;
     if (dt == KCU_DT_F16)
-        mean_pool16_kernel<__half><<<nseq, threads, 0, stream>>>(static_cast<const __half *>(x),
+        mean_pool_kernel<__half><<<nseq, threads, 0, stream>>>(static_cast<const __half *>(x),
                                                                  offsets, h, normalize, out);
     else
-        mean_pool16_kernel<__nv_bfloat16><<<nseq, threads, 0, stream>>>(
+        mean_pool_kernel<__nv_bfloat16><<<nseq, threads, 0, stream>>>(
             static_cast<const __nv_bfloat16 *>(x), offsets, h, normalize, out);
     return cudaGetLastError();
 }
@@ -416,8 +258,8 @@ extern "C" cudaError_t kcu_warm_16(void)
 {
     cudaFuncAttributes a;
     const void *const fns[] = {
-        (const void *)embed16_kernel<__half>,
-        (const void *)embed16_kernel<__nv_bfloat16>,
+        (const void *)embed_kernel<__half>,
+        (const void *)embed_kernel<__nv_bfloat16>,
         (const void *)layernorm16_vec_kernel<__half, 1>,
         (const void *)layernorm16_vec_kernel<__half, 2>,
         (const void *)layernorm16_vec_kernel<__half, 3>,
@@ -426,10 +268,10 @@ extern "C" cudaError_t kcu_warm_16(void)
         (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2>,
         (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3>,
         (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4>,
-        (const void *)layernorm16_block_kernel<__half>,
-        (const void *)layernorm16_block_kernel<__nv_bfloat16>,
-        (const void *)mean_pool16_kernel<__half>,
-        (const void *)mean_pool16_kernel<__nv_bfloat16>,
+        (const void *)layernorm_block_kernel<__half>,
+        (const void *)layernorm_block_kernel<__nv_bfloat16>,
+        (const void *)mean_pool_kernel<__half>,
+        (const void *)mean_pool_kernel<__nv_bfloat16>,
         (const void *)bias_act16_vec_kernel<__half>,
         (const void *)bias_act16_vec_kernel<__nv_bfloat16>,
         (const void *)bias_act16_kernel<__half>,
