@@ -138,6 +138,69 @@ static inline double gt_rel_l2(const float *a, const double *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Device memory (at least 16 bytes), or NULL. */
+static inline void *gt_dmalloc(size_t bytes)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess)
+        return NULL;
+    return p;
+}
+
+/* Random sequence lengths in lo..hi into the varlen offsets off[0..nseq];
+ * returns the token count. */
+static inline int gt_make_offsets(int32_t *off, int nseq, int lo, int hi)
+{
+    off[0] = 0;
+    for (int s = 0; s < nseq; s++)
+        off[s + 1] = off[s] + gt_randint(lo, hi);
+    return off[nseq];
+}
+
+/* GELU in BERT's erf form, in FP64. */
+static inline double gt_gelu_ref(double v)
+{
+    return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
+}
+
+/* softmax(Q K^T / sqrt(dh)) V in FP64 per sequence and head of the packed
+ * qkv (t, 3 heads dh) into out (t, heads dh); in (may be NULL) maps every
+ * Q, K and V value first (the tests' rounding to f16). */
+static inline void gt_attention_ref(const float *qkv, const int32_t *off, int nseq, int heads,
+                                    int dh, float (*in)(float), double *out)
+{
+    const int H = heads * dh;
+    const double scale = 1.0 / sqrt((double)dh);
+#define GT_IN(v) ((double)(in ? in(v) : (v)))
+    for (int s = 0; s < nseq; s++) {
+        const int b = off[s], len = off[s + 1] - b;
+        double *p = (double *)malloc(sizeof(double) * len);
+        for (int hd = 0; hd < heads; hd++)
+            for (int i = 0; i < len; i++) {
+                const float *q = qkv + (size_t)(b + i) * 3 * H + hd * dh;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < len; j++) {
+                    const float *k = qkv + (size_t)(b + j) * 3 * H + H + hd * dh;
+                    double d = 0;
+                    for (int c = 0; c < dh; c++)
+                        d += GT_IN(q[c]) * GT_IN(k[c]);
+                    p[j] = d * scale;
+                    mx = p[j] > mx ? p[j] : mx;
+                }
+                for (int j = 0; j < len; j++)
+                    sum += p[j] = exp(p[j] - mx);
+                for (int c = 0; c < dh; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < len; j++)
+                        acc += p[j] * GT_IN(qkv[(size_t)(b + j) * 3 * H + 2 * H + hd * dh + c]);
+                    out[(size_t)(b + i) * H + hd * dh + c] = acc / sum;
+                }
+            }
+        free(p);
+    }
+#undef GT_IN
+}
+
 /* Index of the first non-finite value, or -1. */
 static inline long gt_first_nonfinite(const float *a, size_t n)
 {

@@ -20,8 +20,6 @@ static int quick;
 
 #define MT_OK_OR(st, err) CHECK((st) == MT_OK, "%s", (err).msg)
 
-static double gelu_ref(double v) { return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440)); }
-
 /* ========================================================================
  * device queries
  * ====================================================================== */
@@ -78,7 +76,7 @@ static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, i
             double acc = bias[j];
             for (int i = 0; i < k; i++)
                 acc += (double)x[(size_t)r * k + i] * deq[(size_t)j * k + i];
-            ref[(size_t)r * n + j] = gelu ? gelu_ref(acc) : acc;
+            ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
         }
 
     mt_weight *wt = NULL;
@@ -333,7 +331,7 @@ static void act16_gemm_matches_fp64(void)
                         double acc = bias[j];
                         for (int c = 0; c < k; c++)
                             acc += (double)xf[(size_t)r * k + c] * deq[(size_t)j * k + c];
-                        ref[(size_t)r * n + j] = gelu ? gelu_ref(acc) : acc;
+                        ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
                     }
                 void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
                 void *db = op->alloc(be, 2 * (size_t)n);

@@ -107,20 +107,14 @@ static void crossover_picker_takes_the_last_unbroken_run(void)
  * device helpers
  * ====================================================================== */
 
-static void *dmalloc(size_t bytes)
-{
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess)
-        return NULL;
-    return p;
-}
-
-static double gelu_ref(double v) { return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440)); }
 
 static float round16(float x, int bf16)
 {
     return bf16 ? nf_bf16_to_f32(nf_f32_to_bf16(x)) : nf_f16_to_f32(nf_f32_to_f16(x));
 }
+
+/* round16 to f16, as the tensor-core attention rounds its inputs */
+static float round_f16(float x) { return round16(x, 0); }
 
 static float dec8(uint8_t b, kcu_wtype wt)
 {
@@ -195,10 +189,10 @@ static void w8a16_case(const w8_case *c)
     float *y = malloc(sizeof(float) * (size_t)m * ldy);
     double *ref = malloc(sizeof(double) * (size_t)m * n), *ref2 = malloc(sizeof(double) * (size_t)m * n);
     float *yc = malloc(sizeof(float) * (size_t)m * n);
-    uint8_t *dw = dmalloc((size_t)n * ldw);
-    float *dx0 = dmalloc(sizeof(float) * ((size_t)m * ldx + 4));
-    float *ds = dmalloc(sizeof(float) * n), *db = dmalloc(sizeof(float) * n);
-    float *dy = dmalloc(sizeof(float) * (size_t)m * ldy);
+    uint8_t *dw = gt_dmalloc((size_t)n * ldw);
+    float *dx0 = gt_dmalloc(sizeof(float) * ((size_t)m * ldx + 4));
+    float *ds = gt_dmalloc(sizeof(float) * n), *db = gt_dmalloc(sizeof(float) * n);
+    float *dy = gt_dmalloc(sizeof(float) * (size_t)m * ldy);
     float *ws = NULL;
     int *cnt = NULL;
     if (!CHECK(w && x && scale && bias && y && ref && ref2 && yc && dw && dx0 && ds && db && dy,
@@ -224,8 +218,8 @@ static void w8a16_case(const w8_case *c)
     kcu_w8a16_plan p;
     kcu_w8a16_make_plan(m, n, k, sms, &o, &p);
     if (p.splits > 1) {
-        ws = dmalloc(sizeof(float) * p.ws_floats);
-        cnt = dmalloc(sizeof(int) * p.counters);
+        ws = gt_dmalloc(sizeof(float) * p.ws_floats);
+        cnt = gt_dmalloc(sizeof(int) * p.counters);
         if (!CHECK(ws && cnt, "workspace"))
             goto out;
         CUDA_OK(cudaMemset(cnt, 0, sizeof(int) * p.counters));
@@ -259,8 +253,8 @@ static void w8a16_case(const w8_case *c)
             }
             double v = acc * scale[j] + (c->bias ? bias[j] : 0);
             double v2 = acc2 * scale[j] + (c->bias ? bias[j] : 0);
-            ref[(size_t)r * n + j] = c->gelu ? gelu_ref(v) : v;
-            ref2[(size_t)r * n + j] = c->gelu ? gelu_ref(v2) : v2;
+            ref[(size_t)r * n + j] = c->gelu ? gt_gelu_ref(v) : v;
+            ref2[(size_t)r * n + j] = c->gelu ? gt_gelu_ref(v2) : v2;
             yc[(size_t)r * n + j] = y[(size_t)r * ldy + j];
         }
     if (m <= 16)
@@ -344,14 +338,14 @@ static void w8a16_split_k_is_deterministic(void)
         x[i] = gt_unif(-1, 1);
     for (int i = 0; i < n; i++)
         s[i] = 0.01f;
-    uint8_t *dw = dmalloc((size_t)n * ldw);
-    float *dx = dmalloc(sizeof(float) * m * k), *ds = dmalloc(sizeof(float) * n),
-          *dy = dmalloc(sizeof(float) * m * n);
+    uint8_t *dw = gt_dmalloc((size_t)n * ldw);
+    float *dx = gt_dmalloc(sizeof(float) * m * k), *ds = gt_dmalloc(sizeof(float) * n),
+          *dy = gt_dmalloc(sizeof(float) * m * n);
     kcu_w8a16_opts o = {.force_splits = 16};
     kcu_w8a16_plan p;
     kcu_w8a16_make_plan(m, n, k, sms, &o, &p);
-    float *ws = dmalloc(sizeof(float) * p.ws_floats);
-    int *cnt = dmalloc(sizeof(int) * p.counters);
+    float *ws = gt_dmalloc(sizeof(float) * p.ws_floats);
+    int *cnt = gt_dmalloc(sizeof(int) * p.counters);
     CUDA_OK(cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dx, x, sizeof(float) * m * k, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(ds, s, sizeof(float) * n, cudaMemcpyHostToDevice));
@@ -371,9 +365,9 @@ static void w8a16_split_k_is_deterministic(void)
 
 static void w8a16_refuses_unaligned_weights_and_falls_back_without_workspace(void)
 {
-    uint8_t *dw = dmalloc(64 * 48);
-    float *dx = dmalloc(sizeof(float) * 64 * 40), *ds = dmalloc(sizeof(float) * 64),
-          *dy = dmalloc(sizeof(float) * 64 * 64);
+    uint8_t *dw = gt_dmalloc(64 * 48);
+    float *dx = gt_dmalloc(sizeof(float) * 64 * 40), *ds = gt_dmalloc(sizeof(float) * 64),
+          *dy = gt_dmalloc(sizeof(float) * 64 * 64);
     CUDA_OK(cudaMemset(dw, 1, 64 * 48));
     CUDA_OK(cudaMemset(dx, 0, sizeof(float) * 64 * 40));
     CUDA_OK(cudaMemset(ds, 0, sizeof(float) * 64));
@@ -426,8 +420,8 @@ static void f32_to_16_is_bit_exact_with_zero_padding(void)
         uint16_t *o = malloc(2 * (size_t)m * ldo);
         for (size_t i = 0; i < (size_t)m * ldx; i++)
             x[i] = special_or_random();
-        float *dx = dmalloc(sizeof(float) * (size_t)m * ldx);
-        uint16_t *dout = dmalloc(2 * (size_t)m * ldo);
+        float *dx = gt_dmalloc(sizeof(float) * (size_t)m * ldx);
+        uint16_t *dout = gt_dmalloc(2 * (size_t)m * ldo);
         CUDA_OK(cudaMemcpy(dx, x, sizeof(float) * (size_t)m * ldx, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(dout, 0xff, 2 * (size_t)m * ldo));
         CUDA_OK(kcu_f32_to_16(dx, ldx, m, k, dout, ldo, bf, stream));
@@ -461,7 +455,7 @@ static void bias_act_matches_fp64(void)
             y[i] = gt_unif(-6.f, 6.f);
         for (int i = 0; i < n; i++)
             b[i] = gt_unif(-1.f, 1.f);
-        float *dy = dmalloc(sizeof(float) * (size_t)m * ldy), *dbias = dmalloc(sizeof(float) * n);
+        float *dy = gt_dmalloc(sizeof(float) * (size_t)m * ldy), *dbias = gt_dmalloc(sizeof(float) * n);
         CUDA_OK(cudaMemcpy(dy, y, sizeof(float) * (size_t)m * ldy, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dbias, b, sizeof(float) * n, cudaMemcpyHostToDevice));
         CUDA_OK(kcu_bias_act(dy, ldy, m, n, with_bias ? dbias : NULL,
@@ -475,7 +469,7 @@ static void bias_act_matches_fp64(void)
                 double want = y[i];
                 if (c < n) {
                     want = (double)(float)(y[i] + (with_bias ? b[c] : 0.f));
-                    want = gelu ? gelu_ref(want) : want;
+                    want = gelu ? gt_gelu_ref(want) : want;
                 }
                 const double d = fabs(out[i] - want) / (1.0 + fabs(want));
                 worst = d > worst || d != d ? d : worst;
@@ -499,9 +493,9 @@ static void dequant_to_f16_is_bit_exact(void)
             w[i] = rand_code(wt);
         for (int i = 0; i < n; i++)
             s[i] = gt_unif(0.0005f, 0.02f);
-        uint8_t *dw = dmalloc((size_t)n * ldw);
-        float *ds = dmalloc(sizeof(float) * n);
-        uint16_t *dout = dmalloc(2 * (size_t)n * ldo);
+        uint8_t *dw = gt_dmalloc((size_t)n * ldw);
+        float *ds = gt_dmalloc(sizeof(float) * n);
+        uint16_t *dout = gt_dmalloc(2 * (size_t)n * ldo);
         CUDA_OK(cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(ds, s, sizeof(float) * n, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(dout, 0xff, 2 * (size_t)n * ldo));
@@ -537,8 +531,8 @@ static void quant_rows_e4m3_matches_numfmt(void)
             for (int c = 0; c < ldx; c++)
                 x[(size_t)r * ldx + c] = gt_unif(-mag, mag);
         }
-        float *dx = dmalloc(sizeof(float) * (size_t)m * ldx), *dsc = dmalloc(sizeof(float) * m);
-        uint8_t *dq = dmalloc((size_t)m * ldq);
+        float *dx = gt_dmalloc(sizeof(float) * (size_t)m * ldx), *dsc = gt_dmalloc(sizeof(float) * m);
+        uint8_t *dq = gt_dmalloc((size_t)m * ldq);
         CUDA_OK(cudaMemcpy(dx, x, sizeof(float) * (size_t)m * ldx, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(dq, 0x7f, (size_t)m * ldq));
         CUDA_OK(cudaMemset(dsc, 0xff, sizeof(float) * m));
@@ -569,14 +563,6 @@ static void quant_rows_e4m3_matches_numfmt(void)
  * encoder kernels
  * ====================================================================== */
 
-/* Random ragged lengths in [lo, hi] for nseq sequences; returns the tokens. */
-static int make_offsets(int32_t *off, int nseq, int lo, int hi)
-{
-    off[0] = 0;
-    for (int s = 0; s < nseq; s++)
-        off[s + 1] = off[s] + gt_randint(lo, hi);
-    return off[nseq];
-}
 
 static void embed_is_exact(void)
 {
@@ -584,7 +570,7 @@ static void embed_is_exact(void)
     for (int cs = 0; cs < (quick ? 1 : 4); cs++) {
         const int h = cs == 0 ? 384 : gt_randint(1, 800), nseq = gt_randint(1, 40);
         int32_t off[41];
-        const int t = make_offsets(off, nseq, 1, cs == 1 ? 512 : 130);
+        const int t = gt_make_offsets(off, nseq, 1, cs == 1 ? 512 : 130);
         int32_t *ids = malloc(sizeof(int32_t) * t);
         float *word = malloc(sizeof(float) * (size_t)vocab * h), *pos = malloc(sizeof(float) * (size_t)maxpos * h);
         float *type0 = malloc(sizeof(float) * h), *out = malloc(sizeof(float) * (size_t)t * h);
@@ -596,9 +582,9 @@ static void embed_is_exact(void)
             pos[i] = gt_unif(-1, 1);
         for (int i = 0; i < h; i++)
             type0[i] = gt_unif(-1, 1);
-        int32_t *dids = dmalloc(sizeof(int32_t) * t), *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
-        float *dw = dmalloc(sizeof(float) * (size_t)vocab * h), *dp = dmalloc(sizeof(float) * (size_t)maxpos * h);
-        float *dt = dmalloc(sizeof(float) * h), *dout = dmalloc(sizeof(float) * (size_t)t * h);
+        int32_t *dids = gt_dmalloc(sizeof(int32_t) * t), *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
+        float *dw = gt_dmalloc(sizeof(float) * (size_t)vocab * h), *dp = gt_dmalloc(sizeof(float) * (size_t)maxpos * h);
+        float *dt = gt_dmalloc(sizeof(float) * h), *dout = gt_dmalloc(sizeof(float) * (size_t)t * h);
         CUDA_OK(cudaMemcpy(dids, ids, sizeof(int32_t) * t, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dw, word, sizeof(float) * (size_t)vocab * h, cudaMemcpyHostToDevice));
@@ -658,9 +644,9 @@ static void layernorm_matches_fp64(void)
                     ((double)x[(size_t)row * h + c] + (with_res ? r[(size_t)row * h + c] : 0) - mean) *
                         rstd * g[c] + b[c];
         }
-        float *dx = dmalloc(sizeof(float) * n), *dr = dmalloc(sizeof(float) * n),
-              *dout0 = dmalloc(sizeof(float) * (n + 1));
-        float *dg = dmalloc(sizeof(float) * h), *dbeta = dmalloc(sizeof(float) * h);
+        float *dx = gt_dmalloc(sizeof(float) * n), *dr = gt_dmalloc(sizeof(float) * n),
+              *dout0 = gt_dmalloc(sizeof(float) * (n + 1));
+        float *dg = gt_dmalloc(sizeof(float) * h), *dbeta = gt_dmalloc(sizeof(float) * h);
         CUDA_OK(cudaMemcpy(dx, x, sizeof(float) * n, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dr, r, sizeof(float) * n, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dg, g, sizeof(float) * h, cudaMemcpyHostToDevice));
@@ -688,7 +674,7 @@ static void mean_pool_matches_fp64(void)
     for (int i = 0; i < (quick ? 2 : 8); i++) {
         const int h = hs[i % 4], nseq = gt_randint(1, 64), norm = i & 1;
         int32_t off[65];
-        const int t = make_offsets(off, nseq, 1, 300);
+        const int t = gt_make_offsets(off, nseq, 1, 300);
         float *x = malloc(sizeof(float) * (size_t)t * h), *out = malloc(sizeof(float) * (size_t)nseq * h);
         double *ref = malloc(sizeof(double) * (size_t)nseq * h);
         for (size_t j = 0; j < (size_t)t * h; j++)
@@ -705,8 +691,8 @@ static void mean_pool_matches_fp64(void)
             for (int c = 0; c < h && norm; c++)
                 ref[(size_t)s * h + c] /= fmax(sqrt(n2), 1e-12);
         }
-        float *dx = dmalloc(sizeof(float) * (size_t)t * h), *dout = dmalloc(sizeof(float) * (size_t)nseq * h);
-        int32_t *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
+        float *dx = gt_dmalloc(sizeof(float) * (size_t)t * h), *dout = gt_dmalloc(sizeof(float) * (size_t)nseq * h);
+        int32_t *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
         CUDA_OK(cudaMemcpy(dx, x, sizeof(float) * (size_t)t * h, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(dout, 0xff, sizeof(float) * (size_t)nseq * h));
@@ -720,43 +706,6 @@ static void mean_pool_matches_fp64(void)
     }
 }
 
-/* FP64 attention over the packed layout; when r16, Q, K, V are first
- * rounded to f16 as the tensor-core kernel does. */
-static void attention_ref(const float *qkv, const int32_t *off, int nseq, int heads, int dh,
-                          int r16, double *out)
-{
-    const int H = heads * dh;
-    const double scale = 1.0 / sqrt((double)dh);
-    for (int s = 0; s < nseq; s++) {
-        const int b = off[s], len = off[s + 1] - b;
-        double *p = malloc(sizeof(double) * len);
-        for (int hd = 0; hd < heads; hd++)
-            for (int i = 0; i < len; i++) {
-                const float *q = qkv + (size_t)(b + i) * 3 * H + hd * dh;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < len; j++) {
-                    const float *k = qkv + (size_t)(b + j) * 3 * H + H + hd * dh;
-                    double d = 0;
-                    for (int c = 0; c < dh; c++)
-                        d += (r16 ? (double)round16(q[c], 0) : q[c]) *
-                             (r16 ? (double)round16(k[c], 0) : k[c]);
-                    p[j] = d * scale;
-                    mx = p[j] > mx ? p[j] : mx;
-                }
-                for (int j = 0; j < len; j++)
-                    sum += p[j] = exp(p[j] - mx);
-                for (int c = 0; c < dh; c++) {
-                    double acc = 0;
-                    for (int j = 0; j < len; j++) {
-                        const float v = qkv[(size_t)(b + j) * 3 * H + 2 * H + hd * dh + c];
-                        acc += p[j] * (r16 ? (double)round16(v, 0) : v);
-                    }
-                    out[(size_t)(b + i) * H + hd * dh + c] = acc / sum;
-                }
-            }
-        free(p);
-    }
-}
 
 static void attention_matches_fp64(void)
 {
@@ -773,17 +722,17 @@ static void attention_matches_fp64(void)
         const int dh = quick ? cs_quick[i].dh : cs_full[i].dh;
         const int nseq = quick ? cs_quick[i].nseq : cs_full[i].nseq;
         int32_t off[64];
-        const int t = make_offsets(off, nseq, quick ? cs_quick[i].lo : cs_full[i].lo,
+        const int t = gt_make_offsets(off, nseq, quick ? cs_quick[i].lo : cs_full[i].lo,
                                    quick ? cs_quick[i].hi : cs_full[i].hi);
         const int H = heads * dh;
         float *qkv = malloc(sizeof(float) * (size_t)t * 3 * H), *out = malloc(sizeof(float) * (size_t)t * H);
         double *ref = malloc(sizeof(double) * (size_t)t * H), *ref16 = malloc(sizeof(double) * (size_t)t * H);
         for (size_t j = 0; j < (size_t)t * 3 * H; j++)
             qkv[j] = gt_unif(-2.5f, 2.5f);
-        attention_ref(qkv, off, nseq, heads, dh, 0, ref);
-        attention_ref(qkv, off, nseq, heads, dh, 1, ref16);
-        float *dq = dmalloc(sizeof(float) * (size_t)t * 3 * H), *dout = dmalloc(sizeof(float) * (size_t)t * H);
-        int32_t *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
+        gt_attention_ref(qkv, off, nseq, heads, dh, NULL, ref);
+        gt_attention_ref(qkv, off, nseq, heads, dh, round_f16, ref16);
+        float *dq = gt_dmalloc(sizeof(float) * (size_t)t * 3 * H), *dout = gt_dmalloc(sizeof(float) * (size_t)t * H);
+        int32_t *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
         CUDA_OK(cudaMemcpy(dq, qkv, sizeof(float) * (size_t)t * 3 * H, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         for (int mode = 0; mode < 2; mode++) {
@@ -811,8 +760,8 @@ static void attention_matches_fp64(void)
 static void fills_are_deterministic_and_in_range(void)
 {
     const size_t n = 100003;
-    float *d = dmalloc(sizeof(float) * n), *h1 = malloc(sizeof(float) * n), *h2 = malloc(sizeof(float) * n);
-    uint8_t *dc = dmalloc(n), *hc = malloc(n);
+    float *d = gt_dmalloc(sizeof(float) * n), *h1 = malloc(sizeof(float) * n), *h2 = malloc(sizeof(float) * n);
+    uint8_t *dc = gt_dmalloc(n), *hc = malloc(n);
     CUDA_OK(kcu_fill_f32(d, n, 42, -3.f, 5.f, stream));
     CUDA_OK(cudaMemcpyAsync(h1, d, sizeof(float) * n, cudaMemcpyDeviceToHost, stream));
     CUDA_OK(kcu_fill_f32(d, n, 42, -3.f, 5.f, stream));

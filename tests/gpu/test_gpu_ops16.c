@@ -45,13 +45,6 @@ static double eps16(kcu_dtype dt)
     return dt == KCU_DT_F16 ? 0x1p-11 : 0x1p-8;
 }
 
-static void *dmalloc(size_t bytes)
-{
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess)
-        p = NULL;
-    return p;
-}
 
 static void poison16(void *d, size_t n, kcu_dtype dt)
 {
@@ -91,13 +84,6 @@ static double worst16(const uint16_t *out, const double *ref, size_t n, kcu_dtyp
     return worst;
 }
 
-static int make_offsets(int32_t *off, int nseq, int lo, int hi)
-{
-    off[0] = 0;
-    for (int s = 0; s < nseq; s++)
-        off[s + 1] = off[s] + gt_randint(lo, hi);
-    return off[nseq];
-}
 
 /* ------------------------------------------------------------------------ */
 
@@ -107,7 +93,7 @@ static void embed16_rounds_the_fp32_sum_once(kcu_dtype dt)
     for (int cs = 0; cs < (quick ? 1 : 3); cs++) {
         const int h = cs == 0 ? 384 : gt_randint(1, 800), nseq = gt_randint(1, 30);
         int32_t off[31];
-        const int t = make_offsets(off, nseq, 1, cs == 1 ? 512 : 130);
+        const int t = gt_make_offsets(off, nseq, 1, cs == 1 ? 512 : 130);
         int32_t *ids = malloc(sizeof(int32_t) * t);
         float *word = malloc(sizeof(float) * (size_t)vocab * h);
         float *pos = malloc(sizeof(float) * (size_t)maxpos * h), *type0 = malloc(sizeof(float) * h);
@@ -120,10 +106,10 @@ static void embed16_rounds_the_fp32_sum_once(kcu_dtype dt)
             pos[i] = gt_unif(-1, 1);
         for (int i = 0; i < h; i++)
             type0[i] = gt_unif(-1, 1);
-        int32_t *dids = dmalloc(sizeof(int32_t) * t), *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
-        float *dw = dmalloc(sizeof(float) * (size_t)vocab * h), *dp = dmalloc(sizeof(float) * (size_t)maxpos * h);
-        float *dty = dmalloc(sizeof(float) * h);
-        void *dout = dmalloc(sizeof(uint16_t) * (size_t)t * h);
+        int32_t *dids = gt_dmalloc(sizeof(int32_t) * t), *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
+        float *dw = gt_dmalloc(sizeof(float) * (size_t)vocab * h), *dp = gt_dmalloc(sizeof(float) * (size_t)maxpos * h);
+        float *dty = gt_dmalloc(sizeof(float) * h);
+        void *dout = gt_dmalloc(sizeof(uint16_t) * (size_t)t * h);
         CUDA_OK(cudaMemcpy(dids, ids, sizeof(int32_t) * t, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dw, word, sizeof(float) * (size_t)vocab * h, cudaMemcpyHostToDevice));
@@ -187,8 +173,8 @@ static void layernorm16_matches_fp64(kcu_dtype dt)
                 max_abs = fabs(ref[(size_t)row * h + c]) > max_abs ? fabs(ref[(size_t)row * h + c]) : max_abs;
             }
         }
-        void *dx = dmalloc(2 * n), *dr = dmalloc(2 * n), *dout = dmalloc(2 * n);
-        float *dg = dmalloc(sizeof(float) * h), *db = dmalloc(sizeof(float) * h);
+        void *dx = gt_dmalloc(2 * n), *dr = gt_dmalloc(2 * n), *dout = gt_dmalloc(2 * n);
+        float *dg = gt_dmalloc(sizeof(float) * h), *db = gt_dmalloc(sizeof(float) * h);
         CUDA_OK(cudaMemcpy(dx, xu, 2 * n, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dr, ru, 2 * n, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(dg, g, sizeof(float) * h, cudaMemcpyHostToDevice));
@@ -215,7 +201,7 @@ static void mean_pool16_matches_fp64(kcu_dtype dt)
     for (int cs = 0; cs < (quick ? 1 : 4); cs++) {
         const int h = cs == 0 ? 384 : gt_randint(1, 1100), nseq = gt_randint(1, 40);
         int32_t off[41];
-        const int t = make_offsets(off, nseq, 1, 200);
+        const int t = gt_make_offsets(off, nseq, 1, 200);
         const int normalize = cs != 1;
         uint16_t *xu = malloc(2 * (size_t)t * h);
         float *x = malloc(sizeof(float) * (size_t)t * h), *out = malloc(sizeof(float) * (size_t)nseq * h);
@@ -234,9 +220,9 @@ static void mean_pool16_matches_fp64(kcu_dtype dt)
                 for (int c = 0; c < h; c++)
                     ref[(size_t)s * h + c] /= fmax(sqrt(n2), 1e-12);
         }
-        void *dx = dmalloc(2 * (size_t)t * h);
-        float *dout = dmalloc(sizeof(float) * (size_t)nseq * h);
-        int32_t *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
+        void *dx = gt_dmalloc(2 * (size_t)t * h);
+        float *dout = gt_dmalloc(sizeof(float) * (size_t)nseq * h);
+        int32_t *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
         CUDA_OK(cudaMemcpy(dx, xu, 2 * (size_t)t * h, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(dout, 0xff, sizeof(float) * (size_t)nseq * h));
@@ -251,10 +237,6 @@ static void mean_pool16_matches_fp64(kcu_dtype dt)
     }
 }
 
-static double gelu_ref(double v)
-{
-    return 0.5 * v * (1.0 + erf(v * 0.70710678118654752440));
-}
 
 static void bias_act16_matches_fp64(kcu_dtype dt)
 {
@@ -270,9 +252,9 @@ static void bias_act16_matches_fp64(kcu_dtype dt)
         rand16(bu, bias, n, -1.f, 1.f, dt);
         for (size_t j = 0; j < len; j++) {
             const double v = (double)y[j] + (with_bias ? bias[j % n] : 0);
-            ref[j] = gelu ? gelu_ref(v) : v;
+            ref[j] = gelu ? gt_gelu_ref(v) : v;
         }
-        void *dy = dmalloc(2 * len), *db = dmalloc(2 * (size_t)n);
+        void *dy = gt_dmalloc(2 * len), *db = gt_dmalloc(2 * (size_t)n);
         CUDA_OK(cudaMemcpy(dy, yu, 2 * len, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(db, bu, 2 * (size_t)n, cudaMemcpyHostToDevice));
         CUDA_OK(kcu_bias_act_16(dy, dt, n, m, n, with_bias ? db : NULL,
@@ -287,41 +269,6 @@ static void bias_act16_matches_fp64(kcu_dtype dt)
     }
 }
 
-/* FP64 attention on the decoded 16-bit inputs (the tensor-core kernel also
- * rounds Q scaled and P to f16: its tolerance is the f16 kernel's of
- * test_gpu_kernels). */
-static void attention_ref(const float *qkv, const int32_t *off, int nseq, int heads, int dh,
-                          double *out)
-{
-    const int H = heads * dh;
-    const double scale = 1.0 / sqrt((double)dh);
-    for (int s = 0; s < nseq; s++) {
-        const int b = off[s], len = off[s + 1] - b;
-        double *p = malloc(sizeof(double) * len);
-        for (int hd = 0; hd < heads; hd++)
-            for (int i = 0; i < len; i++) {
-                const float *q = qkv + (size_t)(b + i) * 3 * H + hd * dh;
-                double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < len; j++) {
-                    const float *k = qkv + (size_t)(b + j) * 3 * H + H + hd * dh;
-                    double d = 0;
-                    for (int c = 0; c < dh; c++)
-                        d += (double)q[c] * k[c];
-                    p[j] = d * scale;
-                    mx = p[j] > mx ? p[j] : mx;
-                }
-                for (int j = 0; j < len; j++)
-                    sum += p[j] = exp(p[j] - mx);
-                for (int c = 0; c < dh; c++) {
-                    double acc = 0;
-                    for (int j = 0; j < len; j++)
-                        acc += p[j] * qkv[(size_t)(b + j) * 3 * H + 2 * H + hd * dh + c];
-                    out[(size_t)(b + i) * H + hd * dh + c] = acc / sum;
-                }
-            }
-        free(p);
-    }
-}
 
 static void attention16_matches_fp64(kcu_dtype dt)
 {
@@ -335,16 +282,16 @@ static void attention16_matches_fp64(kcu_dtype dt)
     for (int i = 0; i < ncase; i++) {
         const int heads = cs[i].heads, dh = cs[i].dh, nseq = cs[i].nseq;
         int32_t off[64];
-        const int t = make_offsets(off, nseq, cs[i].lo, cs[i].hi);
+        const int t = gt_make_offsets(off, nseq, cs[i].lo, cs[i].hi);
         const int H = heads * dh;
         const size_t nq = (size_t)t * 3 * H, no = (size_t)t * H;
         uint16_t *qu = malloc(2 * nq), *ou = malloc(2 * no);
         float *qkv = malloc(sizeof(float) * nq), *out = malloc(sizeof(float) * no);
         double *ref = malloc(sizeof(double) * no);
         rand16(qu, qkv, nq, -2.5f, 2.5f, dt);
-        attention_ref(qkv, off, nseq, heads, dh, ref);
-        void *dq = dmalloc(2 * nq), *dout = dmalloc(2 * no);
-        int32_t *doff = dmalloc(sizeof(int32_t) * (nseq + 1));
+        gt_attention_ref(qkv, off, nseq, heads, dh, NULL, ref);
+        void *dq = gt_dmalloc(2 * nq), *dout = gt_dmalloc(2 * no);
+        int32_t *doff = gt_dmalloc(sizeof(int32_t) * (nseq + 1));
         CUDA_OK(cudaMemcpy(dq, qu, 2 * nq, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(doff, off, sizeof(int32_t) * (nseq + 1), cudaMemcpyHostToDevice));
         for (int mode = 0; mode < 2; mode++) {
@@ -367,7 +314,7 @@ static void attention16_matches_fp64(kcu_dtype dt)
         }
         /* the same values in FP32 through kcu_attention_t(KCU_DT_F32): the
          * launcher's FP32 instantiation is kcu_attention_bias itself */
-        float *dq32 = dmalloc(sizeof(float) * nq), *do32 = dmalloc(sizeof(float) * no);
+        float *dq32 = gt_dmalloc(sizeof(float) * nq), *do32 = gt_dmalloc(sizeof(float) * no);
         CUDA_OK(cudaMemcpy(dq32, qkv, sizeof(float) * nq, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemset(do32, 0xff, sizeof(float) * no));
         CUDA_OK(kcu_attention_t(dq32, KCU_DT_F32, doff, nseq, heads, dh, NULL, 0, 512, sms,
