@@ -58,11 +58,27 @@ def copy_other_files(src, dst):
             shutil.copyfile(os.path.join(root, f), os.path.join(dst, rel))
 
 
+def read_safetensors(path, data=True):
+    """(header, the bytes after it or None) of a safetensors file."""
+    with open(path, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        return json.loads(fh.read(n)), fh.read() if data else None
+
+
+def write_safetensors(path, header, blobs):
+    """header's JSON padded to 8 bytes, then the tensors' bytes in order."""
+    hj = json.dumps(header, separators=(",", ":")).encode()
+    hj += b" " * (-len(hj) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(hj)))
+        fh.write(hj)
+        for b in blobs:
+            fh.write(b)
+
+
 def spec(src, dst):
     copy_other_files(src, dst)
-    with open(os.path.join(src, "model.safetensors"), "rb") as fh:
-        n = struct.unpack("<Q", fh.read(8))[0]
-        header = json.loads(fh.read(n))
+    header, _ = read_safetensors(os.path.join(src, "model.safetensors"), data=False)
     header.pop("__metadata__", None)
     tensors = [{"name": k, "dtype": v["dtype"], "shape": v["shape"]}
                for k, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
@@ -108,13 +124,7 @@ def gen(spec_dir, dst, seed):
         blobs.append(raw)
         off += len(raw)
     header["__metadata__"] = {"format": "pt", "generated": "pack_model.py gen, seed %d" % seed}
-    hj = json.dumps(header, separators=(",", ":")).encode()
-    hj += b" " * (-len(hj) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as fh:
-        fh.write(struct.pack("<Q", len(hj)))
-        fh.write(hj)
-        for b in blobs:
-            fh.write(b)
+    write_safetensors(os.path.join(dst, "model.safetensors"), header, blobs)
     print("pack_model: %s -> %s (generated, seed %d, %d bytes of tensors)" % (spec_dir, dst, seed, off))
 
 
@@ -127,10 +137,7 @@ def main():
         return gen(src, dst, seed)
     frm, to = ("F32", "F16") if mode == "to16" else ("F16", "F32")
     copy_other_files(src, dst)
-    with open(os.path.join(src, "model.safetensors"), "rb") as fh:
-        n = struct.unpack("<Q", fh.read(8))[0]
-        header = json.loads(fh.read(n))
-        data = fh.read()
+    header, data = read_safetensors(os.path.join(src, "model.safetensors"))
     meta = header.pop("__metadata__", None)
     out_header, blobs, off = {}, [], 0
     for name, t in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
@@ -143,13 +150,7 @@ def main():
         off += len(raw)
     if meta is not None:
         out_header["__metadata__"] = meta
-    hj = json.dumps(out_header, separators=(",", ":")).encode()
-    hj += b" " * (-len(hj) % 8)
-    with open(os.path.join(dst, "model.safetensors"), "wb") as fh:
-        fh.write(struct.pack("<Q", len(hj)))
-        fh.write(hj)
-        for b in blobs:
-            fh.write(b)
+    write_safetensors(os.path.join(dst, "model.safetensors"), out_header, blobs)
     print("pack_model: %s -> %s (%s -> %s, %d bytes of tensors)" % (src, dst, frm, to, off))
 
 

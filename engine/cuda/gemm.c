@@ -276,8 +276,8 @@ static int fused_kernel(const cu_ctx *c, const cu_weight *w, int m)
 
 /* The W8A16 kernel (kcu_w8a16_kernel kernel; < 0: fused_kernel's choice),
  * with this thread's split-K workspace. */
-static mt_status gemm_fused_k(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                              const float *bias, mt_act act, float *y, int kernel, mt_err *err)
+static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
+                            const float *bias, mt_act act, float *y, int kernel, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     mt_status st = ws_ensure(c, err);
@@ -295,11 +295,6 @@ static mt_status gemm_fused_k(cu_ctx *c, const cu_weight *w, const float *x, int
     return MT_OK;
 }
 
-static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                            const float *bias, mt_act act, float *y, mt_err *err)
-{
-    return gemm_fused_k(c, w, x, m, bias, act, y, -1, err);
-}
 
 /* 8-bit weight -> FP16 scratch (scale folded in), activations -> FP16,
  * cuBLASLt FP16 with the bias epilogue, GELU after. */
@@ -359,21 +354,16 @@ static q8_path alt_path(const cu_weight *w)
     return w->w8a8 ? P_W8A8 : P_DEQUANT; /* w8a8: only ever set for E4M3 codes */
 }
 
-/* Runs path pth as asked: MT_EUNSUPPORTED when cuBLASLt refuses W8A8. */
-static mt_status run_path_k(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                            const float *bias, mt_act act, float *y, int kernel, mt_err *err)
+/* Runs path pth as asked (kernel: gemm_fused's): MT_EUNSUPPORTED when
+ * cuBLASLt refuses W8A8. */
+static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
+                          const float *bias, mt_act act, float *y, int kernel, mt_err *err)
 {
     if (pth == P_FUSED)
-        return gemm_fused_k(c, w, x, m, bias, act, y, kernel, err);
+        return gemm_fused(c, w, x, m, bias, act, y, kernel, err);
     if (pth == P_W8A8)
         return gemm_w8a8(c, w, x, m, bias, act, y, err);
     return gemm_dequant(c, w, x, m, bias, act, y, err);
-}
-
-static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                          const float *bias, mt_act act, float *y, mt_err *err)
-{
-    return run_path_k(c, w, pth, x, m, bias, act, y, -1, err);
 }
 
 /* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
@@ -381,11 +371,11 @@ static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, 
 static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
                          const float *bias, mt_act act, float *y, mt_err *err)
 {
-    mt_status st = run_path(c, w, pth, x, m, bias, act, y, err);
+    mt_status st = run_path(c, w, pth, x, m, bias, act, y, -1, err);
     if (st != MT_EUNSUPPORTED || pth != P_W8A8)
         return st;
     atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
-    return gemm_fused(c, w, x, m, bias, act, y, err);
+    return gemm_fused(c, w, x, m, bias, act, y, -1, err);
 }
 
 /* A 16-bit float weight (bf: bf16, else fp16): activations to 16 bits,
@@ -517,7 +507,7 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, con
                            int m, const float *bias, float *y, double *ms_out, mt_err *err)
 {
     float t[3];
-    mt_status st = run_path_k(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
+    mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
     if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
         atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
         *ms_out = NAN;
@@ -525,7 +515,7 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, con
     }
     for (int r = 0; r < 3 && st == MT_OK; r++) {
         CU(cudaEventRecord(c->ev0, c->stream));
-        if ((st = run_path_k(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err)) != MT_OK)
+        if ((st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err)) != MT_OK)
             break;
         CU(cudaEventRecord(c->ev1, c->stream));
         CU(cudaEventSynchronize(c->ev1));
