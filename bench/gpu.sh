@@ -73,7 +73,7 @@ say() { printf '[gpu.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 # A hash of the C/CUDA sources the bundle is built from, so that `run` can
 # tell a stale bundle (no git needed on the GPU machine).
 src_hash() {
-  find engine kernels models server cmd tests/gpu bench/gpu -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+  find engine kernels models server cmd tests/gpu bench/gpu -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
     -not -path 'models/*/*' | LC_ALL=C sort | xargs cat Makefile | sha256sum | cut -c1-16
 }
 
