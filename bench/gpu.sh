@@ -26,6 +26,10 @@
 #                   torch.compile at batches 256 and 32), same ids
 #         serve     mantissa serve on device "cuda", a precision switch
 #                   through every precision under load (serve_switch.py)
+#         peers     mantissa serve on device "cuda" (fp16, int8) against
+#                   sentence-transformers FP16 on the same GPU, one sentence
+#                   per request, concurrency 1, 16, 64 and open loop
+#                   (serve_peers.py; ~2.5 min)
 #         sanitize  compute-sanitizer memcheck, racecheck, synccheck on the
 #                   kernel tests' short list, memcheck on the smoothing tests'
 #         asan      test_gpu_backend and test_gpu_graphs built with ASan+UBSan
@@ -56,7 +60,7 @@
 # full run on an H200 (2026-11-26) took 185 s for the default phases. With
 # 15 minutes of device time in all (start-up included), ask for
 # "run tests,e2e,mpnet,profile" first (about 5 minutes on an H100, 2026-11-27),
-# packed with PACK_ASAN=0: with the ASan build the bundle and the tracked
+# then "run peers" (~2.5 minutes) on the warm machine, packed with PACK_ASAN=0: with the ASan build the bundle and the tracked
 # files pass the 64 MiB the device tool carries (pack warns when they do).
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
@@ -96,6 +100,8 @@ pack() {
   for f in tests/gpu/test_*.c; do progs+=("build/$CFG/tests/gpu/$(basename "$f" .c)"); done
   for f in bench/gpu/*.c; do progs+=("build/$CFG/bench/gpu/$(basename "$f" .c)"); done
   progs+=("build/$CFG/mantissa" "build/$CFG/libmantissa_cuda.so") # the binary opens the module beside it
+  make --no-print-directory CFG=$CFG CUDA=1 CUDA_GENCODE="$gencode" "build/$CFG/bench/loadgen"
+  progs+=("build/$CFG/bench/loadgen") # the peers phase's load generator
   cp "${progs[@]}" "$st/bin/"
   strip -g "$st"/bin/*   # host debug info only: the device code and its line info stay
   # the backend tests under ASan+UBSan too: host-side memory errors around
@@ -188,11 +194,11 @@ run() {
     python3 bench/gpu/pack_model.py to32 "$W/minilm16" "$W/minilm" >> "$LOG/setup.log" 2>&1
   else
     say "no bundle: building in place (needs the CPU build's dependencies)"
-    make --no-print-directory CFG=$CFG CUDA=1 -j"${JOBS:-$(nproc)}" all > "$LOG/build.log" 2>&1 ||
+    make --no-print-directory CFG=$CFG CUDA=1 -j"${JOBS:-$(nproc)}" all "build/$CFG/bench/loadgen" > "$LOG/build.log" 2>&1 ||
       { say "build failed; see build.log"; tail -30 "$LOG/build.log"; }
     BIN=$W/bin && mkdir -p "$BIN"
     cp build/$CFG/tests/gpu/test_gpu_* build/$CFG/bench/gpu/*_bench build/$CFG/mantissa \
-      build/$CFG/libmantissa_cuda.so "$BIN/" 2>/dev/null
+      build/$CFG/libmantissa_cuda.so build/$CFG/bench/loadgen "$BIN/" 2>/dev/null
     [ -f ../shared/data/stsb/sts-test.csv ] && cp ../shared/data/stsb/sts-test.csv "$W/"
     rm -f "$BIN"/*.o "$BIN"/*.d
     ln -s "$ROOT/models/all-MiniLM-L6-v2" "$W/minilm"
@@ -405,20 +411,37 @@ run() {
       --precisions fp32,fp16,bf16,int8,fp8 --seconds "${SECONDS_PER_POINT:-1.5}" \
       --json "$W/e2e-mpnet.json" 2>> "$LOG/e2e.err" || say "MPNet e2e failed: $(tail -3 "$LOG/e2e.err")"
   }
+  # the server on the GPU against sentence-transformers FP16 on the same GPU
+  # (bench/gpu/serve_peers.py: peer_st_server.py, bench/loadgen.c), one
+  # STS-B sentence per request, closed loop at concurrency 1, 16, 64 and
+  # open loop at 50% and 90% of each server's capacity (~2.5 minutes)
+  phase_peers() {
+    [ -f "$W/sts-test.csv" ] || { say "no STS-B file in the bundle"; return 0; }
+    [ -x "$BIN/loadgen" ] || { say "no loadgen in the bundle"; return 0; }
+    room 150 "server against sentence-transformers" || return 0
+    say "mantissa serve (cuda) against sentence-transformers FP16: c = 1, 16, 64"
+    # python3 and torch keep their own libraries: only Mantissa's processes get the bundle's
+    timeout "$(cap 260)" python3 bench/gpu/serve_peers.py --bin "$BIN/mantissa" --loadgen "$BIN/loadgen" \
+      --lib-path "${LIBS:+$LIBS:}${cuda_lib:+$cuda_lib}" --model "$W/minilm" --stsb "$W/sts-test.csv" --precisions "${PEERS_PRECISIONS:-fp16,int8}" \
+      --seconds "${PEERS_SECONDS:-4}" --json "$W/serve-peers.json" --md "$W/serve-peers.md" \
+      > "$LOG/serve-peers.log" 2>&1
+    echo "serve_peers: exit $?" | tee -a "$LOG/serve-peers.log"
+    grep -E '^serve_peers: .*req/s' "$LOG/serve-peers.log" || tail -5 "$LOG/serve-peers.log"
+  }
   # phases run in the order asked for: put the ones that matter most first
   local ph
   [ "$phases" = all ] && phases=tests,gemm,e2e,serve,stsb,sanitize
   for ph in ${phases//,/ }; do
     case $ph in
-      tests|sanitize|gemm|direct|e2e|serve|asan|profile|sweep|stsb|mpnet) "phase_$ph" ;;
-      *) say "unknown phase $ph (tests, sanitize, gemm, direct, e2e, serve, asan, profile, sweep, stsb, mpnet)" ;;
+      tests|sanitize|gemm|direct|e2e|serve|peers|asan|profile|sweep|stsb|mpnet) "phase_$ph" ;;
+      *) say "unknown phase $ph (tests, sanitize, gemm, direct, e2e, serve, peers, asan, profile, sweep, stsb, mpnet)" ;;
     esac
   done
 
   python3 bench/gpu/report.py --work "$W" --phases "$phases" > "$OUT/gpu-results.md" ||
     say "report failed"
   for f in tests.log; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
-  for f in gemm.json e2e.json e2e-act32.json peer.json peer-compile.json serve.json e2e-mpnet.json peer-mpnet.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+  for f in gemm.json e2e.json e2e-act32.json peer.json peer-compile.json serve.json e2e-mpnet.json peer-mpnet.json serve-peers.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs $(cd "$W" && ls gemm.md 2>/dev/null) || true
   say "done in $((SECONDS - t_start)) s; $OUT/gpu-results.md"
   tail -n 60 "$OUT/gpu-results.md"

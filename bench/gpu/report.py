@@ -220,6 +220,7 @@ def main():
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
     mpnet_section(w)
     serve_section(w, a.phases)
+    peers_section(w, a.phases)
     logs_section(w)
 
 
@@ -252,6 +253,18 @@ def logs_section(w):
     if sweep:
         print("## Fused kernel: split-K target sweep (gemm_bench --target-blocks)\n")
         print(sweep)
+
+
+def peers_section(w, phases):
+    """The GPU server against sentence-transformers FP16 (bench/gpu/serve_peers.py)."""
+    md = read(os.path.join(w, "serve-peers.md"))
+    if not md:
+        if "peers" in phases:
+            print("## Server against sentence-transformers\n\nno results (see logs.tar.gz: "
+                  "logs/serve-peers.log)\n")
+        return
+    print("## Server on the GPU against sentence-transformers FP16 (bench/gpu/serve_peers.py)\n")
+    print(md)
 
 
 def serve_section(w, phases):
