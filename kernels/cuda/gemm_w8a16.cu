@@ -59,6 +59,15 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src
                  : "memory");
 }
 
+/* 8 bytes global -> shared with zero fill: four 16-bit activations (IO). */
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes)
+{
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
 /* 4 bytes global -> shared with zero fill: activations whose rows are not
  * 16-byte aligned. */
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
@@ -78,11 +87,11 @@ __device__ __forceinline__ void cp_async_wait()
 }
 
 /* Shared-memory sizes of one instantiation. */
-template <int MT>
+template <int MT, bool IO>
 struct Tile {
     static constexpr int BM = 8 * MT;              /* tokens per block */
     static constexpr int W_BYTES = BN * KC;        /* weight bytes per stage */
-    static constexpr int X_BYTES = BM * KC * 4;    /* FP32 activation bytes per stage */
+    static constexpr int X_BYTES = BM * KC * (IO ? 2 : 4); /* activation bytes per stage */
     static constexpr int STAGE = W_BYTES + X_BYTES;
     static constexpr int SMEM = STAGES * STAGE;
 };
@@ -91,12 +100,13 @@ struct Tile {
  * Weights: 128 rows x 4 runs of 16 bytes, row-major in shared memory (a
  * warp's 8 rows x 64 B are then read as 512 contiguous bytes).
  * Activations: float4 (q, token, t) at ((q * BM + token) * 4 + t), so that
- * the 32 lanes of an MMA step read 32 consecutive float4 (no bank conflict). */
-template <int MT>
+ * the 32 lanes of an MMA step read 32 consecutive float4 (no bank conflict);
+ * 16-bit rows (IO): the same places in 8-byte words of four values. */
+template <int MT, bool IO>
 __device__ __forceinline__ void load_stage(const Params &p, uint8_t *stage, int chunk, int n0,
                                            int m0)
 {
-    constexpr int BM = Tile<MT>::BM;
+    constexpr int BM = Tile<MT, IO>::BM;
     const int tid = threadIdx.x;
     const int kc = chunk * KC;
 #pragma unroll
@@ -108,7 +118,18 @@ __device__ __forceinline__ void load_stage(const Params &p, uint8_t *stage, int 
         const uint8_t *src = bytes > 0 ? p.w + (size_t)gn * p.ldw + gk : p.w;
         cp_async16(stage + row * KC + seg * 16, src, bytes);
     }
-    float *sx = reinterpret_cast<float *>(stage + Tile<MT>::W_BYTES);
+    if (IO) {
+        uint2 *sx = reinterpret_cast<uint2 *>(stage + Tile<MT, IO>::W_BYTES);
+        for (int c = tid; c < BM * 16; c += THREADS) {
+            const int tok = c >> 4, f4 = c & 15;
+            const int gm = m0 + tok, gk = kc + f4 * 4;
+            const int bytes = gm < p.m ? max(0, min(8, (p.k - gk) * 2)) : 0;
+            cp_async8(sx + ((f4 & 3) * BM + tok) * 4 + (f4 >> 2),
+                      bytes > 0 ? p.xh + (size_t)gm * p.ldx + gk : p.xh, bytes);
+        }
+        return;
+    }
+    float *sx = reinterpret_cast<float *>(stage + Tile<MT, IO>::W_BYTES);
     for (int c = tid; c < BM * 16; c += THREADS) {
         const int tok = c >> 4, f4 = c & 15;
         const int q = f4 & 3, tt = f4 >> 2;
@@ -131,11 +152,11 @@ __device__ __forceinline__ void load_stage(const Params &p, uint8_t *stage, int 
  * this file for the layout, pipeline and split-K. SM: activation smoothing,
  * each activation times p.mul[k] in FP32 before its f16/bf16 rounding (a
  * template argument, so the unsmoothed instantiations are unchanged). */
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
 {
-    constexpr int BM = Tile<MT>::BM;
-    constexpr int STAGE = Tile<MT>::STAGE;
+    constexpr int BM = Tile<MT, IO>::BM;
+    constexpr int STAGE = Tile<MT, IO>::STAGE;
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ int s_last;
 
@@ -155,7 +176,7 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < nch)
-            load_stage<MT>(p, smem + s * STAGE, c_begin + s, n0, m0);
+            load_stage<MT, IO>(p, smem + s * STAGE, c_begin + s, n0, m0);
         cp_async_commit();
     }
 
@@ -166,11 +187,12 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         __syncthreads();
         const int nxt = i + STAGES - 1;
         if (nxt < nch)
-            load_stage<MT>(p, smem + (nxt % STAGES) * STAGE, c_begin + nxt, n0, m0);
+            load_stage<MT, IO>(p, smem + (nxt % STAGES) * STAGE, c_begin + nxt, n0, m0);
         cp_async_commit();
 
         const uint8_t *sw = smem + (i % STAGES) * STAGE;
-        const float4 *sx = reinterpret_cast<const float4 *>(sw + Tile<MT>::W_BYTES);
+        const float4 *sx = reinterpret_cast<const float4 *>(sw + Tile<MT, IO>::W_BYTES);
+        const uint2 *sxh = reinterpret_cast<const uint2 *>(sw + Tile<MT, IO>::W_BYTES);
         const uint4 wa = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g) * KC + t * 16);
         const uint4 wb = *reinterpret_cast<const uint4 *>(sw + (warp * 16 + g + 8) * KC + t * 16);
         uint32_t a[4][4];
@@ -188,6 +210,13 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
             for (int j = 0; j < 4; j++) {
+                if (IO) {
+                    uint2 b = sxh[(j * BM + mt * 8 + g) * 4 + t];
+                    if (SM)
+                        b = mul4<AT>(b, mul[j]);
+                    mma16816<AT>(acc[mt], a[j][0], a[j][1], a[j][2], a[j][3], b.x, b.y);
+                    continue;
+                }
                 float4 v = sx[(j * BM + mt * 8 + g) * 4 + t];
                 if (SM) {
                     v.x *= mul[j].x;
@@ -201,7 +230,7 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_kernel(const Params p)
         }
     }
     cp_async_wait<0>();
-    finish_tile<MT>(p, acc, n0, m0, s_last);
+    finish_tile<MT, AT, IO>(p, acc, n0, m0, s_last);
 }
 
 /* ------------------------------------------------------------------------
@@ -233,53 +262,69 @@ namespace {
 
 /* One instantiation (the stages need more than the default 48 KiB of
  * shared memory: the limit is raised the first time it runs on a device). */
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 cudaError_t prepare(int dev)
 {
-    return prepare_once<w8a16_kernel<MT, WT, AT, SM>, Tile<MT>::SMEM>(dev);
+    return prepare_once<w8a16_kernel<MT, WT, AT, SM, IO>, Tile<MT, IO>::SMEM>(dev);
 }
 
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 cudaError_t launch(const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    return launch_once<w8a16_kernel<MT, WT, AT, SM>, Tile<MT>::SMEM>(p, grid, dev, stream);
+    return launch_once<w8a16_kernel<MT, WT, AT, SM, IO>, Tile<MT, IO>::SMEM>(p, grid, dev, stream);
 }
 
 /* From the planner's token-tile count to the instantiation; direct: the
  * direct kernel (mt 1 or 2 only). */
-template <int WT, int AT, bool SM>
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t dispatch_mt(int mt, bool direct, const Params &p, dim3 grid, int dev,
                         cudaStream_t stream)
 {
     if (direct)
-        return launch_direct<WT, AT, SM>(mt, p, grid, dev, stream);
+        return launch_direct<WT, AT, SM, IO>(mt, p, grid, dev, stream);
     switch (mt) {
-    case 1: return launch<1, WT, AT, SM>(p, grid, dev, stream);
-    case 2: return launch<2, WT, AT, SM>(p, grid, dev, stream);
-    case 4: return launch<4, WT, AT, SM>(p, grid, dev, stream);
-    default: return launch<8, WT, AT, SM>(p, grid, dev, stream);
+    case 1: return launch<1, WT, AT, SM, IO>(p, grid, dev, stream);
+    case 2: return launch<2, WT, AT, SM, IO>(p, grid, dev, stream);
+    case 4: return launch<4, WT, AT, SM, IO>(p, grid, dev, stream);
+    default: return launch<8, WT, AT, SM, IO>(p, grid, dev, stream);
     }
 }
 
-template <int WT, int AT>
+template <int WT, int AT, bool IO>
 cudaError_t dispatch_sm(bool sm, int mt, bool direct, const Params &p, dim3 grid, int dev,
                         cudaStream_t stream)
 {
-    return sm ? dispatch_mt<WT, AT, true>(mt, direct, p, grid, dev, stream)
-              : dispatch_mt<WT, AT, false>(mt, direct, p, grid, dev, stream);
+    return sm ? dispatch_mt<WT, AT, true, IO>(mt, direct, p, grid, dev, stream)
+              : dispatch_mt<WT, AT, false, IO>(mt, direct, p, grid, dev, stream);
 }
 
 /* Loads every instantiation and sets its shared-memory limit on device dev. */
-template <int WT, int AT, bool SM>
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t warm_all(int dev)
 {
     cudaError_t e;
-    if ((e = prepare<1, WT, AT, SM>(dev)) != cudaSuccess ||
-        (e = prepare<2, WT, AT, SM>(dev)) != cudaSuccess ||
-        (e = prepare<4, WT, AT, SM>(dev)) != cudaSuccess ||
-        (e = prepare<8, WT, AT, SM>(dev)) != cudaSuccess)
+    if ((e = prepare<1, WT, AT, SM, IO>(dev)) != cudaSuccess ||
+        (e = prepare<2, WT, AT, SM, IO>(dev)) != cudaSuccess ||
+        (e = prepare<4, WT, AT, SM, IO>(dev)) != cudaSuccess ||
+        (e = prepare<8, WT, AT, SM, IO>(dev)) != cudaSuccess)
         return e;
-    return warm_direct<WT, AT, SM>(dev);
+    return warm_direct<WT, AT, SM, IO>(dev);
+}
+
+/* warm_all for both smoothings, both weight and both activation types. */
+template <bool IO>
+cudaError_t warm_io(int dev)
+{
+    cudaError_t e;
+    if ((e = warm_all<0, 0, false, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<0, 1, false, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<1, 0, false, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<1, 1, false, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<0, 0, true, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<0, 1, true, IO>(dev)) != cudaSuccess ||
+        (e = warm_all<1, 0, true, IO>(dev)) != cudaSuccess)
+        return e;
+    return warm_all<1, 1, true, IO>(dev);
 }
 
 /* Rounded-up integer division for the planner. */
@@ -351,17 +396,22 @@ extern "C" cudaError_t kcu_w8a16_gemm(const float *x, int ldx, const void *w, in
                               opts, ws, ws_floats, counters, ncounters, stream);
 }
 
-extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w, int ldw,
-                                          kcu_wtype wt, const float *scale, const float *bias,
-                                          kcu_act act, float *y, int ldy, int m, int n, int k,
-                                          kcu_atype at, const float *in_mul,
-                                          const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
-                                          int *counters, int ncounters, cudaStream_t stream)
+/* What kcu_w8a16_gemm_mul and kcu_w8a16_gemm_16 share: checks the
+ * arguments, plans (falling back to one split when the workspace is short)
+ * and launches; p arrives with its row pointers (x, y, bias or xh, yh,
+ * biash) set, io says which. */
+static cudaError_t run_gemm(Params &p, bool io, const void *x, int ldx, const void *w, int ldw,
+                            kcu_wtype wt, const float *scale, const void *y, int ldy, kcu_act act,
+                            int m, int n, int k, kcu_atype at, const float *in_mul,
+                            const kcu_w8a16_opts *opts, float *ws, size_t ws_floats, int *counters,
+                            int ncounters, cudaStream_t stream)
 {
     if (m == 0 || n == 0)
         return cudaSuccess;
     if (m < 0 || n < 0 || k < 1 || !x || !w || !scale || !y || ldx < k || ldy < n || ldw < k ||
         (ldw & 15) || ((uintptr_t)w & 15) || ((uintptr_t)in_mul & 15))
+        return cudaErrorInvalidValue;
+    if (io && (((uintptr_t)x & 7) || (ldx & 3))) /* the 8-byte copies of four values */
         return cudaErrorInvalidValue;
     int dev = 0;
     const int sms = device_sms(&dev);
@@ -376,13 +426,9 @@ extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w
         one.force_splits = 1;
         kcu_w8a16_make_plan(m, n, k, sms, &one, &plan);
     }
-    Params p;
-    p.x = x;
     p.w = static_cast<const uint8_t *>(w);
     p.scale = scale;
-    p.bias = bias;
     p.mul = in_mul;
-    p.y = y;
     p.ws = ws;
     p.counters = counters;
     p.ldx = ldx;
@@ -399,27 +445,62 @@ extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w
     const int mt = plan.bm / 8;
     const bool sm = in_mul != NULL;
     const bool direct = kcu_w8a16_direct(m, opts);
+    if (io) {
+        if (wt == KCU_W_INT8)
+            return at == KCU_A_F16 ? dispatch_sm<0, 0, true>(sm, mt, direct, p, grid, dev, stream)
+                                   : dispatch_sm<0, 1, true>(sm, mt, direct, p, grid, dev, stream);
+        return at == KCU_A_F16 ? dispatch_sm<1, 0, true>(sm, mt, direct, p, grid, dev, stream)
+                               : dispatch_sm<1, 1, true>(sm, mt, direct, p, grid, dev, stream);
+    }
     if (wt == KCU_W_INT8)
-        return at == KCU_A_F16 ? dispatch_sm<0, 0>(sm, mt, direct, p, grid, dev, stream)
-                               : dispatch_sm<0, 1>(sm, mt, direct, p, grid, dev, stream);
-    return at == KCU_A_F16 ? dispatch_sm<1, 0>(sm, mt, direct, p, grid, dev, stream)
-                           : dispatch_sm<1, 1>(sm, mt, direct, p, grid, dev, stream);
+        return at == KCU_A_F16 ? dispatch_sm<0, 0, false>(sm, mt, direct, p, grid, dev, stream)
+                               : dispatch_sm<0, 1, false>(sm, mt, direct, p, grid, dev, stream);
+    return at == KCU_A_F16 ? dispatch_sm<1, 0, false>(sm, mt, direct, p, grid, dev, stream)
+                           : dispatch_sm<1, 1, false>(sm, mt, direct, p, grid, dev, stream);
 }
 
-/* Every instantiation: (MT, WT, AT, SM) of the staged kernel (32) and of
- * the direct one (16). */
+extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w, int ldw,
+                                          kcu_wtype wt, const float *scale, const float *bias,
+                                          kcu_act act, float *y, int ldy, int m, int n, int k,
+                                          kcu_atype at, const float *in_mul,
+                                          const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
+                                          int *counters, int ncounters, cudaStream_t stream)
+{
+    Params p = {};
+    p.x = x;
+    p.bias = bias;
+    p.y = y;
+    return run_gemm(p, false, x, ldx, w, ldw, wt, scale, y, ldy, act, m, n, k, at, in_mul, opts,
+                    ws, ws_floats, counters, ncounters, stream);
+}
+
+extern "C" cudaError_t kcu_w8a16_gemm_16(const void *x, int ldx, const void *w, int ldw,
+                                         kcu_wtype wt, const float *scale, const void *bias,
+                                         kcu_act act, void *y, int ldy, int m, int n, int k,
+                                         kcu_dtype dt, const float *in_mul,
+                                         const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
+                                         int *counters, int ncounters, cudaStream_t stream)
+{
+    if (dt != KCU_DT_F16 && dt != KCU_DT_BF16)
+        return cudaErrorInvalidValue;
+    Params p = {};
+    p.xh = static_cast<const uint16_t *>(x);
+    p.biash = static_cast<const uint16_t *>(bias);
+    p.yh = static_cast<uint16_t *>(y);
+    return run_gemm(p, true, x, ldx, w, ldw, wt, scale, y, ldy, act, m, n, k,
+                    dt == KCU_DT_F16 ? KCU_A_F16 : KCU_A_BF16, in_mul, opts, ws, ws_floats,
+                    counters, ncounters, stream);
+}
+
+/* Every instantiation: (MT, WT, AT, SM, IO) of the staged kernel (64) and
+ * of the direct one (32). */
 extern "C" cudaError_t kcu_w8a16_warm(void)
 {
     int dev = 0;
     if (device_sms(&dev) < 0)
         return cudaErrorInvalidDevice;
-    cudaError_t e;
-    if ((e = warm_all<0, 0, false>(dev)) != cudaSuccess || (e = warm_all<0, 1, false>(dev)) != cudaSuccess ||
-        (e = warm_all<1, 0, false>(dev)) != cudaSuccess || (e = warm_all<1, 1, false>(dev)) != cudaSuccess ||
-        (e = warm_all<0, 0, true>(dev)) != cudaSuccess || (e = warm_all<0, 1, true>(dev)) != cudaSuccess ||
-        (e = warm_all<1, 0, true>(dev)) != cudaSuccess)
-        return e;
-    return warm_all<1, 1, true>(dev);
+    const cudaError_t e = warm_io<false>(dev);
+    return e != cudaSuccess ? e : warm_io<true>(dev);
 }
 
 /* The plan's workspace at every m that can split: m up to 32 has one token

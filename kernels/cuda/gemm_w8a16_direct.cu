@@ -22,7 +22,9 @@ namespace {
  *     so DU x 32 bytes per thread are in flight with no barrier between;
  *   - the block's activations are converted to f16/bf16 (smoothing applied)
  *     once per window of XW chunks into shared memory, laid out so that an
- *     MMA step's B fragments are 32 consecutive 8-byte words;
+ *     MMA step's B fragments are 32 consecutive 8-byte words (16-bit rows,
+ *     the IO instantiations: copied as they are, or times the smoothing
+ *     multipliers and rounded again);
  *   - the MMAs run in the staged kernel's order (chunk, token tile, step). */
 
 #ifndef KCU_W8A16_DU /* experiments: NVCCFLAGS="-O3 -DKCU_W8A16_DU=8" (watch for spills) */
@@ -81,13 +83,31 @@ __device__ __forceinline__ uint4 load_run(const Params &p, int row, int chunk, i
  * 16t + 4j .. 16t + 4j + 3, rounded as the staged kernel rounds them (FP32
  * times the smoothing multiplier, then round to nearest). Tokens >= m and
  * k >= K are zeros. */
-template <int MT, int AT, bool SM>
+template <int MT, int AT, bool SM, bool IO>
 __device__ __forceinline__ void fill_window(const Params &p, uint2 *sx, int c0, int nc, int m0)
 {
     constexpr int BM = 8 * MT;
     for (int idx = threadIdx.x; idx < BM * nc * 16; idx += THREADS) {
         const int q = idx & 15, cw = (idx >> 4) % nc, tok = (idx >> 4) / nc;
         const int gm = m0 + tok, gk = (c0 + cw) * KC + 4 * q;
+        if (IO) { /* 16-bit rows: the four values as they are (times mul, rounded again) */
+            uint2 u = make_uint2(0u, 0u);
+            if (gm < p.m) {
+                const uint16_t *src = p.xh + (size_t)gm * p.ldx + gk;
+                if (gk + 4 <= p.k) {
+                    u = __ldg(reinterpret_cast<const uint2 *>(src)); /* 8-byte aligned rows */
+                } else {
+                    const uint32_t e0 = gk < p.k ? __ldg(src) : 0u;
+                    const uint32_t e1 = gk + 1 < p.k ? __ldg(src + 1) : 0u;
+                    const uint32_t e2 = gk + 2 < p.k ? __ldg(src + 2) : 0u;
+                    u = make_uint2(e0 | e1 << 16, e2);
+                }
+                if (SM)
+                    u = mul4<AT>(u, __ldg(reinterpret_cast<const float4 *>(p.mul + gk)));
+            }
+            sx[((cw * 4 + (q & 3)) * BM + tok) * 4 + (q >> 2)] = u;
+            continue;
+        }
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (gm < p.m) {
             const float *src = p.x + (size_t)gm * p.ldx + gk;
@@ -134,7 +154,7 @@ __device__ __forceinline__ void mma_chunk(float (&acc)[MT][4], const uint4 &wa, 
 
 /* One block, as the staged kernel's (128 weight rows x 8*MT tokens x one K
  * split), MT = 1 or 2. */
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 __global__ void __launch_bounds__(THREADS, 2) w8a16_direct_kernel(const Params p)
 {
     constexpr int BM = 8 * MT;
@@ -169,7 +189,7 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_direct_kernel(const Params p
                 break;
             if (i % XW == 0) {
                 __syncthreads(); /* every warp is done with the last window */
-                fill_window<MT, AT, SM>(p, sx, c_begin + i, min(XW, nch - i), m0);
+                fill_window<MT, AT, SM, IO>(p, sx, c_begin + i, min(XW, nch - i), m0);
                 __syncthreads();
             }
             const uint4 ca = wa[u], cb = wb[u];
@@ -180,53 +200,57 @@ __global__ void __launch_bounds__(THREADS, 2) w8a16_direct_kernel(const Params p
             mma_chunk<MT, WT, AT>(acc, ca, cb, sx + (size_t)(i % XW) * 4 * BM * 4, lane);
         }
     }
-    finish_tile<MT>(p, acc, n0, m0, s_last);
+    finish_tile<MT, AT, IO>(p, acc, n0, m0, s_last);
 }
 
 /* The direct kernel's instantiations (32 KiB of shared memory at most; the
  * attribute is set anyway, so that warming loads them). */
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 cudaError_t prepare_direct(int dev)
 {
-    return prepare_once<w8a16_direct_kernel<MT, WT, AT, SM>, DirectTile<MT>::SMEM>(dev);
+    return prepare_once<w8a16_direct_kernel<MT, WT, AT, SM, IO>, DirectTile<MT>::SMEM>(dev);
 }
 
-template <int MT, int WT, int AT, bool SM>
+template <int MT, int WT, int AT, bool SM, bool IO>
 cudaError_t run_direct(const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    return launch_once<w8a16_direct_kernel<MT, WT, AT, SM>, DirectTile<MT>::SMEM>(p, grid, dev,
-                                                                                   stream);
+    return launch_once<w8a16_direct_kernel<MT, WT, AT, SM, IO>, DirectTile<MT>::SMEM>(p, grid, dev,
+                                                                                       stream);
 }
 
 } /* namespace */
 
-template <int WT, int AT, bool SM>
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t launch_direct(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream)
 {
-    return mt == 1 ? run_direct<1, WT, AT, SM>(p, grid, dev, stream)
-                   : run_direct<2, WT, AT, SM>(p, grid, dev, stream);
+    return mt == 1 ? run_direct<1, WT, AT, SM, IO>(p, grid, dev, stream)
+                   : run_direct<2, WT, AT, SM, IO>(p, grid, dev, stream);
 }
 
-template <int WT, int AT, bool SM>
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t warm_direct(int dev)
 {
-    const cudaError_t e = prepare_direct<1, WT, AT, SM>(dev);
-    return e != cudaSuccess ? e : prepare_direct<2, WT, AT, SM>(dev);
+    const cudaError_t e = prepare_direct<1, WT, AT, SM, IO>(dev);
+    return e != cudaSuccess ? e : prepare_direct<2, WT, AT, SM, IO>(dev);
 }
 
-/* The (WT, AT, SM) combinations gemm_w8a16.cu dispatches to. */
-#define KCU_DIRECT_INSTANCE(WT, AT, SM)                                                        \
-    template cudaError_t launch_direct<WT, AT, SM>(int, const Params &, dim3, int,             \
-                                                   cudaStream_t);                              \
-    template cudaError_t warm_direct<WT, AT, SM>(int);
-KCU_DIRECT_INSTANCE(0, 0, false)
-KCU_DIRECT_INSTANCE(0, 1, false)
-KCU_DIRECT_INSTANCE(1, 0, false)
-KCU_DIRECT_INSTANCE(1, 1, false)
-KCU_DIRECT_INSTANCE(0, 0, true)
-KCU_DIRECT_INSTANCE(0, 1, true)
-KCU_DIRECT_INSTANCE(1, 0, true)
-KCU_DIRECT_INSTANCE(1, 1, true)
+/* The (WT, AT, SM, IO) combinations gemm_w8a16.cu dispatches to. */
+#define KCU_DIRECT_INSTANCE(WT, AT, SM, IO)                                                    \
+    template cudaError_t launch_direct<WT, AT, SM, IO>(int, const Params &, dim3, int,         \
+                                                       cudaStream_t);                          \
+    template cudaError_t warm_direct<WT, AT, SM, IO>(int);
+#define KCU_DIRECT_INSTANCES(IO)                                                               \
+    KCU_DIRECT_INSTANCE(0, 0, false, IO)                                                       \
+    KCU_DIRECT_INSTANCE(0, 1, false, IO)                                                       \
+    KCU_DIRECT_INSTANCE(1, 0, false, IO)                                                       \
+    KCU_DIRECT_INSTANCE(1, 1, false, IO)                                                       \
+    KCU_DIRECT_INSTANCE(0, 0, true, IO)                                                        \
+    KCU_DIRECT_INSTANCE(0, 1, true, IO)                                                        \
+    KCU_DIRECT_INSTANCE(1, 0, true, IO)                                                        \
+    KCU_DIRECT_INSTANCE(1, 1, true, IO)
+KCU_DIRECT_INSTANCES(false)
+KCU_DIRECT_INSTANCES(true)
+#undef KCU_DIRECT_INSTANCES
 #undef KCU_DIRECT_INSTANCE
 
 } /* namespace kcu_w8a16 */

@@ -147,6 +147,13 @@ cudaError_t kcu_bias_act(float *y, int ldy, int m, int n, const float *bias, kcu
 cudaError_t kcu_dequant_to_f16(const void *w, int ldw, kcu_wtype wt, const float *scale, int n,
                                int k, void *out, int ldo, cudaStream_t stream);
 
+/* The same with column c also times mul[c] (FP32, before the rounding;
+ * mul NULL or k floats): a 16-bit forward's smoothing folded into the
+ * weight, (x * mul) W^T = x (W * mul)^T. */
+cudaError_t kcu_dequant_to_f16_mul(const void *w, int ldw, kcu_wtype wt, const float *scale,
+                                   const float *mul, int n, int k, void *out, int ldo,
+                                   cudaStream_t stream);
+
 /* Per-token (row) FP8 quantization of activations for W8A8:
  * row_scale[r] = max|x[r]| / 448 (1 for an all-zero row) and
  * xq[r][c] = e4m3_satfinite(x[r][c] / row_scale[r]), columns k..ldq-1 = 0. */
@@ -255,6 +262,25 @@ cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets
  * none for a plan. */
 cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const void *bias,
                             kcu_act act, cudaStream_t stream);
+
+/* kcu_quant_rows_e4m3_mul on 16-bit rows x of type dt (the FP8 W8A8 GEMM of
+ * a 16-bit forward): absmax and codes of x[r][c] * mul[c] in FP32. */
+cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
+                                   const float *mul, uint8_t *xq, int ldq, float *row_scale,
+                                   cudaStream_t stream);
+
+/* kcu_w8a16_gemm_mul on 16-bit rows (a 16-bit forward's GEMM of an 8-bit
+ * weight): x (m, ldx), y (m, ldy) and bias (n, may be NULL) of type dt,
+ * which is also the MMA's type (KCU_DT_F16: f16, KCU_DT_BF16: bf16); the
+ * epilogue in FP32, y rounded once. The same MMAs as kcu_w8a16_gemm_mul on
+ * x widened to FP32 (with smoothing, x[c] * in_mul[c] is rounded to dt as
+ * there), so y is that GEMM's FP32 result (bias widened) rounded to dt.
+ * x and y 8-byte aligned (4-byte for y), ldx and ldy multiples of 4. */
+cudaError_t kcu_w8a16_gemm_16(const void *x, int ldx, const void *w, int ldw, kcu_wtype wt,
+                              const float *scale, const void *bias, kcu_act act, void *y, int ldy,
+                              int m, int n, int k, kcu_dtype dt, const float *in_mul,
+                              const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
+                              int *counters, int ncounters, cudaStream_t stream);
 
 /* kcu_attention_bias on qkv and out of type dt (KCU_DT_F32: the same as
  * kcu_attention_bias). 16-bit rows: qkv 8-byte and out 4-byte aligned for

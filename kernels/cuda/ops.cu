@@ -116,22 +116,31 @@ __device__ __forceinline__ float dec8(uint8_t b, int wt)
     return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3)));
 }
 
-/* The weight of an 8-bit layer as FP16 (scale folded in) for cuBLASLt. */
+/* The weight of an 8-bit layer as FP16 (scale folded in) for cuBLASLt;
+ * with mul (a 16-bit forward's smoothing), each column c also times mul[c]:
+ * x (W * mul)^T = (x * mul) W^T, so the activations stay as they are. */
 __global__ void dequant_kernel(const uint8_t *w, int ldw, int wt, const float *scale, int n, int k,
-                               uint16_t *out, int ldo)
+                               uint16_t *out, int ldo, const float *mul)
 {
     for (int r = blockIdx.y; r < n; r += gridDim.y)
         for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < ldo; c += gridDim.x * blockDim.x) {
-            const float v = c < k ? dec8(w[(size_t)r * ldw + c], wt) * scale[r] : 0.f;
+            float v = c < k ? dec8(w[(size_t)r * ldw + c], wt) * scale[r] : 0.f;
+            if (mul && c < k)
+                v *= mul[c];
             out[(size_t)r * ldo + c] = __half_as_ushort(__float2half_rn(v));
         }
 }
 
-/* x[c] (times mul[c]) for four columns from c4 * 4 on: one 16-byte load
- * each (the caller checked the alignment). */
-__device__ __forceinline__ float4 row4(const float *xr, const float *mul, int c4)
+/* x[c] (times mul[c]) for four columns from c4 * 4 on: one 16-byte (FP32)
+ * or 8-byte (16-bit rows) load each (the caller checked the alignment). */
+template <typename T>
+__device__ __forceinline__ float4 row4(const T *xr, const float *mul, int c4)
 {
-    float4 v = __ldg(reinterpret_cast<const float4 *>(xr) + c4);
+    float4 v;
+    if constexpr (sizeof(T) == 4)
+        v = __ldg(reinterpret_cast<const float4 *>(xr) + c4);
+    else
+        v = row<T>::ld4(xr + 4 * c4);
     if (mul) {
         const float4 mu = __ldg(reinterpret_cast<const float4 *>(mul) + c4);
         v.x *= mu.x;
@@ -143,9 +152,11 @@ __device__ __forceinline__ float4 row4(const float *xr, const float *mul, int c4
 }
 
 /* x[c] (times mul[c]): one column. */
-__device__ __forceinline__ float row1(const float *xr, const float *mul, int c)
+template <typename T>
+__device__ __forceinline__ float row1(const T *xr, const float *mul, int c)
 {
-    return mul ? xr[c] * mul[c] : xr[c];
+    const float v = row<T>::ld(xr[c]);
+    return mul ? v * mul[c] : v;
 }
 
 __device__ __forceinline__ uint32_t e4m3(float v)
@@ -159,13 +170,14 @@ __device__ __forceinline__ uint32_t e4m3(float v)
  * ~1.4 TB/s one float per thread per step); qvec: code rows 4-byte aligned,
  * so four codes are stored as one word. The arithmetic is the same either
  * way (absmax is order-free; each code is x * mul / s rounded once). */
-__global__ void quant_rows_kernel(const float *x, int ldx, int m, int k, uint8_t *xq, int ldq,
+template <typename T>
+__global__ void quant_rows_kernel(const T *x, int ldx, int m, int k, uint8_t *xq, int ldq,
                                   float *row_scale, const float *mul, int vec, int qvec)
 {
     __shared__ float red[32];
     const int k4 = vec ? k / 4 : 0; /* columns below 4 * k4 go four at a time */
     for (int r = blockIdx.x; r < m; r += gridDim.x) {
-        const float *xr = x + (size_t)r * ldx;
+        const T *xr = x + (size_t)r * ldx;
         float amax = 0.f;
 #pragma unroll 4
         for (int c4 = threadIdx.x; c4 < k4; c4 += blockDim.x) {
@@ -397,13 +409,20 @@ extern "C" cudaError_t kcu_dequant_to_f16(const void *w, int ldw, kcu_wtype wt,
                                           const float *scale, int n, int k, void *out, int ldo,
                                           cudaStream_t stream)
 {
+    return kcu_dequant_to_f16_mul(w, ldw, wt, scale, NULL, n, k, out, ldo, stream);
+}
+
+extern "C" cudaError_t kcu_dequant_to_f16_mul(const void *w, int ldw, kcu_wtype wt,
+                                              const float *scale, const float *mul, int n, int k,
+                                              void *out, int ldo, cudaStream_t stream)
+{
     if (n <= 0)
         return cudaSuccess;
     if (!w || !scale || !out || k < 0 || ldw < k || ldo < k || ldo < 1)
         return cudaErrorInvalidValue;
     dequant_kernel<<<grid_2d(n, ldo), THREADS, 0, stream>>>(
         static_cast<const uint8_t *>(w), ldw, (int)wt, scale, n, k, static_cast<uint16_t *>(out),
-        ldo);
+        ldo, mul);
     return cudaGetLastError();
 }
 
@@ -423,8 +442,30 @@ extern "C" cudaError_t kcu_quant_rows_e4m3_mul(const float *x, int ldx, int m, i
         return cudaErrorInvalidValue;
     const int vec = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0 && ((uintptr_t)mul & 15) == 0;
     const int qvec = ((uintptr_t)xq & 3) == 0 && ldq % 4 == 0;
-    quant_rows_kernel<<<m < 65536 ? m : 65536, THREADS, 0, stream>>>(x, ldx, m, k, xq, ldq,
-                                                                     row_scale, mul, vec, qvec);
+    quant_rows_kernel<float><<<m < 65536 ? m : 65536, THREADS, 0, stream>>>(
+        x, ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
+                                              const float *mul, uint8_t *xq, int ldq,
+                                              float *row_scale, cudaStream_t stream)
+{
+    if (m <= 0)
+        return cudaSuccess;
+    if (!x || !xq || !row_scale || k < 0 || ldx < k || ldq < k ||
+        (dt != KCU_DT_F16 && dt != KCU_DT_BF16))
+        return cudaErrorInvalidValue;
+    /* four columns are 8 bytes of 16-bit rows */
+    const int vec = ((uintptr_t)x & 7) == 0 && ldx % 4 == 0 && ((uintptr_t)mul & 15) == 0;
+    const int qvec = ((uintptr_t)xq & 3) == 0 && ldq % 4 == 0;
+    const unsigned blocks = m < 65536 ? m : 65536;
+    if (dt == KCU_DT_F16)
+        quant_rows_kernel<__half><<<blocks, THREADS, 0, stream>>>(
+            static_cast<const __half *>(x), ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
+    else
+        quant_rows_kernel<__nv_bfloat16><<<blocks, THREADS, 0, stream>>>(
+            static_cast<const __nv_bfloat16 *>(x), ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
     return cudaGetLastError();
 }
 
@@ -526,7 +567,8 @@ extern "C" cudaError_t kcu_warm(void)
     cudaFuncAttributes a;
     const void *const fns[] = {
         (const void *)f32_to_16_kernel,      (const void *)bias_act_kernel,
-        (const void *)dequant_kernel,        (const void *)quant_rows_kernel,
+        (const void *)dequant_kernel,        (const void *)quant_rows_kernel<float>,
+        (const void *)quant_rows_kernel<__half>, (const void *)quant_rows_kernel<__nv_bfloat16>,
         (const void *)fill_f32_kernel,       (const void *)fill_codes_kernel,
         (const void *)embed_kernel<float>,          (const void *)layernorm_warp_kernel<4>,
         (const void *)layernorm_warp_kernel<8>, (const void *)layernorm_warp_kernel<16>,

@@ -30,6 +30,11 @@ struct Params {
     const float *bias;
     const float *mul; /* smoothing: per-input-channel multipliers (SM instantiations) */
     float *y;
+    /* IO instantiations (kcu_w8a16_gemm_16): x, y and bias are 16-bit rows
+     * of the MMA's type instead (x, y, bias above unused) */
+    const uint16_t *xh;
+    uint16_t *yh;
+    const uint16_t *biash;
     float *ws;
     int *counters;
     int ldx, ldw, ldy, m, n, k;
@@ -93,6 +98,37 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi)
         memcpy(&u, &h, 4);
         return u;
     }
+}
+
+/* One 16-bit value of the MMA's type (AT 0: f16, 1: bf16) as FP32 (exact),
+ * and FP32 rounded to it (nearest even): the IO instantiations' rows. */
+template <int AT>
+__device__ __forceinline__ float ld16(uint16_t u)
+{
+    if (AT == 0)
+        return __half2float(__ushort_as_half(u));
+    return __bfloat162float(__ushort_as_bfloat16(u));
+}
+
+template <int AT>
+__device__ __forceinline__ uint16_t st16(float f)
+{
+    if (AT == 0)
+        return __half_as_ushort(__float2half_rn(f));
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* Four 16-bit activations (an MMA step's two B registers: k, k+1 | k+2,
+ * k+3) times the smoothing multipliers mu in FP32, rounded back: what
+ * pack2 gives the FP32 kernels for the widened values times mu. */
+template <int AT>
+__device__ __forceinline__ uint2 mul4(uint2 b, float4 mu)
+{
+    const float a0 = ld16<AT>((uint16_t)(b.x & 0xffffu)) * mu.x;
+    const float a1 = ld16<AT>((uint16_t)(b.x >> 16)) * mu.y;
+    const float a2 = ld16<AT>((uint16_t)(b.y & 0xffffu)) * mu.z;
+    const float a3 = ld16<AT>((uint16_t)(b.y >> 16)) * mu.w;
+    return make_uint2(pack2<AT>(a0, a1), pack2<AT>(a2, a3));
 }
 
 /* Four 8-bit weight codes (one 32-bit word, byte i = k offset i) -> lo
@@ -164,7 +200,7 @@ __device__ __forceinline__ float gelu_erf(float v)
  * and the epilogue (scale, bias, GELU, store). Shared by both kernels, whose
  * accumulators have the same layout: warp w, rows n0 + 16w + g (+ 8), tokens
  * m0 + 8 mt + 2t (+ 1). */
-template <int MT>
+template <int MT, int AT, bool IO>
 __device__ __forceinline__ void finish_tile(const Params &p, float (&acc)[MT][4], int n0, int m0,
                                             int &s_last)
 {
@@ -214,7 +250,7 @@ __device__ __forceinline__ void finish_tile(const Params &p, float (&acc)[MT][4]
         if (nn >= p.n)
             continue;
         const float sc = p.scale[nn];
-        const float bi = p.bias ? p.bias[nn] : 0.f;
+        const float bi = IO ? (p.biash ? ld16<AT>(p.biash[nn]) : 0.f) : (p.bias ? p.bias[nn] : 0.f);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -224,7 +260,10 @@ __device__ __forceinline__ void finish_tile(const Params &p, float (&acc)[MT][4]
                     float v = fmaf(acc[mt][half * 2 + e], sc, bi);
                     if (p.gelu)
                         v = gelu_erf(v);
-                    p.y[(size_t)tok * p.ldy + nn] = v;
+                    if (IO)
+                        p.yh[(size_t)tok * p.ldy + nn] = st16<AT>(v);
+                    else
+                        p.y[(size_t)tok * p.ldy + nn] = v;
                 }
             }
         }
@@ -263,11 +302,12 @@ cudaError_t launch_once(const Params &p, dim3 grid, int dev, cudaStream_t stream
 int device_sms(int *out_dev);
 
 /* The direct kernel (gemm_w8a16_direct.cu, instantiated there for every
- * weight type WT, activation type AT and smoothing SM): launches it for mt
- * token tiles (1 or 2); warm_direct loads both tile counts on device dev. */
-template <int WT, int AT, bool SM>
+ * weight type WT, activation type AT, smoothing SM and row type IO: FP32 or
+ * 16-bit of type AT): launches it for mt token tiles (1 or 2); warm_direct
+ * loads both tile counts on device dev. */
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t launch_direct(int mt, const Params &p, dim3 grid, int dev, cudaStream_t stream);
-template <int WT, int AT, bool SM>
+template <int WT, int AT, bool SM, bool IO>
 cudaError_t warm_direct(int dev);
 
 } /* namespace kcu_w8a16 */

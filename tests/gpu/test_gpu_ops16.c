@@ -13,56 +13,11 @@
 #include "kernels/cpu/numfmt.h"
 #include "kernels/cuda/kcu.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/gpu/gpu_test16.h"
 
 static int quick;
 static int sms = 1;
 static cudaStream_t stream;
-
-static const char *dt_name(kcu_dtype dt)
-{
-    return dt == KCU_DT_F16 ? "f16" : "bf16";
-}
-
-static uint16_t enc16(float x, kcu_dtype dt)
-{
-    return dt == KCU_DT_F16 ? nf_f32_to_f16(x) : nf_f32_to_bf16(x);
-}
-
-static float dec16(uint16_t u, kcu_dtype dt)
-{
-    return dt == KCU_DT_F16 ? nf_f16_to_f32(u) : nf_bf16_to_f32(u);
-}
-
-/* the NaN code each format is poisoned with */
-static uint16_t nan16(kcu_dtype dt)
-{
-    return dt == KCU_DT_F16 ? 0x7e00 : 0x7fc0;
-}
-
-/* Unit roundoff of the 16-bit format: half an ulp, relative. */
-static double eps16(kcu_dtype dt)
-{
-    return dt == KCU_DT_F16 ? 0x1p-11 : 0x1p-8;
-}
-
-
-static void poison16(void *d, size_t n, kcu_dtype dt)
-{
-    uint16_t *h = malloc(sizeof(uint16_t) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++)
-        h[i] = nan16(dt);
-    (void)cudaMemcpy(d, h, sizeof(uint16_t) * n, cudaMemcpyHostToDevice);
-    free(h);
-}
-
-/* Random 16-bit codes of values in [lo, hi) and their decoded floats. */
-static void rand16(uint16_t *u, float *f, size_t n, float lo, float hi, kcu_dtype dt)
-{
-    for (size_t i = 0; i < n; i++) {
-        u[i] = enc16(gt_unif(lo, hi), dt);
-        f[i] = dec16(u[i], dt);
-    }
-}
 
 /* Largest |out - ref| / (|ref| eps16 + abs_tol) over n: <= 1 is within
  * the output's rounding (plus abs_tol for the FP32 arithmetic); NaN or a

@@ -1,0 +1,313 @@
+/* test_gpu_q8io.c: the kernels of an 8-bit model's forward on 16-bit rows
+ * (backend.h act_format: int8 and fp8 weights on f16 activations).
+ *
+ * - kcu_w8a16_gemm_16 against kcu_w8a16_gemm_mul on the same rows widened
+ *   to FP32 (and the bias widened): the same MMAs on the same f16/bf16
+ *   operands, so its output must be exactly that kernel's FP32 output
+ *   rounded once to the row type, bit for bit. Both kernels (staged,
+ *   direct), both weight types, both row types, smoothing on and off,
+ *   split-K planned and off, bias and GELU, padded rows.
+ * - kcu_dequant_to_f16_mul against the host: f16(code * scale[r] * mul[c]).
+ * - kcu_quant_rows_e4m3_16 against kcu_quant_rows_e4m3_mul on the widened
+ *   rows: the same codes and row scales, bit for bit.
+ * Inputs are fresh random numbers each run, outputs poisoned before every
+ * launch (so an unwritten element fails).
+ *
+ *   test_gpu_q8io [--seed N] [--quick]
+ */
+#include "kernels/cpu/numfmt.h"
+#include "kernels/cuda/kcu.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/gpu/gpu_test16.h"
+
+static int quick;
+static int sms = 1;
+static cudaStream_t stream;
+
+static int round_up(int v, int a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* A random weight code: int8 in [-127, 127], or any E4M3 code but NaN. */
+static uint8_t rand_code(kcu_wtype wt)
+{
+    if (wt == KCU_W_INT8)
+        return (uint8_t)(int8_t)gt_randint(-127, 127);
+    uint8_t b;
+    do
+        b = (uint8_t)gt_randint(0, 255);
+    while ((b & 0x7f) == 0x7f);
+    return b;
+}
+
+static float dec_code(uint8_t b, kcu_wtype wt)
+{
+    return wt == KCU_W_INT8 ? (float)(int8_t)b : nf_e4m3_to_f32(b);
+}
+
+/* One GEMM both ways: kernel (KCU_W8A16_STAGED or _DIRECT), splits
+ * (force_splits; 0: the planner's), ldx k or k + 4 (pad). */
+static void gemm16_is_fp32_rounded(kcu_wtype wt, kcu_dtype dt, int sm, int kernel, int splits,
+                                   int m, int n, int k, int pad, int bias, int gelu)
+{
+    const int ldx = k + (pad ? 4 : 0), ldw = round_up(k, 16), kmul = round_up(k, 64);
+    const size_t nx = (size_t)m * ldx, ny = (size_t)m * n;
+    uint16_t *xh = malloc(2 * nx), *bh = malloc(2 * (size_t)n), *yh = malloc(2 * ny);
+    float *xf = malloc(4 * nx), *bf = malloc(4 * (size_t)n), *yf = malloc(4 * ny);
+    float *scale = malloc(4 * (size_t)n), *mul = malloc(4 * (size_t)kmul);
+    uint8_t *w = malloc((size_t)n * ldw);
+    rand16(xh, xf, nx, -2.f, 2.f, dt); /* the pad columns too: never read */
+    rand16(bh, bf, (size_t)n, -0.5f, 0.5f, dt);
+    for (size_t i = 0; i < (size_t)n * ldw; i++)
+        w[i] = rand_code(wt); /* the row padding too: the kernels zero it */
+    for (int i = 0; i < n; i++)
+        scale[i] = gt_unif(0.002f, 0.02f);
+    for (int i = 0; i < kmul; i++)
+        mul[i] = gt_unif(0.5f, 2.f);
+    const kcu_w8a16_opts o = {0, splits, 0, kernel};
+    int ncnt = 0;
+    const size_t wsf = kcu_w8a16_ws_bound(n, k, sms, &o, &ncnt);
+    void *dxh = gt_dmalloc(2 * nx), *dbh = gt_dmalloc(2 * (size_t)n), *dyh = gt_dmalloc(2 * ny);
+    float *dxf = gt_dmalloc(4 * nx), *dbf = gt_dmalloc(4 * (size_t)n), *dyf = gt_dmalloc(4 * ny);
+    float *dscale = gt_dmalloc(4 * (size_t)n), *dmul = gt_dmalloc(4 * (size_t)kmul);
+    float *ws = gt_dmalloc(4 * (wsf ? wsf : 1));
+    int *cnt = gt_dmalloc(sizeof(int) * (size_t)(ncnt ? ncnt : 1));
+    uint8_t *dw = gt_dmalloc((size_t)n * ldw);
+    const char *what = "";
+    if (!dxh || !dbh || !dyh || !dxf || !dbf || !dyf || !dscale || !dmul || !ws || !cnt || !dw) {
+        CHECK(0, "device memory");
+        goto done;
+    }
+    cudaError_t e = cudaSuccess;
+#define TRY(call) (void)(e == cudaSuccess ? (what = #call, e = (call)) : e)
+    TRY(cudaMemcpy(dxh, xh, 2 * nx, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dxf, xf, 4 * nx, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dbh, bh, 2 * (size_t)n, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dbf, bf, 4 * (size_t)n, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dscale, scale, 4 * (size_t)n, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dmul, mul, 4 * (size_t)kmul, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(cnt, 0, sizeof(int) * (size_t)(ncnt ? ncnt : 1)));
+    TRY(cudaMemset(dyf, 0xff, 4 * ny)); /* NaN poison */
+    poison16(dyh, ny, dt);
+    const kcu_act act = gelu ? KCU_ACT_GELU : KCU_ACT_NONE;
+    const kcu_atype at = dt == KCU_DT_F16 ? KCU_A_F16 : KCU_A_BF16;
+    TRY(kcu_w8a16_gemm_mul(dxf, ldx, dw, ldw, wt, dscale, bias ? dbf : NULL, act, dyf, n, m, n, k, at,
+                           sm ? dmul : NULL, &o, ws, wsf, cnt, ncnt, stream));
+    TRY(kcu_w8a16_gemm_16(dxh, ldx, dw, ldw, wt, dscale, bias ? dbh : NULL, act, dyh, n, m, n, k, dt,
+                          sm ? dmul : NULL, &o, ws, wsf, cnt, ncnt, stream));
+    TRY(cudaStreamSynchronize(stream));
+    TRY(cudaMemcpy(yf, dyf, 4 * ny, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(yh, dyh, 2 * ny, cudaMemcpyDeviceToHost));
+#undef TRY
+    if (!CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e)))
+        goto done;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < ny; i++)
+        if (enc16(yf[i], dt) != yh[i] || !isfinite(yf[i]))
+            first = bad++ ? first : i;
+    CHECK(bad == 0,
+          "w8a16 on %s rows, %s weights, %s kernel, smoothing %d, splits %d, m=%d n=%d k=%d "
+          "ldx=%d bias %d gelu %d: %zu of %zu outputs are not the FP32 kernel's rounded (first "
+          "at %zu: FP32 %.9g -> 0x%04x, 16-bit 0x%04x)",
+          dt_name(dt), wt == KCU_W_INT8 ? "int8" : "e4m3",
+          kernel == KCU_W8A16_DIRECT ? "direct" : "staged", sm, splits, m, n, k, ldx, bias, gelu,
+          bad, ny, first, yf[first], enc16(yf[first], dt), yh[first]);
+done:
+    cudaFree(dxh), cudaFree(dbh), cudaFree(dyh), cudaFree(dxf), cudaFree(dbf), cudaFree(dyf);
+    cudaFree(dscale), cudaFree(dmul), cudaFree(ws), cudaFree(cnt), cudaFree(dw);
+    free(xh), free(bh), free(yh), free(xf), free(bf), free(yf), free(scale), free(mul), free(w);
+}
+
+static void w8a16_on_16bit_rows(void)
+{
+    static const int shapes[][3] = {{1, 384, 384},  {5, 200, 72},    {16, 1536, 384},
+                                    {12, 128, 1000}, {33, 384, 1536}, {100, 136, 200}};
+    int idx = 0;
+    for (int wt = 0; wt < 2; wt++)
+        for (int d = 0; d < 2; d++)
+            for (int sm = 0; sm < 2; sm++)
+                for (int s = 0; s < (quick ? 3 : 6); s++, idx++) {
+                    const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                    const kcu_wtype w = wt ? KCU_W_E4M3 : KCU_W_INT8;
+                    const kcu_dtype dt = d ? KCU_DT_BF16 : KCU_DT_F16;
+                    for (int splits = 0; splits < 2; splits++) {
+                        gemm16_is_fp32_rounded(w, dt, sm, KCU_W8A16_STAGED, splits, m, n, k,
+                                               idx & 1, (idx >> 1) & 1 || splits, idx & 4);
+                        if (m <= 16)
+                            gemm16_is_fp32_rounded(w, dt, sm, KCU_W8A16_DIRECT, splits, m, n, k,
+                                                   idx & 1, 1, !(idx & 4));
+                    }
+                }
+}
+
+/* The weight of an 8-bit layer as FP16 with the smoothing multipliers
+ * folded in: f16(code * scale[r] * mul[c]), zeros past k. */
+static void dequant_mul_matches_host(void)
+{
+    static const int shapes[][2] = {{37, 100}, {8, 16}, {64, 384}};
+    for (int wt = 0; wt < 2; wt++)
+        for (int with_mul = 0; with_mul < 2; with_mul++)
+            for (int s = 0; s < 3; s++) {
+                const kcu_wtype t = wt ? KCU_W_E4M3 : KCU_W_INT8;
+                const int n = shapes[s][0], k = shapes[s][1], ldw = round_up(k, 16), ldo = round_up(k, 8) + 8;
+                uint8_t *w = malloc((size_t)n * ldw);
+                float *scale = malloc(4 * (size_t)n), *mul = malloc(4 * (size_t)k);
+                uint16_t *out = malloc(2 * (size_t)n * ldo);
+                for (size_t i = 0; i < (size_t)n * ldw; i++)
+                    w[i] = rand_code(t);
+                for (int i = 0; i < n; i++)
+                    scale[i] = gt_unif(0.002f, 0.02f);
+                for (int i = 0; i < k; i++)
+                    mul[i] = gt_unif(0.5f, 2.f);
+                uint8_t *dw = gt_dmalloc((size_t)n * ldw);
+                float *ds = gt_dmalloc(4 * (size_t)n), *dm = gt_dmalloc(4 * (size_t)k);
+                void *dout = gt_dmalloc(2 * (size_t)n * ldo);
+                cudaError_t e = dw && ds && dm && dout ? cudaSuccess : cudaErrorMemoryAllocation;
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(ds, scale, 4 * (size_t)n, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    poison16(dout, (size_t)n * ldo, KCU_DT_F16);
+                if (e == cudaSuccess)
+                    e = kcu_dequant_to_f16_mul(dw, ldw, t, ds, with_mul ? dm : NULL, n, k, dout, ldo,
+                                               stream);
+                if (e == cudaSuccess)
+                    e = cudaStreamSynchronize(stream);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(out, dout, 2 * (size_t)n * ldo, cudaMemcpyDeviceToHost);
+                if (CHECK(e == cudaSuccess, "dequant_to_f16_mul: %s", cudaGetErrorString(e))) {
+                    size_t bad = 0;
+                    for (int r = 0; r < n; r++)
+                        for (int c = 0; c < ldo; c++) {
+                            float v = 0.f;
+                            if (c < k) {
+                                v = dec_code(w[(size_t)r * ldw + c], t) * scale[r];
+                                if (with_mul)
+                                    v *= mul[c];
+                            }
+                            bad += out[(size_t)r * ldo + c] != nf_f32_to_f16(v);
+                        }
+                    CHECK(bad == 0, "dequant_to_f16_mul %s mul %d n=%d k=%d ldo=%d: %zu of %d values "
+                          "differ from the host's f16(code * scale * mul)",
+                          t == KCU_W_INT8 ? "int8" : "e4m3", with_mul, n, k, ldo, bad, n * ldo);
+                }
+                cudaFree(dw), cudaFree(ds), cudaFree(dm), cudaFree(dout);
+                free(w), free(scale), free(mul), free(out);
+            }
+}
+
+/* Per-token E4M3 quantization of 16-bit rows: the FP32 kernel's codes and
+ * scales on the widened rows, bit for bit (vector and scalar forms). */
+static void quant_rows_16_matches_fp32(void)
+{
+    static const int shapes[][3] = {{1, 64, 64}, {7, 200, 200}, {40, 384, 388}, {3, 30, 30},
+                                    {65, 1000, 1000}};
+    for (int d = 0; d < 2; d++)
+        for (int with_mul = 0; with_mul < 2; with_mul++)
+            for (int s = 0; s < 5; s++) {
+                const kcu_dtype dt = d ? KCU_DT_BF16 : KCU_DT_F16;
+                const int m = shapes[s][0], k = shapes[s][1], ldx = shapes[s][2], ldq = round_up(k, 16);
+                uint16_t *xh = malloc(2 * (size_t)m * ldx);
+                float *xf = malloc(4 * (size_t)m * ldx), *mul = malloc(4 * (size_t)k);
+                float *s16 = malloc(4 * (size_t)m), *s32 = malloc(4 * (size_t)m);
+                uint8_t *q16 = malloc((size_t)m * ldq), *q32 = malloc((size_t)m * ldq);
+                rand16(xh, xf, (size_t)m * ldx, -3.f, 3.f, dt);
+                if (m > 2) /* an all-zero row: scale 1, codes 0 */
+                    for (int c = 0; c < ldx; c++)
+                        xh[ldx + c] = 0, xf[ldx + c] = 0.f;
+                for (int i = 0; i < k; i++)
+                    mul[i] = gt_unif(0.5f, 2.f);
+                void *dxh = gt_dmalloc(2 * (size_t)m * ldx);
+                float *dxf = gt_dmalloc(4 * (size_t)m * ldx), *dm = gt_dmalloc(4 * (size_t)k);
+                float *ds16 = gt_dmalloc(4 * (size_t)m), *ds32 = gt_dmalloc(4 * (size_t)m);
+                uint8_t *dq16 = gt_dmalloc((size_t)m * ldq), *dq32 = gt_dmalloc((size_t)m * ldq);
+                cudaError_t e = dxh && dxf && dm && ds16 && ds32 && dq16 && dq32
+                                    ? cudaSuccess
+                                    : cudaErrorMemoryAllocation;
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(dxh, xh, 2 * (size_t)m * ldx, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(dxf, xf, 4 * (size_t)m * ldx, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice);
+                if (e == cudaSuccess)
+                    e = cudaMemset(dq16, 0x7f, (size_t)m * ldq); /* E4M3 NaN: poison */
+                if (e == cudaSuccess)
+                    e = cudaMemset(ds16, 0xff, 4 * (size_t)m);
+                if (e == cudaSuccess)
+                    e = kcu_quant_rows_e4m3_mul(dxf, ldx, m, k, with_mul ? dm : NULL, dq32, ldq, ds32,
+                                                stream);
+                if (e == cudaSuccess)
+                    e = kcu_quant_rows_e4m3_16(dxh, dt, ldx, m, k, with_mul ? dm : NULL, dq16, ldq,
+                                               ds16, stream);
+                if (e == cudaSuccess)
+                    e = cudaStreamSynchronize(stream);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(q16, dq16, (size_t)m * ldq, cudaMemcpyDeviceToHost);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(q32, dq32, (size_t)m * ldq, cudaMemcpyDeviceToHost);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(s16, ds16, 4 * (size_t)m, cudaMemcpyDeviceToHost);
+                if (e == cudaSuccess)
+                    e = cudaMemcpy(s32, ds32, 4 * (size_t)m, cudaMemcpyDeviceToHost);
+                if (CHECK(e == cudaSuccess, "quant_rows_e4m3_16: %s", cudaGetErrorString(e)))
+                    CHECK(!memcmp(q16, q32, (size_t)m * ldq) && !memcmp(s16, s32, 4 * (size_t)m),
+                          "quant_rows_e4m3_16 on %s rows, mul %d, m=%d k=%d ldx=%d: codes or row "
+                          "scales differ from the FP32 kernel's on the widened rows",
+                          dt_name(dt), with_mul, m, k, ldx);
+                cudaFree(dxh), cudaFree(dxf), cudaFree(dm), cudaFree(ds16), cudaFree(ds32);
+                cudaFree(dq16), cudaFree(dq32);
+                free(xh), free(xf), free(mul), free(s16), free(s32), free(q16), free(q32);
+            }
+}
+
+static void refuses_bad_arguments(void)
+{
+    const kcu_w8a16_opts o = {0, 0, 0, 0};
+    CHECK(kcu_w8a16_gemm_16((void *)16, 64, (void *)16, 64, KCU_W_INT8, (float *)16, NULL,
+                            KCU_ACT_NONE, (void *)16, 64, 4, 64, 64, KCU_DT_F32, NULL, &o, NULL, 0,
+                            NULL, 0, stream) == cudaErrorInvalidValue,
+          "w8a16_gemm_16 refuses FP32 rows");
+    CHECK(kcu_w8a16_gemm_16((void *)18, 64, (void *)16, 64, KCU_W_INT8, (float *)16, NULL,
+                            KCU_ACT_NONE, (void *)16, 64, 4, 64, 64, KCU_DT_F16, NULL, &o, NULL, 0,
+                            NULL, 0, stream) == cudaErrorInvalidValue,
+          "w8a16_gemm_16 refuses rows that are not 8-byte aligned");
+    CHECK(kcu_w8a16_gemm_16((void *)16, 66, (void *)16, 64, KCU_W_INT8, (float *)16, NULL,
+                            KCU_ACT_NONE, (void *)16, 64, 4, 64, 64, KCU_DT_F16, NULL, &o, NULL, 0,
+                            NULL, 0, stream) == cudaErrorInvalidValue,
+          "w8a16_gemm_16 refuses a row stride that is not a multiple of 4");
+    CHECK(kcu_quant_rows_e4m3_16((void *)16, KCU_DT_F32, 64, 4, 64, NULL, (uint8_t *)16, 64,
+                                 (float *)16, stream) == cudaErrorInvalidValue,
+          "quant_rows_e4m3_16 refuses FP32 rows");
+    (void)cudaGetLastError();
+}
+
+int main(int argc, char **argv)
+{
+    const char *suite = "gpu q8io";
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    quick = gt_init(argc, argv, suite);
+    if (!gt_have_device(suite)) {
+        gt_skip++;
+        return gt_finish(suite);
+    }
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+        cudaStreamCreate(&stream) != cudaSuccess) { /* see gt_blocking_stream_note */
+        CHECK(0, "device set-up failed: %s", cudaGetErrorString(cudaGetLastError()));
+        return gt_finish(suite);
+    }
+    CHECK(kcu_warm() == cudaSuccess, "every kernel (the 16-bit W8A16 instantiations too) loads");
+    refuses_bad_arguments();
+    w8a16_on_16bit_rows();
+    dequant_mul_matches_host();
+    quant_rows_16_matches_fp32();
+    cudaError_t e = cudaDeviceSynchronize();
+    CHECK(e == cudaSuccess, "no asynchronous error at the end: %s", cudaGetErrorString(e));
+    cudaStreamDestroy(stream);
+    return gt_finish(suite);
+}
