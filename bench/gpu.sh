@@ -289,11 +289,11 @@ run() {
       { PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 bench/gpu/peer_torch.py --compile --model "$W/minilm" \
           --ids "$W/ids.json" --seconds "$secs" --batch "${COMPILE_BATCHES:-256,32}" > "$W/peer-compile.json" \
           2> "$LOG/peer-compile.err" || say "compile peer failed: $(tail -3 "$LOG/peer-compile.err")"; }
-    # fp16/bf16 on FP32 activations between ops (MANTISSA_CUDA_ACT16=0): the
-    # forward before 16-bit activations, same run
+    # fp16/bf16 and int8/fp8 on FP32 activations between ops
+    # (MANTISSA_CUDA_ACT16=0): the forward before 16-bit activations, same run
     room 30 "end to end, MANTISSA_CUDA_ACT16=0" &&
-      { MANTISSA_CUDA_ACT16=0 runb timeout "$(cap 60)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
-          --seconds "$secs" --precisions fp16,bf16 --json "$W/e2e-act32.json" 2>> "$LOG/e2e.err" ||
+      { MANTISSA_CUDA_ACT16=0 runb timeout "$(cap 80)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+          --seconds "$secs" --precisions fp16,bf16,int8,fp8 --json "$W/e2e-act32.json" 2>> "$LOG/e2e.err" ||
           say "e2e (act32) failed: $(tail -3 "$LOG/e2e.err")"; }
   }
   # the server on the GPU: mantissa serve, device "cuda", a precision switch

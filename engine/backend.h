@@ -84,14 +84,15 @@ typedef struct mt_backend_ops {
     /* Optional (NULL: activations are always FP32). act_format: the element
      * type this backend keeps a forward's activations in when every GEMM
      * weight of the model has precision p (CUDA: f16 for fp16, bf16 for
-     * bf16; FP32 otherwise, or with MANTISSA_CUDA_ACT16=0). set_act_format:
+     * bf16, f16 for int8 and fp8; FP32 otherwise, or with
+     * MANTISSA_CUDA_ACT16=0). set_act_format:
      * the type of the buffers the ops the calling thread issues next take:
      * embed writes, layernorm, gemm and attention read and write, mean_pool
      * reads (its output stays FP32) rows of that type, and gemm's bias is
      * of that type too (LayerNorm's gamma and beta stay FP32). The pointers keep
      * their float * type and the ops their element counts, so buffers sized
      * for FP32 are large enough; in a 16-bit forward gemm refuses weights of
-     * another precision. A forward sets it before its first op and sets
+     * another precision (but the 8-bit ones act_format names f16 for). A forward sets it before its first op and sets
      * MT_ACTF_F32 back after its last. */
     mt_act_format (*act_format)(const mt_backend *be, mt_precision p);
     void (*set_act_format)(mt_backend *be, mt_act_format f);

@@ -109,7 +109,7 @@ def mpnet_section(w):
 
 
 def act32_section(w, e):
-    """The fp16/bf16 rows again with MANTISSA_CUDA_ACT16=0 (FP32 activations
+    """The fp16/bf16 (int8/fp8) rows again with MANTISSA_CUDA_ACT16=0 (FP32 activations
     between ops, converted before each GEMM), against the default rows of the
     same run."""
     ea = load_json(os.path.join(w, "e2e-act32.json"))

@@ -530,12 +530,20 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
 }
 
 /* backend.h's act_format: 16-bit activations for a model whose GEMMs are
- * all fp16 (f16) or all bf16 (bf16), unless MANTISSA_CUDA_ACT16=0. */
-static mt_act_format cu_act_format(const mt_backend *be, mt_precision p)
+ * all fp16 (f16) or all bf16 (bf16), and f16 for one whose GEMMs are all of
+ * one 8-bit precision (int8, fp8: the W8A16 kernel's MMAs are f16 anyway;
+ * not with MANTISSA_CUDA_W8A16_BF16, whose MMAs are bf16), unless
+ * MANTISSA_CUDA_ACT16=0. */
+mt_act_format cu_act_format(const mt_backend *be, mt_precision p)
 {
+    const cu_backend *b = (const cu_backend *)be;
     const mt_precision_traits *t = mt_prec(p);
-    if (!((const cu_backend *)be)->opts.act16 || mt_prec_gemm(p, MT_BK_CUDA) != MT_GEMM_FLOAT ||
-        t->bytes != 2)
+    const mt_gemm_form f = mt_prec_gemm(p, MT_BK_CUDA);
+    if (!b->opts.act16)
+        return MT_ACTF_F32;
+    if (f == MT_GEMM_CODES8 && cu_supports(be, p))
+        return b->opts.w8a16_bf16 ? MT_ACTF_F32 : MT_ACTF_F16;
+    if (f != MT_GEMM_FLOAT || t->bytes != 2)
         return MT_ACTF_F32;
     return t->format == NF_BF16 ? MT_ACTF_BF16 : MT_ACTF_F16;
 }
@@ -728,6 +736,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_16 = atomic_load(&b->n_lt_16);
     out->lt_16_io = atomic_load(&b->n_lt_16_io);
     out->bias_pass = atomic_load(&b->n_bias_pass);
+    out->q8_io = atomic_load(&b->n_q8_io);
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
     out->ws_grows = atomic_load(&b->n_ws_grows);

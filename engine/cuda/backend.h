@@ -89,7 +89,8 @@
  *                                     kept mean cosine 0.99999905 to the CPU's FP32, 1.14x
  *                                     at batch 256) or erf (BERT's own, a separate pass)
  *   MANTISSA_CUDA_ACT16=0|1                 fp16/bf16 models keep their activations in 16
- *                                     bits between ops (1, default; backend.h act_format)
+ *                                     bits between ops, int8/fp8 models in f16 (1, default;
+ *                                     backend.h act_format)
  *   MANTISSA_CUDA_W8A16_KERNEL=auto|staged|direct  the fused kernel for m <= 16: staged
  *                                     or direct (weights into registers; bitwise the same
  *                                     results); auto: direct up to the m at which the load
@@ -114,7 +115,7 @@ typedef struct {
     int w8a16_bf16;
     int w8a16_kernel; /* kcu_w8a16_kernel: MANTISSA_CUDA_W8A16_KERNEL (0: auto) */
     int gelu_tanh;    /* MANTISSA_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
-    int act16;        /* MANTISSA_CUDA_ACT16: fp16/bf16 models keep 16-bit activations */
+    int act16;        /* MANTISSA_CUDA_ACT16: fp16/bf16 (int8/fp8: f16) models keep 16-bit activations */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
@@ -135,13 +136,17 @@ typedef struct {
 typedef struct {
     long fused;      /* W8A16 fused kernel */
     long fused_direct; /* of which the direct kernel (m <= 16: measured faster, or asked for) */
-    long lt_gelu_epi;  /* of lt_16, GEMMs whose GELU ran in cuBLASLt's epilogue (MANTISSA_CUDA_GELU=tanh) */
+    long lt_gelu_epi;  /* of lt_16 and lt_dequant, GEMMs whose GELU ran in cuBLASLt's epilogue
+                        * (MANTISSA_CUDA_GELU=tanh) */
     long lt_dequant; /* 8-bit weight -> f16 scratch, cuBLASLt FP16 */
     long lt_w8a8;    /* FP8 weights and per-token FP8 activations, cuBLASLt */
     long lt_16;      /* fp16 / bf16 weights, cuBLASLt */
     long lt_16_io;   /* of lt_16, on 16-bit activations in and out (MANTISSA_CUDA_ACT16) */
-    long bias_pass;  /* of lt_16_io, GEMMs whose bias (and GELU) ran as a pass after it:
-                      * cuBLASLt had no algorithm with that epilogue */
+    long bias_pass;  /* of lt_16_io and the 8-bit dequant path on 16-bit activations, GEMMs
+                      * whose bias (and GELU) ran as a pass after cuBLASLt: it had no
+                      * algorithm with that epilogue */
+    long q8_io;      /* GEMMs of 8-bit weights (fused, lt_dequant, lt_w8a8) on 16-bit
+                      * activations in and out (MANTISSA_CUDA_ACT16) */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
     long ws_grows;     /* split-K workspace reallocations, any thread (cached graphs are

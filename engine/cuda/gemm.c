@@ -275,47 +275,95 @@ static int fused_kernel(const cu_ctx *c, const cu_weight *w, int m)
 }
 
 /* The W8A16 kernel (kcu_w8a16_kernel kernel; < 0: fused_kernel's choice),
- * with this thread's split-K workspace. */
-static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                            const float *bias, mt_act act, float *y, int kernel, mt_err *err)
+ * with this thread's split-K workspace. x, bias and y are FP32, or in a
+ * forward on 16-bit rows (c->act) of that type, which is then also the
+ * MMA's. */
+static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const void *x, int m, const void *bias,
+                            mt_act act, void *y, int kernel, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     mt_status st = ws_ensure(c, err);
     if (st != MT_OK)
         return st;
     const kcu_w8a16_opts ko = {.kernel = kernel < 0 ? fused_kernel(c, w, m) : kernel};
-    CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld,
-                          codes_type(pw->prec), pw->scales, bias,
-                          act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m, pw->n,
-                          pw->k, c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, &ko,
-                          c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
+    const kcu_act ka = act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE;
+    if (c->act != KCU_DT_F32)
+        CU(kcu_w8a16_gemm_16(x, pw->k, pw->data, w->ld, codes_type(pw->prec), pw->scales, bias, ka,
+                             y, pw->n, m, pw->n, pw->k, (kcu_dtype)c->act, w->in_mul, &ko, c->skw,
+                             c->skw_floats, c->counters, c->ncounters, c->stream));
+    else
+        CU(kcu_w8a16_gemm_mul(x, pw->k, pw->data, w->ld, codes_type(pw->prec), pw->scales, bias,
+                              ka, y, pw->n, m, pw->n, pw->k,
+                              c->be->opts.w8a16_bf16 ? KCU_A_BF16 : KCU_A_F16, w->in_mul, &ko,
+                              c->skw, c->skw_floats, c->counters, c->ncounters, c->stream));
     atomic_fetch_add_explicit(&c->be->n_fused, 1, memory_order_relaxed);
     if (kcu_w8a16_direct(m, &ko))
         atomic_fetch_add_explicit(&c->be->n_fused_direct, 1, memory_order_relaxed);
     return MT_OK;
 }
 
+/* cuBLASLt on 16-bit rows: y (m, n) = x (m, k) W^T with x, y and bias of
+ * type yt, W (kind, leading dimension ldw) of the same 16-bit type; bias
+ * and GELU (MANTISSA_CUDA_GELU=tanh, the default) in the epilogue; where
+ * cuBLASLt has no such algorithm, the plain GEMM and one pass for bias and
+ * GELU (erf) over y. */
+static mt_status lt_io(cu_ctx *c, lt_kind kind, const void *wdata, int ldw, const void *x, int m,
+                       int n, int k, const void *bias, mt_act act, void *y, int yt, mt_err *err)
+{
+    cu_backend *b = c->be;
+    const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
+    mt_status st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, bias, epi_gelu, NULL, NULL, y, yt,
+                             err);
+    if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
+        st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, NULL, 0, NULL, NULL, y, yt, err);
+        if (st == MT_OK) {
+            CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, bias,
+                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
+            atomic_fetch_add_explicit(&b->n_bias_pass, 1, memory_order_relaxed);
+        }
+    } else if (st == MT_OK && epi_gelu) {
+        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
+    } else if (st == MT_OK && act == MT_ACT_GELU) {
+        CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, NULL, KCU_ACT_GELU, c->stream));
+    }
+    return st;
+}
 
 /* 8-bit weight -> FP16 scratch (scale folded in), activations -> FP16,
- * cuBLASLt FP16 with the bias epilogue, GELU after. */
-static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                              const float *bias, mt_act act, float *y, mt_err *err)
+ * cuBLASLt FP16 with the bias epilogue, GELU after. In a forward on f16
+ * rows the activations are already FP16: the smoothing multipliers go into
+ * the weight's copy instead, bias and GELU as lt_io does them. */
+static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const void *x, int m,
+                              const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, ld = round_up(k, 8);
+    const bool io = c->act != KCU_DT_F32;
     mt_status st = MT_OK;
     void *wf = NULL, *xh = NULL;
     CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)n * ld, &wf), done);
-    CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
-    CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, codes_type(pw->prec),
-                               pw->scales, n, k, wf, ld, c->stream),
-            done);
-    CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
-    if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, 0, NULL, NULL, y, err)) != MT_OK)
-        goto done;
-    if (act == MT_ACT_GELU)
-        CU_GOTO(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream), done);
-    atomic_fetch_add_explicit(&c->be->n_lt_dequant, 1, memory_order_relaxed);
+    if (io) {
+        if (c->act != KCU_DT_F16 || k != ld) { /* cu_gemm lets only these through */
+            st = mt_fail(err, MT_EINVAL, "an 8-bit weight on 16-bit rows needs f16 rows and k %% 8 == 0");
+            goto done;
+        }
+        CU_GOTO(kcu_dequant_to_f16_mul(pw->data, w->ld, codes_type(pw->prec), pw->scales,
+                                       w->in_mul, n, k, wf, ld, c->stream),
+                done);
+        st = lt_io(c, LK_F16, wf, ld, x, m, n, k, bias, act, y, KCU_DT_F16, err);
+    } else {
+        CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
+        CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, codes_type(pw->prec),
+                                   pw->scales, n, k, wf, ld, c->stream),
+                done);
+        CU_GOTO(kcu_f32_to_16_mul(x, k, m, k, w->in_mul, xh, ld, 0, c->stream), done);
+        if ((st = lt_gemm(c, LK_F16, wf, ld, xh, ld, m, n, k, bias, 0, NULL, NULL, y, err)) != MT_OK)
+            goto done;
+        if (act == MT_ACT_GELU)
+            CU_GOTO(kcu_bias_act(y, n, m, n, NULL, KCU_ACT_GELU, c->stream), done);
+    }
+    if (st == MT_OK)
+        atomic_fetch_add_explicit(&c->be->n_lt_dequant, 1, memory_order_relaxed);
 done:
     scratch_free(c, wf);
     scratch_free(c, xh);
@@ -324,24 +372,34 @@ done:
 
 /* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
  * cuBLASLt FP8 with outer-vector scales (weight channel x token), then bias
- * and GELU in FP32. MT_EUNSUPPORTED when cuBLASLt cannot. */
-static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const float *x, int m,
-                           const float *bias, mt_act act, float *y, mt_err *err)
+ * and GELU in FP32 (one pass). In a forward on 16-bit rows the kernel reads
+ * them, cuBLASLt writes them and the pass rounds once more. MT_EUNSUPPORTED
+ * when cuBLASLt cannot. */
+static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
+                           const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
+    const bool io = c->act != KCU_DT_F32;
+    const kcu_act ka = act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE;
     mt_status st = MT_OK;
     const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
     uint8_t *xq = NULL;
     CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
-    CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
-    if ((st = lt_gemm(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
-                      err)) != MT_OK)
+    if (io)
+        CU_GOTO(kcu_quant_rows_e4m3_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, xq, kq, xs,
+                                       c->stream),
+                done);
+    else
+        CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
+    if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
+                        io ? c->act : KCU_DT_F32, err)) != MT_OK)
         goto done;
-    CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
-                         c->stream),
-            done);
+    if (io)
+        CU_GOTO(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, bias, ka, c->stream), done);
+    else
+        CU_GOTO(kcu_bias_act(y, n, m, n, bias, ka, c->stream), done);
     atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
 done:
     scratch_free(c, xq);
@@ -355,9 +413,9 @@ static q8_path alt_path(const cu_weight *w)
 }
 
 /* Runs path pth as asked (kernel: gemm_fused's): MT_EUNSUPPORTED when
- * cuBLASLt refuses W8A8. */
-static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                          const float *bias, mt_act act, float *y, int kernel, mt_err *err)
+ * cuBLASLt refuses W8A8. x, bias and y as gemm_fused's. */
+static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
+                          const void *bias, mt_act act, void *y, int kernel, mt_err *err)
 {
     if (pth == P_FUSED)
         return gemm_fused(c, w, x, m, bias, act, y, kernel, err);
@@ -366,16 +424,30 @@ static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, 
     return gemm_dequant(c, w, x, m, bias, act, y, err);
 }
 
+/* The path an 8-bit weight takes at m: the fused kernel below the
+ * measured crossover, the cuBLASLt path of alt_path from it on, unless
+ * MANTISSA_CUDA_GEMM forces one. */
+static q8_path q8_pick(const cu_backend *b, const cu_weight *w, int m)
+{
+    return b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
+           : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
+           : m >= w->crossover                    ? alt_path(w)
+                                                  : P_FUSED;
+}
+
 /* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
  * remembers it) runs in the fused W8A16 kernel instead, and is counted. */
-static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const float *x, int m,
-                         const float *bias, mt_act act, float *y, mt_err *err)
+static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
+                         const void *bias, mt_act act, void *y, mt_err *err)
 {
     mt_status st = run_path(c, w, pth, x, m, bias, act, y, -1, err);
-    if (st != MT_EUNSUPPORTED || pth != P_W8A8)
-        return st;
-    atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
-    return gemm_fused(c, w, x, m, bias, act, y, -1, err);
+    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
+        atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
+        st = gemm_fused(c, w, x, m, bias, act, y, -1, err);
+    }
+    if (st == MT_OK && c->act != KCU_DT_F32)
+        atomic_fetch_add_explicit(&c->be->n_q8_io, 1, memory_order_relaxed);
+    return st;
 }
 
 /* A 16-bit float weight (bf: bf16, else fp16): activations to 16 bits,
@@ -413,35 +485,14 @@ done:
 /* A 16-bit weight on 16-bit activations (a forward in set_act_format's
  * f16 or bf16, the weight of the same type): x (m, k), y (m, n) and the
  * bias (n) in that type, as the ops between GEMMs keep them, so nothing is
- * converted. The bias and GELU (MANTISSA_CUDA_GELU=tanh, the default) in
- * cuBLASLt's epilogue; where cuBLASLt has no such algorithm, the plain GEMM
- * and one pass for bias and GELU (erf) over y. */
+ * converted (lt_io). */
 static mt_status gemm_16_io(cu_ctx *c, const cu_weight *w, bool bf, const void *x, int m,
                             const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     cu_backend *b = c->be;
-    const int n = pw->n, k = pw->k, yt = bf ? KCU_DT_BF16 : KCU_DT_F16;
-    const lt_kind kind = bf ? LK_BF16 : LK_F16;
-    if (k % 8 || n % 8)
-        return mt_fail(err, MT_EINVAL,
-                       "16-bit activations need GEMM widths that are multiples of 8 (n=%d k=%d)",
-                       n, k);
-    const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
-    mt_status st = lt_gemm_t(c, kind, pw->data, w->ld, x, k, m, n, k, bias, epi_gelu, NULL, NULL,
-                             y, yt, err);
-    if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
-        st = lt_gemm_t(c, kind, pw->data, w->ld, x, k, m, n, k, NULL, 0, NULL, NULL, y, yt, err);
-        if (st == MT_OK) {
-            CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, bias,
-                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
-            atomic_fetch_add_explicit(&b->n_bias_pass, 1, memory_order_relaxed);
-        }
-    } else if (st == MT_OK && epi_gelu) {
-        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
-    } else if (st == MT_OK && act == MT_ACT_GELU) {
-        CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, NULL, KCU_ACT_GELU, c->stream));
-    }
+    mt_status st = lt_io(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, x, m, pw->n, pw->k, bias, act,
+                         y, bf ? KCU_DT_BF16 : KCU_DT_F16, err);
     if (st == MT_OK) {
         atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->n_lt_16_io, 1, memory_order_relaxed);
@@ -462,15 +513,23 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     const int n = pw->n, k = pw->k;
     c->last_prec = pw->prec;
     const mt_precision_traits *t = mt_prec(pw->prec);
-    if (c->act != KCU_DT_F32) { /* a 16-bit forward: only its own weights' type */
+    if (c->act != KCU_DT_F32) { /* a 16-bit forward: weights of its type, or 8-bit on f16 */
         const bool bf = c->act == KCU_DT_BF16;
-        if (mt_prec_gemm(pw->prec, MT_BK_CUDA) != MT_GEMM_FLOAT || t->bytes != 2 ||
-            (t->format == NF_BF16) != bf)
+        const mt_gemm_form gk = mt_prec_gemm(pw->prec, MT_BK_CUDA);
+        const bool same16 = gk == MT_GEMM_FLOAT && t->bytes == 2 && (t->format == NF_BF16) == bf;
+        if (!same16 && !(gk == MT_GEMM_CODES8 && !bf))
             return mt_fail(err, MT_EINVAL,
                            "a forward on %s activations met a %s weight (%dx%d): 16-bit "
-                           "activations go with weights of their own type",
+                           "activations go with weights of their own type, or 8-bit weights "
+                           "on f16 activations",
                            bf ? "bf16" : "f16", t->name, n, k);
-        return gemm_16_io(c, w, bf, x, m, bias, act, y, err);
+        if (k % 8 || n % 8)
+            return mt_fail(err, MT_EINVAL,
+                           "16-bit activations need GEMM widths that are multiples of 8 (n=%d k=%d)",
+                           n, k);
+        if (same16)
+            return gemm_16_io(c, w, bf, x, m, bias, act, y, err);
+        return gemm_q8(c, w, q8_pick(b, w, m), x, m, bias, act, y, err);
     }
     switch (mt_prec_gemm(pw->prec, MT_BK_CUDA)) {
     case MT_GEMM_FLOAT:
@@ -481,13 +540,8 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
         if (st == MT_OK)
             atomic_fetch_add_explicit(&b->n_lt_32, 1, memory_order_relaxed);
         break;
-    case MT_GEMM_CODES8: {
-        q8_path pth = b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
-                      : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
-                      : m >= w->crossover                    ? alt_path(w)
-                                                             : P_FUSED;
-        return gemm_q8(c, w, pth, x, m, bias, act, y, err);
-    }
+    case MT_GEMM_CODES8:
+        return gemm_q8(c, w, q8_pick(b, w, m), x, m, bias, act, y, err);
     default:
         return mt_fail(err, MT_EINVAL, "unknown weight precision %d", (int)pw->prec);
     }
@@ -503,8 +557,8 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
 /* Median of 3 timed runs of path pth at m (after one untimed run), in ms;
  * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan.
  * kernel: the W8A16 kernel of P_FUSED (< 0: fused_kernel's choice). */
-static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const float *x,
-                           int m, const float *bias, float *y, double *ms_out, mt_err *err)
+static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const void *x,
+                           int m, const void *bias, void *y, double *ms_out, mt_err *err)
 {
     float t[3];
     mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
@@ -532,8 +586,10 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, con
  * the largest m the direct one runs (cup_pick_direct_max_m), then the fused
  * kernel against the cuBLASLt path of this weight at m = 16, 32, ... (as far
  * as 64 MiB of activations allow), on pseudo-random data, and keeps the
- * crossover (kcu_pick_crossover). Shapes repeat across layers, so results
- * are cached per (precision, n, k). */
+ * crossover (kcu_pick_crossover). The paths are timed on the rows a forward
+ * gives them: f16 where cu_act_format puts 8-bit models on f16 activations
+ * (and the widths allow), FP32 otherwise. Shapes repeat across layers, so
+ * results are cached per (precision, n, k). */
 mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
 {
     static const int ms[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
@@ -566,15 +622,29 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
         return MT_OK;
     }
     const int mmax = ms[cnt - 1];
+    const bool io = cu_act_format(&b->pub, (mt_precision)prec) == MT_ACTF_F16 && n % 8 == 0 &&
+                    k % 8 == 0;
+    const size_t es = io ? sizeof(uint16_t) : sizeof(float);
+    const int act_was = c->act;
     mt_status st = MT_OK;
-    float *x = NULL, *y = NULL, *bias = NULL;
+    void *x = NULL, *y = NULL, *bias = NULL;
+    float *xf = NULL, *bf = NULL;
     double tf[NMS], ta[NMS];
     int done = 0, alt_wins = 0;
-    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&x), out);
-    CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * n, (void **)&y), out);
-    CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bias), out);
-    CU_GOTO(kcu_fill_f32(x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
-    CU_GOTO(kcu_fill_f32(bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
+    CU_GOTO(scratch(c, es * (size_t)mmax * k, &x), out);
+    CU_GOTO(scratch(c, es * (size_t)mmax * n, &y), out);
+    CU_GOTO(scratch(c, es * (size_t)n, &bias), out);
+    if (io) { /* FP32 fills, rounded to f16 once */
+        CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&xf), out);
+        CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bf), out);
+    }
+    CU_GOTO(kcu_fill_f32(io ? xf : x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
+    CU_GOTO(kcu_fill_f32(io ? bf : bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
+    if (io) {
+        CU_GOTO(kcu_f32_to_16(xf, k, mmax, k, x, k, 0, c->stream), out);
+        CU_GOTO(kcu_f32_to_16(bf, n, 1, n, bias, n, 0, c->stream), out);
+        c->act = KCU_DT_F16; /* until out: the paths take f16 rows */
+    }
     /* first the W8A16 kernel for m <= 16: the direct one where it is at least
      * DIRECT_MARGIN faster than the staged one (the same bits either way), so
      * that the crossover below times the fused kernel this weight will run */
@@ -603,9 +673,12 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
         b->tune[b->ntune++] = (tune_entry){prec, n, k, w->crossover, w->direct_max_m};
     pthread_mutex_unlock(&b->mu);
 out:
+    c->act = act_was;
     scratch_free(c, x);
     scratch_free(c, y);
     scratch_free(c, bias);
+    scratch_free(c, xf);
+    scratch_free(c, bf);
     if (st == MT_OK)
         CU(cudaStreamSynchronize(c->stream));
     return st;

@@ -164,6 +164,7 @@ struct cu_backend {
     int ntune;
     atomic_long n_fused, n_fused_direct, n_lt_gelu_epi, n_lt_dequant, n_lt_w8a8, n_lt_16, n_lt_32;
     atomic_long n_lt_16_io, n_bias_pass;
+    atomic_long n_q8_io;        /* 8-bit weights' GEMMs on 16-bit activations (gemm_q8) */
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */
@@ -215,6 +216,8 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, co
                   mt_act act, float *y, mt_err *err);
 /* Measures the 8-bit weight's crossover (cached per precision and shape). */
 mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err);
+/* backend.h's act_format (backend.c): the rows a forward of precision p takes */
+mt_act_format cu_act_format(const mt_backend *be, mt_precision p);
 /* Frees a cached cuBLASLt plan. */
 void plan_clear(lt_plan *p);
 

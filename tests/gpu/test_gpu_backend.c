@@ -275,120 +275,160 @@ static void gelu_epilogue_within_tolerance(void)
     mt_backend_destroy(gb.be);
 }
 
+/* One GEMM of a forward on 16-bit rows (f16, or bf16 for a bf16 weight):
+ * x, bias and y in that type, against FP64 on the decoded inputs and the
+ * dequantized weight; counted as on 16-bit activations (lt_16_io for a
+ * 16-bit weight, q8_io for an 8-bit one). tol: relative L2 error. */
+static void act16_case(mt_backend *be, const char *bname, mt_precision p, int m, int n, int k,
+                       int gelu, double tol)
+{
+    const mt_backend_ops *op = be->ops;
+    const int bf = p == MT_PREC_BF16, q8 = p == MT_PREC_INT8 || p == MT_PREC_FP8;
+    mt_err err = {{0}};
+    float *w = malloc(sizeof(float) * (size_t)n * k), *deq = malloc(sizeof(float) * (size_t)n * k);
+    float *xf = malloc(sizeof(float) * (size_t)m * k), *bias = malloc(sizeof(float) * n);
+    float *scales = q8 ? malloc(sizeof(float) * n) : NULL;
+    uint16_t *xh = malloc(2 * (size_t)m * k), *yh = malloc(2 * (size_t)m * n);
+    uint16_t *bh = malloc(2 * (size_t)n);
+    float *y = malloc(sizeof(float) * (size_t)m * n);
+    double *ref = malloc(sizeof(double) * (size_t)m * n);
+    void *q = malloc(mt_quant_data_bytes(p, n, k) + 16);
+    for (size_t j = 0; j < (size_t)n * k; j++)
+        w[j] = gt_unif(-0.08f, 0.08f);
+    for (size_t j = 0; j < (size_t)m * k; j++) {
+        const float v = gt_unif(-2.f, 2.f);
+        xh[j] = bf ? nf_f32_to_bf16(v) : nf_f32_to_f16(v);
+        xf[j] = bf ? nf_bf16_to_f32(xh[j]) : nf_f16_to_f32(xh[j]);
+    }
+    for (int j = 0; j < n; j++) { /* the bias in the activation type (backend.h) */
+        bh[j] = bf ? nf_f32_to_bf16(gt_unif(-0.5f, 0.5f)) : nf_f32_to_f16(gt_unif(-0.5f, 0.5f));
+        bias[j] = bf ? nf_bf16_to_f32(bh[j]) : nf_f16_to_f32(bh[j]);
+    }
+    mt_weight *wt = NULL;
+    mt_status st = mt_quantize(w, n, k, p, NULL, q, scales, &err);
+    if (st == MT_OK) {
+        mt_dequantize(q, scales, n, k, p, deq);
+        st = op->weight_upload(be, p, n, k, q, scales, &wt, &err);
+    }
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double acc = bias[j];
+            for (int c = 0; c < k; c++)
+                acc += (double)xf[(size_t)r * k + c] * deq[(size_t)j * k + c];
+            ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
+        }
+    void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
+    void *db = op->alloc(be, 2 * (size_t)n);
+    for (size_t j = 0; j < (size_t)m * n; j++)
+        yh[j] = bf ? 0x7fc0 : 0x7e00; /* NaN: poison */
+    mt_cuda_counts c0, c1;
+    mt_cuda_get_counts(be, &c0);
+    if (st == MT_OK && !(st = op->upload(be, dx, xh, 2 * (size_t)m * k, &err)) &&
+        !(st = op->upload(be, dy, yh, 2 * (size_t)m * n, &err)) &&
+        !(st = op->upload(be, db, bh, 2 * (size_t)n, &err))) {
+        op->set_act_format(be, bf ? MT_ACTF_BF16 : MT_ACTF_F16);
+        st = op->gemm(be, dx, m, wt, db, gelu ? MT_ACT_GELU : MT_ACT_NONE, dy, &err);
+        op->set_act_format(be, MT_ACTF_F32);
+        if (st == MT_OK)
+            st = op->download(be, yh, dy, 2 * (size_t)m * n, &err);
+    }
+    mt_cuda_get_counts(be, &c1);
+    if (MT_OK_OR(st, err)) {
+        for (size_t j = 0; j < (size_t)m * n; j++)
+            y[j] = bf ? nf_bf16_to_f32(yh[j]) : nf_f16_to_f32(yh[j]);
+        const double e = gt_rel_l2(y, ref, (size_t)m * n);
+        const long counted = q8 ? c1.q8_io - c0.q8_io : c1.lt_16_io - c0.lt_16_io;
+        CHECK(gt_first_nonfinite(y, (size_t)m * n) < 0 && e <= tol && counted == 1,
+              "%s backend, %s GEMM on 16-bit activations m=%d n=%d k=%d gelu=%d: rel err %.3g "
+              "(<= %.3g), counted on 16-bit activations %ld (paths: fused %ld, dequant %ld, "
+              "w8a8 %ld, 16-bit %ld; bias in a pass %ld)",
+              bname, mt_precision_name(p), m, n, k, gelu, e, tol, counted, c1.fused - c0.fused,
+              c1.lt_dequant - c0.lt_dequant, c1.lt_w8a8 - c0.lt_w8a8, c1.lt_16 - c0.lt_16,
+              c1.bias_pass - c0.bias_pass);
+    }
+    op->free(be, dx), op->free(be, dy), op->free(be, db);
+    if (wt)
+        op->weight_destroy(be, wt);
+    free(w), free(deq), free(xf), free(bias), free(scales), free(xh), free(yh), free(bh), free(y),
+        free(ref), free(q);
+}
+
 /* A forward on 16-bit activations (backend.h set_act_format): fp16 and bf16
- * GEMMs read and write 16-bit rows, the bias of that type and GELU (tanh, in the
- * epilogue, or erf in the fallback pass) included, against FP64 on the
- * decoded inputs; every such GEMM is counted as on 16-bit activations; a
- * weight of another type, or widths that are not multiples of 8, are
- * refused with a message; FP32 set back, GEMMs take FP32 rows again. */
+ * GEMMs read and write 16-bit rows, int8 and fp8 ones f16 rows on each of
+ * their paths (fused W8A16, dequantized FP16, FP8 W8A8), the bias of that
+ * type and GELU (tanh, in the epilogue, or erf in the fallback pass)
+ * included, against FP64 on the decoded inputs; every such GEMM is counted
+ * as on 16-bit activations; a weight of another type, an 8-bit one on bf16
+ * rows, or widths that are not multiples of 8, are refused with a message;
+ * FP32 set back, GEMMs take FP32 rows again. */
 static void act16_gemm_matches_fp64(void)
 {
     mt_cuda_opts o;
     mt_cuda_opts_default(&o);
     o.autotune = 0;
-    mt_backend *be = NULL;
+    mt_backend *be = NULL, *by_path[2] = {NULL, NULL};
     mt_err err = {{0}};
     if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &o, &be, &err), err))
         return;
+    for (int i = 0; i < 2; i++) { /* the 8-bit paths one by one */
+        mt_cuda_opts po = o;
+        po.gemm = i ? MT_CUDA_GEMM_LIBRARY : MT_CUDA_GEMM_FUSED;
+        if (!MT_OK_OR(mt_backend_cuda_create_opts(0, &po, &by_path[i], &err), err))
+            goto out;
+    }
     const mt_backend_ops *op = be->ops;
     CHECK(op->act_format && op->set_act_format && op->act_format(be, MT_PREC_FP16) == MT_ACTF_F16 &&
               op->act_format(be, MT_PREC_BF16) == MT_ACTF_BF16 &&
               op->act_format(be, MT_PREC_FP32) == MT_ACTF_F32 &&
-              op->act_format(be, MT_PREC_INT8) == MT_ACTF_F32,
-          "act_format: f16 for fp16, bf16 for bf16, FP32 for the others");
+              op->act_format(be, MT_PREC_TF32) == MT_ACTF_F32 &&
+              op->act_format(be, MT_PREC_INT8) == MT_ACTF_F16 &&
+              op->act_format(be, MT_PREC_FP8) == MT_ACTF_F16,
+          "act_format: f16 for fp16, int8 and fp8, bf16 for bf16, FP32 for fp32 and tf32");
     static const int cases[][3] = {{1, 1536, 384}, {33, 384, 1536}, {300, 1152, 384}, {7, 8, 16}};
-    for (int p = MT_PREC_FP16; p <= MT_PREC_BF16; p++) {
-        const int bf = p == MT_PREC_BF16;
+    static const mt_precision ps[] = {MT_PREC_FP16, MT_PREC_BF16, MT_PREC_INT8, MT_PREC_FP8};
+    /* FP8 W8A8 quantizes the activations to E4M3 per token: 8-bit error */
+    const double w8a8_tol = mt_cuda_fp8_w8a8_enabled(be) ? 6e-2 : 3e-3;
+    for (size_t pi = 0; pi < sizeof ps / sizeof *ps; pi++) {
+        const mt_precision p = ps[pi];
+        const int q8 = p == MT_PREC_INT8 || p == MT_PREC_FP8;
+        const double tol = p == MT_PREC_BF16 ? 1.2e-2 : p == MT_PREC_FP8 ? w8a8_tol : 3e-3;
         for (int i = 0; i < (quick ? 2 : 4); i++)
             for (int gelu = 0; gelu < 2; gelu++) {
-                const int m = cases[i][0], n = cases[i][1], k = cases[i][2];
-                float *w = malloc(sizeof(float) * (size_t)n * k), *deq = malloc(sizeof(float) * (size_t)n * k);
-                float *xf = malloc(sizeof(float) * (size_t)m * k), *bias = malloc(sizeof(float) * n);
-                uint16_t *xh = malloc(2 * (size_t)m * k), *yh = malloc(2 * (size_t)m * n);
-                uint16_t *bh = malloc(2 * (size_t)n);
-                float *y = malloc(sizeof(float) * (size_t)m * n);
-                double *ref = malloc(sizeof(double) * (size_t)m * n);
-                void *q = malloc(mt_quant_data_bytes((mt_precision)p, n, k) + 16);
-                for (size_t j = 0; j < (size_t)n * k; j++)
-                    w[j] = gt_unif(-0.08f, 0.08f);
-                for (size_t j = 0; j < (size_t)m * k; j++) {
-                    const float v = gt_unif(-2.f, 2.f);
-                    xh[j] = bf ? nf_f32_to_bf16(v) : nf_f32_to_f16(v);
-                    xf[j] = bf ? nf_bf16_to_f32(xh[j]) : nf_f16_to_f32(xh[j]);
-                }
-                for (int j = 0; j < n; j++) { /* the bias in the activation type (backend.h) */
-                    bh[j] = bf ? nf_f32_to_bf16(gt_unif(-0.5f, 0.5f)) : nf_f32_to_f16(gt_unif(-0.5f, 0.5f));
-                    bias[j] = bf ? nf_bf16_to_f32(bh[j]) : nf_f16_to_f32(bh[j]);
-                }
-                mt_weight *wt = NULL;
-                mt_status st = mt_quantize(w, n, k, (mt_precision)p, NULL, q, NULL, &err);
-                if (st == MT_OK) {
-                    mt_dequantize(q, NULL, n, k, (mt_precision)p, deq);
-                    st = op->weight_upload(be, (mt_precision)p, n, k, q, NULL, &wt, &err);
-                }
-                for (int r = 0; r < m; r++)
-                    for (int j = 0; j < n; j++) {
-                        double acc = bias[j];
-                        for (int c = 0; c < k; c++)
-                            acc += (double)xf[(size_t)r * k + c] * deq[(size_t)j * k + c];
-                        ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
-                    }
-                void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
-                void *db = op->alloc(be, 2 * (size_t)n);
-                for (size_t j = 0; j < (size_t)m * n; j++)
-                    yh[j] = bf ? 0x7fc0 : 0x7e00; /* NaN: poison */
-                mt_cuda_counts c0, c1;
-                mt_cuda_get_counts(be, &c0);
-                if (st == MT_OK && !(st = op->upload(be, dx, xh, 2 * (size_t)m * k, &err)) &&
-                    !(st = op->upload(be, dy, yh, 2 * (size_t)m * n, &err)) &&
-                    !(st = op->upload(be, db, bh, 2 * (size_t)n, &err))) {
-                    op->set_act_format(be, bf ? MT_ACTF_BF16 : MT_ACTF_F16);
-                    st = op->gemm(be, dx, m, wt, db, gelu ? MT_ACT_GELU : MT_ACT_NONE, dy, &err);
-                    op->set_act_format(be, MT_ACTF_F32);
-                    if (st == MT_OK)
-                        st = op->download(be, yh, dy, 2 * (size_t)m * n, &err);
-                }
-                mt_cuda_get_counts(be, &c1);
-                if (MT_OK_OR(st, err)) {
-                    for (size_t j = 0; j < (size_t)m * n; j++)
-                        y[j] = bf ? nf_bf16_to_f32(yh[j]) : nf_f16_to_f32(yh[j]);
-                    const double e = gt_rel_l2(y, ref, (size_t)m * n), tol = bf ? 1.2e-2 : 2.5e-3;
-                    CHECK(gt_first_nonfinite(y, (size_t)m * n) < 0 && e <= tol &&
-                              c1.lt_16_io - c0.lt_16_io == 1,
-                          "%s GEMM on 16-bit activations m=%d n=%d k=%d gelu=%d: rel err %.3g "
-                          "(<= %.3g), counted on 16-bit activations %ld, bias in a pass %ld",
-                          bf ? "bf16" : "fp16", m, n, k, gelu, e, tol, c1.lt_16_io - c0.lt_16_io,
-                          c1.bias_pass - c0.bias_pass);
-                }
-                op->free(be, dx), op->free(be, dy), op->free(be, db);
-                if (wt)
-                    op->weight_destroy(be, wt);
-                free(w), free(deq), free(xf), free(bias), free(xh), free(yh), free(bh), free(y), free(ref),
-                    free(q);
+                act16_case(be, "auto", p, cases[i][0], cases[i][1], cases[i][2], gelu,
+                           p == MT_PREC_FP16 ? 2.5e-3 : tol);
+                for (int b = 0; q8 && b < 2; b++)
+                    act16_case(by_path[b], b ? "library" : "fused", p, cases[i][0], cases[i][1],
+                               cases[i][2], gelu, b ? tol : 3e-3);
             }
     }
     /* refusals: another weight type in an f16 forward, a width not a multiple of 8 */
     static const struct {
         mt_precision p;
+        mt_act_format rows;
         int n, k;
         const char *want;
-    } bad[] = {{MT_PREC_BF16, 64, 64, "bf16 weight"}, {MT_PREC_FP32, 64, 64, "fp32 weight"},
-               {MT_PREC_FP16, 64, 20, "multiples of 8"}};
+    } bad[] = {{MT_PREC_BF16, MT_ACTF_F16, 64, 64, "bf16 weight"},
+               {MT_PREC_FP32, MT_ACTF_F16, 64, 64, "fp32 weight"},
+               {MT_PREC_FP16, MT_ACTF_F16, 64, 20, "multiples of 8"},
+               {MT_PREC_INT8, MT_ACTF_BF16, 64, 64, "int8 weight"},
+               {MT_PREC_INT8, MT_ACTF_F16, 64, 20, "multiples of 8"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = bad[i].n, k = bad[i].k;
         float *w = calloc((size_t)n * k, sizeof(float));
+        float *scales = calloc((size_t)n, sizeof(float));
         void *q = calloc(1, mt_quant_data_bytes(bad[i].p, n, k) + 16);
         mt_weight *wt = NULL;
         void *dx = op->alloc(be, 4 * (size_t)4 * k), *dy = op->alloc(be, 4 * (size_t)4 * n);
-        mt_status st = mt_quantize(w, n, k, bad[i].p, NULL, q, NULL, &err);
+        mt_status st = mt_quantize(w, n, k, bad[i].p, NULL, q, scales, &err);
         if (st == MT_OK)
-            st = op->weight_upload(be, bad[i].p, n, k, q, NULL, &wt, &err);
+            st = op->weight_upload(be, bad[i].p, n, k, q, scales, &wt, &err);
         if (MT_OK_OR(st, err)) {
-            op->set_act_format(be, MT_ACTF_F16);
+            op->set_act_format(be, bad[i].rows);
             st = op->gemm(be, dx, 4, wt, NULL, MT_ACT_NONE, dy, &err);
             op->set_act_format(be, MT_ACTF_F32);
             CHECK(st == MT_EINVAL && strstr(err.msg, bad[i].want),
-                  "an f16 forward refuses a %s %dx%d weight: %s", mt_precision_name(bad[i].p), n, k,
+                  "an %s forward refuses a %s %dx%d weight: %s",
+                  bad[i].rows == MT_ACTF_BF16 ? "bf16" : "f16", mt_precision_name(bad[i].p), n, k,
                   err.msg);
             /* and in FP32 the same weight multiplies again */
             st = op->gemm(be, dx, 4, wt, NULL, MT_ACT_NONE, dy, &err);
@@ -398,8 +438,12 @@ static void act16_gemm_matches_fp64(void)
         if (wt)
             op->weight_destroy(be, wt);
         op->free(be, dx), op->free(be, dy);
-        free(w), free(q);
+        free(w), free(scales), free(q);
     }
+out:
+    for (int i = 0; i < 2; i++)
+        if (by_path[i])
+            mt_backend_destroy(by_path[i]);
     mt_backend_destroy(be);
 }
 

@@ -97,7 +97,7 @@ typedef struct {
     mt_cuda_gemm_path path;
     double min_mean_cos, min_min_cos;
     int prequant; /* load prequant_path, not the FP32 file quantized at load */
-    int act32;    /* MANTISSA_CUDA_ACT16=0: fp16/bf16 on FP32 activations, converted per GEMM */
+    int act32;    /* MANTISSA_CUDA_ACT16=0: FP32 activations, converted per GEMM (not 16-bit rows) */
 } variant;
 
 static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const float *ref, int h)
@@ -120,6 +120,9 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     if (st == MT_OK)
         st = mt_model_load(model_dir, be, &lo, &m, &err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    mt_cuda_counts at_load = {0}; /* the load's own GEMMs: the 8-bit weights' autotuning */
+    if (st == MT_OK)
+        mt_cuda_get_counts(be, &at_load);
     if (st == MT_OK)
         st = embed_all(m, sent, n, out, h, &err);
     clock_gettime(CLOCK_MONOTONIC, &t2);
@@ -138,15 +141,23 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
                "embed %d sentences %.3f s  (gemm paths: fused %ld (direct kernel %ld), dequant+lt %ld, w8a8 %ld, "
                "lt16 %ld of which GELU in the epilogue %ld, on 16-bit activations %ld, bias "
-               "in a pass %ld, lt32 %ld)\n",
+               "in a pass %ld, lt32 %ld; 8-bit on 16-bit activations %ld)\n",
                v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
                n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
-               c.fused_direct, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32);
-        /* fp16/bf16: every GEMM on 16-bit activations, unless switched off */
+               c.fused_direct, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32, c.q8_io);
+        /* fp16/bf16, int8/fp8 (f16 rows): every GEMM on 16-bit activations,
+         * unless switched off */
         if (v->prec == MT_PREC_FP16 || v->prec == MT_PREC_BF16)
             CHECK(v->act32 ? c.lt_16_io == 0 : c.lt_16_io == c.lt_16 && c.lt_16 > 0,
                   "%s: %ld of %ld 16-bit GEMMs on 16-bit activations (want %s)", v->name,
                   c.lt_16_io, c.lt_16, v->act32 ? "none" : "all");
+        if (v->prec == MT_PREC_INT8 || v->prec == MT_PREC_FP8) { /* the forwards' own */
+            const long q8 = c.fused - at_load.fused + c.lt_dequant - at_load.lt_dequant +
+                            c.lt_w8a8 - at_load.lt_w8a8;
+            CHECK(v->act32 ? c.q8_io == 0 : c.q8_io == q8 && q8 > 0,
+                  "%s: %ld of %ld 8-bit GEMMs on 16-bit activations (want %s)", v->name, c.q8_io,
+                  q8, v->act32 ? "none" : "all");
+        }
         CHECK(mean >= v->min_mean_cos && mn >= v->min_min_cos,
               "%s: mean cosine %.8f (>= %.6f), min %.8f (>= %.6f) against the CPU FP32 path",
               v->name, mean, v->min_mean_cos, mn, v->min_min_cos);
@@ -269,6 +280,8 @@ int main(int argc, char **argv)
         {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0, 0},
         {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0, 0},
         {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1, 0},
+        {"int8/act32", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 1},
+        {"fp8/act32", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 1},
     };
     /* what `mantissa quantize` writes for int8 (smoothed, on the CPU) */
     snprintf(prequant_path, sizeof prequant_path, "/tmp/mantissa-gpu-int8-%d.safetensors",
