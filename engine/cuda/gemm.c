@@ -582,6 +582,34 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, con
     return MT_OK;
 }
 
+/* The tuner's pseudo-random x (mmax, k) and bias (n), and room for y
+ * (mmax, n): f16 rows when io (FP32 fills rounded once), else FP32. The
+ * caller frees *x, *y and *bias, whatever this returns. */
+static mt_status tune_rows(cu_ctx *c, bool io, int mmax, int n, int k, void **x, void **y,
+                           void **bias, mt_err *err)
+{
+    const size_t es = io ? sizeof(uint16_t) : sizeof(float);
+    mt_status st = MT_OK;
+    float *xf = NULL, *bf = NULL;
+    CU_GOTO(scratch(c, es * (size_t)mmax * k, x), out);
+    CU_GOTO(scratch(c, es * (size_t)mmax * n, y), out);
+    CU_GOTO(scratch(c, es * (size_t)n, bias), out);
+    if (io) {
+        CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&xf), out);
+        CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bf), out);
+    }
+    CU_GOTO(kcu_fill_f32(io ? xf : *x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
+    CU_GOTO(kcu_fill_f32(io ? bf : *bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
+    if (io) {
+        CU_GOTO(kcu_f32_to_16(xf, k, mmax, k, *x, k, 0, c->stream), out);
+        CU_GOTO(kcu_f32_to_16(bf, n, 1, n, *bias, n, 0, c->stream), out);
+    }
+out:
+    scratch_free(c, xf); /* stream-ordered: after the conversions */
+    scratch_free(c, bf);
+    return st;
+}
+
 /* Times the two fused kernels against each other at m = 1, 4, 16 and keeps
  * the largest m the direct one runs (cup_pick_direct_max_m), then the fused
  * kernel against the cuBLASLt path of this weight at m = 16, 32, ... (as far
@@ -624,27 +652,15 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     const int mmax = ms[cnt - 1];
     const bool io = cu_act_format(&b->pub, (mt_precision)prec) == MT_ACTF_F16 && n % 8 == 0 &&
                     k % 8 == 0;
-    const size_t es = io ? sizeof(uint16_t) : sizeof(float);
     const int act_was = c->act;
-    mt_status st = MT_OK;
     void *x = NULL, *y = NULL, *bias = NULL;
-    float *xf = NULL, *bf = NULL;
     double tf[NMS], ta[NMS];
     int done = 0, alt_wins = 0;
-    CU_GOTO(scratch(c, es * (size_t)mmax * k, &x), out);
-    CU_GOTO(scratch(c, es * (size_t)mmax * n, &y), out);
-    CU_GOTO(scratch(c, es * (size_t)n, &bias), out);
-    if (io) { /* FP32 fills, rounded to f16 once */
-        CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&xf), out);
-        CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bf), out);
-    }
-    CU_GOTO(kcu_fill_f32(io ? xf : x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
-    CU_GOTO(kcu_fill_f32(io ? bf : bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
-    if (io) {
-        CU_GOTO(kcu_f32_to_16(xf, k, mmax, k, x, k, 0, c->stream), out);
-        CU_GOTO(kcu_f32_to_16(bf, n, 1, n, bias, n, 0, c->stream), out);
+    mt_status st = tune_rows(c, io, mmax, n, k, &x, &y, &bias, err);
+    if (st != MT_OK)
+        goto out;
+    if (io)
         c->act = KCU_DT_F16; /* until out: the paths take f16 rows */
-    }
     /* first the W8A16 kernel for m <= 16: the direct one where it is at least
      * DIRECT_MARGIN faster than the staged one (the same bits either way), so
      * that the crossover below times the fused kernel this weight will run */
@@ -677,8 +693,6 @@ out:
     scratch_free(c, x);
     scratch_free(c, y);
     scratch_free(c, bias);
-    scratch_free(c, xf);
-    scratch_free(c, bf);
     if (st == MT_OK)
         CU(cudaStreamSynchronize(c->stream));
     return st;
