@@ -15,7 +15,8 @@
  *     every token of the block's bm = 8*MT tokens;
  *   - K is streamed in 64-wide chunks through a 4-stage cp.async pipeline:
  *     per stage 128 rows x 64 weight bytes (8 KiB) and bm x 64 FP32
- *     activations, the latter shared by all 8 warps;
+ *     activations (16-bit ones in the IO instantiations, a 16-bit
+ *     forward's rows: kcu_w8a16_gemm_16), the latter shared by all 8 warps;
  *   - when (m, n) tiles cannot fill the GPU, K is split across blocks
  *     (grid.z); partials go to a workspace and the last block of a tile sums
  *     them in split order (deterministic) and runs the epilogue.

@@ -275,7 +275,8 @@ cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, 
  * epilogue in FP32, y rounded once. The same MMAs as kcu_w8a16_gemm_mul on
  * x widened to FP32 (with smoothing, x[c] * in_mul[c] is rounded to dt as
  * there), so y is that GEMM's FP32 result (bias widened) rounded to dt.
- * x and y 8-byte aligned (4-byte for y), ldx and ldy multiples of 4. */
+ * x 8-byte aligned with ldx a multiple of 4 (four values are one 8-byte
+ * copy); y and bias are written and read one value at a time. */
 cudaError_t kcu_w8a16_gemm_16(const void *x, int ldx, const void *w, int ldw, kcu_wtype wt,
                               const float *scale, const void *bias, kcu_act act, void *y, int ldy,
                               int m, int n, int k, kcu_dtype dt, const float *in_mul,
