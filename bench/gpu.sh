@@ -2,8 +2,8 @@
 # gpu.sh: everything the CUDA backend needs a GPU for, as one script.
 #
 #   bench/gpu.sh pack
-#       On the development machine (no GPU needed): builds with CUDA=1 for
-#       sm_90a alone into build/gpu90/, and writes build/gpu-carry/bundle.tar.xz (~50 MB): the
+#       On the development machine (no GPU needed): builds with CUDA=1 GRPC=0
+#       for sm_90a alone into build/gpu90/, and writes build/gpu-carry/bundle.tar.xz (~55 MB): the
 #       test and benchmark programs, the shared libraries they need that a
 #       CUDA/PyTorch image lacks (oneDNN, cJSON, libgomp, OpenCL loader), the
 #       model with its tensors in FP16 (the device tool carries 64 MiB), and
@@ -90,9 +90,11 @@ pack() {
   # The lent GPUs are H100/H200 (sm_90a): the bundle carries that machine code
   # alone, since every binary holds the whole fatbin and the device tool
   # carries 64 MiB in all (CI and `make CUDA=1` still build every target).
+  # GRPC=0: the GPU phases speak HTTP only, and libgrpc with its libraries
+  # (~3 MB of the compressed bundle) would push it past the carry limit
   local CFG=gpu90 gencode=${PACK_GENCODE:--gencode arch=compute_90a,code=sm_90a}
-  say "building with CUDA=1 into build/$CFG for $gencode (make -j$jobs)"
-  make --no-print-directory CFG=$CFG CUDA=1 CUDA_GENCODE="$gencode" -j"$jobs" all
+  say "building with CUDA=1 GRPC=0 into build/$CFG for $gencode (make -j$jobs)"
+  make --no-print-directory CFG=$CFG CUDA=1 GRPC=0 CUDA_GENCODE="$gencode" -j"$jobs" all
   local st=$CARRY/stage
   rm -rf "$st" && mkdir -p "$st/bin" "$st/lib"
   # every test program (tests/gpu/test_*.c) and every benchmark (bench/gpu/*.c)
@@ -100,7 +102,7 @@ pack() {
   for f in tests/gpu/test_*.c; do progs+=("build/$CFG/tests/gpu/$(basename "$f" .c)"); done
   for f in bench/gpu/*.c; do progs+=("build/$CFG/bench/gpu/$(basename "$f" .c)"); done
   progs+=("build/$CFG/mantissa" "build/$CFG/libmantissa_cuda.so") # the binary opens the module beside it
-  make --no-print-directory CFG=$CFG CUDA=1 CUDA_GENCODE="$gencode" "build/$CFG/bench/loadgen"
+  make --no-print-directory CFG=$CFG CUDA=1 GRPC=0 CUDA_GENCODE="$gencode" "build/$CFG/bench/loadgen"
   progs+=("build/$CFG/bench/loadgen") # the peers phase's load generator
   cp "${progs[@]}" "$st/bin/"
   strip -g "$st"/bin/*   # host debug info only: the device code and its line info stay
@@ -109,7 +111,7 @@ pack() {
   # PACK_ASAN=0 leaves them out (~5 MB of the 64 MiB the device tool carries)
   if [ "${PACK_ASAN:-1}" = 1 ]; then
     say "ASan+UBSan build of the backend tests into build/asan90"
-    make --no-print-directory CFG=asan90 CUDA=1 SANITIZE=address,undefined CUDA_GENCODE="$gencode" \
+    make --no-print-directory CFG=asan90 CUDA=1 GRPC=0 SANITIZE=address,undefined CUDA_GENCODE="$gencode" \
       -j"$jobs" build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs
     mkdir -p "$st/bin-asan"
     cp build/asan90/tests/gpu/test_gpu_backend build/asan90/tests/gpu/test_gpu_graphs "$st/bin-asan/"
