@@ -65,6 +65,17 @@ def peer(device, dtype, max_batch):
     return start
 
 
+def log_tail(tmp, name):
+    """The last lines of the newest server log in tmp (a setting's own, or
+    the sweep's), on one line."""
+    logs = [os.path.join(tmp, f) for f in (name.replace(" ", "_") + ".log", "sweep.log")]
+    logs = [f for f in logs if os.path.exists(f)]
+    if not logs:
+        return "none"
+    with open(max(logs, key=os.path.getmtime), errors="replace") as f:
+        return " / ".join(l.strip().replace("|", "/") for l in f.read().strip().splitlines()[-3:]) or "empty"
+
+
 def device_name(device):
     if device == "cuda":
         try:
@@ -162,7 +173,9 @@ def main():
             try:
                 r = pb.run_setting(name, full, cands, data, tmp, a.seconds, a.sweep_seconds)
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
-                r = {"name": name, "error": str(e)}
+                # a sweep whose candidates all failed to start raises ValueError
+                # (max of nothing): the servers' own last words say why
+                r = {"name": name, "error": "%s; server log: %s" % (e, log_tail(tmp, name))}
             results.append(r)
             if "points" in r:
                 print("serve_peers: %s: %s" % (name, ", ".join(
