@@ -299,6 +299,18 @@ cudaError_t dispatch_sm(bool sm, int mt, bool direct, const Params &p, dim3 grid
               : dispatch_mt<WT, AT, false, IO>(mt, direct, p, grid, dev, stream);
 }
 
+/* From the weight and activation types to the instantiation. */
+template <bool IO>
+cudaError_t dispatch_types(kcu_wtype wt, kcu_atype at, bool sm, int mt, bool direct,
+                           const Params &p, dim3 grid, int dev, cudaStream_t stream)
+{
+    if (wt == KCU_W_INT8)
+        return at == KCU_A_F16 ? dispatch_sm<0, 0, IO>(sm, mt, direct, p, grid, dev, stream)
+                               : dispatch_sm<0, 1, IO>(sm, mt, direct, p, grid, dev, stream);
+    return at == KCU_A_F16 ? dispatch_sm<1, 0, IO>(sm, mt, direct, p, grid, dev, stream)
+                           : dispatch_sm<1, 1, IO>(sm, mt, direct, p, grid, dev, stream);
+}
+
 /* Loads every instantiation and sets its shared-memory limit on device dev. */
 template <int WT, int AT, bool SM, bool IO>
 cudaError_t warm_all(int dev)
@@ -446,18 +458,8 @@ static cudaError_t run_gemm(Params &p, bool io, const void *x, int ldx, const vo
     const int mt = plan.bm / 8;
     const bool sm = in_mul != NULL;
     const bool direct = kcu_w8a16_direct(m, opts);
-    if (io) {
-        if (wt == KCU_W_INT8)
-            return at == KCU_A_F16 ? dispatch_sm<0, 0, true>(sm, mt, direct, p, grid, dev, stream)
-                                   : dispatch_sm<0, 1, true>(sm, mt, direct, p, grid, dev, stream);
-        return at == KCU_A_F16 ? dispatch_sm<1, 0, true>(sm, mt, direct, p, grid, dev, stream)
-                               : dispatch_sm<1, 1, true>(sm, mt, direct, p, grid, dev, stream);
-    }
-    if (wt == KCU_W_INT8)
-        return at == KCU_A_F16 ? dispatch_sm<0, 0, false>(sm, mt, direct, p, grid, dev, stream)
-                               : dispatch_sm<0, 1, false>(sm, mt, direct, p, grid, dev, stream);
-    return at == KCU_A_F16 ? dispatch_sm<1, 0, false>(sm, mt, direct, p, grid, dev, stream)
-                           : dispatch_sm<1, 1, false>(sm, mt, direct, p, grid, dev, stream);
+    return io ? dispatch_types<true>(wt, at, sm, mt, direct, p, grid, dev, stream)
+              : dispatch_types<false>(wt, at, sm, mt, direct, p, grid, dev, stream);
 }
 
 extern "C" cudaError_t kcu_w8a16_gemm_mul(const float *x, int ldx, const void *w, int ldw,

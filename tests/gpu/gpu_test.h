@@ -120,6 +120,23 @@ static inline int gt_have_device(const char *suite)
     return 1;
 }
 
+/* The kernel tests' set-up: the SM count of device 0 and a blocking stream
+ * (see gt_blocking_stream_note). 0 when there is no device (the SKIP line
+ * printed and counted) or the set-up failed (a failure recorded). */
+static inline int gt_device_stream(const char *suite, int *sms, cudaStream_t *stream)
+{
+    if (!gt_have_device(suite)) {
+        gt_skip++;
+        return 0;
+    }
+    if (cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+        cudaStreamCreate(stream) != cudaSuccess) {
+        CHECK(0, "device set-up failed: %s", cudaGetErrorString(cudaGetLastError()));
+        return 0;
+    }
+    return 1;
+}
+
 static inline int gt_finish(const char *suite)
 {
     printf("%s: %d passed, %d failed, %d skipped\n", suite, gt_pass, gt_fail, gt_skip);

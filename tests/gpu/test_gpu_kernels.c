@@ -801,15 +801,8 @@ int main(int argc, char **argv)
     planner_fills_the_gpu_and_obeys_knobs();
     crossover_picker_takes_the_last_unbroken_run();
     direct_kernel_choice();
-    if (!gt_have_device(suite)) {
-        gt_skip++;
+    if (!gt_device_stream(suite, &sms, &stream))
         return gt_finish(suite);
-    }
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
-        cudaStreamCreate(&stream) != cudaSuccess) { /* see gt_blocking_stream_note */
-        CHECK(0, "device set-up failed: %s", cudaGetErrorString(cudaGetLastError()));
-        return gt_finish(suite);
-    }
     CHECK(kcu_check_image() == cudaSuccess, "kernel image loads on this device");
     fills_are_deterministic_and_in_range();
     w8a16_refuses_unaligned_weights_and_falls_back_without_workspace();

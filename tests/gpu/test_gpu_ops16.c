@@ -299,15 +299,8 @@ int main(int argc, char **argv)
     const char *suite = "gpu ops16";
     setvbuf(stdout, NULL, _IOLBF, 0);
     quick = gt_init(argc, argv, suite);
-    if (!gt_have_device(suite)) {
-        gt_skip++;
+    if (!gt_device_stream(suite, &sms, &stream))
         return gt_finish(suite);
-    }
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
-        cudaStreamCreate(&stream) != cudaSuccess) { /* see gt_blocking_stream_note */
-        CHECK(0, "device set-up failed: %s", cudaGetErrorString(cudaGetLastError()));
-        return gt_finish(suite);
-    }
     CHECK(kcu_warm_16() == cudaSuccess, "the 16-bit kernels load on this device");
     refuses_bad_arguments();
     for (int d = 0; d < 2; d++) {

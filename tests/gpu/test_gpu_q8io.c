@@ -292,15 +292,8 @@ int main(int argc, char **argv)
     const char *suite = "gpu q8io";
     setvbuf(stdout, NULL, _IOLBF, 0);
     quick = gt_init(argc, argv, suite);
-    if (!gt_have_device(suite)) {
-        gt_skip++;
+    if (!gt_device_stream(suite, &sms, &stream))
         return gt_finish(suite);
-    }
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
-        cudaStreamCreate(&stream) != cudaSuccess) { /* see gt_blocking_stream_note */
-        CHECK(0, "device set-up failed: %s", cudaGetErrorString(cudaGetLastError()));
-        return gt_finish(suite);
-    }
     CHECK(kcu_warm() == cudaSuccess, "every kernel (the 16-bit W8A16 instantiations too) loads");
     refuses_bad_arguments();
     w8a16_on_16bit_rows();
