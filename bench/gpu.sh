@@ -60,12 +60,15 @@
 # full run on an H200 (2026-11-26) took 185 s for the default phases. With
 # 15 minutes of device time in all (start-up included), ask for
 # "run tests,e2e,mpnet,profile" first (about 5 minutes on an H100, 2026-11-27),
-# then "run peers" (~2.5 minutes) on the warm machine, packed with PACK_ASAN=0: with the ASan build the bundle and the tracked
-# files pass the 64 MiB the device tool carries (pack warns when they do).
+# then "run peers" (~2.5 minutes) on the warm machine, packed with
+# PACK_ASAN=0: with the ASan build the bundle and the tracked files pass the
+# 64 MiB the device tool carries (pack warns when they do).
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
 # COMPILE_BATCHES (torch.compile peer, default 256,32), PROFILE_W8A16_MS (the
-# m of the fused kernel's ncu sections in profile, default "1 64"; empty: none).
+# m of the fused kernel's ncu sections in profile, default "1 64"; empty: none),
+# PEERS_PRECISIONS (peers: Mantissa's variants, default fp16,int8), PEERS_SECONDS
+# (peers: seconds a point, default 4).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -424,8 +427,8 @@ run() {
     say "mantissa serve (cuda) against sentence-transformers FP16: c = 1, 16, 64"
     # python3 and torch keep their own libraries: only Mantissa's processes get the bundle's
     timeout "$(cap 260)" python3 bench/gpu/serve_peers.py --bin "$BIN/mantissa" --loadgen "$BIN/loadgen" \
-      --lib-path "${LIBS:+$LIBS:}${cuda_lib:+$cuda_lib}" --model "$W/minilm" --stsb "$W/sts-test.csv" --precisions "${PEERS_PRECISIONS:-fp16,int8}" \
-      --seconds "${PEERS_SECONDS:-4}" --json "$W/serve-peers.json" --md "$W/serve-peers.md" \
+      --lib-path "${LIBS:+$LIBS:}${cuda_lib:+$cuda_lib}" --model "$W/minilm" --stsb "$W/sts-test.csv" \
+      --precisions "${PEERS_PRECISIONS:-fp16,int8}" --seconds "${PEERS_SECONDS:-4}" --json "$W/serve-peers.json" --md "$W/serve-peers.md" \
       > "$LOG/serve-peers.log" 2>&1
     echo "serve_peers: exit $?" | tee -a "$LOG/serve-peers.log"
     grep -E '^serve_peers: .*req/s' "$LOG/serve-peers.log" || tail -5 "$LOG/serve-peers.log"
