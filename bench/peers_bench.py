@@ -240,7 +240,9 @@ def free_port():
         return so.getsockname()[1]
 
 
-def mantissa(precision, delay, tmp, size=64, tokens=16384):
+def mantissa(precision, delay, tmp, size=64, tokens=16384, device=None):
+    """A starter of `mantissa serve` with one variant; device: the model's
+    "device" field (None: the config's default, the CPU)."""
     def start(port, log):
         cfg = {"server": {"listen": "127.0.0.1:%d" % port, "log_level": "warn",
                           "max_inputs": 64},
@@ -248,7 +250,10 @@ def mantissa(precision, delay, tmp, size=64, tokens=16384):
                            "batching": {"max_batch_size": size, "max_batch_tokens": tokens,
                                         "max_queue_delay_us": delay},
                            "variants": [{"name": precision, "precision": precision}]}]}
-        path = os.path.join(tmp, "m-%s-%s-%d-%d.json" % (precision, delay, size, tokens))
+        if device:
+            cfg["models"][0]["device"] = device
+        path = os.path.join(tmp, "m-%s-%s-%s-%d-%d.json" % (device or "default", precision, delay,
+                                                             size, tokens))
         with open(path, "w") as f:
             json.dump(cfg, f)
         return Server("mantissa", [MANTISSA, "serve", "--config", path], port,

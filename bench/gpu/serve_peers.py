@@ -40,20 +40,6 @@ import peers_bench as pb  # noqa: E402
 PY_LD_PATH = os.environ.get("LD_LIBRARY_PATH", "")  # this Python's, before --lib-path
 
 
-def mantissa(binary, device, precision, delay, tmp, size=64, tokens=16384):
-    def start(port, log):
-        cfg = {"server": {"listen": "127.0.0.1:%d" % port, "log_level": "warn", "max_inputs": 64},
-               "models": [{"name": "minilm", "path": pb.MODEL, "device": device,
-                           "batching": {"max_batch_size": size, "max_batch_tokens": tokens,
-                                        "max_queue_delay_us": delay},
-                           "variants": [{"name": precision, "precision": precision}]}]}
-        path = os.path.join(tmp, "m-%s-%s-%s.json" % (device, precision, delay))
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        return pb.Server("mantissa", [binary, "serve", "--config", path], port, log=log)
-    return start
-
-
 def peer(device, dtype, max_batch):
     def start(port, log):
         argv = [sys.executable, os.path.join(HERE, "peer_st_server.py"), "--model", pb.MODEL,
@@ -163,8 +149,8 @@ def main():
         # the vector check refuses a broken server, not drift: 0.99999 for FP32
         # servers, 0.99 for the rest (their drift is in the table either way)
         setups = [("Mantissa %s %s" % (a.device, p), p == "fp32",
-                   [("delay 0", mantissa(pb.MANTISSA, a.device, p, 0, tmp)),
-                    ("auto", mantissa(pb.MANTISSA, a.device, p, "auto", tmp))])
+                   [("delay 0", pb.mantissa(p, 0, tmp, device=a.device)),
+                    ("auto", pb.mantissa(p, "auto", tmp, device=a.device))])
                   for p in a.precisions.split(",") if p]
         setups.append(("sentence-transformers %s %s" % (a.device, a.peer_dtype), a.peer_dtype == "fp32",
                        [("--max-batch 64", peer(a.device, a.peer_dtype, 64))]))
