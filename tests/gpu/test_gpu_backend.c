@@ -49,6 +49,20 @@ typedef struct {
     int expect_refusal; /* the fake refusal knob covers this case */
 } gemm_backend;
 
+/* The FP64 reference of every GEMM check: ref (m, n) = act(x (m, k) . w
+ * (n, k)^T + bias), w the dequantized weight, GELU in BERT's erf form. */
+static void gemm_ref(const float *x, const float *w, const float *bias, int m, int n, int k,
+                     int gelu, double *ref)
+{
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double acc = bias[j];
+            for (int c = 0; c < k; c++)
+                acc += (double)x[(size_t)r * k + c] * w[(size_t)j * k + c];
+            ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
+        }
+}
+
 /* One GEMM of precision prec on backend gb at (m, n, k) against FP64. */
 static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, int k, int gelu)
 {
@@ -71,13 +85,7 @@ static void gemm_case(const gemm_backend *gb, mt_precision prec, int m, int n, i
     if (!MT_OK_OR(st, err))
         goto out;
     mt_dequantize(q, scales, n, k, prec, deq);
-    for (int r = 0; r < m; r++)
-        for (int j = 0; j < n; j++) {
-            double acc = bias[j];
-            for (int i = 0; i < k; i++)
-                acc += (double)x[(size_t)r * k + i] * deq[(size_t)j * k + i];
-            ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
-        }
+    gemm_ref(x, deq, bias, m, n, k, gelu, ref);
 
     mt_weight *wt = NULL;
     st = op->weight_upload(be, prec, n, k, q, mt_quant_has_scales(prec) ? scales : NULL, &wt, &err);
@@ -310,13 +318,7 @@ static void act16_case(mt_backend *be, const char *bname, mt_precision p, int m,
         mt_dequantize(q, scales, n, k, p, deq);
         st = op->weight_upload(be, p, n, k, q, scales, &wt, &err);
     }
-    for (int r = 0; r < m; r++)
-        for (int j = 0; j < n; j++) {
-            double acc = bias[j];
-            for (int c = 0; c < k; c++)
-                acc += (double)xf[(size_t)r * k + c] * deq[(size_t)j * k + c];
-            ref[(size_t)r * n + j] = gelu ? gt_gelu_ref(acc) : acc;
-        }
+    gemm_ref(xf, deq, bias, m, n, k, gelu, ref);
     void *dx = op->alloc(be, 2 * (size_t)m * k), *dy = op->alloc(be, 2 * (size_t)m * n);
     void *db = op->alloc(be, 2 * (size_t)n);
     for (size_t j = 0; j < (size_t)m * n; j++)
