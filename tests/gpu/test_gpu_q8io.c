@@ -24,6 +24,10 @@ static int quick;
 static int sms = 1;
 static cudaStream_t stream;
 
+/* Runs call when every call before it in the function succeeded (e ==
+ * cudaSuccess), naming it in what: one check at the end says which failed. */
+#define TRY(call) (void)(e == cudaSuccess ? (what = #call, e = (call)) : e)
+
 static int round_up(int v, int a)
 {
     return (v + a - 1) / a * a;
@@ -80,7 +84,6 @@ static void gemm16_is_fp32_rounded(kcu_wtype wt, kcu_dtype dt, int sm, int kerne
         goto done;
     }
     cudaError_t e = cudaSuccess;
-#define TRY(call) (void)(e == cudaSuccess ? (what = #call, e = (call)) : e)
     TRY(cudaMemcpy(dxh, xh, 2 * nx, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dxf, xf, 4 * nx, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dbh, bh, 2 * (size_t)n, cudaMemcpyHostToDevice));
@@ -100,7 +103,6 @@ static void gemm16_is_fp32_rounded(kcu_wtype wt, kcu_dtype dt, int sm, int kerne
     TRY(cudaStreamSynchronize(stream));
     TRY(cudaMemcpy(yf, dyf, 4 * ny, cudaMemcpyDeviceToHost));
     TRY(cudaMemcpy(yh, dyh, 2 * ny, cudaMemcpyDeviceToHost));
-#undef TRY
     if (!CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e)))
         goto done;
     size_t bad = 0, first = 0;
@@ -165,22 +167,17 @@ static void dequant_mul_matches_host(void)
                 float *ds = gt_dmalloc(4 * (size_t)n), *dm = gt_dmalloc(4 * (size_t)k);
                 void *dout = gt_dmalloc(2 * (size_t)n * ldo);
                 cudaError_t e = dw && ds && dm && dout ? cudaSuccess : cudaErrorMemoryAllocation;
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(ds, scale, 4 * (size_t)n, cudaMemcpyHostToDevice);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice);
+                const char *what = "device memory";
+                TRY(cudaMemcpy(dw, w, (size_t)n * ldw, cudaMemcpyHostToDevice));
+                TRY(cudaMemcpy(ds, scale, 4 * (size_t)n, cudaMemcpyHostToDevice));
+                TRY(cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice));
                 if (e == cudaSuccess)
                     poison16(dout, (size_t)n * ldo, KCU_DT_F16);
-                if (e == cudaSuccess)
-                    e = kcu_dequant_to_f16_mul(dw, ldw, t, ds, with_mul ? dm : NULL, n, k, dout, ldo,
-                                               stream);
-                if (e == cudaSuccess)
-                    e = cudaStreamSynchronize(stream);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(out, dout, 2 * (size_t)n * ldo, cudaMemcpyDeviceToHost);
-                if (CHECK(e == cudaSuccess, "dequant_to_f16_mul: %s", cudaGetErrorString(e))) {
+                TRY(kcu_dequant_to_f16_mul(dw, ldw, t, ds, with_mul ? dm : NULL, n, k, dout, ldo,
+                                           stream));
+                TRY(cudaStreamSynchronize(stream));
+                TRY(cudaMemcpy(out, dout, 2 * (size_t)n * ldo, cudaMemcpyDeviceToHost));
+                if (CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e))) {
                     size_t bad = 0;
                     for (int r = 0; r < n; r++)
                         for (int c = 0; c < ldo; c++) {
@@ -229,33 +226,22 @@ static void quant_rows_16_matches_fp32(void)
                 cudaError_t e = dxh && dxf && dm && ds16 && ds32 && dq16 && dq32
                                     ? cudaSuccess
                                     : cudaErrorMemoryAllocation;
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(dxh, xh, 2 * (size_t)m * ldx, cudaMemcpyHostToDevice);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(dxf, xf, 4 * (size_t)m * ldx, cudaMemcpyHostToDevice);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice);
-                if (e == cudaSuccess)
-                    e = cudaMemset(dq16, 0x7f, (size_t)m * ldq); /* E4M3 NaN: poison */
-                if (e == cudaSuccess)
-                    e = cudaMemset(ds16, 0xff, 4 * (size_t)m);
-                if (e == cudaSuccess)
-                    e = kcu_quant_rows_e4m3_mul(dxf, ldx, m, k, with_mul ? dm : NULL, dq32, ldq, ds32,
-                                                stream);
-                if (e == cudaSuccess)
-                    e = kcu_quant_rows_e4m3_16(dxh, dt, ldx, m, k, with_mul ? dm : NULL, dq16, ldq,
-                                               ds16, stream);
-                if (e == cudaSuccess)
-                    e = cudaStreamSynchronize(stream);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(q16, dq16, (size_t)m * ldq, cudaMemcpyDeviceToHost);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(q32, dq32, (size_t)m * ldq, cudaMemcpyDeviceToHost);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(s16, ds16, 4 * (size_t)m, cudaMemcpyDeviceToHost);
-                if (e == cudaSuccess)
-                    e = cudaMemcpy(s32, ds32, 4 * (size_t)m, cudaMemcpyDeviceToHost);
-                if (CHECK(e == cudaSuccess, "quant_rows_e4m3_16: %s", cudaGetErrorString(e)))
+                const char *what = "device memory";
+                TRY(cudaMemcpy(dxh, xh, 2 * (size_t)m * ldx, cudaMemcpyHostToDevice));
+                TRY(cudaMemcpy(dxf, xf, 4 * (size_t)m * ldx, cudaMemcpyHostToDevice));
+                TRY(cudaMemcpy(dm, mul, 4 * (size_t)k, cudaMemcpyHostToDevice));
+                TRY(cudaMemset(dq16, 0x7f, (size_t)m * ldq)); /* E4M3 NaN: poison */
+                TRY(cudaMemset(ds16, 0xff, 4 * (size_t)m));
+                TRY(kcu_quant_rows_e4m3_mul(dxf, ldx, m, k, with_mul ? dm : NULL, dq32, ldq, ds32,
+                                            stream));
+                TRY(kcu_quant_rows_e4m3_16(dxh, dt, ldx, m, k, with_mul ? dm : NULL, dq16, ldq, ds16,
+                                           stream));
+                TRY(cudaStreamSynchronize(stream));
+                TRY(cudaMemcpy(q16, dq16, (size_t)m * ldq, cudaMemcpyDeviceToHost));
+                TRY(cudaMemcpy(q32, dq32, (size_t)m * ldq, cudaMemcpyDeviceToHost));
+                TRY(cudaMemcpy(s16, ds16, 4 * (size_t)m, cudaMemcpyDeviceToHost));
+                TRY(cudaMemcpy(s32, ds32, 4 * (size_t)m, cudaMemcpyDeviceToHost));
+                if (CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e)))
                     CHECK(!memcmp(q16, q32, (size_t)m * ldq) && !memcmp(s16, s32, 4 * (size_t)m),
                           "quant_rows_e4m3_16 on %s rows, mul %d, m=%d k=%d ldx=%d: codes or row "
                           "scales differ from the FP32 kernel's on the widened rows",
