@@ -58,57 +58,51 @@ template <> struct row<float> {
     static __device__ __forceinline__ void st2(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
 };
 
-template <> struct row<__half> {
-    static __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-    static __device__ __forceinline__ __half st(float f) { return __float2half_rn(f); }
+/* The two 16-bit row types differ only in their conversions (cuda_fp16.h,
+ * cuda_bf16.h): one overload of each per type, one struct for both. */
+__device__ __forceinline__ float cvt_ld(__half v) { return __half2float(v); }
+__device__ __forceinline__ float cvt_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float2 cvt_ld2(__half2 h) { return __half22float2(h); }
+__device__ __forceinline__ float2 cvt_ld2(__nv_bfloat162 h) { return __bfloat1622float2(h); }
+__device__ __forceinline__ void cvt_st(float f, __half &o) { o = __float2half_rn(f); }
+__device__ __forceinline__ void cvt_st(float f, __nv_bfloat16 &o) { o = __float2bfloat16_rn(f); }
+__device__ __forceinline__ void cvt_st2(float a, float b, __half2 &o) { o = __floats2half2_rn(a, b); }
+__device__ __forceinline__ void cvt_st2(float a, float b, __nv_bfloat162 &o) { o = __floats2bfloat162_rn(a, b); }
+
+template <typename T, typename T2> struct row16 {
+    static __device__ __forceinline__ float ld(T v) { return cvt_ld(v); }
+    static __device__ __forceinline__ T st(float f)
+    {
+        T o;
+        cvt_st(f, o);
+        return o;
+    }
     static __device__ __forceinline__ float2 unpack2(uint32_t u)
     {
-        __half2 h;
+        T2 h;
         memcpy(&h, &u, 4);
-        return __half22float2(h);
+        return cvt_ld2(h);
     }
     static __device__ __forceinline__ uint32_t pack2(float a, float b)
     {
-        const __half2 h = __floats2half2_rn(a, b);
+        T2 h;
+        cvt_st2(a, b, h);
         uint32_t u;
         memcpy(&u, &h, 4);
         return u;
     }
-    static __device__ __forceinline__ float2 ld2(const __half *p) { return unpack2(*reinterpret_cast<const uint32_t *>(p)); }
-    static __device__ __forceinline__ float4 ld4(const __half *p)
+    static __device__ __forceinline__ float2 ld2(const T *p) { return unpack2(*reinterpret_cast<const uint32_t *>(p)); }
+    static __device__ __forceinline__ float4 ld4(const T *p)
     {
         const uint2 u = *reinterpret_cast<const uint2 *>(p);
         const float2 a = unpack2(u.x), b = unpack2(u.y);
         return make_float4(a.x, a.y, b.x, b.y);
     }
-    static __device__ __forceinline__ void st2(__half *p, float a, float b) { *reinterpret_cast<uint32_t *>(p) = pack2(a, b); }
+    static __device__ __forceinline__ void st2(T *p, float a, float b) { *reinterpret_cast<uint32_t *>(p) = pack2(a, b); }
 };
 
-template <> struct row<__nv_bfloat16> {
-    static __device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
-    static __device__ __forceinline__ __nv_bfloat16 st(float f) { return __float2bfloat16_rn(f); }
-    static __device__ __forceinline__ float2 unpack2(uint32_t u)
-    {
-        __nv_bfloat162 h;
-        memcpy(&h, &u, 4);
-        return __bfloat1622float2(h);
-    }
-    static __device__ __forceinline__ uint32_t pack2(float a, float b)
-    {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-        uint32_t u;
-        memcpy(&u, &h, 4);
-        return u;
-    }
-    static __device__ __forceinline__ float2 ld2(const __nv_bfloat16 *p) { return unpack2(*reinterpret_cast<const uint32_t *>(p)); }
-    static __device__ __forceinline__ float4 ld4(const __nv_bfloat16 *p)
-    {
-        const uint2 u = *reinterpret_cast<const uint2 *>(p);
-        const float2 a = unpack2(u.x), b = unpack2(u.y);
-        return make_float4(a.x, a.y, b.x, b.y);
-    }
-    static __device__ __forceinline__ void st2(__nv_bfloat16 *p, float a, float b) { *reinterpret_cast<uint32_t *>(p) = pack2(a, b); }
-};
+template <> struct row<__half> : row16<__half, __half2> {};
+template <> struct row<__nv_bfloat16> : row16<__nv_bfloat16, __nv_bfloat162> {};
 
 /* ---- arithmetic ------------------------------------------------------------ */
 
