@@ -33,7 +33,7 @@
 #         sanitize  compute-sanitizer memcheck, racecheck, synccheck on the
 #                   kernel tests' short list, memcheck on the smoothing tests'
 #         asan      test_gpu_backend and test_gpu_graphs built with ASan+UBSan
-#         profile   ncu kernel times of an FP16 forward at 256 x 128 tokens,
+#         profile   ncu kernel times of forwards at 256 x 128 tokens (PROFILE_E2E),
 #                   ncu sections of the fused kernel, graphs on/off at batch 1
 #         sweep     the fused kernel's split-K target (gemm_bench --target-blocks)
 #         stsb      STS-B Spearman of each precision on the GPU and of FP32 on
@@ -67,6 +67,9 @@
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
 # COMPILE_BATCHES (torch.compile peer, default 256,32), PROFILE_W8A16_MS (the
 # m of the fused kernel's ncu sections in profile, default "1 64"; empty: none),
+# PROFILE_E2E (profile: the forwards whose kernel times ncu takes, as
+# precision:batch words, default "fp16:256 int8:256 fp8:256 int8:1"; only
+# the timed forwards are profiled, not the load and its tuner),
 # PEERS_PRECISIONS (peers: Mantissa's variants, default fp16,int8), PEERS_SECONDS
 # (peers: seconds a point, default 4).
 set -uo pipefail
@@ -340,12 +343,18 @@ run() {
           --precisions fp16,int8 --batch 1 --seconds 1 2>&1 | sed "s/^/graphs=$g /" | grep -F 'sentences/s'
       done; echo '```'; } >> "$P" 2>&1
     if [ -z "$ncu" ]; then echo "ncu not found" >> "$P"; return 0; fi
-    say "ncu: kernel times of the fp16 forward at 256 x 128 tokens"
-    runb timeout "$(cap 120)" "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum \
-      "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" --precisions fp16 --batch 256 --seconds 0 \
-      > "$LOG/ncu_e2e.csv" 2> "$LOG/ncu_e2e.err"
-    { echo; echo "### fp16 forward, 256 x 128 tokens: kernel time by kernel (ncu)"; echo
-      python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e.csv" --per mean_pool; } >> "$P" 2>&1
+    local pb pr b
+    for pb in ${PROFILE_E2E:-fp16:256 int8:256 fp8:256 int8:1}; do
+      pr=${pb%%:*} b=${pb##*:}
+      room 30 "ncu e2e $pb" || continue
+      say "ncu: kernel times of the $pr forward at $b x 128 tokens"
+      runb timeout "$(cap 120)" "$ncu" --clock-control none --profile-from-start off --csv \
+        --metrics gpu__time_duration.sum "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+        --precisions "$pr" --batch "$b" --seconds 0 \
+        > "$LOG/ncu_e2e_${pr}_$b.csv" 2> "$LOG/ncu_e2e_${pr}_$b.err"
+      { echo; echo "### $pr forward, $b x 128 tokens: kernel time by kernel (ncu)"; echo
+        python3 bench/gpu/ncu_sum.py "$LOG/ncu_e2e_${pr}_$b.csv" --per mean_pool; } >> "$P" 2>&1
+    done
     local m
     for m in ${PROFILE_W8A16_MS-1 64}; do
       room 40 "ncu w8a16 m=$m" || continue

@@ -14,10 +14,15 @@
  *       sentences/s, and NVML's total-energy counter difference over the
  *       timed runs as joules per 1,000 sentences.
  *
+ * Only the timed forwards run between cudaProfilerStart and cudaProfilerStop:
+ * under `ncu --profile-from-start off` the load (and its tuner, whose event
+ * timings ncu's per-launch cost would skew) and the warm-up go unprofiled.
+ *
  * NVML (libnvidia-ml.so.1) is opened with dlopen at run time; where it or
  * the counter is missing, the energy column says so.
  */
 #include <cJSON.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -209,6 +214,10 @@ int main(int argc, char **argv)
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }
+            if (cudaProfilerStart() != cudaSuccess) {
+                fprintf(stderr, "e2e_bench: cudaProfilerStart failed\n");
+                return 1;
+            }
             const double e0 = nvml_mj(), start = now_s();
             while ((now_s() - start < seconds || runs < 5) && runs < 100000) {
                 const double a = now_s();
@@ -221,6 +230,10 @@ int main(int argc, char **argv)
                 t[runs++] = now_s() - a;
             }
             const double wall = now_s() - start, e1 = nvml_mj();
+            if (cudaProfilerStop() != cudaSuccess) {
+                fprintf(stderr, "e2e_bench: cudaProfilerStop failed\n");
+                return 1;
+            }
             qsort(t, runs, sizeof *t, cmp_d);
             const double med = t[runs / 2];
             char energy[64] = "null";
