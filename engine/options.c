@@ -31,8 +31,8 @@
 static const mt_opt_def table[MT_OPT_COUNT] = {
     [MT_OPT_CUDA_GEMM] = {"MANTISSA_CUDA_GEMM", "MT_CUDA_GEMM", MT_OPT_CHOICE,
                           "auto|fused|library", 0, 0, "auto",
-                          "GPU: the 8-bit GEMMs' path: fused W8A16 kernel, cuBLASLt, or by "
-                          "crossover"},
+                          "GPU: the 8-bit GEMMs' path: fused W8A16 kernel, cuBLASLt, or the "
+                          "fastest measured per m"},
     [MT_OPT_CUDA_ATTN] = {"MANTISSA_CUDA_ATTN", "MT_CUDA_ATTN", MT_OPT_CHOICE, "auto|fp32|f16", 0,
                           0, "auto", "GPU: the attention kernel (auto: fp32 after an fp32 GEMM)"},
     [MT_OPT_CUDA_CROSSOVER] = {"MANTISSA_CUDA_CROSSOVER", "MT_CUDA_CROSSOVER", MT_OPT_INT,
@@ -40,7 +40,9 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                                "GPU: a fixed row count from which 8-bit GEMMs use cuBLASLt "
                                "(0: measured or built in)"},
     [MT_OPT_CUDA_AUTOTUNE] = {"MANTISSA_CUDA_AUTOTUNE", "MT_CUDA_AUTOTUNE", MT_OPT_BOOL, "0|1", 0,
-                              1, "1", "GPU: measure the crossover per weight shape at load"},
+                              1, "1",
+                              "GPU: time the 8-bit GEMM paths per weight shape and m at load "
+                              "(0: a fixed crossover)"},
     [MT_OPT_CUDA_W8A16_BF16] = {"MANTISSA_CUDA_W8A16_BF16", "MT_CUDA_W8A16_BF16", MT_OPT_BOOL,
                                 "0|1", 0, 1, "0",
                                 "GPU: feed the W8A16 tensor cores bf16 (0: f16)"},

@@ -5,11 +5,13 @@
  *     epilogue, GELU after it in our erf form: cuBLASLt's GELU epilogue is
  *     the tanh approximation, which BERT does not use). int8 / fp8 weights go
  *     to the fused W8A16 kernel (kernels/cuda/gemm_w8a16.cu) at small m, and
- *     from a crossover m on to cuBLASLt: FP8 W8A8 with per-channel weight and
- *     per-token activation scales (outer-vector scaling) where the GPU and
- *     cuBLASLt can, else the weight dequantized to an FP16 scratch and an
- *     FP16 GEMM. The crossover is measured per (precision, n, k) when the
- *     weight is uploaded (kcu_pick_crossover over timed runs of both paths).
+ *     from a crossover m on to cuBLASLt: the weight dequantized to an FP16
+ *     scratch and an FP16 GEMM, or (fp8, where the GPU and cuBLASLt can) FP8
+ *     W8A8 with per-channel weight and per-token activation scales
+ *     (outer-vector scaling). When a weight is uploaded the paths are timed
+ *     per (precision, n, k) at m = 16 .. 4096, each inside a CUDA graph as a
+ *     forward replays them: the crossover (kcu_pick_crossover) and, per m
+ *     from it on, the faster cuBLASLt path (engine/cuda/tune.c tune_weight).
  *   - the rest of the encoder: kernels/cuda/ops.cu and attention.cu.
  *   - memory: a per-backend stream-ordered pool (cudaMallocFromPoolAsync) that
  *     keeps what it has, so the per-forward allocations of models/encoder.c cost
@@ -331,6 +333,7 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     w->w8a8 = mt_prec_gemm(prec, MT_BK_CUDA) == MT_GEMM_CODES8 &&
               mt_prec(prec)->format == NF_E4M3 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
     w->crossover = INT_MAX;
+    memset(w->alt, w->w8a8 ? P_W8A8 : P_DEQUANT, sizeof w->alt);
     const size_t bytes = es * (size_t)n * w->ld;
     w->pub.prec = prec;
     w->pub.n = n;

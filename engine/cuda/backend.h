@@ -80,7 +80,8 @@
  * `mantissa options` lists each with its values and default):
  *   MANTISSA_CUDA_GEMM=auto|fused|library   8-bit GEMM path (default auto)
  *   MANTISSA_CUDA_CROSSOVER=M               fixed m from which 8-bit GEMMs use cuBLASLt
- *   MANTISSA_CUDA_AUTOTUNE=0|1              measure the crossover per weight shape at load (1)
+ *   MANTISSA_CUDA_AUTOTUNE=0|1              time the 8-bit paths per weight shape and m at
+ *                                     load, in CUDA graphs, and keep the fastest (1)
  *   MANTISSA_CUDA_ATTN=auto|fp32|f16        attention kernel (auto: fp32 after an fp32 GEMM)
  *   MANTISSA_CUDA_W8A16_BF16=0|1            feed the W8A16 tensor cores bf16 (default f16)
  *   MANTISSA_CUDA_GELU=erf|tanh             GELU after a 16-bit GEMM: tanh (default: cuBLASLt's
@@ -170,6 +171,13 @@ typedef struct {
 /* The m from which GEMMs with this 8-bit weight leave the fused kernel for
  * cuBLASLt (INT32_MAX: never); -1 for other weights. */
 /* entry point: mt_cuda_weight_crossover() */
+
+/* The path GEMMs with this 8-bit weight take at m when MANTISSA_CUDA_GEMM
+ * is auto: the fused W8A16 kernel below the crossover, from it on the
+ * cuBLASLt path the load measured faster there (MT_CUDA_PATH_*); -1 for
+ * other weights. */
+enum { MT_CUDA_PATH_FUSED = 0, MT_CUDA_PATH_DEQUANT = 1, MT_CUDA_PATH_W8A8 = 2 };
+/* entry point: mt_cuda_weight_path() */
 
 /* The declarations of the entry points above: one list, entry_points.h. */
 #define MT_CUDA_DECLARE(ret, name, params, args, answer) ret name params;

@@ -40,6 +40,7 @@
     V(mt_cuda_get_counts, (const mt_backend *be, mt_cuda_counts *out), (be, out),                  \
       memset(out, 0, sizeof *out))                                                                 \
     F(bool, mt_cuda_fp8_w8a8_enabled, (const mt_backend *be), (be), false)                         \
-    F(int, mt_cuda_weight_crossover, (const mt_weight *w), (w), -1)
+    F(int, mt_cuda_weight_crossover, (const mt_weight *w), (w), -1)                                \
+    F(int, mt_cuda_weight_path, (const mt_weight *w, int m), (w, m), -1)
 
 #endif

@@ -1,9 +1,10 @@
 /* engine/cuda/gemm.c: the CUDA backend's GEMMs (see engine/cuda/backend.c for the whole):
  * cuBLASLt plans cached per context, the paths (fp32/tf32/fp16/bf16 through
  * cuBLASLt; int8/fp8 through the fused W8A16 kernel at small m, and from a
- * crossover m on through cuBLASLt FP8 W8A8 or a dequantized FP16 GEMM; in a
+ * crossover m on through a dequantized FP16 GEMM or cuBLASLt FP8 W8A8; in a
  * forward on 16-bit activations, fp16/bf16 straight from and into them), and
- * the crossover measured per (precision, n, k) when a weight is uploaded. */
+ * which of them an 8-bit weight takes at m (engine/cuda/tune.c measured it at
+ * load). */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -370,36 +371,66 @@ done:
     return st;
 }
 
+/* The FP8 GEMM of gemm_w8a8 on 16-bit rows: cuBLASLt writes y in the row
+ * type with bias and GELU (MANTISSA_CUDA_GELU=tanh) in its epilogue; where
+ * it has no such FP8 algorithm, the plain FP8 GEMM and one pass for bias
+ * and GELU (counted as bias_pass). MT_EUNSUPPORTED when it refuses both. */
+static mt_status w8a8_io(cu_ctx *c, const cu_weight *w, const uint8_t *xq, const float *xs, int m,
+                         const void *bias, mt_act act, void *y, mt_err *err)
+{
+    cu_backend *b = c->be;
+    const mt_weight *pw = &w->pub;
+    const int n = pw->n, kq = w->ld;
+    const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
+    mt_status st = lt_gemm_t(c, LK_E4M3, pw->data, kq, xq, kq, m, n, kq, bias, epi_gelu,
+                             pw->scales, xs, y, c->act, err);
+    if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
+        st = lt_gemm_t(c, LK_E4M3, pw->data, kq, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
+                       c->act, err);
+        if (st == MT_OK) {
+            CU(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, bias,
+                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
+            atomic_fetch_add_explicit(&b->n_bias_pass, 1, memory_order_relaxed);
+        }
+    } else if (st == MT_OK && epi_gelu) {
+        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
+    } else if (st == MT_OK && act == MT_ACT_GELU) {
+        CU(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, NULL, KCU_ACT_GELU, c->stream));
+    }
+    return st;
+}
+
 /* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
- * cuBLASLt FP8 with outer-vector scales (weight channel x token), then bias
- * and GELU in FP32 (one pass). In a forward on 16-bit rows the kernel reads
- * them, cuBLASLt writes them and the pass rounds once more. MT_EUNSUPPORTED
- * when cuBLASLt cannot. */
+ * cuBLASLt FP8 with outer-vector scales (weight channel x token). On FP32
+ * rows cuBLASLt writes FP32 and one pass adds bias and GELU; on 16-bit rows
+ * the quantization reads them and w8a8_io writes them. MT_EUNSUPPORTED when
+ * cuBLASLt cannot. */
 static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
                            const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
     const bool io = c->act != KCU_DT_F32;
-    const kcu_act ka = act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE;
     mt_status st = MT_OK;
     const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
     uint8_t *xq = NULL;
     CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
     float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
-    if (io)
+    if (io) {
         CU_GOTO(kcu_quant_rows_e4m3_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, xq, kq, xs,
                                        c->stream),
                 done);
-    else
+        if ((st = w8a8_io(c, w, xq, xs, m, bias, act, y, err)) != MT_OK)
+            goto done;
+    } else {
         CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
-    if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
-                        io ? c->act : KCU_DT_F32, err)) != MT_OK)
-        goto done;
-    if (io)
-        CU_GOTO(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, bias, ka, c->stream), done);
-    else
-        CU_GOTO(kcu_bias_act(y, n, m, n, bias, ka, c->stream), done);
+        if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales,
+                            xs, y, KCU_DT_F32, err)) != MT_OK)
+            goto done;
+        CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
+                             c->stream),
+                done);
+    }
     atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
 done:
     scratch_free(c, xq);
@@ -412,10 +443,8 @@ static q8_path alt_path(const cu_weight *w)
     return w->w8a8 ? P_W8A8 : P_DEQUANT; /* w8a8: only ever set for E4M3 codes */
 }
 
-/* Runs path pth as asked (kernel: gemm_fused's): MT_EUNSUPPORTED when
- * cuBLASLt refuses W8A8. x, bias and y as gemm_fused's. */
-static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
-                          const void *bias, mt_act act, void *y, int kernel, mt_err *err)
+mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
+                      const void *bias, mt_act act, void *y, int kernel, mt_err *err)
 {
     if (pth == P_FUSED)
         return gemm_fused(c, w, x, m, bias, act, y, kernel, err);
@@ -424,15 +453,13 @@ static mt_status run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, i
     return gemm_dequant(c, w, x, m, bias, act, y, err);
 }
 
-/* The path an 8-bit weight takes at m: the fused kernel below the
- * measured crossover, the cuBLASLt path of alt_path from it on, unless
- * MANTISSA_CUDA_GEMM forces one. */
+/* The path an 8-bit weight takes at m: q8_tuned_path's, unless
+ * MANTISSA_CUDA_GEMM forces one (library: alt_path's). */
 static q8_path q8_pick(const cu_backend *b, const cu_weight *w, int m)
 {
     return b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
            : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
-           : m >= w->crossover                    ? alt_path(w)
-                                                  : P_FUSED;
+                                                  : q8_tuned_path(w, m);
 }
 
 /* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
@@ -440,7 +467,7 @@ static q8_path q8_pick(const cu_backend *b, const cu_weight *w, int m)
 static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
                          const void *bias, mt_act act, void *y, mt_err *err)
 {
-    mt_status st = run_path(c, w, pth, x, m, bias, act, y, -1, err);
+    mt_status st = q8_run_path(c, w, pth, x, m, bias, act, y, -1, err);
     if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
         atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
         st = gemm_fused(c, w, x, m, bias, act, y, -1, err);
@@ -550,163 +577,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
     return st;
 }
 
-/* ========================================================================
- * the measured crossover
- * ====================================================================== */
-
-/* Median of 3 timed runs of path pth at m (after one untimed run), in ms;
- * NaN (kcu_pick_crossover: "fused wins") when cuBLASLt refuses the plan.
- * kernel: the W8A16 kernel of P_FUSED (< 0: fused_kernel's choice). */
-static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const void *x,
-                           int m, const void *bias, void *y, double *ms_out, mt_err *err)
-{
-    float t[3];
-    mt_status st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
-    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
-        atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
-        *ms_out = NAN;
-        return MT_OK;
-    }
-    for (int r = 0; r < 3 && st == MT_OK; r++) {
-        CU(cudaEventRecord(c->ev0, c->stream));
-        if ((st = run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err)) != MT_OK)
-            break;
-        CU(cudaEventRecord(c->ev1, c->stream));
-        CU(cudaEventSynchronize(c->ev1));
-        CU(cudaEventElapsedTime(&t[r], c->ev0, c->ev1));
-    }
-    if (st != MT_OK)
-        return st;
-    float lo = t[0] < t[1] ? t[0] : t[1], hi = t[0] < t[1] ? t[1] : t[0];
-    *ms_out = t[2] < lo ? lo : t[2] > hi ? hi : t[2];
-    return MT_OK;
-}
-
-/* The tuner's pseudo-random x (mmax, k) and bias (n), and room for y
- * (mmax, n): f16 rows when io (FP32 fills rounded once), else FP32. The
- * caller frees *x, *y and *bias, whatever this returns. */
-static mt_status tune_rows(cu_ctx *c, bool io, int mmax, int n, int k, void **x, void **y,
-                           void **bias, mt_err *err)
-{
-    const size_t es = io ? sizeof(uint16_t) : sizeof(float);
-    mt_status st = MT_OK;
-    float *xf = NULL, *bf = NULL;
-    CU_GOTO(scratch(c, es * (size_t)mmax * k, x), out);
-    CU_GOTO(scratch(c, es * (size_t)mmax * n, y), out);
-    CU_GOTO(scratch(c, es * (size_t)n, bias), out);
-    if (io) {
-        CU_GOTO(scratch(c, sizeof(float) * (size_t)mmax * k, (void **)&xf), out);
-        CU_GOTO(scratch(c, sizeof(float) * (size_t)n, (void **)&bf), out);
-    }
-    CU_GOTO(kcu_fill_f32(io ? xf : *x, (size_t)mmax * k, 12345u, -1.f, 1.f, c->stream), out);
-    CU_GOTO(kcu_fill_f32(io ? bf : *bias, (size_t)n, 777u, -0.1f, 0.1f, c->stream), out);
-    if (io) {
-        CU_GOTO(kcu_f32_to_16(xf, k, mmax, k, *x, k, 0, c->stream), out);
-        CU_GOTO(kcu_f32_to_16(bf, n, 1, n, *bias, n, 0, c->stream), out);
-    }
-out:
-    scratch_free(c, xf); /* stream-ordered: after the conversions */
-    scratch_free(c, bf);
-    return st;
-}
-
-/* Times the two fused kernels against each other at m = 1, 4, 16 and keeps
- * the largest m the direct one runs (cup_pick_direct_max_m), then the fused
- * kernel against the cuBLASLt path of this weight at m = 16, 32, ... (as far
- * as 64 MiB of activations allow), on pseudo-random data, and keeps the
- * crossover (kcu_pick_crossover). The paths are timed on the rows a forward
- * gives them: f16 where cu_act_format puts 8-bit models on f16 activations
- * (and the widths allow), FP32 otherwise. Shapes repeat across layers, so
- * results are cached per (precision, n, k). */
-mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
-{
-    static const int ms[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
-    enum { NMS = sizeof ms / sizeof *ms };
-    const int prec = w->pub.prec, n = w->pub.n, k = w->pub.k;
-    if (b->opts.crossover > 0) {
-        w->crossover = b->opts.crossover;
-        return MT_OK;
-    }
-    if (!b->opts.autotune) {
-        w->crossover = DEFAULT_CROSSOVER;
-        return MT_OK;
-    }
-    pthread_mutex_lock(&b->mu);
-    for (int i = 0; i < b->ntune; i++)
-        if (b->tune[i].prec == prec && b->tune[i].n == n && b->tune[i].k == k) {
-            w->crossover = b->tune[i].crossover;
-            w->direct_max_m = b->tune[i].direct_max_m;
-            pthread_mutex_unlock(&b->mu);
-            return MT_OK;
-        }
-    pthread_mutex_unlock(&b->mu);
-
-    const size_t cap = (size_t)64 << 20;
-    int cnt = 0;
-    while (cnt < NMS && (size_t)ms[cnt] * k * 4 <= cap && (size_t)ms[cnt] * n * 4 <= cap)
-        cnt++;
-    if (cnt == 0) {
-        w->crossover = DEFAULT_CROSSOVER;
-        return MT_OK;
-    }
-    const int mmax = ms[cnt - 1];
-    const bool io = cu_act_format(&b->pub, (mt_precision)prec) == MT_ACTF_F16 && n % 8 == 0 &&
-                    k % 8 == 0;
-    const int act_was = c->act;
-    void *x = NULL, *y = NULL, *bias = NULL;
-    double tf[NMS], ta[NMS];
-    int done = 0, alt_wins = 0;
-    mt_status st = tune_rows(c, io, mmax, n, k, &x, &y, &bias, err);
-    if (st != MT_OK)
-        goto out;
-    if (io)
-        c->act = KCU_DT_F16; /* until out: the paths take f16 rows */
-    /* first the W8A16 kernel for m <= 16: the direct one where it is at least
-     * DIRECT_MARGIN faster than the staged one (the same bits either way), so
-     * that the crossover below times the fused kernel this weight will run */
-    if (b->opts.w8a16_kernel == KCU_W8A16_AUTO) {
-        static const int dms[] = {1, 4, 16};
-        double ts[3], td[3];
-        for (int i = 0; i < 3; i++)
-            if ((st = time_path(c, w, P_FUSED, KCU_W8A16_STAGED, x, dms[i], bias, y, &ts[i], err)) ||
-                (st = time_path(c, w, P_FUSED, KCU_W8A16_DIRECT, x, dms[i], bias, y, &td[i], err)))
-                goto out;
-        w->direct_max_m = cup_pick_direct_max_m(dms, ts, td, 3, DIRECT_MARGIN);
-    }
-    for (; done < cnt; done++) {
-        if ((st = time_path(c, w, P_FUSED, -1, x, ms[done], bias, y, &tf[done], err)) ||
-            (st = time_path(c, w, alt_path(w), -1, x, ms[done], bias, y, &ta[done], err)))
-            goto out;
-        alt_wins = ta[done] < tf[done] ? alt_wins + 1 : 0;
-        if (alt_wins == 3) { /* assume it keeps winning at larger m */
-            done++;
-            break;
-        }
-    }
-    w->crossover = kcu_pick_crossover(ms, tf, ta, done);
-    pthread_mutex_lock(&b->mu);
-    if (b->ntune < TUNE_SLOTS)
-        b->tune[b->ntune++] = (tune_entry){prec, n, k, w->crossover, w->direct_max_m};
-    pthread_mutex_unlock(&b->mu);
-out:
-    c->act = act_was;
-    scratch_free(c, x);
-    scratch_free(c, y);
-    scratch_free(c, bias);
-    if (st == MT_OK)
-        CU(cudaStreamSynchronize(c->stream));
-    return st;
-}
-
 bool mt_cuda_fp8_w8a8_enabled(const mt_backend *be)
 {
     return be && ((const cu_backend *)be)->fp8_w8a8;
 }
-
-int mt_cuda_weight_crossover(const mt_weight *w)
-{
-    if (!w || mt_prec_gemm(w->prec, MT_BK_CUDA) != MT_GEMM_CODES8)
-        return -1;
-    return ((const cu_weight *)w)->crossover;
-}
-

@@ -31,6 +31,7 @@ enum {
     GRAPH_SLOTS = 64,        /* cached CUDA graphs (and keys seen) per context: a model's
                               * forward has up to 8 batch sizes x 8 token buckets */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
+    TUNE_MS = 9,             /* the m the tuner times the paths at (tune_ms in gemm.c) */
 };
 /* The direct W8A16 kernel runs a weight's small-m GEMMs where it measured at
  * least this much faster than the staged one (tune_weight) */
@@ -145,6 +146,7 @@ typedef struct cu_ctx {
 
 typedef struct {
     int prec, n, k, crossover, direct_max_m;
+    unsigned char alt[TUNE_MS];
 } tune_entry;
 
 struct cu_backend {
@@ -177,7 +179,9 @@ typedef struct {
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     int crossover; /* 8-bit: m from which cuBLASLt is used */
     int direct_max_m; /* 8-bit: m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
-    int w8a8;      /* fp8: cuBLASLt W8A8 still believed possible for this weight */
+    int w8a8;      /* fp8: cuBLASLt W8A8 possible for this weight (sm_90, shape) */
+    unsigned char alt[TUNE_MS]; /* 8-bit, from the crossover on: the cuBLASLt path
+                                 * (q8_path) measured faster at each tuned m */
     float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
                     * chunks with ones (kcu_w8a16_gemm_mul), or NULL */
 } cu_weight;
@@ -214,8 +218,20 @@ mt_status cu_graph_end_op(mt_backend *be, bool failed, mt_err *err);
 /* The backend table's gemm. */
 mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, const float *bias,
                   mt_act act, float *y, mt_err *err);
-/* Measures the 8-bit weight's crossover (cached per precision and shape). */
+/* Runs 8-bit path pth as asked (kernel: the W8A16 kernel of P_FUSED, < 0
+ * the launcher's choice): MT_EUNSUPPORTED when cuBLASLt refuses W8A8.
+ * x, bias and y in the context's row type. */
+mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
+                      const void *bias, mt_act act, void *y, int kernel, mt_err *err);
+
+/* ---- engine/cuda/tune.c ---- */
+/* Times an 8-bit weight's paths (cached per precision and shape): its
+ * crossover, the faster cuBLASLt path per m, the direct kernel's reach. */
 mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err);
+/* The path the load chose for an 8-bit weight at m: the fused kernel below
+ * the measured crossover, from it on the cuBLASLt path measured faster at
+ * the tuned m nearest below (alt_path's where nothing was measured). */
+q8_path q8_tuned_path(const cu_weight *w, int m);
 /* backend.h's act_format (backend.c): the rows a forward of precision p takes */
 mt_act_format cu_act_format(const mt_backend *be, mt_precision p);
 /* Frees a cached cuBLASLt plan. */

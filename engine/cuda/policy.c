@@ -79,3 +79,18 @@ int cup_pick_direct_max_m(const int *ms, const double *t_staged, const double *t
     }
     return best;
 }
+
+int cup_second_faster(double t_first, double t_second)
+{
+    if (!(t_first > 0 && t_first < 1e30))
+        return 1;
+    return t_second > 0 && t_second < t_first;
+}
+
+int cup_m_bucket(const int *ms, int count, int m)
+{
+    int i = 0;
+    while (i + 1 < count && ms[i + 1] <= m)
+        i++;
+    return i;
+}

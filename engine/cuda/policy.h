@@ -51,6 +51,16 @@ int cup_w8a8_shape_ok(int n);
 int cup_pick_direct_max_m(const int *ms, const double *t_staged, const double *t_direct,
                           int count, double margin);
 
+/* The faster of two timed cuBLASLt paths (the first: FP8 W8A8, the second:
+ * the dequantized FP16 GEMM): 1 when the second is, i.e. when the first's
+ * time is not a finite positive number (refused: NaN) or the second's is
+ * smaller; ties go to the first. */
+int cup_second_faster(double t_first, double t_second);
+
+/* The index of the largest ms[i] <= m in increasing ms[0..count) (the tuned
+ * m whose measured choice an m takes); 0 below ms[0]. */
+int cup_m_bucket(const int *ms, int count, int m);
+
 /* ---- the split-K workspace ------------------------------------------------
  * Every 8-bit weight upload raises the backend-wide need to
  * kcu_w8a16_ws_bound(n, k); each thread's workspace grows to the need once,

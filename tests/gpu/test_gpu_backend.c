@@ -141,7 +141,8 @@ out:
 
 /* cuBLASLt refusing FP8 W8A8 (faked below m = 64 through the test knob)
  * runs the GEMM in the fused kernel, counted; a load that autotunes with
- * every m refused still succeeds, the crossover saying "never". */
+ * every m refused still succeeds and never chooses W8A8 (the dequantized
+ * FP16 GEMM, timed beside it, or the fused kernel instead). */
 static void w8a8_refusal_falls_back_to_fused(void)
 {
     mt_cuda_opts o;
@@ -182,9 +183,14 @@ static void w8a8_refusal_falls_back_to_fused(void)
     mt_status st = be->ops->weight_upload(be, MT_PREC_FP8, n, k, q, sc, &w, &err);
     mt_cuda_counts c;
     mt_cuda_get_counts(be, &c);
-    CHECK(st == MT_OK && mt_cuda_weight_crossover(w) == INT32_MAX && c.w8a8_refused > 0,
-          "autotune with every W8A8 refused: load %s, crossover %d, refusals %ld", err.msg,
-          w ? mt_cuda_weight_crossover(w) : -1, c.w8a8_refused);
+    int w8a8_at = 0; /* a tuned m whose choice is the refused W8A8 */
+    for (int m = 1; w && m <= 1 << 16; m *= 2)
+        if (mt_cuda_weight_path(w, m) == MT_CUDA_PATH_W8A8)
+            w8a8_at = m;
+    CHECK(st == MT_OK && c.w8a8_refused > 0 && w8a8_at == 0,
+          "autotune with every W8A8 refused: load %s, refusals %ld, crossover %d, W8A8 chosen "
+          "at m = %d (0: nowhere; the dequantized FP16 GEMM or the fused kernel instead)",
+          err.msg, c.w8a8_refused, w ? mt_cuda_weight_crossover(w) : -1, w8a8_at);
     if (w)
         be->ops->weight_destroy(be, w);
     free(q), free(sc);

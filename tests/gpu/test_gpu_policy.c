@@ -4,6 +4,8 @@
  *   - which cuBLASLt statuses are an FP8 plan refusal (fall back to the
  *     fused kernel) and which are errors;
  *   - the FP8 W8A8 gate: compute capability 9.0 with cuBLASLt >= 12.9 only;
+ *   - the tuner's picks: the direct kernel's reach, the faster cuBLASLt
+ *     path per tuned m, and which tuned m an m takes;
  *   - kcu_w8a16_ws_bound against the plan of every m, many shapes;
  *   - the CUDA-graph bookkeeping, driven through a long random sequence of
  *     weight uploads, eager GEMMs, begins, frees and ends: no replay ever
@@ -88,6 +90,37 @@ static void direct_kernel_reach(void)
               cases[i].want);
     }
     CHECK(cup_pick_direct_max_m(ms, NULL, NULL, 0, 0.03) == 0, "no measurement: staged");
+}
+
+/* The cuBLASLt path from the crossover on: the faster of W8A8 and the
+ * dequantized FP16 GEMM, W8A8 on a tie, never a refused (NaN) or missing
+ * W8A8; and the tuned m an m takes its choice from. */
+static void alt_path_choice(void)
+{
+    static const struct {
+        double w8a8, deq;
+        int second;
+    } cases[] = {
+        {4.69, 6.65, 0},   /* MiniLM QKV at m = 128, run 2 of 2026-11-28 */
+        {96.37, 296.65, 0}, /* 11008x4096 at m = 1024 */
+        {9.0, 7.0, 1},     {5.0, 5.0, 0}, {NAN, 7.0, 1}, {0.0, 7.0, 1},
+        {-1.0, 7.0, 1},    {INFINITY, 7.0, 1}, {5.0, NAN, 0}, {5.0, 0.0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const int got = cup_second_faster(cases[i].w8a8, cases[i].deq);
+        CHECK(got == cases[i].second, "alt path, case %zu: %d (want %d)", i, got,
+              cases[i].second);
+    }
+    static const int ms[] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
+    static const struct {
+        int m, want;
+    } mb[] = {{1, 0},   {15, 0},  {16, 0},  {31, 0},   {32, 1},      {127, 2},
+              {128, 3}, {129, 3}, {4095, 7}, {4096, 8}, {32768, 8}, {1 << 30, 8}};
+    for (size_t i = 0; i < sizeof mb / sizeof *mb; i++) {
+        const int got = cup_m_bucket(ms, 9, mb[i].m);
+        CHECK(got == mb[i].want, "m = %d: bucket %d (want %d)", mb[i].m, got, mb[i].want);
+    }
+    CHECK(cup_m_bucket(ms, 1, 4096) == 0, "one bucket: always 0");
 }
 
 /* The bound covers the plan of every m that can split, and is attained. */
@@ -437,6 +470,7 @@ int main(int argc, char **argv)
     fp8_w8a8_only_on_cc90_with_cublaslt_12_9();
     w8a8_only_for_n_multiple_of_16();
     direct_kernel_reach();
+    alt_path_choice();
     ws_bound_covers_every_m();
     graph_decisions();
     graphs_never_replay_freed_memory();

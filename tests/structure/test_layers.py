@@ -233,10 +233,12 @@ DECLARED_MODULES = {
         "the gRPC transport (server/net/grpc_internal.h): its calls and its server's start and "
         "shutdown; a call freed may end the shutdown, and the shutdown refuses the calls "
         "still waiting",
-    frozenset({"engine/cuda/backend.c", "engine/cuda/gemm.c", "engine/cuda/graph.c"}):
+    frozenset({"engine/cuda/backend.c", "engine/cuda/gemm.c", "engine/cuda/graph.c",
+               "engine/cuda/tune.c"}):
         "the CUDA backend's host (engine/cuda/internal.h), one backend table by topic: "
-        "backend.c's ops call gemm.c's GEMM paths and graph.c's recording, and those use "
-        "backend.c's per-thread context and scratch",
+        "backend.c's ops call gemm.c's GEMM paths and graph.c's recording, its weight "
+        "upload tune.c's tuner, which times gemm.c's paths, and gemm.c follows the tuner's "
+        "choice; all use backend.c's per-thread context and scratch",
 }
 
 # The CUDA backend (a CUDA build, cuda.cfg "CUDA=1") is a module of its own,

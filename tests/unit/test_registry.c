@@ -104,6 +104,7 @@ START_TEST(cuda_without_a_device_answers_no)
     ck_assert_int_eq(c.fused, 0);
     ck_assert(!mt_cuda_fp8_w8a8_enabled(NULL));
     ck_assert_int_eq(mt_cuda_weight_crossover(NULL), -1);
+    ck_assert_int_eq(mt_cuda_weight_path(NULL, 128), -1);
     bool replay;
     ck_assert_int_eq(mt_cuda_graph_end(NULL, &err), MT_EUNSUPPORTED);
     ck_assert_int_eq(mt_cuda_graph_begin(NULL, 1, &replay, &err), MT_EUNSUPPORTED);
