@@ -11,8 +11,9 @@
  * the sequence's end.
  *
  * Two kernels:
- *   attn_f16: FlashAttention-2 style on tensor cores. A block of 4 warps
- *     owns 64 queries (16 per warp) of one (sequence, head); K and V tiles of
+ *   attn_f16: FlashAttention-2 style on tensor cores. A block of 8 warps
+ *     owns 128 queries (16 per warp) of one (sequence, head), so K and V of
+ *     a sequence of up to 128 tokens are loaded once per head; tiles of
  *     64 keys are converted to f16 into shared memory; S = Q K^T and O += P V
  *     run as mma.sync m16n8k16 with FP32 accumulators; the softmax is online
  *     (running max and sum per row, FP32, exp2 with log2(e) folded into the
@@ -76,9 +77,9 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t &r0, uint32_t &r1, ui
  * tensor-core kernel
  * ====================================================================== */
 
-constexpr int TQ = 64;     /* queries per block (16 per warp) */
+constexpr int TQ = 128;    /* queries per block (16 per warp) */
 constexpr int TK = 64;     /* keys per tile */
-constexpr int TC_THREADS = 128;
+constexpr int TC_THREADS = 256;
 
 /* One block: one (head, sequence) and query tiles blockIdx.z, +gridDim.z, ... */
 template <int DH, typename T>
