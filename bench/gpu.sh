@@ -35,7 +35,8 @@
 #         asan      test_gpu_backend and test_gpu_graphs built with ASan+UBSan
 #         profile   ncu kernel times of forwards at 256 x 128 tokens (PROFILE_E2E),
 #                   ncu sections of the fused kernel, graphs on/off at batch 1
-#         sweep     the fused kernel's split-K target (gemm_bench --target-blocks)
+#         sweep     the fused kernel's split-K target (gemm_bench --target-blocks) on
+#                   the LLM shapes and MiniLM's QKV and MLP down at m = 16..256
 #         stsb      STS-B Spearman of each precision on the GPU and of FP32 on
 #                   the CPU, same weights (`mantissa eval`)
 #         mpnet     all-mpnet-base-v2's shapes with weights generated from a
@@ -374,11 +375,11 @@ run() {
     : > "$LOG/sweep.md"
     for tb in $((sms)) $((2 * sms)) $((4 * sms)) $((8 * sms)); do
       room 30 "sweep $tb" || continue
-      say "gemm_bench 11008x4096 and 4096x11008, --target-blocks $tb"
-      for sh in 11008x4096 4096x11008; do
-        { echo "### $sh, --target-blocks $tb"
-          runb timeout "$(cap 60)" "$BIN/gemm_bench" --shapes "$sh" --ms 1,4,16,64 --target-blocks "$tb" 2>&1 |
-            grep -E '^\| (m|[0-9])'; echo; } >> "$LOG/sweep.md"
+      say "gemm_bench 11008x4096, 4096x11008 and MiniLM's QKV and MLP down, --target-blocks $tb"
+      for sh in 11008x4096:1,4,16,64 4096x11008:1,4,16,64 1152x384:16,64,128,256 384x1536:16,64,128,256; do
+        { echo "### ${sh%%:*}, --target-blocks $tb"
+          runb timeout "$(cap 60)" "$BIN/gemm_bench" --shapes "${sh%%:*}" --ms "${sh##*:}" \
+            --target-blocks "$tb" 2>&1 | grep -E '^\| (m|[0-9])'; echo; } >> "$LOG/sweep.md"
       done
     done
   }
