@@ -59,11 +59,12 @@
 # report which steps it had to skip. Split the phases over two calls if the
 # budget runs out (e.g. "run tests,sanitize", then "run gemm,e2e"). The first
 # full run on an H200 (2026-11-26) took 185 s for the default phases. With
-# 15 minutes of device time in all (start-up included), ask for
-# "run tests,e2e,mpnet,profile" first (about 5 minutes on an H100, 2026-11-27),
-# then "run peers" (~2.5 minutes) on the warm machine, packed with
-# PACK_ASAN=0: with the ASan build the bundle and the tracked files pass the
-# 64 MiB the device tool carries (pack warns when they do).
+# 15 minutes of device time in all (start-up included), pack with
+# PACK_ASAN=0 (with the ASan build the bundle and the tracked files pass the
+# 64 MiB the device tool carries; pack warns when they do) and ask for
+# "RUN_BUDGET_S=570 run tests,e2e,mpnet,profile,peers,direct" in one call
+# (417 s on an H100, 2026-11-28; a warm machine is given back after 30 s
+# idle, so a second call usually starts a fresh one: ~40 s more).
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
 # COMPILE_BATCHES (torch.compile peer, default 256,32), PROFILE_W8A16_MS (the
