@@ -303,20 +303,23 @@ static mt_status gemm_fused(cu_ctx *c, const cu_weight *w, const void *x, int m,
     return MT_OK;
 }
 
-/* cuBLASLt on 16-bit rows: y (m, n) = x (m, k) W^T with x, y and bias of
- * type yt, W (kind, leading dimension ldw) of the same 16-bit type; bias
- * and GELU (MANTISSA_CUDA_GELU=tanh, the default) in the epilogue; where
- * cuBLASLt has no such algorithm, the plain GEMM and one pass for bias and
- * GELU (erf) over y. */
+/* cuBLASLt on 16-bit rows: y (m, n) = x (m, k) W^T with y and bias of
+ * type yt, x and W (kind, leading dimension ldw) of the same 16-bit type, or
+ * for LK_E4M3 E4M3 codes with outer-vector scales a_scale (n) and b_scale
+ * (m); bias and GELU (MANTISSA_CUDA_GELU=tanh, the default) in the
+ * epilogue; where cuBLASLt has no such algorithm, the plain GEMM and one
+ * pass for bias and GELU (erf) over y, counted as bias_pass. */
 static mt_status lt_io(cu_ctx *c, lt_kind kind, const void *wdata, int ldw, const void *x, int m,
-                       int n, int k, const void *bias, mt_act act, void *y, int yt, mt_err *err)
+                       int n, int k, const void *bias, mt_act act, const float *a_scale,
+                       const float *b_scale, void *y, int yt, mt_err *err)
 {
     cu_backend *b = c->be;
     const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
-    mt_status st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, bias, epi_gelu, NULL, NULL, y, yt,
-                             err);
+    mt_status st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, bias, epi_gelu, a_scale,
+                             b_scale, y, yt, err);
     if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
-        st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, NULL, 0, NULL, NULL, y, yt, err);
+        st = lt_gemm_t(c, kind, wdata, ldw, x, k, m, n, k, NULL, 0, a_scale, b_scale, y, yt,
+                       err);
         if (st == MT_OK) {
             CU(kcu_bias_act_16(y, (kcu_dtype)yt, n, m, n, bias,
                                act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
@@ -351,7 +354,7 @@ static mt_status gemm_dequant(cu_ctx *c, const cu_weight *w, const void *x, int 
         CU_GOTO(kcu_dequant_to_f16_mul(pw->data, w->ld, codes_type(pw->prec), pw->scales,
                                        w->in_mul, n, k, wf, ld, c->stream),
                 done);
-        st = lt_io(c, LK_F16, wf, ld, x, m, n, k, bias, act, y, KCU_DT_F16, err);
+        st = lt_io(c, LK_F16, wf, ld, x, m, n, k, bias, act, NULL, NULL, y, KCU_DT_F16, err);
     } else {
         CU_GOTO(scratch(c, sizeof(uint16_t) * (size_t)m * ld, &xh), done);
         CU_GOTO(kcu_dequant_to_f16(pw->data, w->ld, codes_type(pw->prec),
@@ -371,39 +374,11 @@ done:
     return st;
 }
 
-/* The FP8 GEMM of gemm_w8a8 on 16-bit rows: cuBLASLt writes y in the row
- * type with bias and GELU (MANTISSA_CUDA_GELU=tanh) in its epilogue; where
- * it has no such FP8 algorithm, the plain FP8 GEMM and one pass for bias
- * and GELU (counted as bias_pass). MT_EUNSUPPORTED when it refuses both. */
-static mt_status w8a8_io(cu_ctx *c, const cu_weight *w, const uint8_t *xq, const float *xs, int m,
-                         const void *bias, mt_act act, void *y, mt_err *err)
-{
-    cu_backend *b = c->be;
-    const mt_weight *pw = &w->pub;
-    const int n = pw->n, kq = w->ld;
-    const int epi_gelu = act == MT_ACT_GELU && b->opts.gelu_tanh;
-    mt_status st = lt_gemm_t(c, LK_E4M3, pw->data, kq, xq, kq, m, n, kq, bias, epi_gelu,
-                             pw->scales, xs, y, c->act, err);
-    if (st == MT_EUNSUPPORTED && (bias || epi_gelu)) {
-        st = lt_gemm_t(c, LK_E4M3, pw->data, kq, xq, kq, m, n, kq, NULL, 0, pw->scales, xs, y,
-                       c->act, err);
-        if (st == MT_OK) {
-            CU(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, bias,
-                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, c->stream));
-            atomic_fetch_add_explicit(&b->n_bias_pass, 1, memory_order_relaxed);
-        }
-    } else if (st == MT_OK && epi_gelu) {
-        atomic_fetch_add_explicit(&b->n_lt_gelu_epi, 1, memory_order_relaxed);
-    } else if (st == MT_OK && act == MT_ACT_GELU) {
-        CU(kcu_bias_act_16(y, (kcu_dtype)c->act, n, m, n, NULL, KCU_ACT_GELU, c->stream));
-    }
-    return st;
-}
-
 /* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
  * cuBLASLt FP8 with outer-vector scales (weight channel x token). On FP32
  * rows cuBLASLt writes FP32 and one pass adds bias and GELU; on 16-bit rows
- * the quantization reads them and w8a8_io writes them. MT_EUNSUPPORTED when
+ * the quantization reads them and lt_io writes them, bias and GELU in the
+ * epilogue where cuBLASLt has such an FP8 plan. MT_EUNSUPPORTED when
  * cuBLASLt cannot. */
 static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
                            const void *bias, mt_act act, void *y, mt_err *err)
@@ -420,7 +395,8 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
         CU_GOTO(kcu_quant_rows_e4m3_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, xq, kq, xs,
                                        c->stream),
                 done);
-        if ((st = w8a8_io(c, w, xq, xs, m, bias, act, y, err)) != MT_OK)
+        if ((st = lt_io(c, LK_E4M3, pw->data, kq, xq, m, n, kq, bias, act, pw->scales, xs, y,
+                        c->act, err)) != MT_OK)
             goto done;
     } else {
         CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
@@ -519,7 +495,7 @@ static mt_status gemm_16_io(cu_ctx *c, const cu_weight *w, bool bf, const void *
     const mt_weight *pw = &w->pub;
     cu_backend *b = c->be;
     mt_status st = lt_io(c, bf ? LK_BF16 : LK_F16, pw->data, w->ld, x, m, pw->n, pw->k, bias, act,
-                         y, bf ? KCU_DT_BF16 : KCU_DT_F16, err);
+                         NULL, NULL, y, bf ? KCU_DT_BF16 : KCU_DT_F16, err);
     if (st == MT_OK) {
         atomic_fetch_add_explicit(&b->n_lt_16, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&b->n_lt_16_io, 1, memory_order_relaxed);

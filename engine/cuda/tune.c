@@ -47,8 +47,8 @@ static mt_status time_graph_exec(cu_ctx *c, cudaGraphExec_t ge, double *ms, mt_e
  * timed (time_graph_exec): per run, in ms. A forward replays such graphs,
  * so this leaves out the host's launch and cuBLASLt costs that an eager
  * timing would charge the paths of two launches (run 1 of 2026-11-28: the
- * eager tuner kept the fused kernel where the dequantized path is ~2x
- * faster in a graph). The caller has run the path once eagerly, so plans,
+ * eager tuner kept the fused kernel at MiniLM's m = 128, where gemm_bench,
+ * which times graphs too, puts the dequantized path 1.7x ahead). The caller has run the path once eagerly, so plans,
  * workspaces and the cuBLASLt workspace exist before the recording. */
 static mt_status time_graph(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const void *x,
                             int m, const void *bias, void *y, double *ms_out, mt_err *err)
