@@ -528,7 +528,7 @@ extern "C" cudaError_t kcu_mean_pool(const float *x, const int32_t *offsets, int
         return cudaSuccess;
     if (!x || !offsets || !out || h <= 0)
         return cudaErrorInvalidValue;
-    mean_pool_kernel<float><<<nseq, h >= 256 ? 256 : 128, 0, stream>>>(x, offsets, h, normalize, out);
+    mean_pool_kernel<float><<<nseq, pool_threads(h), 0, stream>>>(x, offsets, h, normalize, out);
     return cudaGetLastError();
 }
 

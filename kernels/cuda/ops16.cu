@@ -232,7 +232,7 @@ extern "C" cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32
         return cudaSuccess;
     if (!x || !offsets || !out || h <= 0 || !is16(dt))
         return cudaErrorInvalidValue;
-    const int threads = h >= 256 ? 256 : 128;
+    const int threads = pool_threads(h);
     if (dt == KCU_DT_F16)
         mean_pool_kernel<__half><<<nseq, threads, 0, stream>>>(static_cast<const __half *>(x),
                                                                  offsets, h, normalize, out);

@@ -145,8 +145,12 @@ __device__ float block_reduce(float v, float *red, bool is_max)
 
 /* ---- the encoder kernels of every row type ------------------------------- */
 
-/* grid (nseq, EMBED_Y): block (s, y) takes tokens offsets[s] + y, + EMBED_Y, ... */
-constexpr int EMBED_Y = 8;
+/* grid (nseq, EMBED_Y): block (s, y) takes tokens offsets[s] + y, + EMBED_Y,
+ * ... Each token is a gather from the word table in DRAM, so a block's
+ * tokens are a chain of memory latencies: 64 blocks a sequence keep a
+ * 128-token sentence to two per block (8 left it at 16: ~18 us of a
+ * ~210 us batch-1 forward on an H100, 2026-11-28). */
+constexpr int EMBED_Y = 64;
 
 /* out (t, h) = word[ids[i]] + pos[i - offsets[s]] + type0 (kc_embed's twin),
  * summed in FP32 and stored once in the row type. */
@@ -196,9 +200,20 @@ __global__ void layernorm_block_kernel(const T *x, const T *res, const float *g,
     }
 }
 
-/* One block per sequence; thread c sums column c over the sequence's rows in
- * order (as kc_mean_pool), FP32, then the block reduces the squared norm.
- * out (nseq, h) is FP32 for every row type. */
+/* Threads of a mean-pooling block: one per column, up to 1024. */
+__host__ __device__ constexpr int pool_threads(int h)
+{
+    return h >= 1024 ? 1024 : (h + 31) / 32 * 32;
+}
+
+/* One block per sequence (pool_threads(h) threads); thread c sums column c
+ * over the sequence's rows in order (as kc_mean_pool), FP32, then the block
+ * reduces the squared norm. The rows are loaded POOL_BATCH at a time before
+ * they are added (in the same order: the same bits), so a thread waits on
+ * memory len / POOL_BATCH times, not len times (one at a time, pooling 128
+ * tokens took ~50 us on an H100, 2026-11-28). out (nseq, h) is FP32 for every
+ * row type. */
+constexpr int POOL_BATCH = 8;
 template <typename T>
 __global__ void mean_pool_kernel(const T *x, const int32_t *offsets, int h, int normalize,
                                  float *out)
@@ -212,7 +227,17 @@ __global__ void mean_pool_kernel(const T *x, const int32_t *offsets, int h, int 
     float n2 = 0.f;
     for (int c = threadIdx.x; c < h; c += blockDim.x) {
         float acc = 0.f;
-        for (int i = b; i < e; i++)
+        int i = b;
+        for (; i + POOL_BATCH <= e; i += POOL_BATCH) {
+            float v[POOL_BATCH];
+#pragma unroll
+            for (int j = 0; j < POOL_BATCH; j++)
+                v[j] = row<T>::ld(x[(size_t)(i + j) * h + c]);
+#pragma unroll
+            for (int j = 0; j < POOL_BATCH; j++)
+                acc += v[j];
+        }
+        for (; i < e; i++)
             acc += row<T>::ld(x[(size_t)i * h + c]);
         acc *= inv;
         o[c] = acc;
