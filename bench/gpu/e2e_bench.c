@@ -12,7 +12,9 @@
  *       mt_model_forward (ids -> pooled, normalised vectors on the host) until
  *       S seconds have passed (at least 5 runs); report the median run as
  *       sentences/s, and NVML's total-energy counter difference over the
- *       timed runs as joules per 1,000 sentences.
+ *       timed runs as joules per 1,000 sentences; "gemm_paths" counts the
+ *       GEMMs of the first warm-up forward (always eager) by path, which
+ *       says what the load's tuner chose at this batch.
  *
  * Only the timed forwards run between cudaProfilerStart and cudaProfilerStop:
  * under `ncu --profile-from-start off` the load (and its tuner, whose event
@@ -209,11 +211,16 @@ int main(int argc, char **argv)
                 off[s] = roff[s] - roff[0]; /* rows have one length (checked above) */
             int runs = 0, cap = 1024;
             double *t = malloc(sizeof(double) * cap);
-            for (int w = 0; w < 3; w++) /* warm-up: plans, pool, autotuned paths */
+            mt_cuda_counts c0, c1; /* the GEMM paths of the first (eager) forward */
+            mt_cuda_get_counts(be, &c0);
+            for (int w = 0; w < 3; w++) { /* warm-up: plans, pool, autotuned paths */
                 if (mt_model_forward(m, bid[w % nb], off, b, out, NULL, &err) != MT_OK) {
                     fprintf(stderr, "e2e_bench: %s batch %d: %s\n", pn, b, err.msg);
                     return 1;
                 }
+                if (w == 0)
+                    mt_cuda_get_counts(be, &c1);
+            }
             if (cudaProfilerStart() != cudaSuccess) {
                 fprintf(stderr, "e2e_bench: cudaProfilerStart failed\n");
                 return 1;
@@ -239,14 +246,24 @@ int main(int argc, char **argv)
             char energy[64] = "null";
             if (e0 >= 0 && e1 >= 0)
                 snprintf(energy, sizeof energy, "%.3f", (e1 - e0) / 1000.0 / ((double)runs * b) * 1000.0);
+            char paths[256];
+            snprintf(paths, sizeof paths,
+                     "{\"fused\": %ld, \"direct\": %ld, \"dequant\": %ld, \"w8a8\": %ld, "
+                     "\"lt16\": %ld, \"lt32\": %ld, \"gelu_epilogue\": %ld, \"bias_pass\": %ld}",
+                     c1.fused - c0.fused, c1.fused_direct - c0.fused_direct,
+                     c1.lt_dequant - c0.lt_dequant, c1.lt_w8a8 - c0.lt_w8a8, c1.lt_16 - c0.lt_16,
+                     c1.lt_32 - c0.lt_32, c1.lt_gelu_epi - c0.lt_gelu_epi,
+                     c1.bias_pass - c0.bias_pass);
             fprintf(jf, "%s\n  {\"precision\": \"%s\", \"batch\": %d, \"tokens_per_row\": %d, "
                         "\"runs\": %d, \"median_s\": %.6f, \"sentences_per_s\": %.1f, "
-                        "\"mean_sentences_per_s\": %.1f, \"j_per_1000\": %s, \"load_s\": %.2f}",
+                        "\"mean_sentences_per_s\": %.1f, \"j_per_1000\": %s, \"load_s\": %.2f, "
+                        "\"gemm_paths\": %s}",
                     first ? "" : ",", pn, b, roff[1] - roff[0], runs, med, b / med,
-                    runs * (double)b / wall, energy, load_s);
+                    runs * (double)b / wall, energy, load_s, paths);
             fflush(jf);
-            fprintf(stderr, "e2e_bench: %-5s batch %3d: %8.1f sentences/s, %s J/1000 (%d runs)\n", pn,
-                    b, b / med, energy, runs);
+            fprintf(stderr, "e2e_bench: %-5s batch %3d: %8.1f sentences/s, %s J/1000 (%d runs); "
+                            "GEMM paths of one forward %s\n",
+                    pn, b, b / med, energy, runs, paths);
             first = 0;
             free(off), free(out), free(bid), free(t);
         }

@@ -132,6 +132,22 @@ def act32_section(w, e):
     print()
 
 
+def paths_section(e):
+    """The GEMMs of one eager forward by path, per 8-bit precision and batch
+    (e2e_bench's gemm_paths): what the load's tuner chose at that m."""
+    rows = [r for r in e["results"] if r.get("gemm_paths") and r["precision"] in ("int8", "fp8")]
+    if not rows:
+        return
+    keys = ["fused", "direct", "dequant", "w8a8", "gelu_epilogue", "bias_pass"]
+    print("### GEMM paths of one forward (8-bit precisions; the tuner's choice at that batch)\n")
+    print("| precision | batch | " + " | ".join(keys) + " |")
+    print("|---|---|" + "---|" * len(keys))
+    for r in rows:
+        print("| %s | %d | %s |" % (r["precision"], r["batch"],
+                                    " | ".join(str(r["gemm_paths"].get(k, "")) for k in keys)))
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
@@ -222,6 +238,7 @@ def main():
         if comp:
             print("raw: compile peer `%s`\n" % json.dumps(comp))
         act32_section(w, e)
+        paths_section(e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")
     mpnet_section(w)
