@@ -332,8 +332,8 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     w->ld = round_up(k, (int)(16 / es));
     w->w8a8 = mt_prec_gemm(prec, MT_BK_CUDA) == MT_GEMM_CODES8 &&
               mt_prec(prec)->format == NF_E4M3 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
-    w->crossover = INT_MAX;
-    memset(w->alt, w->w8a8 ? P_W8A8 : P_DEQUANT, sizeof w->alt);
+    w->q.crossover = INT_MAX;
+    memset(w->q.alt, w->w8a8 ? P_W8A8 : P_DEQUANT, sizeof w->q.alt);
     const size_t bytes = es * (size_t)n * w->ld;
     w->pub.prec = prec;
     w->pub.n = n;

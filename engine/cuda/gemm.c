@@ -272,7 +272,7 @@ static int fused_kernel(const cu_ctx *c, const cu_weight *w, int m)
     const int k = c->be->opts.w8a16_kernel;
     if (k != KCU_W8A16_AUTO)
         return k;
-    return m <= w->direct_max_m ? KCU_W8A16_DIRECT : KCU_W8A16_STAGED;
+    return m <= w->q.direct_max_m ? KCU_W8A16_DIRECT : KCU_W8A16_STAGED;
 }
 
 /* The W8A16 kernel (kcu_w8a16_kernel kernel; < 0: fused_kernel's choice),
@@ -386,6 +386,7 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
     const bool io = c->act != KCU_DT_F32;
+    const kcu_act ka = act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE;
     mt_status st = MT_OK;
     const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
     uint8_t *xq = NULL;
@@ -403,9 +404,7 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
         if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales,
                             xs, y, KCU_DT_F32, err)) != MT_OK)
             goto done;
-        CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
-                             c->stream),
-                done);
+        CU_GOTO(kcu_bias_act(y, n, m, n, bias, ka, c->stream), done);
     }
     atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
 done:

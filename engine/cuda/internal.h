@@ -31,7 +31,7 @@ enum {
     GRAPH_SLOTS = 64,        /* cached CUDA graphs (and keys seen) per context: a model's
                               * forward has up to 8 batch sizes x 8 token buckets */
     DEFAULT_CROSSOVER = 128, /* when autotuning is off (unmeasured guess) */
-    TUNE_MS = 9,             /* the m the tuner times the paths at (tune_ms in gemm.c) */
+    TUNE_MS = 9,             /* the m the tuner times the paths at (tune_ms in tune.c) */
 };
 /* The direct W8A16 kernel runs a weight's small-m GEMMs where it measured at
  * least this much faster than the staged one (tune_weight) */
@@ -144,9 +144,17 @@ typedef struct cu_ctx {
     struct cu_ctx *next_all, *next_free;
 } cu_ctx;
 
+/* What the load's tuner (engine/cuda/tune.c) decided for an 8-bit weight. */
 typedef struct {
-    int prec, n, k, crossover, direct_max_m;
-    unsigned char alt[TUNE_MS];
+    int crossover;    /* m from which cuBLASLt is used */
+    int direct_max_m; /* m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
+    unsigned char alt[TUNE_MS]; /* from the crossover on: the cuBLASLt path (q8_path)
+                                 * measured faster at each tuned m */
+} q8_tuning;
+
+typedef struct {
+    int prec, n, k;
+    q8_tuning q;
 } tune_entry;
 
 struct cu_backend {
@@ -177,16 +185,18 @@ struct cu_backend {
 typedef struct {
     mt_weight pub;
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
-    int crossover; /* 8-bit: m from which cuBLASLt is used */
-    int direct_max_m; /* 8-bit: m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
+    q8_tuning q;   /* 8-bit: the paths the load chose per m */
     int w8a8;      /* fp8: cuBLASLt W8A8 possible for this weight (sm_90, shape) */
-    unsigned char alt[TUNE_MS]; /* 8-bit, from the crossover on: the cuBLASLt path
-                                 * (q8_path) measured faster at each tuned m */
     float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
                     * chunks with ones (kcu_w8a16_gemm_mul), or NULL */
 } cu_weight;
 
-typedef enum { P_FUSED, P_DEQUANT, P_W8A8 } q8_path;
+/* The 8-bit GEMM paths; the values are backend.h's MT_CUDA_PATH_*. */
+typedef enum {
+    P_FUSED = MT_CUDA_PATH_FUSED,
+    P_DEQUANT = MT_CUDA_PATH_DEQUANT,
+    P_W8A8 = MT_CUDA_PATH_W8A8
+} q8_path;
 
 static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
 

@@ -6,7 +6,6 @@
  * .. 4096, each recorded into a CUDA graph as a forward replays it. It keeps
  * the crossover m and, from it on, the faster cuBLASLt path per m. */
 #include <math.h>
-#include <string.h>
 
 #include "engine/cuda/internal.h"
 #include "engine/quant/quant.h"
@@ -17,7 +16,7 @@ static const int tune_ms[TUNE_MS] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096
 
 q8_path q8_tuned_path(const cu_weight *w, int m)
 {
-    return m < w->crossover ? P_FUSED : (q8_path)w->alt[cup_m_bucket(tune_ms, TUNE_MS, m)];
+    return m < w->q.crossover ? P_FUSED : (q8_path)w->q.alt[cup_m_bucket(tune_ms, TUNE_MS, m)];
 }
 
 /* The median of three of t[0..3). */
@@ -48,8 +47,9 @@ static mt_status time_graph_exec(cu_ctx *c, cudaGraphExec_t ge, double *ms, mt_e
  * so this leaves out the host's launch and cuBLASLt costs that an eager
  * timing would charge the paths of two launches (run 1 of 2026-11-28: the
  * eager tuner kept the fused kernel at MiniLM's m = 128, where gemm_bench,
- * which times graphs too, puts the dequantized path 1.7x ahead). The caller has run the path once eagerly, so plans,
- * workspaces and the cuBLASLt workspace exist before the recording. */
+ * which times graphs too, puts the dequantized path 1.7x ahead). The
+ * caller has run the path once eagerly, so plans, workspaces and the
+ * cuBLASLt workspace exist before the recording. */
 static mt_status time_graph(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, const void *x,
                             int m, const void *bias, void *y, double *ms_out, mt_err *err)
 {
@@ -151,13 +151,13 @@ static mt_status tune_direct(cu_ctx *c, cu_weight *w, const void *x, const void 
         if ((st = time_path(c, w, P_FUSED, KCU_W8A16_STAGED, x, dms[i], bias, y, &ts[i], err)) ||
             (st = time_path(c, w, P_FUSED, KCU_W8A16_DIRECT, x, dms[i], bias, y, &td[i], err)))
             return st;
-    w->direct_max_m = cup_pick_direct_max_m(dms, ts, td, 3, DIRECT_MARGIN);
+    w->q.direct_max_m = cup_pick_direct_max_m(dms, ts, td, 3, DIRECT_MARGIN);
     return MT_OK;
 }
 
 /* The fused kernel against the cuBLASLt paths at tune_ms[0 .. cnt): the
  * dequantized FP16 GEMM, and for an FP8 weight on sm_90 also W8A8, the
- * faster of the two kept per m in w->alt (cup_second_faster). Stops after
+ * faster of the two kept per m in w->q.alt (cup_second_faster). Stops after
  * three m in a row where cuBLASLt won (assumed to keep winning: the larger
  * m take the last choice), and keeps the crossover (kcu_pick_crossover). */
 static mt_status tune_crossover(cu_ctx *c, cu_weight *w, int cnt, const void *x,
@@ -174,7 +174,7 @@ static mt_status tune_crossover(cu_ctx *c, cu_weight *w, int cnt, const void *x,
             (w->w8a8 && (st = time_path(c, w, P_W8A8, -1, x, m, bias, y, &tw, err))))
             return st;
         const int deq = !w->w8a8 || cup_second_faster(tw, td);
-        w->alt[done] = deq ? P_DEQUANT : P_W8A8;
+        w->q.alt[done] = deq ? P_DEQUANT : P_W8A8;
         ta[done] = deq ? td : tw;
         alt_wins = ta[done] < tf[done] ? alt_wins + 1 : 0;
         if (alt_wins == 3) {
@@ -183,8 +183,8 @@ static mt_status tune_crossover(cu_ctx *c, cu_weight *w, int cnt, const void *x,
         }
     }
     for (int i = done; i < TUNE_MS; i++)
-        w->alt[i] = w->alt[done - 1];
-    w->crossover = kcu_pick_crossover(tune_ms, tf, ta, done);
+        w->q.alt[i] = w->q.alt[done - 1];
+    w->q.crossover = kcu_pick_crossover(tune_ms, tf, ta, done);
     return MT_OK;
 }
 
@@ -197,19 +197,17 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
 {
     const int prec = w->pub.prec, n = w->pub.n, k = w->pub.k;
     if (b->opts.crossover > 0) {
-        w->crossover = b->opts.crossover;
+        w->q.crossover = b->opts.crossover;
         return MT_OK;
     }
     if (!b->opts.autotune) {
-        w->crossover = DEFAULT_CROSSOVER;
+        w->q.crossover = DEFAULT_CROSSOVER;
         return MT_OK;
     }
     pthread_mutex_lock(&b->mu);
     for (int i = 0; i < b->ntune; i++)
         if (b->tune[i].prec == prec && b->tune[i].n == n && b->tune[i].k == k) {
-            w->crossover = b->tune[i].crossover;
-            w->direct_max_m = b->tune[i].direct_max_m;
-            memcpy(w->alt, b->tune[i].alt, sizeof w->alt);
+            w->q = b->tune[i].q;
             pthread_mutex_unlock(&b->mu);
             return MT_OK;
         }
@@ -221,7 +219,7 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
            (size_t)tune_ms[cnt] * n * 4 <= cap)
         cnt++;
     if (cnt == 0) {
-        w->crossover = DEFAULT_CROSSOVER;
+        w->q.crossover = DEFAULT_CROSSOVER;
         return MT_OK;
     }
     const bool io = cu_act_format(&b->pub, (mt_precision)prec) == MT_ACTF_F16 && n % 8 == 0 &&
@@ -238,11 +236,8 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err)
     if ((st = tune_crossover(c, w, cnt, x, bias, y, err)) != MT_OK)
         goto out;
     pthread_mutex_lock(&b->mu);
-    if (b->ntune < TUNE_SLOTS) {
-        tune_entry *e = &b->tune[b->ntune++];
-        *e = (tune_entry){prec, n, k, w->crossover, w->direct_max_m, {0}};
-        memcpy(e->alt, w->alt, sizeof e->alt);
-    }
+    if (b->ntune < TUNE_SLOTS)
+        b->tune[b->ntune++] = (tune_entry){prec, n, k, w->q};
     pthread_mutex_unlock(&b->mu);
 out:
     c->act = act_was;
@@ -258,16 +253,13 @@ int mt_cuda_weight_crossover(const mt_weight *w)
 {
     if (!w || mt_prec_gemm(w->prec, MT_BK_CUDA) != MT_GEMM_CODES8)
         return -1;
-    return ((const cu_weight *)w)->crossover;
+    return ((const cu_weight *)w)->q.crossover;
 }
 
 int mt_cuda_weight_path(const mt_weight *w, int m)
 {
     if (!w || mt_prec_gemm(w->prec, MT_BK_CUDA) != MT_GEMM_CODES8)
         return -1;
-    const q8_path p = q8_tuned_path((const cu_weight *)w, m);
-    return p == P_FUSED     ? MT_CUDA_PATH_FUSED
-           : p == P_DEQUANT ? MT_CUDA_PATH_DEQUANT
-                            : MT_CUDA_PATH_W8A8;
+    return (int)q8_tuned_path((const cu_weight *)w, m); /* q8_path is MT_CUDA_PATH_* */
 }
 
