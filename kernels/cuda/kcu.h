@@ -252,6 +252,19 @@ cudaError_t kcu_layernorm_16(const void *x, const void *res, const float *gamma,
                              const float *beta, int t, int h, float eps, void *out, kcu_dtype dt,
                              cudaStream_t stream);
 
+/* kcu_layernorm_16, and beside out the FP8 W8A8 rows of the GEMM that reads
+ * it (what kcu_quant_rows_e4m3_16 would make of out, mul and ldq, bit for
+ * bit): xq (t, ldq) E4M3 codes of out * mul (mul per column, may be NULL),
+ * zero from column h on, row_scale (t) = absmax / 448 per row (1 for a zero
+ * row). One kernel, so the GEMM needs no quantization pass.
+ * cudaErrorNotSupported (nothing launched) where kcu_layernorm_16 would not
+ * take its 16-byte kernel, or ldq % 8, xq 8-byte or mul 16-byte unaligned:
+ * then LayerNorm and quantize apart. */
+cudaError_t kcu_layernorm_16_e4m3(const void *x, const void *res, const float *gamma,
+                                  const float *beta, int t, int h, float eps, void *out,
+                                  kcu_dtype dt, const float *mul, uint8_t *xq, int ldq,
+                                  float *row_scale, cudaStream_t stream);
+
 /* out (nseq, h) FP32 = mean of each sequence's 16-bit rows of x, L2-normalised
  * when normalize. */
 cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets, int nseq, int h,

@@ -159,11 +159,6 @@ __device__ __forceinline__ float row1(const T *xr, const float *mul, int c)
     return mul ? v * mul[c] : v;
 }
 
-__device__ __forceinline__ uint32_t e4m3(float v)
-{
-    return (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-
 /* One block per row: the row's absmax, then the codes; the second pass
  * re-reads the row, mostly from L1/L2. vec: x rows (and mul) 16-byte
  * aligned, so columns go four at a time (the first run on an H200 moved

@@ -32,14 +32,69 @@ template <typename T> __device__ __forceinline__ uint4 pack8(const float (&f)[8]
                       row<T>::pack2(f[6], f[7]));
 }
 
+/* The FP8 W8A8 rows a LayerNorm writes beside its output
+ * (kcu_layernorm_16_e4m3): codes (t, 8 ldq8) with zero columns from h on,
+ * one scale per row, of the stored output times mul (per column, or NULL). */
+struct ln_e4m3 {
+    const float4 *mul;
+    uint2 *xq;
+    int ldq8;
+    float *xs;
+};
+
+/* A warp's row (v: lane's NV groups of eight stored outputs) as E4M3
+ * codes and a scale, into q's row `row`. */
+template <int NV>
+__device__ __forceinline__ void ln_quant_row(float (&v)[NV][8], int lane, int row, int h8,
+                                             const ln_e4m3 &q)
+{
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int c = lane + 32 * i;
+        if (c < h8) {
+            if (q.mul) {
+                const float4 m0 = q.mul[2 * c], m1 = q.mul[2 * c + 1];
+                const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[i][j] *= mm[j];
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                amax = fmaxf(amax, fabsf(v[i][j]));
+        }
+    }
+    amax = warp_max(amax);
+    const float s = amax > 0.f ? amax / 448.0f : 1.0f;
+    uint2 *qr = q.xq + (size_t)row * q.ldq8;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        const int c = lane + 32 * i;
+        if (c < h8)
+            qr[c] = make_uint2(e4m3(v[i][0] / s) | e4m3(v[i][1] / s) << 8 |
+                                   e4m3(v[i][2] / s) << 16 | e4m3(v[i][3] / s) << 24,
+                               e4m3(v[i][4] / s) | e4m3(v[i][5] / s) << 8 |
+                                   e4m3(v[i][6] / s) << 16 | e4m3(v[i][7] / s) << 24);
+    }
+    for (int c = h8 + lane; c < q.ldq8; c += 32)
+        qr[c] = make_uint2(0u, 0u);
+    if (lane == 0)
+        q.xs[row] = s;
+}
+
 /* One warp per row, eight values per lane per step (NV steps, h <= 256 NV,
  * h % 8 == 0, rows and gamma/beta 16-byte aligned): the row is read once
  * into registers as FP32, the two-pass statistics of layernorm_vec_kernel,
  * written once. out may alias x or res: every read of a row precedes its
- * writes, and a row belongs to one warp. */
-template <typename T, int NV>
+ * writes, and a row belongs to one warp. Q: also the row's E4M3 codes and
+ * scale (q), from the rounded outputs by quant_rows_kernel's arithmetic
+ * (absmax of out * mul, s = absmax / 448, code = e4m3(out * mul / s)), so
+ * the FP8 GEMM after it needs no quantization pass. */
+template <typename T, int NV, bool Q>
 __global__ void layernorm16_vec_kernel(const uint4 *x, const uint4 *res, const float4 *g,
-                                       const float4 *b, int t, int h8, float eps, uint4 *out)
+                                       const float4 *b, int t, int h8, float eps, uint4 *out,
+                                       ln_e4m3 q)
 {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -94,9 +149,14 @@ __global__ void layernorm16_vec_kernel(const uint4 *x, const uint4 *res, const f
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 y[j] = (v[i][j] - mean) * rstd * gg[j] + bb[j];
-            o[c] = pack8<T>(y);
+            const uint4 p = pack8<T>(y);
+            o[c] = p;
+            if constexpr (Q)
+                unpack8<T>(p, v[i]); /* what the GEMM after would read */
         }
     }
+    if constexpr (Q)
+        ln_quant_row(v, lane, row, h8, q);
 }
 
 /* y = round(act(y + bias)) on 16-bit y and bias, eight values per thread
@@ -142,27 +202,42 @@ __global__ void bias_act16_kernel(T *y, int ldy, int m, int n, const T *bias, in
 
 /* ---------------------------------------------------------------------- */
 
+/* Whether LayerNorm on these rows takes the register kernel. */
+bool ln_vec_fits(const void *x, const void *res, const float *gamma, const float *beta, int h,
+                 const void *out)
+{
+    return h % 8 == 0 && h <= 1024 && aligned(x, 16) && aligned(res, 16) && aligned(gamma, 16) &&
+           aligned(beta, 16) && aligned(out, 16);
+}
+
+/* The register kernel for h (ln_vec_fits), with (Q) or without the E4M3 rows. */
+template <typename T, bool Q>
+void layernorm16_vec(const void *x, const void *res, const float *gamma, const float *beta, int t,
+                     int h, float eps, void *out, const ln_e4m3 &q, cudaStream_t stream)
+{
+    const int rows_per_block = THREADS / 32;
+    const unsigned grid = (unsigned)((t + rows_per_block - 1) / rows_per_block);
+    const int h8 = h / 8;
+    const uint4 *x8 = static_cast<const uint4 *>(x), *r8 = static_cast<const uint4 *>(res);
+    const float4 *g4 = reinterpret_cast<const float4 *>(gamma),
+                 *b4 = reinterpret_cast<const float4 *>(beta);
+    uint4 *o8 = static_cast<uint4 *>(out);
+    if (h8 <= 32)
+        layernorm16_vec_kernel<T, 1, Q><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8, q);
+    else if (h8 <= 64)
+        layernorm16_vec_kernel<T, 2, Q><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8, q);
+    else if (h8 <= 96)
+        layernorm16_vec_kernel<T, 3, Q><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8, q);
+    else
+        layernorm16_vec_kernel<T, 4, Q><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8, q);
+}
+
 template <typename T>
 cudaError_t layernorm16(const void *x, const void *res, const float *gamma, const float *beta,
                         int t, int h, float eps, void *out, cudaStream_t stream)
 {
-    const int rows_per_block = THREADS / 32;
-    const unsigned grid = (unsigned)((t + rows_per_block - 1) / rows_per_block);
-    if (h % 8 == 0 && h <= 1024 && aligned(x, 16) && aligned(res, 16) && aligned(gamma, 16) &&
-        aligned(beta, 16) && aligned(out, 16)) {
-        const int h8 = h / 8;
-        const uint4 *x8 = static_cast<const uint4 *>(x), *r8 = static_cast<const uint4 *>(res);
-        const float4 *g4 = reinterpret_cast<const float4 *>(gamma),
-                     *b4 = reinterpret_cast<const float4 *>(beta);
-        uint4 *o8 = static_cast<uint4 *>(out);
-        if (h8 <= 32)
-            layernorm16_vec_kernel<T, 1><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8);
-        else if (h8 <= 64)
-            layernorm16_vec_kernel<T, 2><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8);
-        else if (h8 <= 96)
-            layernorm16_vec_kernel<T, 3><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8);
-        else
-            layernorm16_vec_kernel<T, 4><<<grid, THREADS, 0, stream>>>(x8, r8, g4, b4, t, h8, eps, o8);
+    if (ln_vec_fits(x, res, gamma, beta, h, out)) {
+        layernorm16_vec<T, false>(x, res, gamma, beta, t, h, eps, out, ln_e4m3{}, stream);
     } else {
         layernorm_block_kernel<T><<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(
             static_cast<const T *>(x), static_cast<const T *>(res), gamma, beta, t, h, eps,
@@ -224,6 +299,27 @@ extern "C" cudaError_t kcu_layernorm_16(const void *x, const void *res, const fl
                : layernorm16<__nv_bfloat16>(x, res, gamma, beta, t, h, eps, out, stream);
 }
 
+extern "C" cudaError_t kcu_layernorm_16_e4m3(const void *x, const void *res, const float *gamma,
+                                             const float *beta, int t, int h, float eps, void *out,
+                                             kcu_dtype dt, const float *mul, uint8_t *xq, int ldq,
+                                             float *row_scale, cudaStream_t stream)
+{
+    if (t <= 0)
+        return cudaSuccess;
+    if (!x || !gamma || !beta || !out || !xq || !row_scale || h <= 0 || ldq < h || !is16(dt))
+        return cudaErrorInvalidValue;
+    if (!ln_vec_fits(x, res, gamma, beta, h, out) || ldq % 8 || !aligned(xq, 8) ||
+        !aligned(mul, 16))
+        return cudaErrorNotSupported;
+    const ln_e4m3 q = {reinterpret_cast<const float4 *>(mul), reinterpret_cast<uint2 *>(xq),
+                       ldq / 8, row_scale};
+    if (dt == KCU_DT_F16)
+        layernorm16_vec<__half, true>(x, res, gamma, beta, t, h, eps, out, q, stream);
+    else
+        layernorm16_vec<__nv_bfloat16, true>(x, res, gamma, beta, t, h, eps, out, q, stream);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets,
                                         int nseq, int h, int normalize, float *out,
                                         cudaStream_t stream)
@@ -260,14 +356,22 @@ extern "C" cudaError_t kcu_warm_16(void)
     const void *const fns[] = {
         (const void *)embed_kernel<__half>,
         (const void *)embed_kernel<__nv_bfloat16>,
-        (const void *)layernorm16_vec_kernel<__half, 1>,
-        (const void *)layernorm16_vec_kernel<__half, 2>,
-        (const void *)layernorm16_vec_kernel<__half, 3>,
-        (const void *)layernorm16_vec_kernel<__half, 4>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4>,
+        (const void *)layernorm16_vec_kernel<__half, 1, false>,
+        (const void *)layernorm16_vec_kernel<__half, 2, false>,
+        (const void *)layernorm16_vec_kernel<__half, 3, false>,
+        (const void *)layernorm16_vec_kernel<__half, 4, false>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, false>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, false>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, false>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, false>,
+        (const void *)layernorm16_vec_kernel<__half, 1, true>,
+        (const void *)layernorm16_vec_kernel<__half, 2, true>,
+        (const void *)layernorm16_vec_kernel<__half, 3, true>,
+        (const void *)layernorm16_vec_kernel<__half, 4, true>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, true>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, true>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, true>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, true>,
         (const void *)layernorm_block_kernel<__half>,
         (const void *)layernorm_block_kernel<__nv_bfloat16>,
         (const void *)mean_pool_kernel<__half>,

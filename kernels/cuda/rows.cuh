@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -110,6 +111,13 @@ template <> struct row<__nv_bfloat16> : row16<__nv_bfloat16, __nv_bfloat162> {};
 __device__ __forceinline__ float gelu_erf(float v)
 {
     return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+}
+
+/* v as an E4M3 code: round to nearest even, saturating to +-448 (the FP8
+ * W8A8 activation codes; one cvt on sm_89+). */
+__device__ __forceinline__ uint32_t e4m3(float v)
+{
+    return (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
 
 /* Butterfly reductions over a warp: every lane gets the result. */

@@ -10,6 +10,9 @@
  * - kcu_dequant_to_f16_mul against the host: f16(code * scale[r] * mul[c]).
  * - kcu_quant_rows_e4m3_16 against kcu_quant_rows_e4m3_mul on the widened
  *   rows: the same codes and row scales, bit for bit.
+ * - kcu_layernorm_16_e4m3 (LayerNorm writing the FP8 GEMM's rows too)
+ *   against kcu_layernorm_16 followed by kcu_quant_rows_e4m3_16: the same
+ *   output, codes and row scales, bit for bit.
  * Inputs are fresh random numbers each run, outputs poisoned before every
  * launch (so an unwritten element fails).
  *
@@ -252,6 +255,91 @@ static void quant_rows_16_matches_fp32(void)
             }
 }
 
+/* One shape of ln_e4m3_is_ln_then_quant: ldq = h + pad, out aliasing x when
+ * alias (as the encoder's residual LayerNorm does). */
+static void ln_e4m3_case(kcu_dtype dt, int t, int h, int pad, int with_res, int with_mul, int alias)
+{
+    const int ldq = h + pad, kmul = round_up(h, 64);
+    const size_t nx = (size_t)t * h, nq = (size_t)t * ldq;
+    uint16_t *xh = malloc(2 * nx), *rh = malloc(2 * nx), *o1 = malloc(2 * nx), *o2 = malloc(2 * nx);
+    float *tmp = malloc(4 * nx), *g = malloc(4 * (size_t)h), *b = malloc(4 * (size_t)h);
+    float *mul = malloc(4 * (size_t)kmul), *s1 = malloc(4 * (size_t)t), *s2 = malloc(4 * (size_t)t);
+    uint8_t *q1 = malloc(nq), *q2 = malloc(nq);
+    rand16(xh, tmp, nx, -3.f, 3.f, dt);
+    rand16(rh, tmp, nx, -1.f, 1.f, dt);
+    for (int i = 0; i < h; i++)
+        g[i] = gt_unif(0.5f, 1.5f), b[i] = gt_unif(-0.2f, 0.2f);
+    for (int i = 0; i < kmul; i++)
+        mul[i] = gt_unif(0.5f, 2.f);
+    void *dx1 = gt_dmalloc(2 * nx), *dx2 = gt_dmalloc(2 * nx), *dr = gt_dmalloc(2 * nx);
+    void *do1 = gt_dmalloc(2 * nx), *do2 = gt_dmalloc(2 * nx);
+    float *dg = gt_dmalloc(4 * (size_t)h), *db = gt_dmalloc(4 * (size_t)h);
+    float *dm = gt_dmalloc(4 * (size_t)kmul), *ds1 = gt_dmalloc(4 * (size_t)t),
+          *ds2 = gt_dmalloc(4 * (size_t)t);
+    uint8_t *dq1 = gt_dmalloc(nq), *dq2 = gt_dmalloc(nq);
+    cudaError_t e = dx1 && dx2 && dr && do1 && do2 && dg && db && dm && ds1 && ds2 && dq1 && dq2
+                        ? cudaSuccess
+                        : cudaErrorMemoryAllocation;
+    const char *what = "device memory";
+    TRY(cudaMemcpy(dx1, xh, 2 * nx, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dx2, xh, 2 * nx, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dr, rh, 2 * nx, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dg, g, 4 * (size_t)h, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(db, b, 4 * (size_t)h, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dm, mul, 4 * (size_t)kmul, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(dq1, 0x7f, nq)); /* E4M3 NaN: poison */
+    TRY(cudaMemset(dq2, 0x5a, nq));
+    TRY(cudaMemset(ds1, 0xff, 4 * (size_t)t));
+    TRY(cudaMemset(ds2, 0xff, 4 * (size_t)t));
+    if (e == cudaSuccess)
+        poison16(do1, nx, dt), poison16(do2, nx, dt);
+    void *out1 = alias ? dx1 : do1, *out2 = alias ? dx2 : do2;
+    const float *m = with_mul ? dm : NULL;
+    /* the reference: LayerNorm, then the quantization pass on its output */
+    TRY(kcu_layernorm_16(dx2, with_res ? dr : NULL, dg, db, t, h, 1e-12f, out2, dt, stream));
+    TRY(kcu_quant_rows_e4m3_16(out2, dt, h, t, h, m, dq2, ldq, ds2, stream));
+    TRY(kcu_layernorm_16_e4m3(dx1, with_res ? dr : NULL, dg, db, t, h, 1e-12f, out1, dt, m, dq1,
+                              ldq, ds1, stream));
+    TRY(cudaStreamSynchronize(stream));
+    TRY(cudaMemcpy(o1, out1, 2 * nx, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(o2, out2, 2 * nx, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(q1, dq1, nq, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(q2, dq2, nq, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(s1, ds1, 4 * (size_t)t, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(s2, ds2, 4 * (size_t)t, cudaMemcpyDeviceToHost));
+    if (CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e))) {
+        size_t nz = 0;
+        for (size_t i = 0; i < nq; i++)
+            nz += q1[i] != 0;
+        CHECK(!memcmp(o1, o2, 2 * nx) && !memcmp(q1, q2, nq) && !memcmp(s1, s2, 4 * (size_t)t) &&
+                  nz > nq / 4,
+              "layernorm_16_e4m3 on %s rows, t=%d h=%d ldq=%d res %d mul %d alias %d: output, "
+              "codes or row scales differ from layernorm_16 then quant_rows_e4m3_16 "
+              "(%zu of %zu codes nonzero)",
+              dt_name(dt), t, h, ldq, with_res, with_mul, alias, nz, nq);
+    }
+    cudaFree(dx1), cudaFree(dx2), cudaFree(dr), cudaFree(do1), cudaFree(do2), cudaFree(dg);
+    cudaFree(db), cudaFree(dm), cudaFree(ds1), cudaFree(ds2), cudaFree(dq1), cudaFree(dq2);
+    free(xh), free(rh), free(o1), free(o2), free(tmp), free(g), free(b), free(mul), free(s1);
+    free(s2), free(q1), free(q2);
+}
+
+/* LayerNorm writing the FP8 W8A8 rows of the GEMM after it
+ * (kcu_layernorm_16_e4m3) against LayerNorm, then the quantization pass on
+ * its output: the same 16-bit output, codes (the pad columns zero) and
+ * row scales, bit for bit, at every register-kernel width (h8 <= 32, 64,
+ * 96, 128). */
+static void ln_e4m3_is_ln_then_quant(void)
+{
+    static const int shapes[][3] = {{1, 384, 0}, {37, 384, 16}, {130, 768, 8}, {5, 1024, 0},
+                                    {9, 40, 24}, {64, 520, 0}};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 6; s++)
+            for (int v = 0; v < (quick ? 2 : 8); v++)
+                ln_e4m3_case(d ? KCU_DT_BF16 : KCU_DT_F16, shapes[s][0], shapes[s][1],
+                             shapes[s][2], v & 1, (v >> 1) & 1, (v >> 2) & 1 || quick);
+}
+
 static void refuses_bad_arguments(void)
 {
     const kcu_w8a16_opts o = {0, 0, 0, 0};
@@ -270,6 +358,22 @@ static void refuses_bad_arguments(void)
     CHECK(kcu_quant_rows_e4m3_16((void *)16, KCU_DT_F32, 64, 4, 64, NULL, (uint8_t *)16, 64,
                                  (float *)16, stream) == cudaErrorInvalidValue,
           "quant_rows_e4m3_16 refuses FP32 rows");
+    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 36, 1e-12f,
+                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 40, (float *)16,
+                                stream) == cudaErrorNotSupported,
+          "layernorm_16_e4m3 declines a width that is not a multiple of 8");
+    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 68, (float *)16,
+                                stream) == cudaErrorNotSupported,
+          "layernorm_16_e4m3 declines a code row stride that is not a multiple of 8");
+    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 56, (float *)16,
+                                stream) == cudaErrorInvalidValue,
+          "layernorm_16_e4m3 refuses code rows narrower than h");
+    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                                (void *)16, KCU_DT_F32, NULL, (uint8_t *)16, 64, (float *)16,
+                                stream) == cudaErrorInvalidValue,
+          "layernorm_16_e4m3 refuses FP32 rows");
     (void)cudaGetLastError();
 }
 
@@ -285,6 +389,7 @@ int main(int argc, char **argv)
     w8a16_on_16bit_rows();
     dequant_mul_matches_host();
     quant_rows_16_matches_fp32();
+    ln_e4m3_is_ln_then_quant();
     cudaError_t e = cudaDeviceSynchronize();
     CHECK(e == cudaSuccess, "no asynchronous error at the end: %s", cudaGetErrorString(e));
     cudaStreamDestroy(stream);
