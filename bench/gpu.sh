@@ -305,6 +305,12 @@ run() {
       { MANTISSA_CUDA_ACT16=0 runb timeout "$(cap 80)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
           --seconds "$secs" --precisions fp16,bf16,int8,fp8 --json "$W/e2e-act32.json" 2>> "$LOG/e2e.err" ||
           say "e2e (act32) failed: $(tail -3 "$LOG/e2e.err")"; }
+    # fp8 with its GEMMs quantizing their own rows (MANTISSA_CUDA_LN_QUANT=0):
+    # what the LayerNorm's quantization buys, same run
+    room 25 "end to end, MANTISSA_CUDA_LN_QUANT=0" &&
+      { MANTISSA_CUDA_LN_QUANT=0 runb timeout "$(cap 40)" "$BIN/e2e_bench" --model "$W/minilm" --ids "$W/ids.json" \
+          --seconds "$secs" --precisions fp8 --json "$W/e2e-lnq0.json" 2>> "$LOG/e2e.err" ||
+          say "e2e (ln_quant 0) failed: $(tail -3 "$LOG/e2e.err")"; }
   }
   # the server on the GPU: mantissa serve, device "cuda", a precision switch
   # through every precision under 16 client threads; zero failed requests
@@ -457,7 +463,7 @@ run() {
   python3 bench/gpu/report.py --work "$W" --phases "$phases" > "$OUT/gpu-results.md" ||
     say "report failed"
   for f in tests.log; do [ -f "$LOG/$f" ] && cp "$LOG/$f" "$OUT/"; done
-  for f in gemm.json e2e.json e2e-act32.json peer.json peer-compile.json serve.json e2e-mpnet.json peer-mpnet.json serve-peers.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
+  for f in gemm.json e2e.json e2e-act32.json e2e-lnq0.json peer.json peer-compile.json serve.json e2e-mpnet.json peer-mpnet.json serve-peers.json; do [ -f "$W/$f" ] && cp "$W/$f" "$OUT/"; done
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs $(cd "$W" && ls gemm.md 2>/dev/null) || true
   say "done in $((SECONDS - t_start)) s; $OUT/gpu-results.md"
   tail -n 60 "$OUT/gpu-results.md"

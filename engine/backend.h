@@ -112,6 +112,14 @@ typedef struct mt_backend_ops {
     /* out (t, h) = LayerNorm(x + res) * gamma + beta; res may be NULL; out may alias x. */
     mt_status (*layernorm)(mt_backend *be, const float *x, const float *res, const float *gamma,
                            const float *beta, int t, int h, float eps, float *out, mt_err *err);
+    /* Optional (NULL: call layernorm). layernorm, when the next op this thread
+     * issues is gemm(out, t, next, ...): the backend may then also write out
+     * in the form that GEMM reads (CUDA: the E4M3 rows and row scales of FP8
+     * W8A8), sparing it a pass over out. Same results as layernorm then
+     * gemm; any other op in between only loses the saving. */
+    mt_status (*layernorm_feed)(mt_backend *be, const float *x, const float *res,
+                                const float *gamma, const float *beta, int t, int h, float eps,
+                                float *out, const mt_weight *next, mt_err *err);
     /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d) + B) V
      * per head over each sequence's own tokens. B: a relative position bias
      * (MPNet), B(i, j) = pos_bias[head * (2*maxrel+1) + (j - i) + maxrel], backend

@@ -58,6 +58,10 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
     [MT_OPT_CUDA_ACT16] = {"MANTISSA_CUDA_ACT16", NULL, MT_OPT_BOOL, "0|1", 0, 1, "1",
                            "GPU: fp16/bf16 models keep their activations in 16 bits between "
                            "ops, int8/fp8 models in f16 (0: FP32, converted before each GEMM)"},
+    [MT_OPT_CUDA_LN_QUANT] = {"MANTISSA_CUDA_LN_QUANT", NULL, MT_OPT_BOOL, "0|1", 0, 1, "1",
+                              "GPU: a LayerNorm writes the E4M3 rows of the FP8 W8A8 GEMM after "
+                              "it where the load measured that fastest (0: the GEMM quantizes "
+                              "its rows in a pass)"},
     [MT_OPT_CUDA_DEBUG_SYNC] = {"MANTISSA_CUDA_DEBUG_SYNC", "MT_CUDA_DEBUG_SYNC", MT_OPT_BOOL,
                                 "0|1", 0, 1, "0",
                                 "GPU: synchronise and check after every op, record no graphs "

@@ -542,6 +542,18 @@ static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
     return st;
 }
 
+/* out = LayerNorm(x + res), whose next op is the GEMM of weight next on out
+ * (NULL: none): through the backend's layernorm_feed where it has one. */
+static mt_status ln_then(enc_model *m, const float *x, const float *res, const float *g,
+                         const float *b, int t, float *out, const mt_weight *next, mt_err *err)
+{
+    const mt_backend_ops *op = m->be->ops;
+    const int h = m->cfg.hidden;
+    if (next && op->layernorm_feed)
+        return op->layernorm_feed(m->be, x, res, g, b, t, h, m->cfg.eps, out, next, err);
+    return op->layernorm(m->be, x, res, g, b, t, h, m->cfg.eps, out, err);
+}
+
 /* The buffers of one forward, backend memory, rows = its token count (the
  * padded one on the recorded path). */
 typedef struct {
@@ -569,7 +581,8 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
     if ((st = m->arch->embed
                   ? m->arch->embed(m, ids, offsets, nseq, b->ids, d_off, x, err)
                   : op->embed(be, b->ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
-        (st = op->layernorm(be, x, NULL, m->emb_ln_g, m->emb_ln_b, t, h, c->eps, x, err)))
+        (st = ln_then(m, x, NULL, m->emb_ln_g, m->emb_ln_b, t, x,
+                      nlayers > 0 ? m->layer[0].qkv : NULL, err)))
         return st;
 
     for (int l = 0; l < nlayers; l++) {
@@ -584,14 +597,15 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
                                         m->maxrel, ctx, err)) ||
             (st = record(m, l, 1, ctx, t, h, err)) ||
             (st = op->gemm(be, ctx, t, L->attn_out, bo, MT_ACT_NONE, qkv, err)) ||
-            (st = op->layernorm(be, qkv, x, L->ln1_g, L->ln1_b, t, h, c->eps, x, err)))
+            (st = ln_then(m, qkv, x, L->ln1_g, L->ln1_b, t, x, L->inter, err)))
             return st;
         /* MLP, then residual + LayerNorm */
         if ((st = record(m, l, 2, x, t, h, err)) ||
             (st = op->gemm(be, x, t, L->inter, bi, MT_ACT_GELU, mid, err)) ||
             (st = record(m, l, 3, mid, t, in, err)) ||
             (st = op->gemm(be, mid, t, L->out, bd, MT_ACT_NONE, qkv, err)) ||
-            (st = op->layernorm(be, qkv, x, L->ln2_g, L->ln2_b, t, h, c->eps, x, err)))
+            (st = ln_then(m, qkv, x, L->ln2_g, L->ln2_b, t, x,
+                          l + 1 < nlayers ? m->layer[l + 1].qkv : NULL, err)))
             return st;
     }
     return MT_OK;

@@ -112,16 +112,15 @@ def mpnet_section(w):
     print()
 
 
-def act32_section(w, e):
-    """The fp16/bf16 (int8/fp8) rows again with MANTISSA_CUDA_ACT16=0 (FP32 activations
-    between ops, converted before each GEMM), against the default rows of the
-    same run."""
-    ea = load_json(os.path.join(w, "e2e-act32.json"))
+def ab_section(w, e, name, title, off_label, on_label):
+    """The rows of e2e_bench's other JSON `name` (one switch off) against the
+    default rows of the same run."""
+    ea = load_json(os.path.join(w, name))
     if not ea:
         return
     base = {(r["precision"], r["batch"]): r for r in e["results"]}
-    print("### 16-bit activations (default) against FP32 ones (MANTISSA_CUDA_ACT16=0), same run\n")
-    print("| precision | batch | FP32 activations, sentences/s | 16-bit activations | speed-up |")
+    print("### %s, same run\n" % title)
+    print("| precision | batch | %s, sentences/s | %s | speed-up |" % (off_label, on_label))
     print("|---|---|---|---|---|")
     for r in ea["results"]:
         b0 = base.get((r["precision"], r["batch"]))
@@ -132,13 +131,29 @@ def act32_section(w, e):
     print()
 
 
+def act32_section(w, e):
+    """The fp16/bf16 (int8/fp8) rows again with MANTISSA_CUDA_ACT16=0 (FP32 activations
+    between ops, converted before each GEMM)."""
+    ab_section(w, e, "e2e-act32.json",
+               "16-bit activations (default) against FP32 ones (MANTISSA_CUDA_ACT16=0)",
+               "FP32 activations", "16-bit activations")
+
+
+def lnquant_section(w, e):
+    """fp8 again with MANTISSA_CUDA_LN_QUANT=0: every W8A8 GEMM quantizes its own rows."""
+    ab_section(w, e, "e2e-lnq0.json",
+               "fp8: LayerNorm writing the W8A8 GEMM's E4M3 rows (default) against a "
+               "quantization pass per GEMM (MANTISSA_CUDA_LN_QUANT=0)",
+               "quantization pass", "in LayerNorm")
+
+
 def paths_section(e):
     """The GEMMs of one eager forward by path, per 8-bit precision and batch
     (e2e_bench's gemm_paths): what the load's tuner chose at that m."""
     rows = [r for r in e["results"] if r.get("gemm_paths") and r["precision"] in ("int8", "fp8")]
     if not rows:
         return
-    keys = ["fused", "direct", "dequant", "w8a8", "gelu_epilogue", "bias_pass"]
+    keys = ["fused", "direct", "dequant", "w8a8", "w8a8_ln", "gelu_epilogue", "bias_pass"]
     print("### GEMM paths of one forward (8-bit precisions; the tuner's choice at that batch)\n")
     print("| precision | batch | " + " | ".join(keys) + " |")
     print("|---|---|" + "---|" * len(keys))
@@ -238,6 +253,7 @@ def main():
         if comp:
             print("raw: compile peer `%s`\n" % json.dumps(comp))
         act32_section(w, e)
+        lnquant_section(w, e)
         paths_section(e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")

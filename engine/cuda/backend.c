@@ -223,6 +223,16 @@ void scratch_free(cu_ctx *c, void *p)
  * memory ops
  * ====================================================================== */
 
+/* ctx_get for every op but gemm: rows a LayerNorm quantized for the GEMM
+ * after it (c->preq) are for that GEMM only, so any other op drops them. */
+static mt_status op_ctx(mt_backend *be, cu_ctx **c, mt_err *err)
+{
+    mt_status st = ctx_get((cu_backend *)be, c, err);
+    if (st == MT_OK)
+        preq_drop(*c);
+    return st;
+}
+
 static void *cu_alloc(mt_backend *be, size_t bytes)
 {
     cu_ctx *c;
@@ -240,7 +250,7 @@ static void cu_free(mt_backend *be, void *p)
 {
     cu_ctx *c;
     mt_err err;
-    if (!p || ctx_get((cu_backend *)be, &c, &err) != MT_OK)
+    if (!p || op_ctx(be, &c, &err) != MT_OK)
         return;
     if (c->capturing) {
         graph_defer_free(c, p); /* a recorded free would run on every replay */
@@ -256,7 +266,7 @@ static void cu_free(mt_backend *be, void *p)
 static mt_status cu_upload(mt_backend *be, void *dst, const void *src, size_t bytes, mt_err *err)
 {
     cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    mt_status st = op_ctx(be, &c, err);
     if (st != MT_OK || bytes == 0)
         return st;
     if (c->capturing)
@@ -461,7 +471,7 @@ static mt_status cu_embed(mt_backend *be, const int32_t *ids, const int32_t *off
                           float *out, mt_err *err)
 {
     cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    mt_status st = op_ctx(be, &c, err);
     if (st != MT_OK)
         return st;
     if (c->act != KCU_DT_F32)
@@ -477,13 +487,41 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
                               const float *beta, int t, int h, float eps, float *out, mt_err *err)
 {
     cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    mt_status st = op_ctx(be, &c, err);
     if (st != MT_OK)
         return st;
     if (c->act != KCU_DT_F32)
         CU(kcu_layernorm_16(x, res, gamma, beta, t, h, eps, out, (kcu_dtype)c->act, c->stream));
     else
         CU(kcu_layernorm(x, res, gamma, beta, t, h, eps, out, c->stream));
+    count_op(c);
+    return op_done(c, "layernorm", err);
+}
+
+/* backend.h's layernorm_feed: cu_layernorm, and where next's GEMM on out
+ * takes FP8 W8A8 (q8_feed_wanted) the E4M3 rows and row scales of out in
+ * the same kernel, kept in c->preq for that GEMM, which then skips its
+ * quantization pass. Shapes the kernel declines take the plain LayerNorm. */
+static mt_status cu_layernorm_feed(mt_backend *be, const float *x, const float *res,
+                                   const float *gamma, const float *beta, int t, int h, float eps,
+                                   float *out, const mt_weight *next, mt_err *err)
+{
+    cu_ctx *c;
+    mt_status st = op_ctx(be, &c, err);
+    const cu_weight *w = (const cu_weight *)next;
+    if (st != MT_OK || !w || t <= 0 || w->pub.k != h || !q8_feed_wanted(c, w, t))
+        return st != MT_OK ? st : cu_layernorm(be, x, res, gamma, beta, t, h, eps, out, err);
+    uint8_t *xq;
+    float *xs;
+    CU(w8a8_rows_alloc(c, w, t, &xq, &xs));
+    cudaError_t e = kcu_layernorm_16_e4m3(x, res, gamma, beta, t, h, eps, out, (kcu_dtype)c->act,
+                                          w->in_mul, xq, w->ld, xs, c->stream);
+    if (e != cudaSuccess)
+        scratch_free(c, xq);
+    if (e == cudaErrorNotSupported)
+        return cu_layernorm(be, x, res, gamma, beta, t, h, eps, out, err);
+    CU(e);
+    c->preq.x = out, c->preq.w = w, c->preq.m = t, c->preq.xq = xq, c->preq.xs = xs;
     count_op(c);
     return op_done(c, "layernorm", err);
 }
@@ -499,7 +537,7 @@ static mt_status cu_attention(mt_backend *be, const float *qkv, const int32_t *o
 {
     cu_backend *b = (cu_backend *)be;
     cu_ctx *c;
-    mt_status st = ctx_get(b, &c, err);
+    mt_status st = op_ctx(be, &c, err);
     if (st != MT_OK)
         return st;
     kcu_attn_mode mode = b->opts.attn == MT_CUDA_ATTN_FP32  ? KCU_ATTN_FP32
@@ -521,7 +559,7 @@ static mt_status cu_mean_pool(mt_backend *be, const float *x, const int32_t *off
                               int h, bool normalize, float *out, mt_err *err)
 {
     cu_ctx *c;
-    mt_status st = ctx_get((cu_backend *)be, &c, err);
+    mt_status st = op_ctx(be, &c, err);
     if (st != MT_OK)
         return st;
     if (c->act != KCU_DT_F32)
@@ -556,7 +594,7 @@ mt_act_format cu_act_format(const mt_backend *be, mt_precision p)
 static void cu_set_act_format(mt_backend *be, mt_act_format f)
 {
     cu_ctx *c;
-    if (ctx_get((cu_backend *)be, &c, NULL) == MT_OK)
+    if (op_ctx(be, &c, NULL) == MT_OK)
         c->act = f == MT_ACTF_F16 ? KCU_DT_F16 : f == MT_ACTF_BF16 ? KCU_DT_BF16 : KCU_DT_F32;
 }
 
@@ -611,6 +649,7 @@ static const mt_backend_ops cuda_ops = {
     .gemm = cu_gemm_op,
     .embed = cu_embed,
     .layernorm = cu_layernorm,
+    .layernorm_feed = cu_layernorm_feed,
     .attention = cu_attention,
     .mean_pool = cu_mean_pool,
     .act_format = cu_act_format,
@@ -634,6 +673,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->w8a16_kernel = mt_opt_int(MT_OPT_CUDA_W8A16_KERNEL); /* auto, staged, direct */
     o->gelu_tanh = mt_opt_int(MT_OPT_CUDA_GELU);             /* erf, tanh */
     o->act16 = mt_opt_int(MT_OPT_CUDA_ACT16);
+    o->ln_quant = mt_opt_int(MT_OPT_CUDA_LN_QUANT);
     o->debug_sync = mt_opt_int(MT_OPT_CUDA_DEBUG_SYNC);
     o->graphs = mt_opt_int(MT_OPT_CUDA_GRAPHS);
 }
@@ -742,6 +782,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->q8_io = atomic_load(&b->n_q8_io);
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
+    out->w8a8_ln = atomic_load(&b->n_w8a8_ln);
     out->ws_grows = atomic_load(&b->n_ws_grows);
     out->ops = atomic_load(&b->n_ops);
     out->graph_records = atomic_load(&b->n_graph_records);

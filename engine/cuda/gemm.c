@@ -374,42 +374,77 @@ done:
     return st;
 }
 
+cudaError_t w8a8_rows_alloc(cu_ctx *c, const cu_weight *w, int m, uint8_t **xq, float **xs)
+{
+    const size_t qbytes = ((size_t)m * w->ld + 255) / 256 * 256;
+    cudaError_t e = scratch(c, qbytes + sizeof(float) * (size_t)m, (void **)xq);
+    *xs = e == cudaSuccess ? (float *)(*xq + qbytes) : NULL;
+    return e;
+}
+
+/* FP8 W8A8 on 16-bit rows already quantized (xq codes, w->ld a row, xs
+ * row scales): lt_io, bias and GELU in its epilogue where cuBLASLt has
+ * such an FP8 plan. */
+static mt_status w8a8_on_rows(cu_ctx *c, const cu_weight *w, const uint8_t *xq, const float *xs,
+                              int m, const void *bias, mt_act act, void *y, mt_err *err)
+{
+    const mt_weight *pw = &w->pub;
+    mt_status st = lt_io(c, LK_E4M3, pw->data, w->ld, xq, m, pw->n, w->ld, bias, act, pw->scales,
+                         xs, y, c->act, err);
+    if (st == MT_OK)
+        atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
+    return st;
+}
+
 /* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
  * cuBLASLt FP8 with outer-vector scales (weight channel x token). On FP32
  * rows cuBLASLt writes FP32 and one pass adds bias and GELU; on 16-bit rows
- * the quantization reads them and lt_io writes them, bias and GELU in the
- * epilogue where cuBLASLt has such an FP8 plan. MT_EUNSUPPORTED when
- * cuBLASLt cannot. */
+ * the quantization reads them and w8a8_on_rows writes them. MT_EUNSUPPORTED
+ * when cuBLASLt cannot. */
 static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
                            const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
     const int n = pw->n, k = pw->k, kq = w->ld; /* padded K, zeros on both sides */
-    const bool io = c->act != KCU_DT_F32;
-    const kcu_act ka = act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE;
     mt_status st = MT_OK;
-    const size_t qbytes = (size_t)m * kq, sbytes = sizeof(float) * (size_t)m;
     uint8_t *xq = NULL;
-    CU(scratch(c, (qbytes + 255) / 256 * 256 + sbytes, (void **)&xq));
-    float *xs = (float *)(xq + (qbytes + 255) / 256 * 256);
-    if (io) {
+    float *xs = NULL;
+    CU(w8a8_rows_alloc(c, w, m, &xq, &xs));
+    if (c->act != KCU_DT_F32) {
         CU_GOTO(kcu_quant_rows_e4m3_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, xq, kq, xs,
                                        c->stream),
                 done);
-        if ((st = lt_io(c, LK_E4M3, pw->data, kq, xq, m, n, kq, bias, act, pw->scales, xs, y,
-                        c->act, err)) != MT_OK)
-            goto done;
+        st = w8a8_on_rows(c, w, xq, xs, m, bias, act, y, err);
     } else {
         CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
         if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales,
                             xs, y, KCU_DT_F32, err)) != MT_OK)
             goto done;
-        CU_GOTO(kcu_bias_act(y, n, m, n, bias, ka, c->stream), done);
+        CU_GOTO(kcu_bias_act(y, n, m, n, bias, act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE,
+                             c->stream),
+                done);
+        atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
     }
-    atomic_fetch_add_explicit(&c->be->n_lt_w8a8, 1, memory_order_relaxed);
 done:
     scratch_free(c, xq);
     return st;
+}
+
+void preq_drop(cu_ctx *c)
+{
+    if (c->preq.xq)
+        scratch_free(c, c->preq.xq);
+    memset(&c->preq, 0, sizeof c->preq);
+}
+
+bool q8_feed_wanted(const cu_ctx *c, const cu_weight *w, int m)
+{
+    const cu_backend *b = c->be;
+    if (!b->opts.ln_quant || !w->w8a8 || c->act != KCU_DT_F16 ||
+        mt_prec_gemm(w->pub.prec, MT_BK_CUDA) != MT_GEMM_CODES8)
+        return false;
+    return b->opts.gemm == MT_CUDA_GEMM_LIBRARY ||
+           (b->opts.gemm == MT_CUDA_GEMM_AUTO && q8_tuned_pre(w, m));
 }
 
 /* The cuBLASLt path an 8-bit weight takes at large m. */
@@ -425,6 +460,8 @@ mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m
         return gemm_fused(c, w, x, m, bias, act, y, kernel, err);
     if (pth == P_W8A8)
         return gemm_w8a8(c, w, x, m, bias, act, y, err);
+    if (pth == P_W8A8_PRE)
+        return w8a8_on_rows(c, w, c->preq.xq, c->preq.xs, m, bias, act, y, err);
     return gemm_dequant(c, w, x, m, bias, act, y, err);
 }
 
@@ -443,7 +480,12 @@ static mt_status gemm_q8(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, in
                          const void *bias, mt_act act, void *y, mt_err *err)
 {
     mt_status st = q8_run_path(c, w, pth, x, m, bias, act, y, -1, err);
-    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
+    if (pth == P_W8A8_PRE) {
+        preq_drop(c); /* stream-ordered: after the GEMM that read them */
+        if (st == MT_OK)
+            atomic_fetch_add_explicit(&c->be->n_w8a8_ln, 1, memory_order_relaxed);
+    }
+    if (st == MT_EUNSUPPORTED && (pth == P_W8A8 || pth == P_W8A8_PRE)) {
         atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
         st = gemm_fused(c, w, x, m, bias, act, y, -1, err);
     }
@@ -514,6 +556,10 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
         return st;
     const int n = pw->n, k = pw->k;
     c->last_prec = pw->prec;
+    /* the rows of this GEMM quantized by its LayerNorm (layernorm_feed), or stale ones */
+    const bool pre = c->preq.xq && c->preq.x == x && c->preq.w == w && c->preq.m == m;
+    if (c->preq.xq && !pre)
+        preq_drop(c);
     const mt_precision_traits *t = mt_prec(pw->prec);
     if (c->act != KCU_DT_F32) { /* a 16-bit forward: weights of its type, or 8-bit on f16 */
         const bool bf = c->act == KCU_DT_BF16;
@@ -531,7 +577,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
                            n, k);
         if (same16)
             return gemm_16_io(c, w, bf, x, m, bias, act, y, err);
-        return gemm_q8(c, w, q8_pick(b, w, m), x, m, bias, act, y, err);
+        return gemm_q8(c, w, pre ? P_W8A8_PRE : q8_pick(b, w, m), x, m, bias, act, y, err);
     }
     switch (mt_prec_gemm(pw->prec, MT_BK_CUDA)) {
     case MT_GEMM_FLOAT:

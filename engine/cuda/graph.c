@@ -202,6 +202,7 @@ static mt_status graph_finish_recording(cu_ctx *c, mt_err *err)
 /* Launches the remembered graph, or finishes the recording. */
 static mt_status graph_end_ctx(cu_ctx *c, mt_err *err)
 {
+    preq_drop(c); /* scratch of a recording is freed inside it */
     if (c->pending) {
         cudaGraphExec_t g = c->pending;
         c->pending = NULL;
@@ -230,6 +231,7 @@ mt_status mt_cuda_graph_end(mt_backend *be, mt_err *err)
  * pending replay is not launched. The slot stays "seen". */
 static void graph_discard(cu_ctx *c)
 {
+    preq_drop(c);
     if (c->capturing) {
         cudaGraph_t g = NULL;
         (void)cudaStreamEndCapture(c->stream, &g);

@@ -141,6 +141,17 @@ typedef struct cu_ctx {
     void *arena;                 /* the forward arena of the graph_begin slot (grow-only) */
     size_t arena_bytes;
     unsigned arena_gen;          /* bumped when it moves: graphs using it are re-recorded */
+    /* E4M3 rows a LayerNorm wrote for the GEMM after it (backend.h's
+     * layernorm_feed): taken by the next gemm when its x, weight and m are
+     * these, dropped by any other op (preq_drop). One scratch: xq (m,
+     * w->ld) codes, then xs (m) row scales. */
+    struct {
+        const void *x;
+        const struct cu_weight *w;
+        int m;
+        uint8_t *xq;
+        float *xs;
+    } preq;
     struct cu_ctx *next_all, *next_free;
 } cu_ctx;
 
@@ -150,6 +161,8 @@ typedef struct {
     int direct_max_m; /* m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
     unsigned char alt[TUNE_MS]; /* from the crossover on: the cuBLASLt path (q8_path)
                                  * measured faster at each tuned m */
+    unsigned char pre[TUNE_MS]; /* fp8 W8A8: 1 where W8A8 on rows a LayerNorm quantized
+                                 * (no quantization pass) beat the fused and alt paths */
 } q8_tuning;
 
 typedef struct {
@@ -176,13 +189,14 @@ struct cu_backend {
     atomic_long n_lt_16_io, n_bias_pass;
     atomic_long n_q8_io;        /* 8-bit weights' GEMMs on 16-bit activations (gemm_q8) */
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
+    atomic_long n_w8a8_ln;      /* W8A8 GEMMs on rows their LayerNorm quantized */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */
     atomic_long n_graph_records, n_graph_replays, graph_nodes, graph_kernels;
 };
 
 /* A resident weight: the public part first, so an mt_weight * is a cu_weight *. */
-typedef struct {
+typedef struct cu_weight {
     mt_weight pub;
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     q8_tuning q;   /* 8-bit: the paths the load chose per m */
@@ -195,7 +209,8 @@ typedef struct {
 typedef enum {
     P_FUSED = MT_CUDA_PATH_FUSED,
     P_DEQUANT = MT_CUDA_PATH_DEQUANT,
-    P_W8A8 = MT_CUDA_PATH_W8A8
+    P_W8A8 = MT_CUDA_PATH_W8A8,
+    P_W8A8_PRE = 3 /* the tuner's only: W8A8 on the rows in c->preq, no quantization */
 } q8_path;
 
 static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
@@ -234,6 +249,16 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, co
 mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
                       const void *bias, mt_act act, void *y, int kernel, mt_err *err);
 
+/* Scratch for m E4M3 rows of w (w->ld codes each) and their m scales. */
+cudaError_t w8a8_rows_alloc(cu_ctx *c, const cu_weight *w, int m, uint8_t **xq, float **xs);
+/* Whether LayerNorm should write the E4M3 rows of w's GEMM at m (FP8 W8A8
+ * on f16 rows, MANTISSA_CUDA_LN_QUANT, and W8A8 the path taken on such
+ * rows: always with MANTISSA_CUDA_GEMM=library, where the load measured
+ * it fastest with auto). */
+bool q8_feed_wanted(const cu_ctx *c, const cu_weight *w, int m);
+/* Frees c->preq's rows, if any (every op but the GEMM that takes them). */
+void preq_drop(cu_ctx *c);
+
 /* ---- engine/cuda/tune.c ---- */
 /* Times an 8-bit weight's paths (cached per precision and shape): its
  * crossover, the faster cuBLASLt path per m, the direct kernel's reach. */
@@ -242,6 +267,9 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err);
  * the measured crossover, from it on the cuBLASLt path measured faster at
  * the tuned m nearest below (alt_path's where nothing was measured). */
 q8_path q8_tuned_path(const cu_weight *w, int m);
+/* Whether the load measured FP8 W8A8 on already quantized rows fastest at
+ * m (q8_tuning.pre at the tuned m nearest below; never below the first). */
+bool q8_tuned_pre(const cu_weight *w, int m);
 /* backend.h's act_format (backend.c): the rows a forward of precision p takes */
 mt_act_format cu_act_format(const mt_backend *be, mt_precision p);
 /* Frees a cached cuBLASLt plan. */

@@ -4,7 +4,8 @@
  * the staged one at m <= 16, then the fused kernel against the cuBLASLt
  * paths (the dequantized FP16 GEMM, and FP8 W8A8 where it exists) at m = 16
  * .. 4096, each recorded into a CUDA graph as a forward replays it. It keeps
- * the crossover m and, from it on, the faster cuBLASLt path per m. */
+ * the crossover m and, from it on, the faster cuBLASLt path per m; for FP8
+ * W8A8 also where it wins on rows its LayerNorm quantized (q.pre). */
 #include <math.h>
 
 #include "engine/cuda/internal.h"
@@ -17,6 +18,11 @@ static const int tune_ms[TUNE_MS] = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096
 q8_path q8_tuned_path(const cu_weight *w, int m)
 {
     return m < w->q.crossover ? P_FUSED : (q8_path)w->q.alt[cup_m_bucket(tune_ms, TUNE_MS, m)];
+}
+
+bool q8_tuned_pre(const cu_weight *w, int m)
+{
+    return m >= tune_ms[0] && w->q.pre[cup_m_bucket(tune_ms, TUNE_MS, m)];
 }
 
 /* The median of three of t[0..3). */
@@ -88,7 +94,7 @@ static mt_status time_path(cu_ctx *c, cu_weight *w, q8_path pth, int kernel, con
 {
     float t[3];
     mt_status st = q8_run_path(c, w, pth, x, m, bias, MT_ACT_NONE, y, kernel, err);
-    if (st == MT_EUNSUPPORTED && pth == P_W8A8) {
+    if (st == MT_EUNSUPPORTED && (pth == P_W8A8 || pth == P_W8A8_PRE)) {
         atomic_fetch_add_explicit(&c->be->n_w8a8_refused, 1, memory_order_relaxed);
         *ms_out = NAN;
         return MT_OK;
@@ -155,27 +161,51 @@ static mt_status tune_direct(cu_ctx *c, cu_weight *w, const void *x, const void 
     return MT_OK;
 }
 
+/* FP8 W8A8 at m on rows quantized beforehand (as a LayerNorm that feeds
+ * the GEMM writes them, layernorm_feed): the GEMM alone, in ms; NaN when
+ * cuBLASLt refuses the plan. */
+static mt_status time_w8a8_pre(cu_ctx *c, cu_weight *w, const void *x, int m, const void *bias,
+                               void *y, double *ms, mt_err *err)
+{
+    uint8_t *xq;
+    float *xs;
+    CU(w8a8_rows_alloc(c, w, m, &xq, &xs));
+    c->preq.xq = xq, c->preq.xs = xs, c->preq.x = x, c->preq.w = w, c->preq.m = m;
+    cudaError_t e = kcu_quant_rows_e4m3_16(x, KCU_DT_F16, w->pub.k, m, w->pub.k, w->in_mul, xq,
+                                           w->ld, xs, c->stream);
+    mt_status st = e == cudaSuccess
+                       ? time_path(c, w, P_W8A8_PRE, -1, x, m, bias, y, ms, err)
+                       : cu_fail(err, e, "quantizing the tuner's rows", __FILE__, __LINE__);
+    preq_drop(c);
+    return st;
+}
+
 /* The fused kernel against the cuBLASLt paths at tune_ms[0 .. cnt): the
  * dequantized FP16 GEMM, and for an FP8 weight on sm_90 also W8A8, the
  * faster of the two kept per m in w->q.alt (cup_second_faster). Stops after
  * three m in a row where cuBLASLt won (assumed to keep winning: the larger
- * m take the last choice), and keeps the crossover (kcu_pick_crossover). */
+ * m take the last choice), and keeps the crossover (kcu_pick_crossover).
+ * On f16 rows with MANTISSA_CUDA_LN_QUANT, W8A8 is also timed without its
+ * quantization pass (time_w8a8_pre): q.pre says where that beats both. */
 static mt_status tune_crossover(cu_ctx *c, cu_weight *w, int cnt, const void *x,
                                 const void *bias, void *y, mt_err *err)
 {
     double tf[TUNE_MS], ta[TUNE_MS];
     int done = 0, alt_wins = 0;
+    const bool pre = w->w8a8 && c->act == KCU_DT_F16 && c->be->opts.ln_quant;
     mt_status st;
     for (; done < cnt; done++) {
         const int m = tune_ms[done];
-        double tw = NAN, td;
+        double tw = NAN, td, tp = NAN;
         if ((st = time_path(c, w, P_FUSED, -1, x, m, bias, y, &tf[done], err)) ||
             (st = time_path(c, w, P_DEQUANT, -1, x, m, bias, y, &td, err)) ||
-            (w->w8a8 && (st = time_path(c, w, P_W8A8, -1, x, m, bias, y, &tw, err))))
+            (w->w8a8 && (st = time_path(c, w, P_W8A8, -1, x, m, bias, y, &tw, err))) ||
+            (pre && (st = time_w8a8_pre(c, w, x, m, bias, y, &tp, err))))
             return st;
         const int deq = !w->w8a8 || cup_second_faster(tw, td);
         w->q.alt[done] = deq ? P_DEQUANT : P_W8A8;
         ta[done] = deq ? td : tw;
+        w->q.pre[done] = tp < ta[done] && tp < tf[done]; /* false when NaN */
         alt_wins = ta[done] < tf[done] ? alt_wins + 1 : 0;
         if (alt_wins == 3) {
             done++;
@@ -183,7 +213,7 @@ static mt_status tune_crossover(cu_ctx *c, cu_weight *w, int cnt, const void *x,
         }
     }
     for (int i = done; i < TUNE_MS; i++)
-        w->q.alt[i] = w->q.alt[done - 1];
+        w->q.alt[i] = w->q.alt[done - 1], w->q.pre[i] = w->q.pre[done - 1];
     w->q.crossover = kcu_pick_crossover(tune_ms, tf, ta, done);
     return MT_OK;
 }

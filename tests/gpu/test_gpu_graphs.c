@@ -11,7 +11,9 @@
  * offsets in the same bucket); all of them equal the plain forward to
  * rounding (the GEMMs see another m). Then the launch counts of a batch-1
  * forward with and without graphs, batch 9 (no graph), MANTISSA_CUDA_DEBUG_SYNC
- * (no graph), and two threads replaying at once (one arena each).
+ * (no graph), and two threads replaying at once (one arena each). Last,
+ * fp8 on FP8 W8A8 with and without the LayerNorm writing its GEMM's E4M3
+ * rows (MANTISSA_CUDA_LN_QUANT): the same vectors bit for bit.
  *
  *   test_gpu_graphs [--model DIR] [--quick] [--seed N]
  */
@@ -31,6 +33,20 @@ typedef struct {
     mt_model *m;
 } inst;
 
+/* A model of precision prec on a CUDA backend with options o. */
+static int inst_make_opts(inst *x, mt_precision prec, const mt_cuda_opts *o)
+{
+    const int g = o->graphs;
+    mt_err err = {{0}};
+    mt_model_opts mo = {.precision = prec};
+    x->be = NULL;
+    x->m = NULL;
+    mt_status st = mt_backend_cuda_create_opts(0, o, &x->be, &err);
+    if (st == MT_OK)
+        st = mt_model_load(model_dir, x->be, &mo, &x->m, &err);
+    return CHECK(st == MT_OK, "%s, graphs %d: %s", mt_precision_name(prec), g, err.msg);
+}
+
 /* A model of precision prec on a CUDA backend with graphs = g (and debug
  * sync), 8-bit GEMMs switching to cuBLASLt at the same fixed m on all. */
 static int inst_make(inst *x, mt_precision prec, int g, int debug_sync)
@@ -41,14 +57,7 @@ static int inst_make(inst *x, mt_precision prec, int g, int debug_sync)
     o.debug_sync = debug_sync;
     o.autotune = 0; /* a crossover measured per backend could differ between the three */
     o.crossover = 64;
-    mt_err err = {{0}};
-    mt_model_opts mo = {.precision = prec};
-    x->be = NULL;
-    x->m = NULL;
-    mt_status st = mt_backend_cuda_create_opts(0, &o, &x->be, &err);
-    if (st == MT_OK)
-        st = mt_model_load(model_dir, x->be, &mo, &x->m, &err);
-    return CHECK(st == MT_OK, "%s, graphs %d: %s", mt_precision_name(prec), g, err.msg);
+    return inst_make_opts(x, prec, &o);
 }
 
 static void inst_free(inst *x)
@@ -232,6 +241,68 @@ static void two_threads(trio *t)
           w[0].bad, w[1].bad);
 }
 
+/* fp8 with every GEMM on FP8 W8A8 (MANTISSA_CUDA_GEMM=library): LayerNorm
+ * writing the E4M3 rows of the GEMM after it (MANTISSA_CUDA_LN_QUANT=1)
+ * against the GEMMs quantizing their own rows (0). The codes are the same
+ * bit for bit (test_gpu_q8io), so the vectors must be too, recorded and
+ * plain; the plain forward takes 2 per layer (QKV after the embedding's
+ * or the last layer's LayerNorm, the MLP's first GEMM after the
+ * attention's) from its LayerNorm, the other backend none. */
+static void fp8_layernorm_quant(int g)
+{
+    mt_cuda_opts o;
+    mt_cuda_opts_default(&o);
+    o.graphs = g;
+    o.gemm = MT_CUDA_GEMM_LIBRARY;
+    o.autotune = 0;
+    inst a, b;
+    o.ln_quant = 1;
+    if (!inst_make_opts(&a, MT_PREC_FP8, &o))
+        return;
+    o.ln_quant = 0;
+    if (!inst_make_opts(&b, MT_PREC_FP8, &o)) {
+        inst_free(&a);
+        return;
+    }
+    if (!mt_cuda_fp8_w8a8_enabled(a.be)) {
+        printf("gpu graphs: SKIP fp8 LayerNorm quantization: FP8 W8A8 is off on this GPU "
+               "(sm_90 + cuBLASLt 12.9 only)\n");
+        gt_skip++;
+    } else {
+        static const int cases[][3] = {{1, 12, 12}, {1, 100, 128}, {5, 10, 40}, {8, 20, 60}};
+        static int32_t ids[MAXT], off[MAXSEQ + 1];
+        static float va[MAXSEQ * 1024], vb[MAXSEQ * 1024];
+        const int L = a.m->info.layers;
+        int bad = 0;
+        long fed = 0, w8a8 = 0, fed_b = 0, refused = 0;
+        for (int i = 0; i < 4; i++) {
+            const int nseq = cases[i][0];
+            make_batch(nseq, cases[i][1], cases[i][2], a.m->info.vocab, ids, off);
+            for (int r = 0; r < 3; r++) { /* with graphs: eager, recorded, replayed */
+                mt_cuda_counts a0, a1, b0, b1;
+                mt_cuda_get_counts(a.be, &a0), mt_cuda_get_counts(b.be, &b0);
+                if (!forward(&a, ids, off, nseq, va) || !forward(&b, ids, off, nseq, vb))
+                    goto done;
+                mt_cuda_get_counts(a.be, &a1), mt_cuda_get_counts(b.be, &b1);
+                bad += memcmp(va, vb, sizeof(float) * (size_t)nseq * a.m->info.hidden) != 0;
+                fed += a1.w8a8_ln - a0.w8a8_ln, fed_b += b1.w8a8_ln - b0.w8a8_ln;
+                w8a8 += a1.lt_w8a8 - a0.lt_w8a8, refused += a1.w8a8_refused - a0.w8a8_refused;
+            }
+        }
+        printf("gpu graphs: fp8, graphs %d: %ld of %ld W8A8 GEMMs on rows their LayerNorm "
+               "quantized (%ld refused by cuBLASLt, run fused)\n", g, fed, w8a8, refused);
+        CHECK(bad == 0, "fp8 graphs %d: %d forwards differ with and without the LayerNorm's "
+              "quantization", g, bad);
+        CHECK(fed_b == 0 && fed > 0 &&
+                  (g || refused || (fed == 12L * 2 * L && w8a8 == 12L * 4 * L)),
+              "fp8 graphs %d: LayerNorm-quantized GEMMs %ld (off: %ld) of %ld W8A8, expected "
+              "2 of 4 per layer in the eager forwards", g, fed, fed_b, w8a8);
+    }
+done:
+    inst_free(&a);
+    inst_free(&b);
+}
+
 static void precision_suite(mt_precision prec, double tol, int quick)
 {
     trio t = {.tol = tol, .name = mt_precision_name(prec)};
@@ -276,5 +347,7 @@ int main(int argc, char **argv)
     precision_suite(MT_PREC_FP16, 2e-3, quick);
     if (!quick)
         precision_suite(MT_PREC_INT8, 5e-3, quick);
+    fp8_layernorm_quant(1);
+    fp8_layernorm_quant(0);
     return gt_finish(suite);
 }

@@ -9,7 +9,9 @@
  * row that read a padded row or stale memory shows up. The replayed forward
  * of new inputs must equal the plain CPU forward of the same inputs: that
  * checks that nothing host-side that varies per call (t, the ids, the
- * offsets) is baked into the recorded ops, and that padding is exact. */
+ * offsets) is baked into the recorded ops, and that padding is exact. The
+ * tape backend also checks layernorm_feed's promise: its next op is the
+ * GEMM it named, on its output. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +56,13 @@ typedef struct {
     int in_pair, eager;
     int violations;                 /* alloc/upload/download between begin and end */
     int begins, records, replays, not_now, fail_op_at, op_calls;
+    /* layernorm_feed's promise: its next op is gemm(out, t, next) */
+    struct {
+        const float *out;
+        const mt_weight *w;
+        int t;
+    } feed;
+    int feeds_kept, feeds_broken;
 } tape_be;
 
 static tape_be *T(mt_backend *be) { return (tape_be *)be; }
@@ -76,9 +85,17 @@ static mt_status run_op(tape_be *t, const tape_op *o, mt_err *err)
     return MT_EINTERNAL;
 }
 
-/* Every op goes through here: recorded (not run) while recording. */
+/* Every op goes through here: recorded (not run) while recording. The op
+ * after a layernorm_feed is checked against its promise. */
 static mt_status issue(tape_be *t, const tape_op *o, mt_err *err)
 {
+    if (t->feed.w) {
+        const bool kept = o->kind == T_GEMM && o->a == t->feed.out && o->w == t->feed.w &&
+                          o->n0 == t->feed.t;
+        t->feeds_kept += kept;
+        t->feeds_broken += !kept;
+        t->feed.w = NULL;
+    }
     if (t->fail_op_at > 0 && ++t->op_calls == t->fail_op_at)
         return mt_fail(err, MT_EINTERNAL, "injected op failure");
     if (!t->rec)
@@ -114,6 +131,17 @@ static mt_status tp_layernorm(mt_backend *be, const float *x, const float *res, 
     tape_op o = {.kind = T_LN, .a = x, .b = res, .c = gamma, .d = beta, .n0 = t, .n1 = h,
                  .f = eps, .out = out};
     return issue(T(be), &o, err);
+}
+
+/* The CPU has no other form of a LayerNorm's output: the promise is
+ * recorded (issue checks it) and the op is a plain layernorm. */
+static mt_status tp_layernorm_feed(mt_backend *be, const float *x, const float *res,
+                                   const float *gamma, const float *beta, int t, int h, float eps,
+                                   float *out, const mt_weight *next, mt_err *err)
+{
+    mt_status st = tp_layernorm(be, x, res, gamma, beta, t, h, eps, out, err);
+    T(be)->feed.out = out, T(be)->feed.w = next, T(be)->feed.t = t;
+    return st;
 }
 
 static mt_status tp_attention(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
@@ -256,6 +284,7 @@ static tape_be *tape_create(void)
     t->ops.gemm = tp_gemm;
     t->ops.embed = tp_embed;
     t->ops.layernorm = tp_layernorm;
+    t->ops.layernorm_feed = tp_layernorm_feed;
     t->ops.attention = tp_attention;
     t->ops.mean_pool = tp_mean_pool;
     t->ops.graph_begin = tp_graph_begin;
@@ -421,6 +450,28 @@ START_TEST(fwd_graph_failed_op_drops_the_recording)
 }
 END_TEST
 
+/* models/encoder.c calls layernorm_feed before the GEMM that reads its
+ * output, and the GEMM is the next op: after the embedding's LayerNorm
+ * (layer 0's QKV), each attention block's (the MLP's first GEMM) and each
+ * layer's last but the final one (the next QKV): 2 per layer, in plain,
+ * eager and recorded forwards alike; the vectors are the plain CPU's. */
+START_TEST(layernorm_feed_is_followed_by_its_gemm)
+{
+    int32_t ids[MAXT], off[10];
+    const int layers = rec->info.layers;
+    make_batch(9, 2, 10, ids, off); /* batch 9: plain */
+    int k0 = tape->feeds_kept;
+    ck_assert(forward_diff(ids, off, 9) <= TOL);
+    ck_assert_int_eq(tape->feeds_kept - k0, 2 * layers);
+    make_batch(3, 5, 30, ids, off); /* eager, recorded, replayed (issues nothing) */
+    k0 = tape->feeds_kept;
+    for (int rep = 0; rep < 3; rep++)
+        ck_assert(forward_diff(ids, off, 3) <= TOL);
+    ck_assert_int_eq(tape->feeds_kept - k0, 2 * 2 * layers);
+    ck_assert_int_eq(tape->feeds_broken, 0);
+}
+END_TEST
+
 static Suite *test_suite(void)
 {
     Suite *s = suite_create("fwd_graph");
@@ -430,6 +481,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, fwd_graph_replays_with_new_inputs_equal_the_plain_forward);
     tcase_add_test(tc, fwd_graph_is_not_taken_outside_the_keys);
     tcase_add_test(tc, fwd_graph_failed_op_drops_the_recording);
+    tcase_add_test(tc, layernorm_feed_is_followed_by_its_gemm);
     suite_add_tcase(s, tc);
     return s;
 }
