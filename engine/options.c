@@ -62,6 +62,11 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                               "GPU: a LayerNorm writes the E4M3 rows of the FP8 W8A8 GEMM after "
                               "it where the load measured that fastest (0: the GEMM quantizes "
                               "its rows in a pass)"},
+    [MT_OPT_CUDA_INT8_W8A8] = {"MANTISSA_CUDA_INT8_W8A8", NULL, MT_OPT_BOOL, "0|1", 0, 1, "0",
+                               "GPU: 1: int8 weights on f16 activations may also take INT8 "
+                               "W8A8 on 8-bit tensor cores (our kernel, activations quantized "
+                               "per token), where the load measures it fastest; 0 until a GPU "
+                               "run has measured it"},
     [MT_OPT_CUDA_DEBUG_SYNC] = {"MANTISSA_CUDA_DEBUG_SYNC", "MT_CUDA_DEBUG_SYNC", MT_OPT_BOOL,
                                 "0|1", 0, 1, "0",
                                 "GPU: synchronise and check after every op, record no graphs "

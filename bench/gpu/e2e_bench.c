@@ -249,11 +249,11 @@ int main(int argc, char **argv)
             char paths[320];
             snprintf(paths, sizeof paths,
                      "{\"fused\": %ld, \"direct\": %ld, \"dequant\": %ld, \"w8a8\": %ld, "
-                     "\"w8a8_ln\": %ld, \"lt16\": %ld, \"lt32\": %ld, \"gelu_epilogue\": %ld, "
-                     "\"bias_pass\": %ld}",
+                     "\"w8a8_i8\": %ld, \"w8a8_ln\": %ld, \"lt16\": %ld, \"lt32\": %ld, "
+                     "\"gelu_epilogue\": %ld, \"bias_pass\": %ld}",
                      c1.fused - c0.fused, c1.fused_direct - c0.fused_direct,
                      c1.lt_dequant - c0.lt_dequant, c1.lt_w8a8 - c0.lt_w8a8,
-                     c1.w8a8_ln - c0.w8a8_ln, c1.lt_16 - c0.lt_16, c1.lt_32 - c0.lt_32,
+                     c1.w8a8_i8 - c0.w8a8_i8, c1.w8a8_ln - c0.w8a8_ln, c1.lt_16 - c0.lt_16, c1.lt_32 - c0.lt_32,
                      c1.lt_gelu_epi - c0.lt_gelu_epi, c1.bias_pass - c0.bias_pass);
             fprintf(jf, "%s\n  {\"precision\": \"%s\", \"batch\": %d, \"tokens_per_row\": %d, "
                         "\"runs\": %d, \"median_s\": %.6f, \"sentences_per_s\": %.1f, "

@@ -12,6 +12,9 @@
  *            quantized; w8a8+q adds our per-token quantization kernel
  *   int8d, fp8d  the fused kernel's direct variant (weights straight into
  *            registers, KCU_W8A16_DIRECT), m <= 16 only ("-" above)
+ *   i8w8a8   our INT8 W8A8 tensor-core kernel (kcu_w8a8_i8_gemm_16: int8
+ *            activations already quantized per token, f16 out); i8w8a8+q
+ *            adds the int8 quantization of the f16 rows (kcu_quant_rows_16)
  *   fp16*, w8a8*  with --algos, at m >= 256: the best of the first 8
  *            algorithms cuBLASLt's heuristic offers for the fp16 and w8a8
  *            points (the other columns take its first): would timing them
@@ -79,9 +82,12 @@
             return s_;                                                                      \
     } while (0)
 
-enum { K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, K_INT8D, K_FP8D, K_FP16B, K_W8A8B, NKERN };
+enum {
+    K_FP16, K_INT8, K_FP8, K_INT8LIB, K_W8A8, K_W8A8Q, K_INT8D, K_FP8D, K_FP16B, K_W8A8B,
+    K_I8W8A8, K_I8W8A8Q, NKERN
+};
 static const char *const kname[NKERN] = {"fp16", "int8", "fp8", "int8lib", "w8a8", "w8a8+q",
-                                         "int8d", "fp8d", "fp16*", "w8a8*"};
+                                         "int8d", "fp8d", "fp16*", "w8a8*", "i8w8a8", "i8w8a8+q"};
 enum { MAX_ALGOS = 8, ALGOS_FROM_M = 256 };
 static int try_algos; /* --algos */
 
@@ -210,8 +216,8 @@ typedef struct {
     void **w16, **w8, **w8e; /* rotated weight copies */
     float *scale;
     float *x, *y;
-    void *x16, *y16, *xq, *wdeq;
-    float *xs;
+    void *x16, *y16, *xq, *wdeq, *xq8; /* xq8: int8 activation codes */
+    float *xs, *xs8;
     float *ws;
     int *counters;
     size_t ws_floats;
@@ -253,6 +259,16 @@ static int launch(point *p, int i)
                "kcu_quant_rows_e4m3"))
             return -1;
         return lt_run(&p->op, p->w8e[c], p->xq, p->y);
+    case K_I8W8A8Q:
+        if (kq(kcu_quant_rows_16(p->x16, KCU_DT_F16, p->ld16, p->m, p->k, NULL, KCU_W_INT8, p->xq8,
+                                 p->ld8, p->xs8, stream), "kcu_quant_rows_16"))
+            return -1;
+        /* fall through */
+    case K_I8W8A8:
+        return kq(kcu_w8a8_i8_gemm_16(p->xq8, p->ld8, p->xs8, p->w8[c], p->ld8, p->scale, NULL,
+                                      KCU_ACT_NONE, p->y16, p->n, p->m, p->n, p->ld8, KCU_DT_F16,
+                                      sms, stream),
+                  "kcu_w8a8_i8_gemm_16");
     }
     return -1;
 }
@@ -452,7 +468,8 @@ static double time_kind(point *p, int kd, int quick)
         snprintf(point_note, sizeof point_note, "refused: plan: %s", cublasLtGetStatusName(p->op.why));
     else
         us = best ? time_best_algo(p, quick) : time_point(p, quick);
-    if (kd != K_INT8 && kd != K_FP8 && kd != K_INT8D && kd != K_FP8D)
+    if (kd != K_INT8 && kd != K_FP8 && kd != K_INT8D && kd != K_FP8D && kd != K_I8W8A8 &&
+        kd != K_I8W8A8Q)
         lt_free(&p->op);
     return us;
 }
@@ -495,6 +512,7 @@ static void bench_row(point *p, const char *what, int m, double copy_gbs, int qu
         printf(" %.2fx | %.0f (%.0f%%) |", us[K_FP16] / us[K_INT8D], gb8d, 100 * gb8d / copy_gbs);
     else
         printf(" - | - |");
+    printf(" %.2fx | %.2fx |", us[K_FP16] / us[K_I8W8A8], us[K_FP16] / us[K_I8W8A8Q]);
     if (try_algos && isfinite(us[K_W8A8B]))
         printf(" %.2fx |", us[K_FP16B] / us[K_W8A8B]);
     else if (try_algos)
@@ -567,16 +585,21 @@ static void bench_shape(int n, int k, int llm, const char *what, const int *ms, 
     CK(cudaMalloc(&p.y16, 2 * (size_t)mmax * n));
     CK(cudaMalloc(&p.xq, (size_t)mmax * ld8));
     CK(cudaMalloc((void **)&p.xs, sizeof(float) * mmax));
+    CK(cudaMalloc(&p.xq8, (size_t)mmax * ld8));
+    CK(cudaMalloc((void **)&p.xs8, sizeof(float) * mmax));
     CK(cudaMalloc(&p.wdeq, wbytes16));
     CK(kcu_f32_to_16(p.x, k, mmax, k, p.x16, ld16, 0, stream));
     CK(kcu_quant_rows_e4m3(p.x, k, mmax, k, p.xq, ld8, p.xs, stream));
+    CK(kcu_quant_rows_16(p.x16, KCU_DT_F16, ld16, mmax, k, NULL, KCU_W_INT8, p.xq8, ld8, p.xs8,
+                         stream));
 
     printf("## %s (n=%d, k=%d)%s\n\n", what, n, k,
            llm ? ", weights rotated through DRAM" : ", weights L2-resident (as in the model)");
     printf("| m | fp16 us | int8 us | fp8 us | int8lib us | w8a8 us | w8a8+q us | int8d us | "
-           "fp8d us | fp16* us | w8a8* us | int8 x | fp8 x | int8 GB/s (%% copy) | fp8 GB/s (%% copy) | "
-           "w8a8 x | int8d x | int8d GB/s (%% copy) |%s\n", try_algos ? " w8a8* x fp16* |" : "");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+           "fp8d us | fp16* us | w8a8* us | i8w8a8 us | i8w8a8+q us | int8 x | fp8 x | "
+           "int8 GB/s (%% copy) | fp8 GB/s (%% copy) | w8a8 x | int8d x | int8d GB/s (%% copy) | "
+           "i8w8a8 x | i8w8a8+q x |%s\n", try_algos ? " w8a8* x fp16* |" : "");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
            try_algos ? "---|" : "");
     for (int mi = 0; mi < nm; mi++)
         bench_row(&p, what, ms[mi], copy_gbs, quick);
@@ -588,7 +611,7 @@ static void bench_shape(int n, int k, int llm, const char *what, const int *ms, 
     }
     free(p.w16), free(p.w8), free(p.w8e);
     cudaFree(p.scale), cudaFree(p.x), cudaFree(p.y), cudaFree(p.x16), cudaFree(p.y16);
-    cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq);
+    cudaFree(p.xq), cudaFree(p.xs), cudaFree(p.wdeq), cudaFree(p.xq8), cudaFree(p.xs8);
 }
 
 /* The shapes asked for (--shapes, --ms), one table each. */

@@ -112,15 +112,17 @@ def mpnet_section(w):
     print()
 
 
-def ab_section(w, e, name, title, off_label, on_label):
-    """The rows of e2e_bench's other JSON `name` (one switch off) against the
-    default rows of the same run."""
+def ab_section(w, e, name, title, off_label, on_label, gain="%s over %s"):
+    """The rows of e2e_bench's other JSON `name` (one switch turned) against
+    the default rows of the same run; the last column is the default's speed
+    over the other's (gain names it)."""
     ea = load_json(os.path.join(w, name))
     if not ea:
         return
     base = {(r["precision"], r["batch"]): r for r in e["results"]}
     print("### %s, same run\n" % title)
-    print("| precision | batch | %s, sentences/s | %s | speed-up |" % (off_label, on_label))
+    head = gain % (on_label, off_label) if "%s" in gain else gain
+    print("| precision | batch | %s, sentences/s | %s | %s |" % (off_label, on_label, head))
     print("|---|---|---|---|---|")
     for r in ea["results"]:
         b0 = base.get((r["precision"], r["batch"]))
@@ -147,13 +149,26 @@ def lnquant_section(w, e):
                "quantization pass", "in LayerNorm")
 
 
+def i8w8a8_section(w, e):
+    """int8 again with MANTISSA_CUDA_INT8_W8A8=1 (INT8 W8A8 on 8-bit tensor cores allowed),
+    and the paths the tuner chose there."""
+    ab_section(w, e, "e2e-i8w8a8.json",
+               "int8 with INT8 W8A8 allowed (MANTISSA_CUDA_INT8_W8A8=1) against int8's default "
+               "(W8A16 paths only)", "INT8 W8A8 allowed", "default",
+               gain="default over W8A8 allowed (< 1: W8A8 faster)")
+    ea = load_json(os.path.join(w, "e2e-i8w8a8.json"))
+    if ea:
+        print("GEMM paths with INT8 W8A8 allowed:\n")
+        paths_section(ea)
+
+
 def paths_section(e):
     """The GEMMs of one eager forward by path, per 8-bit precision and batch
     (e2e_bench's gemm_paths): what the load's tuner chose at that m."""
     rows = [r for r in e["results"] if r.get("gemm_paths") and r["precision"] in ("int8", "fp8")]
     if not rows:
         return
-    keys = ["fused", "direct", "dequant", "w8a8", "w8a8_ln", "gelu_epilogue", "bias_pass"]
+    keys = ["fused", "direct", "dequant", "w8a8", "w8a8_i8", "w8a8_ln", "gelu_epilogue", "bias_pass"]
     print("### GEMM paths of one forward (8-bit precisions; the tuner's choice at that batch)\n")
     print("| precision | batch | " + " | ".join(keys) + " |")
     print("|---|---|" + "---|" * len(keys))
@@ -254,6 +269,7 @@ def main():
             print("raw: compile peer `%s`\n" % json.dumps(comp))
         act32_section(w, e)
         lnquant_section(w, e)
+        i8w8a8_section(w, e)
         paths_section(e)
     elif a.phases in ("all",) or "e2e" in a.phases:
         print("## End to end\n\nno results (see logs.tar.gz: e2e.err, peer.err)\n")

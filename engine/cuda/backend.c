@@ -340,8 +340,11 @@ static mt_status cu_weight_upload(mt_backend *be, mt_precision prec, int n, int 
     if (!w)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     w->ld = round_up(k, (int)(16 / es));
-    w->w8a8 = mt_prec_gemm(prec, MT_BK_CUDA) == MT_GEMM_CODES8 &&
-              mt_prec(prec)->format == NF_E4M3 && b->fp8_w8a8 && cup_w8a8_shape_ok(n);
+    const bool codes8 = mt_prec_gemm(prec, MT_BK_CUDA) == MT_GEMM_CODES8;
+    w->w8a8 = codes8 && (codes_type(prec) == KCU_W_E4M3
+                             ? b->fp8_w8a8 && cup_w8a8_shape_ok(n)
+                             : b->opts.int8_w8a8 && cu_act_format(be, prec) == MT_ACTF_F16 &&
+                                   n % 8 == 0 && k % 8 == 0); /* as tune_weight's f16 rows */
     w->q.crossover = INT_MAX;
     memset(w->q.alt, w->w8a8 ? P_W8A8 : P_DEQUANT, sizeof w->q.alt);
     const size_t bytes = es * (size_t)n * w->ld;
@@ -514,8 +517,9 @@ static mt_status cu_layernorm_feed(mt_backend *be, const float *x, const float *
     uint8_t *xq;
     float *xs;
     CU(w8a8_rows_alloc(c, w, t, &xq, &xs));
-    cudaError_t e = kcu_layernorm_16_e4m3(x, res, gamma, beta, t, h, eps, out, (kcu_dtype)c->act,
-                                          w->in_mul, xq, w->ld, xs, c->stream);
+    cudaError_t e = kcu_layernorm_16_q(x, res, gamma, beta, t, h, eps, out, (kcu_dtype)c->act,
+                                       w->in_mul, codes_type(w->pub.prec), xq, w->ld, xs,
+                                       c->stream);
     if (e != cudaSuccess)
         scratch_free(c, xq);
     if (e == cudaErrorNotSupported)
@@ -674,6 +678,7 @@ void mt_cuda_opts_default(mt_cuda_opts *o)
     o->gelu_tanh = mt_opt_int(MT_OPT_CUDA_GELU);             /* erf, tanh */
     o->act16 = mt_opt_int(MT_OPT_CUDA_ACT16);
     o->ln_quant = mt_opt_int(MT_OPT_CUDA_LN_QUANT);
+    o->int8_w8a8 = mt_opt_int(MT_OPT_CUDA_INT8_W8A8);
     o->debug_sync = mt_opt_int(MT_OPT_CUDA_DEBUG_SYNC);
     o->graphs = mt_opt_int(MT_OPT_CUDA_GRAPHS);
 }
@@ -783,6 +788,7 @@ void mt_cuda_get_counts(const mt_backend *be, mt_cuda_counts *out)
     out->lt_32 = atomic_load(&b->n_lt_32);
     out->w8a8_refused = atomic_load(&b->n_w8a8_refused);
     out->w8a8_ln = atomic_load(&b->n_w8a8_ln);
+    out->w8a8_i8 = atomic_load(&b->n_w8a8_i8);
     out->ws_grows = atomic_load(&b->n_ws_grows);
     out->ops = atomic_load(&b->n_ops);
     out->graph_records = atomic_load(&b->n_graph_records);

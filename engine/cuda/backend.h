@@ -97,9 +97,13 @@
  *                                     results); auto: direct up to the m at which the load
  *                                     measured it faster for the weight's shape (H100: faster
  *                                     on 4096x4096, slower on the 11008-wide shapes)
- *   MANTISSA_CUDA_LN_QUANT=0|1              1 (default): a LayerNorm before an FP8 W8A8 GEMM
- *                                     writes its E4M3 rows and row scales too, where the load
+ *   MANTISSA_CUDA_LN_QUANT=0|1              1 (default): a LayerNorm before a W8A8 GEMM
+ *                                     writes its 8-bit rows and row scales too, where the load
  *                                     measured W8A8 on such rows fastest (layernorm_feed)
+ *   MANTISSA_CUDA_INT8_W8A8=0|1             1: int8 weights on f16 activations may take INT8
+ *                                     W8A8 (kcu_w8a8_i8_gemm_16, per-token int8 activations)
+ *                                     where the load measures it fastest (default 0: not yet
+ *                                     run on a GPU)
  *   MANTISSA_CUDA_DEBUG_SYNC=0|1            1: synchronise and check after every op (an
  *                                     asynchronous error names the op that caused it)
  *                                     and record no CUDA graphs (begin/end run the ops
@@ -120,7 +124,8 @@ typedef struct {
     int w8a16_kernel; /* kcu_w8a16_kernel: MANTISSA_CUDA_W8A16_KERNEL (0: auto) */
     int gelu_tanh;    /* MANTISSA_CUDA_GELU=tanh: fp16/bf16 GELU in cuBLASLt's epilogue */
     int act16;        /* MANTISSA_CUDA_ACT16: fp16/bf16 (int8/fp8: f16) models keep 16-bit activations */
-    int ln_quant;     /* MANTISSA_CUDA_LN_QUANT: LayerNorm quantizes the FP8 W8A8 GEMM's rows */
+    int ln_quant;     /* MANTISSA_CUDA_LN_QUANT: LayerNorm quantizes the W8A8 GEMM's rows */
+    int int8_w8a8;    /* MANTISSA_CUDA_INT8_W8A8: int8 weights may take INT8 W8A8 */
     int max_len_hint; /* attention grid sizing; any length still works (default 512) */
     /* Tests only: FP8 W8A8 GEMMs with m below this are refused as if
      * cuBLASLt had refused them at cublasLtMatmul (0: off), so the fallback
@@ -154,8 +159,10 @@ typedef struct {
                       * activations in and out (MANTISSA_CUDA_ACT16) */
     long lt_32;      /* fp32 / tf32 weights, cuBLASLt */
     long w8a8_refused; /* FP8 W8A8 plans cuBLASLt refused (the GEMM ran fused instead) */
-    long w8a8_ln;      /* of lt_w8a8, GEMMs on E4M3 rows their LayerNorm wrote
+    long w8a8_ln;      /* of lt_w8a8 and w8a8_i8, GEMMs on 8-bit rows their LayerNorm wrote
                         * (layernorm_feed, MANTISSA_CUDA_LN_QUANT): no quantization pass */
+    long w8a8_i8;      /* INT8 weights and per-token int8 activations, our tensor-core
+                        * kernel (MANTISSA_CUDA_INT8_W8A8) */
     long ws_grows;     /* split-K workspace reallocations, any thread (cached graphs are
                         * re-recorded after one, never replayed) */
     /* launch accounting (CUDA graphs) */

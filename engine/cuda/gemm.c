@@ -259,11 +259,6 @@ mt_status ws_ensure(cu_ctx *c, mt_err *err)
 }
 
 /* The kernels' name of an 8-bit precision's codes (its traits' format). */
-static kcu_wtype codes_type(mt_precision p)
-{
-    return mt_prec(p)->format == NF_E4M3 ? KCU_W_E4M3 : KCU_W_INT8;
-}
-
 /* Which W8A16 kernel runs this weight at m: MANTISSA_CUDA_W8A16_KERNEL when
  * it names one, else (auto) the direct kernel up to the m the load measured
  * it faster at (tune_weight), the staged one above. */
@@ -389,6 +384,13 @@ static mt_status w8a8_on_rows(cu_ctx *c, const cu_weight *w, const uint8_t *xq, 
                               int m, const void *bias, mt_act act, void *y, mt_err *err)
 {
     const mt_weight *pw = &w->pub;
+    if (codes_type(pw->prec) == KCU_W_INT8) { /* our kernel: cuBLASLt has no such int8 form */
+        CU(kcu_w8a8_i8_gemm_16(xq, w->ld, xs, pw->data, w->ld, pw->scales, bias,
+                               act == MT_ACT_GELU ? KCU_ACT_GELU : KCU_ACT_NONE, y, pw->n, m,
+                               pw->n, w->ld, (kcu_dtype)c->act, c->be->sms, c->stream));
+        atomic_fetch_add_explicit(&c->be->n_w8a8_i8, 1, memory_order_relaxed);
+        return MT_OK;
+    }
     mt_status st = lt_io(c, LK_E4M3, pw->data, w->ld, xq, m, pw->n, w->ld, bias, act, pw->scales,
                          xs, y, c->act, err);
     if (st == MT_OK)
@@ -396,11 +398,12 @@ static mt_status w8a8_on_rows(cu_ctx *c, const cu_weight *w, const uint8_t *xq, 
     return st;
 }
 
-/* FP8 W8A8: per-token E4M3 activations (fused absmax + quantize kernel),
- * cuBLASLt FP8 with outer-vector scales (weight channel x token). On FP32
- * rows cuBLASLt writes FP32 and one pass adds bias and GELU; on 16-bit rows
- * the quantization reads them and w8a8_on_rows writes them. MT_EUNSUPPORTED
- * when cuBLASLt cannot. */
+/* W8A8: per-token 8-bit activations (fused absmax + quantize kernel), then
+ * FP8: cuBLASLt FP8 with outer-vector scales (weight channel x token); on
+ * FP32 rows cuBLASLt writes FP32 and one pass adds bias and GELU; on
+ * 16-bit rows the quantization reads them and w8a8_on_rows writes them.
+ * MT_EUNSUPPORTED when cuBLASLt cannot. INT8 (16-bit rows only, q8_pick):
+ * int8 codes and kcu_w8a8_i8_gemm_16. */
 static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
                            const void *bias, mt_act act, void *y, mt_err *err)
 {
@@ -411,10 +414,12 @@ static mt_status gemm_w8a8(cu_ctx *c, const cu_weight *w, const void *x, int m,
     float *xs = NULL;
     CU(w8a8_rows_alloc(c, w, m, &xq, &xs));
     if (c->act != KCU_DT_F32) {
-        CU_GOTO(kcu_quant_rows_e4m3_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, xq, kq, xs,
-                                       c->stream),
+        CU_GOTO(kcu_quant_rows_16(x, (kcu_dtype)c->act, k, m, k, w->in_mul, codes_type(pw->prec),
+                                  xq, kq, xs, c->stream),
                 done);
         st = w8a8_on_rows(c, w, xq, xs, m, bias, act, y, err);
+    } else if (codes_type(pw->prec) == KCU_W_INT8) {
+        st = mt_fail(err, MT_EUNSUPPORTED, "INT8 W8A8 takes 16-bit rows only");
     } else {
         CU_GOTO(kcu_quant_rows_e4m3_mul(x, k, m, k, w->in_mul, xq, kq, xs, c->stream), done);
         if ((st = lt_gemm_t(c, LK_E4M3, pw->data, w->ld, xq, kq, m, n, kq, NULL, 0, pw->scales,
@@ -450,7 +455,7 @@ bool q8_feed_wanted(const cu_ctx *c, const cu_weight *w, int m)
 /* The cuBLASLt path an 8-bit weight takes at large m. */
 static q8_path alt_path(const cu_weight *w)
 {
-    return w->w8a8 ? P_W8A8 : P_DEQUANT; /* w8a8: only ever set for E4M3 codes */
+    return w->w8a8 ? P_W8A8 : P_DEQUANT; /* w8a8: E4M3 on sm_90, int8 where enabled */
 }
 
 mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
@@ -466,12 +471,18 @@ mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m
 }
 
 /* The path an 8-bit weight takes at m: q8_tuned_path's, unless
- * MANTISSA_CUDA_GEMM forces one (library: alt_path's). */
-static q8_path q8_pick(const cu_backend *b, const cu_weight *w, int m)
+ * MANTISSA_CUDA_GEMM forces one (library: alt_path's). INT8 W8A8 needs
+ * 16-bit rows: on FP32 ones (a mixed-precision forward) the dequantized
+ * path instead. */
+static q8_path q8_pick(const cu_ctx *c, const cu_weight *w, int m)
 {
-    return b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
-           : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
-                                                  : q8_tuned_path(w, m);
+    const cu_backend *b = c->be;
+    const q8_path p = b->opts.gemm == MT_CUDA_GEMM_FUSED     ? P_FUSED
+                      : b->opts.gemm == MT_CUDA_GEMM_LIBRARY ? alt_path(w)
+                                                             : q8_tuned_path(w, m);
+    return p == P_W8A8 && c->act == KCU_DT_F32 && codes_type(w->pub.prec) == KCU_W_INT8
+               ? P_DEQUANT
+               : p;
 }
 
 /* Runs path pth; a W8A8 plan that cuBLASLt refuses (its plan for this m
@@ -577,7 +588,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
                            n, k);
         if (same16)
             return gemm_16_io(c, w, bf, x, m, bias, act, y, err);
-        return gemm_q8(c, w, pre ? P_W8A8_PRE : q8_pick(b, w, m), x, m, bias, act, y, err);
+        return gemm_q8(c, w, pre ? P_W8A8_PRE : q8_pick(c, w, m), x, m, bias, act, y, err);
     }
     switch (mt_prec_gemm(pw->prec, MT_BK_CUDA)) {
     case MT_GEMM_FLOAT:
@@ -589,7 +600,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw,
             atomic_fetch_add_explicit(&b->n_lt_32, 1, memory_order_relaxed);
         break;
     case MT_GEMM_CODES8:
-        return gemm_q8(c, w, q8_pick(b, w, m), x, m, bias, act, y, err);
+        return gemm_q8(c, w, q8_pick(c, w, m), x, m, bias, act, y, err);
     default:
         return mt_fail(err, MT_EINVAL, "unknown weight precision %d", (int)pw->prec);
     }

@@ -13,6 +13,7 @@
 
 #include "engine/cuda/backend.h"
 #include "engine/cuda/policy.h"
+#include "engine/precision.h"
 #include "kernels/cuda/kcu.h"
 
 /* CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F: a property of the cuBLAS
@@ -161,7 +162,7 @@ typedef struct {
     int direct_max_m; /* m up to which the direct W8A16 kernel runs (AUTO; 0: never) */
     unsigned char alt[TUNE_MS]; /* from the crossover on: the cuBLASLt path (q8_path)
                                  * measured faster at each tuned m */
-    unsigned char pre[TUNE_MS]; /* fp8 W8A8: 1 where W8A8 on rows a LayerNorm quantized
+    unsigned char pre[TUNE_MS]; /* W8A8: 1 where W8A8 on rows a LayerNorm quantized
                                  * (no quantization pass) beat the fused and alt paths */
 } q8_tuning;
 
@@ -190,6 +191,7 @@ struct cu_backend {
     atomic_long n_q8_io;        /* 8-bit weights' GEMMs on 16-bit activations (gemm_q8) */
     atomic_long n_w8a8_refused; /* W8A8 GEMMs cuBLASLt refused, run fused instead */
     atomic_long n_w8a8_ln;      /* W8A8 GEMMs on rows their LayerNorm quantized */
+    atomic_long n_w8a8_i8;      /* INT8 W8A8 GEMMs (kcu_w8a8_i8_gemm_16) */
     atomic_long n_ws_grows;     /* split-K workspace reallocations (ws_ensure) */
     atomic_long n_ops;          /* op calls that launched at once (not recorded) */
     atomic_long n_graph_records, n_graph_replays, graph_nodes, graph_kernels;
@@ -200,7 +202,8 @@ typedef struct cu_weight {
     mt_weight pub;
     int ld;        /* row stride in elements: rows start 16-byte aligned, padding is zero */
     q8_tuning q;   /* 8-bit: the paths the load chose per m */
-    int w8a8;      /* fp8: cuBLASLt W8A8 possible for this weight (sm_90, shape) */
+    int w8a8;      /* fp8: cuBLASLt W8A8 possible for this weight (sm_90, shape); int8:
+                    * our INT8 W8A8 kernel (MANTISSA_CUDA_INT8_W8A8, f16 forwards) */
     float *in_mul; /* activation smoothing: 1/s per input channel, padded to whole 64-wide
                     * chunks with ones (kcu_w8a16_gemm_mul), or NULL */
 } cu_weight;
@@ -214,6 +217,12 @@ typedef enum {
 } q8_path;
 
 static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+/* The kernels' name for an 8-bit precision's codes. */
+static inline kcu_wtype codes_type(mt_precision p)
+{
+    return mt_prec(p)->format == NF_E4M3 ? KCU_W_E4M3 : KCU_W_INT8;
+}
 
 /* ---- engine/cuda/backend.c ---- */
 /* The calling thread's context on b (made on first use, device current). */
@@ -251,10 +260,10 @@ mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m
 
 /* Scratch for m E4M3 rows of w (w->ld codes each) and their m scales. */
 cudaError_t w8a8_rows_alloc(cu_ctx *c, const cu_weight *w, int m, uint8_t **xq, float **xs);
-/* Whether LayerNorm should write the E4M3 rows of w's GEMM at m (FP8 W8A8
- * on f16 rows, MANTISSA_CUDA_LN_QUANT, and W8A8 the path taken on such
- * rows: always with MANTISSA_CUDA_GEMM=library, where the load measured
- * it fastest with auto). */
+/* Whether LayerNorm should write the 8-bit rows of w's GEMM at m (W8A8, FP8
+ * or INT8, on f16 rows, MANTISSA_CUDA_LN_QUANT, and W8A8 the path taken on
+ * such rows: always with MANTISSA_CUDA_GEMM=library, where the load
+ * measured it fastest with auto). */
 bool q8_feed_wanted(const cu_ctx *c, const cu_weight *w, int m);
 /* Frees c->preq's rows, if any (every op but the GEMM that takes them). */
 void preq_drop(cu_ctx *c);

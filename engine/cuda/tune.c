@@ -161,7 +161,7 @@ static mt_status tune_direct(cu_ctx *c, cu_weight *w, const void *x, const void 
     return MT_OK;
 }
 
-/* FP8 W8A8 at m on rows quantized beforehand (as a LayerNorm that feeds
+/* W8A8 at m on rows quantized beforehand (as a LayerNorm that feeds
  * the GEMM writes them, layernorm_feed): the GEMM alone, in ms; NaN when
  * cuBLASLt refuses the plan. */
 static mt_status time_w8a8_pre(cu_ctx *c, cu_weight *w, const void *x, int m, const void *bias,
@@ -171,8 +171,8 @@ static mt_status time_w8a8_pre(cu_ctx *c, cu_weight *w, const void *x, int m, co
     float *xs;
     CU(w8a8_rows_alloc(c, w, m, &xq, &xs));
     c->preq.xq = xq, c->preq.xs = xs, c->preq.x = x, c->preq.w = w, c->preq.m = m;
-    cudaError_t e = kcu_quant_rows_e4m3_16(x, KCU_DT_F16, w->pub.k, m, w->pub.k, w->in_mul, xq,
-                                           w->ld, xs, c->stream);
+    cudaError_t e = kcu_quant_rows_16(x, KCU_DT_F16, w->pub.k, m, w->pub.k, w->in_mul,
+                                      codes_type(w->pub.prec), xq, w->ld, xs, c->stream);
     mt_status st = e == cudaSuccess
                        ? time_path(c, w, P_W8A8_PRE, -1, x, m, bias, y, ms, err)
                        : cu_fail(err, e, "quantizing the tuner's rows", __FILE__, __LINE__);

@@ -252,18 +252,19 @@ cudaError_t kcu_layernorm_16(const void *x, const void *res, const float *gamma,
                              const float *beta, int t, int h, float eps, void *out, kcu_dtype dt,
                              cudaStream_t stream);
 
-/* kcu_layernorm_16, and beside out the FP8 W8A8 rows of the GEMM that reads
- * it (what kcu_quant_rows_e4m3_16 would make of out, mul and ldq, bit for
- * bit): xq (t, ldq) E4M3 codes of out * mul (mul per column, may be NULL),
- * zero from column h on, row_scale (t) = absmax / 448 per row (1 for a zero
- * row). One kernel, so the GEMM needs no quantization pass.
- * cudaErrorNotSupported (nothing launched) where kcu_layernorm_16 would not
- * take its 16-byte kernel, or ldq % 8, xq 8-byte or mul 16-byte unaligned:
- * then LayerNorm and quantize apart. */
-cudaError_t kcu_layernorm_16_e4m3(const void *x, const void *res, const float *gamma,
-                                  const float *beta, int t, int h, float eps, void *out,
-                                  kcu_dtype dt, const float *mul, uint8_t *xq, int ldq,
-                                  float *row_scale, cudaStream_t stream);
+/* kcu_layernorm_16, and beside out the W8A8 rows of the GEMM that reads it
+ * (what kcu_quant_rows_16 would make of out, mul, code and ldq, bit for
+ * bit): xq (t, ldq) codes of out * mul (mul per column, may be NULL; code
+ * KCU_W_E4M3 or KCU_W_INT8), zero from column h on, row_scale (t) = absmax
+ * / 448 (E4M3) or / 127 (int8) per row (1 for a zero row). One kernel, so
+ * the GEMM needs no quantization pass. cudaErrorNotSupported (nothing
+ * launched) where kcu_layernorm_16 would not take its 16-byte kernel, or
+ * ldq % 8, xq 8-byte or mul 16-byte unaligned: then LayerNorm and quantize
+ * apart. */
+cudaError_t kcu_layernorm_16_q(const void *x, const void *res, const float *gamma,
+                               const float *beta, int t, int h, float eps, void *out, kcu_dtype dt,
+                               const float *mul, kcu_wtype code, uint8_t *xq, int ldq,
+                               float *row_scale, cudaStream_t stream);
 
 /* out (nseq, h) FP32 = mean of each sequence's 16-bit rows of x, L2-normalised
  * when normalize. */
@@ -281,6 +282,12 @@ cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const 
 cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
                                    const float *mul, uint8_t *xq, int ldq, float *row_scale,
                                    cudaStream_t stream);
+/* The same with codes of type code: KCU_W_E4M3 (as above) or KCU_W_INT8
+ * (row_scale = absmax / 127, xq = int8 round-to-nearest-even of
+ * x * mul / row_scale, clamped to +-127: the INT8 W8A8 GEMM's rows). */
+cudaError_t kcu_quant_rows_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
+                              const float *mul, kcu_wtype code, uint8_t *xq, int ldq,
+                              float *row_scale, cudaStream_t stream);
 
 /* kcu_w8a16_gemm_mul on 16-bit rows (a 16-bit forward's GEMM of an 8-bit
  * weight): x (m, ldx), y (m, ldy) and bias (n, may be NULL) of type dt,
@@ -295,6 +302,20 @@ cudaError_t kcu_w8a16_gemm_16(const void *x, int ldx, const void *w, int ldw, kc
                               int m, int n, int k, kcu_dtype dt, const float *in_mul,
                               const kcu_w8a16_opts *opts, float *ws, size_t ws_floats,
                               int *counters, int ncounters, cudaStream_t stream);
+
+/* INT8 W8A8 on 8-bit tensor cores (gemm_w8a8_i8.cu): y (m, n) of 16-bit type
+ * dt (row stride ldy, 4-byte aligned) = act(acc * xs[r] * ws[c] + bias[c]),
+ * acc = sum over k of xq[r][k] * w[c][k] in int32 (exact). xq (m, ldq) and
+ * w (n, ldw): int8 codes, 16-byte aligned, ldq and ldw multiples of 16; k
+ * (a multiple of 16) covers the zero padding of both. xs: m row scales
+ * (kcu_quant_rows_16 with KCU_W_INT8), ws: n channel scales, bias: n values
+ * of type dt or NULL; the epilogue in FP32, GELU in erf form. sms: the
+ * device's SM count (picks the tile). */
+cudaError_t kcu_w8a8_i8_gemm_16(const void *xq, int ldq, const float *xs, const void *w, int ldw,
+                                const float *ws, const void *bias, kcu_act act, void *y, int ldy,
+                                int m, int n, int k, kcu_dtype dt, int sms, cudaStream_t stream);
+/* Sets its kernels' shared-memory limit (kcu_warm calls it). */
+cudaError_t kcu_w8a8_i8_warm(void);
 
 /* kcu_attention_bias on qkv and out of type dt (KCU_DT_F32: the same as
  * kcu_attention_bias). 16-bit rows: qkv 8-byte and out 4-byte aligned for

@@ -164,8 +164,9 @@ __device__ __forceinline__ float row1(const T *xr, const float *mul, int c)
  * aligned, so columns go four at a time (the first run on an H200 moved
  * ~1.4 TB/s one float per thread per step); qvec: code rows 4-byte aligned,
  * so four codes are stored as one word. The arithmetic is the same either
- * way (absmax is order-free; each code is x * mul / s rounded once). */
-template <typename T>
+ * way (absmax is order-free; each code is x * mul / s rounded once). I8:
+ * int8 codes (s = absmax / 127), else E4M3 (absmax / 448). */
+template <typename T, bool I8>
 __global__ void quant_rows_kernel(const T *x, int ldx, int m, int k, uint8_t *xq, int ldq,
                                   float *row_scale, const float *mul, int vec, int qvec)
 {
@@ -182,7 +183,7 @@ __global__ void quant_rows_kernel(const T *x, int ldx, int m, int k, uint8_t *xq
         for (int c = 4 * k4 + threadIdx.x; c < k; c += blockDim.x)
             amax = fmaxf(amax, fabsf(row1(xr, mul, c)));
         amax = block_reduce(amax, red, true);
-        const float s = amax > 0.f ? amax / 448.0f : 1.0f;
+        const float s = amax > 0.f ? amax / code_max<I8>() : 1.0f;
         uint8_t *qr = xq + (size_t)r * ldq;
         if (vec && qvec) {
 #pragma unroll 4
@@ -190,20 +191,20 @@ __global__ void quant_rows_kernel(const T *x, int ldx, int m, int k, uint8_t *xq
                 uint32_t word = 0;
                 if (c4 < k4) {
                     const float4 v = row4(xr, mul, c4);
-                    word = e4m3(v.x / s) | e4m3(v.y / s) << 8 | e4m3(v.z / s) << 16 |
-                           e4m3(v.w / s) << 24;
+                    word = code8<I8>(v.x / s) | code8<I8>(v.y / s) << 8 |
+                           code8<I8>(v.z / s) << 16 | code8<I8>(v.w / s) << 24;
                 } else {
                     for (int e = 0; e < 4; e++) {
                         const int c = 4 * c4 + e;
                         if (c < k)
-                            word |= e4m3(row1(xr, mul, c) / s) << (8 * e);
+                            word |= code8<I8>(row1(xr, mul, c) / s) << (8 * e);
                     }
                 }
                 reinterpret_cast<uint32_t *>(qr)[c4] = word;
             }
         } else {
             for (int c = threadIdx.x; c < ldq; c += blockDim.x)
-                qr[c] = c < k ? (uint8_t)e4m3(row1(xr, mul, c) / s) : 0;
+                qr[c] = c < k ? (uint8_t)code8<I8>(row1(xr, mul, c) / s) : 0;
         }
         if (threadIdx.x == 0)
             row_scale[r] = s;
@@ -437,8 +438,38 @@ extern "C" cudaError_t kcu_quant_rows_e4m3_mul(const float *x, int ldx, int m, i
         return cudaErrorInvalidValue;
     const int vec = ((uintptr_t)x & 15) == 0 && ldx % 4 == 0 && ((uintptr_t)mul & 15) == 0;
     const int qvec = ((uintptr_t)xq & 3) == 0 && ldq % 4 == 0;
-    quant_rows_kernel<float><<<m < 65536 ? m : 65536, THREADS, 0, stream>>>(
+    quant_rows_kernel<float, false><<<m < 65536 ? m : 65536, THREADS, 0, stream>>>(
         x, ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t kcu_quant_rows_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
+                                         const float *mul, kcu_wtype code, uint8_t *xq, int ldq,
+                                         float *row_scale, cudaStream_t stream)
+{
+    if (m <= 0)
+        return cudaSuccess;
+    if (!x || !xq || !row_scale || k < 0 || ldx < k || ldq < k ||
+        (dt != KCU_DT_F16 && dt != KCU_DT_BF16) || (code != KCU_W_INT8 && code != KCU_W_E4M3))
+        return cudaErrorInvalidValue;
+    /* four columns are 8 bytes of 16-bit rows */
+    const int vec = ((uintptr_t)x & 7) == 0 && ldx % 4 == 0 && ((uintptr_t)mul & 15) == 0;
+    const int qvec = ((uintptr_t)xq & 3) == 0 && ldq % 4 == 0;
+    const unsigned blocks = m < 65536 ? m : 65536;
+    const __half *xh = static_cast<const __half *>(x);
+    const __nv_bfloat16 *xb = static_cast<const __nv_bfloat16 *>(x);
+    if (dt == KCU_DT_F16 && code == KCU_W_E4M3)
+        quant_rows_kernel<__half, false><<<blocks, THREADS, 0, stream>>>(xh, ldx, m, k, xq, ldq,
+                                                                         row_scale, mul, vec, qvec);
+    else if (dt == KCU_DT_F16)
+        quant_rows_kernel<__half, true><<<blocks, THREADS, 0, stream>>>(xh, ldx, m, k, xq, ldq,
+                                                                        row_scale, mul, vec, qvec);
+    else if (code == KCU_W_E4M3)
+        quant_rows_kernel<__nv_bfloat16, false><<<blocks, THREADS, 0, stream>>>(
+            xb, ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
+    else
+        quant_rows_kernel<__nv_bfloat16, true><<<blocks, THREADS, 0, stream>>>(
+            xb, ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
     return cudaGetLastError();
 }
 
@@ -446,22 +477,7 @@ extern "C" cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int l
                                               const float *mul, uint8_t *xq, int ldq,
                                               float *row_scale, cudaStream_t stream)
 {
-    if (m <= 0)
-        return cudaSuccess;
-    if (!x || !xq || !row_scale || k < 0 || ldx < k || ldq < k ||
-        (dt != KCU_DT_F16 && dt != KCU_DT_BF16))
-        return cudaErrorInvalidValue;
-    /* four columns are 8 bytes of 16-bit rows */
-    const int vec = ((uintptr_t)x & 7) == 0 && ldx % 4 == 0 && ((uintptr_t)mul & 15) == 0;
-    const int qvec = ((uintptr_t)xq & 3) == 0 && ldq % 4 == 0;
-    const unsigned blocks = m < 65536 ? m : 65536;
-    if (dt == KCU_DT_F16)
-        quant_rows_kernel<__half><<<blocks, THREADS, 0, stream>>>(
-            static_cast<const __half *>(x), ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
-    else
-        quant_rows_kernel<__nv_bfloat16><<<blocks, THREADS, 0, stream>>>(
-            static_cast<const __nv_bfloat16 *>(x), ldx, m, k, xq, ldq, row_scale, mul, vec, qvec);
-    return cudaGetLastError();
+    return kcu_quant_rows_16(x, dt, ldx, m, k, mul, KCU_W_E4M3, xq, ldq, row_scale, stream);
 }
 
 extern "C" cudaError_t kcu_embed(const int32_t *ids, const int32_t *offsets, int nseq,
@@ -562,8 +578,11 @@ extern "C" cudaError_t kcu_warm(void)
     cudaFuncAttributes a;
     const void *const fns[] = {
         (const void *)f32_to_16_kernel,      (const void *)bias_act_kernel,
-        (const void *)dequant_kernel,        (const void *)quant_rows_kernel<float>,
-        (const void *)quant_rows_kernel<__half>, (const void *)quant_rows_kernel<__nv_bfloat16>,
+        (const void *)dequant_kernel,        (const void *)quant_rows_kernel<float, false>,
+        (const void *)quant_rows_kernel<__half, false>,
+        (const void *)quant_rows_kernel<__nv_bfloat16, false>,
+        (const void *)quant_rows_kernel<__half, true>,
+        (const void *)quant_rows_kernel<__nv_bfloat16, true>,
         (const void *)fill_f32_kernel,       (const void *)fill_codes_kernel,
         (const void *)embed_kernel<float>,          (const void *)layernorm_warp_kernel<4>,
         (const void *)layernorm_warp_kernel<8>, (const void *)layernorm_warp_kernel<16>,
@@ -579,5 +598,8 @@ extern "C" cudaError_t kcu_warm(void)
             return e;
     }
     const cudaError_t e = kcu_warm_16();
-    return e != cudaSuccess ? e : kcu_w8a16_warm();
+    if (e != cudaSuccess)
+        return e;
+    const cudaError_t e2 = kcu_w8a16_warm();
+    return e2 != cudaSuccess ? e2 : kcu_w8a8_i8_warm();
 }

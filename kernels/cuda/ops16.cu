@@ -32,21 +32,21 @@ template <typename T> __device__ __forceinline__ uint4 pack8(const float (&f)[8]
                       row<T>::pack2(f[6], f[7]));
 }
 
-/* The FP8 W8A8 rows a LayerNorm writes beside its output
- * (kcu_layernorm_16_e4m3): codes (t, 8 ldq8) with zero columns from h on,
- * one scale per row, of the stored output times mul (per column, or NULL). */
-struct ln_e4m3 {
+/* The W8A8 rows a LayerNorm writes beside its output (kcu_layernorm_16_q):
+ * codes (t, 8 ldq8) with zero columns from h on, one scale per row, of the
+ * stored output times mul (per column, or NULL). */
+struct ln_q {
     const float4 *mul;
     uint2 *xq;
     int ldq8;
     float *xs;
 };
 
-/* A warp's row (v: lane's NV groups of eight stored outputs) as E4M3
- * codes and a scale, into q's row `row`. */
-template <int NV>
+/* A warp's row (v: lane's NV groups of eight stored outputs) as 8-bit
+ * codes (I8: int8, else E4M3) and a scale, into q's row `row`. */
+template <int NV, bool I8>
 __device__ __forceinline__ void ln_quant_row(float (&v)[NV][8], int lane, int row, int h8,
-                                             const ln_e4m3 &q)
+                                             const ln_q &q)
 {
     float amax = 0.f;
 #pragma unroll
@@ -66,16 +66,16 @@ __device__ __forceinline__ void ln_quant_row(float (&v)[NV][8], int lane, int ro
         }
     }
     amax = warp_max(amax);
-    const float s = amax > 0.f ? amax / 448.0f : 1.0f;
+    const float s = amax > 0.f ? amax / code_max<I8>() : 1.0f;
     uint2 *qr = q.xq + (size_t)row * q.ldq8;
 #pragma unroll
     for (int i = 0; i < NV; i++) {
         const int c = lane + 32 * i;
         if (c < h8)
-            qr[c] = make_uint2(e4m3(v[i][0] / s) | e4m3(v[i][1] / s) << 8 |
-                                   e4m3(v[i][2] / s) << 16 | e4m3(v[i][3] / s) << 24,
-                               e4m3(v[i][4] / s) | e4m3(v[i][5] / s) << 8 |
-                                   e4m3(v[i][6] / s) << 16 | e4m3(v[i][7] / s) << 24);
+            qr[c] = make_uint2(code8<I8>(v[i][0] / s) | code8<I8>(v[i][1] / s) << 8 |
+                                   code8<I8>(v[i][2] / s) << 16 | code8<I8>(v[i][3] / s) << 24,
+                               code8<I8>(v[i][4] / s) | code8<I8>(v[i][5] / s) << 8 |
+                                   code8<I8>(v[i][6] / s) << 16 | code8<I8>(v[i][7] / s) << 24);
     }
     for (int c = h8 + lane; c < q.ldq8; c += 32)
         qr[c] = make_uint2(0u, 0u);
@@ -87,14 +87,14 @@ __device__ __forceinline__ void ln_quant_row(float (&v)[NV][8], int lane, int ro
  * h % 8 == 0, rows and gamma/beta 16-byte aligned): the row is read once
  * into registers as FP32, the two-pass statistics of layernorm_vec_kernel,
  * written once. out may alias x or res: every read of a row precedes its
- * writes, and a row belongs to one warp. Q: also the row's E4M3 codes and
- * scale (q), from the rounded outputs by quant_rows_kernel's arithmetic
- * (absmax of out * mul, s = absmax / 448, code = e4m3(out * mul / s)), so
- * the FP8 GEMM after it needs no quantization pass. */
-template <typename T, int NV, bool Q>
+ * writes, and a row belongs to one warp. Q 1 (E4M3) or 2 (int8): also the
+ * row's codes and scale (q), from the rounded outputs by quant_rows_kernel's
+ * arithmetic (absmax of out * mul, s = absmax / code_max, code = out * mul / s
+ * rounded), so the W8A8 GEMM after it needs no quantization pass. */
+template <typename T, int NV, int Q>
 __global__ void layernorm16_vec_kernel(const uint4 *x, const uint4 *res, const float4 *g,
                                        const float4 *b, int t, int h8, float eps, uint4 *out,
-                                       ln_e4m3 q)
+                                       ln_q q)
 {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -151,12 +151,12 @@ __global__ void layernorm16_vec_kernel(const uint4 *x, const uint4 *res, const f
                 y[j] = (v[i][j] - mean) * rstd * gg[j] + bb[j];
             const uint4 p = pack8<T>(y);
             o[c] = p;
-            if constexpr (Q)
+            if constexpr (Q != 0)
                 unpack8<T>(p, v[i]); /* what the GEMM after would read */
         }
     }
-    if constexpr (Q)
-        ln_quant_row(v, lane, row, h8, q);
+    if constexpr (Q != 0)
+        ln_quant_row<NV, Q == 2>(v, lane, row, h8, q);
 }
 
 /* y = round(act(y + bias)) on 16-bit y and bias, eight values per thread
@@ -210,10 +210,11 @@ bool ln_vec_fits(const void *x, const void *res, const float *gamma, const float
            aligned(beta, 16) && aligned(out, 16);
 }
 
-/* The register kernel for h (ln_vec_fits), with (Q) or without the E4M3 rows. */
-template <typename T, bool Q>
+/* The register kernel for h (ln_vec_fits), with (Q 1: E4M3, 2: int8) or
+ * without (0) the W8A8 rows. */
+template <typename T, int Q>
 void layernorm16_vec(const void *x, const void *res, const float *gamma, const float *beta, int t,
-                     int h, float eps, void *out, const ln_e4m3 &q, cudaStream_t stream)
+                     int h, float eps, void *out, const ln_q &q, cudaStream_t stream)
 {
     const int rows_per_block = THREADS / 32;
     const unsigned grid = (unsigned)((t + rows_per_block - 1) / rows_per_block);
@@ -237,7 +238,7 @@ cudaError_t layernorm16(const void *x, const void *res, const float *gamma, cons
                         int t, int h, float eps, void *out, cudaStream_t stream)
 {
     if (ln_vec_fits(x, res, gamma, beta, h, out)) {
-        layernorm16_vec<T, false>(x, res, gamma, beta, t, h, eps, out, ln_e4m3{}, stream);
+        layernorm16_vec<T, 0>(x, res, gamma, beta, t, h, eps, out, ln_q{}, stream);
     } else {
         layernorm_block_kernel<T><<<t < 65536 ? t : 65536, THREADS, 0, stream>>>(
             static_cast<const T *>(x), static_cast<const T *>(res), gamma, beta, t, h, eps,
@@ -299,24 +300,31 @@ extern "C" cudaError_t kcu_layernorm_16(const void *x, const void *res, const fl
                : layernorm16<__nv_bfloat16>(x, res, gamma, beta, t, h, eps, out, stream);
 }
 
-extern "C" cudaError_t kcu_layernorm_16_e4m3(const void *x, const void *res, const float *gamma,
-                                             const float *beta, int t, int h, float eps, void *out,
-                                             kcu_dtype dt, const float *mul, uint8_t *xq, int ldq,
-                                             float *row_scale, cudaStream_t stream)
+extern "C" cudaError_t kcu_layernorm_16_q(const void *x, const void *res, const float *gamma,
+                                          const float *beta, int t, int h, float eps, void *out,
+                                          kcu_dtype dt, const float *mul, kcu_wtype code,
+                                          uint8_t *xq, int ldq, float *row_scale,
+                                          cudaStream_t stream)
 {
     if (t <= 0)
         return cudaSuccess;
-    if (!x || !gamma || !beta || !out || !xq || !row_scale || h <= 0 || ldq < h || !is16(dt))
+    if (!x || !gamma || !beta || !out || !xq || !row_scale || h <= 0 || ldq < h || !is16(dt) ||
+        (code != KCU_W_INT8 && code != KCU_W_E4M3))
         return cudaErrorInvalidValue;
     if (!ln_vec_fits(x, res, gamma, beta, h, out) || ldq % 8 || !aligned(xq, 8) ||
         !aligned(mul, 16))
         return cudaErrorNotSupported;
-    const ln_e4m3 q = {reinterpret_cast<const float4 *>(mul), reinterpret_cast<uint2 *>(xq),
-                       ldq / 8, row_scale};
-    if (dt == KCU_DT_F16)
-        layernorm16_vec<__half, true>(x, res, gamma, beta, t, h, eps, out, q, stream);
+    const ln_q q = {reinterpret_cast<const float4 *>(mul), reinterpret_cast<uint2 *>(xq),
+                    ldq / 8, row_scale};
+    const bool i8 = code == KCU_W_INT8, h16 = dt == KCU_DT_F16;
+    if (h16 && !i8)
+        layernorm16_vec<__half, 1>(x, res, gamma, beta, t, h, eps, out, q, stream);
+    else if (h16)
+        layernorm16_vec<__half, 2>(x, res, gamma, beta, t, h, eps, out, q, stream);
+    else if (!i8)
+        layernorm16_vec<__nv_bfloat16, 1>(x, res, gamma, beta, t, h, eps, out, q, stream);
     else
-        layernorm16_vec<__nv_bfloat16, true>(x, res, gamma, beta, t, h, eps, out, q, stream);
+        layernorm16_vec<__nv_bfloat16, 2>(x, res, gamma, beta, t, h, eps, out, q, stream);
     return cudaGetLastError();
 }
 
@@ -356,22 +364,30 @@ extern "C" cudaError_t kcu_warm_16(void)
     const void *const fns[] = {
         (const void *)embed_kernel<__half>,
         (const void *)embed_kernel<__nv_bfloat16>,
-        (const void *)layernorm16_vec_kernel<__half, 1, false>,
-        (const void *)layernorm16_vec_kernel<__half, 2, false>,
-        (const void *)layernorm16_vec_kernel<__half, 3, false>,
-        (const void *)layernorm16_vec_kernel<__half, 4, false>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, false>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, false>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, false>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, false>,
-        (const void *)layernorm16_vec_kernel<__half, 1, true>,
-        (const void *)layernorm16_vec_kernel<__half, 2, true>,
-        (const void *)layernorm16_vec_kernel<__half, 3, true>,
-        (const void *)layernorm16_vec_kernel<__half, 4, true>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, true>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, true>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, true>,
-        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, true>,
+        (const void *)layernorm16_vec_kernel<__half, 1, 0>,
+        (const void *)layernorm16_vec_kernel<__half, 2, 0>,
+        (const void *)layernorm16_vec_kernel<__half, 3, 0>,
+        (const void *)layernorm16_vec_kernel<__half, 4, 0>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, 0>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, 0>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, 0>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, 0>,
+        (const void *)layernorm16_vec_kernel<__half, 1, 1>,
+        (const void *)layernorm16_vec_kernel<__half, 2, 1>,
+        (const void *)layernorm16_vec_kernel<__half, 3, 1>,
+        (const void *)layernorm16_vec_kernel<__half, 4, 1>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, 1>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, 1>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, 1>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, 1>,
+        (const void *)layernorm16_vec_kernel<__half, 1, 2>,
+        (const void *)layernorm16_vec_kernel<__half, 2, 2>,
+        (const void *)layernorm16_vec_kernel<__half, 3, 2>,
+        (const void *)layernorm16_vec_kernel<__half, 4, 2>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 1, 2>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 2, 2>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 3, 2>,
+        (const void *)layernorm16_vec_kernel<__nv_bfloat16, 4, 2>,
         (const void *)layernorm_block_kernel<__half>,
         (const void *)layernorm_block_kernel<__nv_bfloat16>,
         (const void *)mean_pool_kernel<__half>,

@@ -120,6 +120,24 @@ __device__ __forceinline__ uint32_t e4m3(float v)
     return (uint32_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }
 
+/* v as an 8-bit activation code of a W8A8 GEMM: E4M3 (e4m3), or (I8) int8
+ * rounded to nearest even and clamped to +-127; the row scales divide the
+ * row's absmax by code_max<I8>() (448 or 127). */
+template <bool I8> __device__ __forceinline__ uint32_t code8(float v)
+{
+    if constexpr (I8) {
+        const int q = __float2int_rn(v);
+        return (uint32_t)(q < -127 ? -127 : q > 127 ? 127 : q) & 0xffu;
+    } else {
+        return e4m3(v);
+    }
+}
+
+template <bool I8> __host__ __device__ constexpr float code_max()
+{
+    return I8 ? 127.0f : 448.0f;
+}
+
 /* Butterfly reductions over a warp: every lane gets the result. */
 __device__ __forceinline__ float warp_sum(float v)
 {

@@ -12,8 +12,8 @@
  * rounding (the GEMMs see another m). Then the launch counts of a batch-1
  * forward with and without graphs, batch 9 (no graph), MANTISSA_CUDA_DEBUG_SYNC
  * (no graph), and two threads replaying at once (one arena each). Last,
- * fp8 on FP8 W8A8 with and without the LayerNorm writing its GEMM's E4M3
- * rows (MANTISSA_CUDA_LN_QUANT): the same vectors bit for bit.
+ * fp8 and int8 on W8A8 with and without the LayerNorm writing its GEMM's
+ * 8-bit rows (MANTISSA_CUDA_LN_QUANT): the same vectors bit for bit.
  *
  *   test_gpu_graphs [--model DIR] [--quick] [--seed N]
  */
@@ -241,30 +241,33 @@ static void two_threads(trio *t)
           w[0].bad, w[1].bad);
 }
 
-/* fp8 with every GEMM on FP8 W8A8 (MANTISSA_CUDA_GEMM=library): LayerNorm
- * writing the E4M3 rows of the GEMM after it (MANTISSA_CUDA_LN_QUANT=1)
- * against the GEMMs quantizing their own rows (0). The codes are the same
- * bit for bit (test_gpu_q8io), so the vectors must be too, recorded and
- * plain; the plain forward takes 2 per layer (QKV after the embedding's
- * or the last layer's LayerNorm, the MLP's first GEMM after the
- * attention's) from its LayerNorm, the other backend none. */
-static void fp8_layernorm_quant(int g)
+/* fp8 (int8) with every GEMM on FP8 (INT8) W8A8 (MANTISSA_CUDA_GEMM=
+ * library, MANTISSA_CUDA_INT8_W8A8=1): LayerNorm writing the 8-bit rows of
+ * the GEMM after it (MANTISSA_CUDA_LN_QUANT=1) against the GEMMs
+ * quantizing their own rows (0). The codes are the same bit for bit
+ * (test_gpu_q8io), so the vectors must be too, recorded and plain; the
+ * plain forward takes 2 per layer (QKV after the embedding's or the last
+ * layer's LayerNorm, the MLP's first GEMM after the attention's) from its
+ * LayerNorm, the other backend none. */
+static void layernorm_quant(mt_precision prec, int g)
 {
+    const int i8 = prec == MT_PREC_INT8;
     mt_cuda_opts o;
     mt_cuda_opts_default(&o);
     o.graphs = g;
     o.gemm = MT_CUDA_GEMM_LIBRARY;
     o.autotune = 0;
+    o.int8_w8a8 = 1;
     inst a, b;
     o.ln_quant = 1;
-    if (!inst_make_opts(&a, MT_PREC_FP8, &o))
+    if (!inst_make_opts(&a, prec, &o))
         return;
     o.ln_quant = 0;
-    if (!inst_make_opts(&b, MT_PREC_FP8, &o)) {
+    if (!inst_make_opts(&b, prec, &o)) {
         inst_free(&a);
         return;
     }
-    if (!mt_cuda_fp8_w8a8_enabled(a.be)) {
+    if (!i8 && !mt_cuda_fp8_w8a8_enabled(a.be)) {
         printf("gpu graphs: SKIP fp8 LayerNorm quantization: FP8 W8A8 is off on this GPU "
                "(sm_90 + cuBLASLt 12.9 only)\n");
         gt_skip++;
@@ -286,17 +289,19 @@ static void fp8_layernorm_quant(int g)
                 mt_cuda_get_counts(a.be, &a1), mt_cuda_get_counts(b.be, &b1);
                 bad += memcmp(va, vb, sizeof(float) * (size_t)nseq * a.m->info.hidden) != 0;
                 fed += a1.w8a8_ln - a0.w8a8_ln, fed_b += b1.w8a8_ln - b0.w8a8_ln;
-                w8a8 += a1.lt_w8a8 - a0.lt_w8a8, refused += a1.w8a8_refused - a0.w8a8_refused;
+                w8a8 += i8 ? a1.w8a8_i8 - a0.w8a8_i8 : a1.lt_w8a8 - a0.lt_w8a8;
+                refused += a1.w8a8_refused - a0.w8a8_refused;
             }
         }
-        printf("gpu graphs: fp8, graphs %d: %ld of %ld W8A8 GEMMs on rows their LayerNorm "
-               "quantized (%ld refused by cuBLASLt, run fused)\n", g, fed, w8a8, refused);
-        CHECK(bad == 0, "fp8 graphs %d: %d forwards differ with and without the LayerNorm's "
-              "quantization", g, bad);
+        const char *pn = mt_precision_name(prec);
+        printf("gpu graphs: %s, graphs %d: %ld of %ld W8A8 GEMMs on rows their LayerNorm "
+               "quantized (%ld refused by cuBLASLt, run fused)\n", pn, g, fed, w8a8, refused);
+        CHECK(bad == 0, "%s graphs %d: %d forwards differ with and without the LayerNorm's "
+              "quantization", pn, g, bad);
         CHECK(fed_b == 0 && fed > 0 &&
                   (g || refused || (fed == 12L * 2 * L && w8a8 == 12L * 4 * L)),
-              "fp8 graphs %d: LayerNorm-quantized GEMMs %ld (off: %ld) of %ld W8A8, expected "
-              "2 of 4 per layer in the eager forwards", g, fed, fed_b, w8a8);
+              "%s graphs %d: LayerNorm-quantized GEMMs %ld (off: %ld) of %ld W8A8, expected "
+              "2 of 4 per layer in the eager forwards", pn, g, fed, fed_b, w8a8);
     }
 done:
     inst_free(&a);
@@ -347,7 +352,9 @@ int main(int argc, char **argv)
     precision_suite(MT_PREC_FP16, 2e-3, quick);
     if (!quick)
         precision_suite(MT_PREC_INT8, 5e-3, quick);
-    fp8_layernorm_quant(1);
-    fp8_layernorm_quant(0);
+    for (int g = 1; g >= 0; g--) {
+        layernorm_quant(MT_PREC_FP8, g);
+        layernorm_quant(MT_PREC_INT8, g);
+    }
     return gt_finish(suite);
 }

@@ -5,7 +5,8 @@
  * 0.995 (fp8); fp32 must match the CPU FP32 path to rounding (mean >=
  * 0.999999, min >= 0.99999); tf32 as fp16 (same 10-bit mantissa) but one 9
  * looser until measured. The 8-bit precisions run three times: measured
- * crossover, fused kernel only, cuBLASLt only. "int8/prequant" loads a file
+ * crossover, fused kernel only, cuBLASLt only; int8 also with INT8 W8A8
+ * (MANTISSA_CUDA_INT8_W8A8) on every GEMM and as measured. "int8/prequant" loads a file
  * written by mt_model_save_quantized (what `mantissa quantize` writes: int8
  * with activation smoothing) on the CUDA backend.
  *
@@ -98,6 +99,7 @@ typedef struct {
     double min_mean_cos, min_min_cos;
     int prequant; /* load prequant_path, not the FP32 file quantized at load */
     int act32;    /* MANTISSA_CUDA_ACT16=0: FP32 activations, converted per GEMM (not 16-bit rows) */
+    int i8w8a8;   /* MANTISSA_CUDA_INT8_W8A8=1: int8 may take INT8 W8A8 */
 } variant;
 
 static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const float *ref, int h)
@@ -107,6 +109,7 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
     o.gemm = v->path;
     if (v->act32)
         o.act16 = 0;
+    o.int8_w8a8 = v->i8w8a8;
     mt_backend *be = NULL;
     mt_model *m = NULL;
     mt_err err = {{0}};
@@ -140,11 +143,12 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
         mt_cuda_get_counts(be, &c);
         printf("gpu model: %-14s mean cos %.8f  min cos %.8f  max |diff| %.3g  load %.2f s  "
                "embed %d sentences %.3f s  (gemm paths: fused %ld (direct kernel %ld), dequant+lt %ld, w8a8 %ld, "
+               "int8 w8a8 %ld, w8a8 on LayerNorm-quantized rows %ld, "
                "lt16 %ld of which GELU in the epilogue %ld, on 16-bit activations %ld, bias "
                "in a pass %ld, lt32 %ld; 8-bit on 16-bit activations %ld)\n",
                v->name, mean, mn, maxd, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9,
                n, (t2.tv_sec - t1.tv_sec) + (t2.tv_nsec - t1.tv_nsec) * 1e-9, c.fused,
-               c.fused_direct, c.lt_dequant, c.lt_w8a8, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32, c.q8_io);
+               c.fused_direct, c.lt_dequant, c.lt_w8a8, c.w8a8_i8, c.w8a8_ln, c.lt_16, c.lt_gelu_epi, c.lt_16_io, c.bias_pass, c.lt_32, c.q8_io);
         /* fp16/bf16, int8/fp8 (f16 rows): every GEMM on 16-bit activations,
          * unless switched off */
         if (v->prec == MT_PREC_FP16 || v->prec == MT_PREC_BF16)
@@ -153,7 +157,7 @@ static void variant_matches_cpu_fp32(const variant *v, char **sent, int n, const
                   c.lt_16_io, c.lt_16, v->act32 ? "none" : "all");
         if (v->prec == MT_PREC_INT8 || v->prec == MT_PREC_FP8) { /* the forwards' own */
             const long q8 = c.fused - at_load.fused + c.lt_dequant - at_load.lt_dequant +
-                            c.lt_w8a8 - at_load.lt_w8a8;
+                            c.lt_w8a8 - at_load.lt_w8a8 + c.w8a8_i8 - at_load.w8a8_i8;
             CHECK(v->act32 ? c.q8_io == 0 : c.q8_io == q8 && q8 > 0,
                   "%s: %ld of %ld 8-bit GEMMs on 16-bit activations (want %s)", v->name, c.q8_io,
                   q8, v->act32 ? "none" : "all");
@@ -267,21 +271,25 @@ int main(int argc, char **argv)
     printf("%s: %d sentences, hidden %d, model %s\n", suite, n, h, model_dir);
 
     static const variant vs[] = {
-        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999, 0, 0},
-        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0},
-        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 0},
-        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0},
-        {"fp16/act32", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 1},
-        {"bf16/act32", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 1},
-        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 0},
-        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99, 0, 0},
-        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0, 0},
-        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 0},
-        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0, 0},
-        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0, 0},
-        {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1, 0},
-        {"int8/act32", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 1},
-        {"fp8/act32", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 1},
+        {"fp32", MT_PREC_FP32, MT_CUDA_GEMM_AUTO, 0.999999, 0.99999, 0, 0, 0},
+        {"tf32", MT_PREC_TF32, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0, 0},
+        {"fp16", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 0, 0},
+        {"bf16", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 0, 0},
+        {"fp16/act32", MT_PREC_FP16, MT_CUDA_GEMM_AUTO, 0.99999, 0.9999, 0, 1, 0},
+        {"bf16/act32", MT_PREC_BF16, MT_CUDA_GEMM_AUTO, 0.9999, 0.999, 0, 1, 0},
+        {"int8", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 0, 0},
+        {"int8/fused", MT_PREC_INT8, MT_CUDA_GEMM_FUSED, 0.999, 0.99, 0, 0, 0},
+        {"int8/library", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0, 0, 0},
+        {"fp8", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 0, 0},
+        {"fp8/fused", MT_PREC_FP8, MT_CUDA_GEMM_FUSED, 0.995, 0.97, 0, 0, 0},
+        {"fp8/library", MT_PREC_FP8, MT_CUDA_GEMM_LIBRARY, 0.995, 0.97, 0, 0, 0},
+        {"int8/prequant", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 1, 0, 0},
+        {"int8/act32", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 1, 0},
+        {"fp8/act32", MT_PREC_FP8, MT_CUDA_GEMM_AUTO, 0.995, 0.97, 0, 1, 0},
+        /* INT8 W8A8 (per-token int8 activations, our tensor-core kernel): every
+         * GEMM (library), and where the load measured it fastest (auto) */
+        {"int8/w8a8", MT_PREC_INT8, MT_CUDA_GEMM_LIBRARY, 0.999, 0.99, 0, 0, 1},
+        {"int8/w8a8-auto", MT_PREC_INT8, MT_CUDA_GEMM_AUTO, 0.999, 0.99, 0, 0, 1},
     };
     /* what `mantissa quantize` writes for int8 (smoothed, on the CPU) */
     snprintf(prequant_path, sizeof prequant_path, "/tmp/mantissa-gpu-int8-%d.safetensors",

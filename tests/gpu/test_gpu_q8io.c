@@ -10,9 +10,13 @@
  * - kcu_dequant_to_f16_mul against the host: f16(code * scale[r] * mul[c]).
  * - kcu_quant_rows_e4m3_16 against kcu_quant_rows_e4m3_mul on the widened
  *   rows: the same codes and row scales, bit for bit.
- * - kcu_layernorm_16_e4m3 (LayerNorm writing the FP8 GEMM's rows too)
- *   against kcu_layernorm_16 followed by kcu_quant_rows_e4m3_16: the same
- *   output, codes and row scales, bit for bit.
+ * - kcu_w8a8_i8_gemm_16 (INT8 W8A8 on tensor cores) against the host: exact
+ *   int sums, the epilogue in double, within the 16-bit rounding.
+ * - kcu_quant_rows_16's int8 codes against the host: s = absmax / 127 and
+ *   each code the rounded, clamped x * mul / s, bit for bit.
+ * - kcu_layernorm_16_q (LayerNorm writing the W8A8 GEMM's rows too, E4M3
+ *   and int8) against kcu_layernorm_16 followed by kcu_quant_rows_16: the
+ *   same output, codes and row scales, bit for bit.
  * Inputs are fresh random numbers each run, outputs poisoned before every
  * launch (so an unwritten element fails).
  *
@@ -255,9 +259,71 @@ static void quant_rows_16_matches_fp32(void)
             }
 }
 
-/* One shape of ln_e4m3_is_ln_then_quant: ldq = h + pad, out aliasing x when
+/* Per-token int8 codes of 16-bit rows (the INT8 W8A8 GEMM's activations):
+ * against the host on the decoded rows, bit for bit: s = absmax / 127 of
+ * x * mul (FP32 products), code = round-half-even(x * mul / s) clamped to
+ * +-127, pad columns 0, an all-zero row scale 1. */
+static void quant_rows_i8_matches_host(void)
+{
+    static const int shapes[][2] = {{1, 64}, {7, 200}, {40, 384}, {3, 30}, {65, 1000}};
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 5; s++) {
+            const kcu_dtype dt = d ? KCU_DT_BF16 : KCU_DT_F16;
+            const int m = shapes[s][0], k = shapes[s][1], ldq = round_up(k, 16);
+            const int kmul = round_up(k, 64);
+            uint16_t *xh = malloc(2 * (size_t)m * k);
+            float *xf = malloc(4 * (size_t)m * k), *mul = malloc(4 * (size_t)kmul);
+            float *sc = malloc(4 * (size_t)m);
+            uint8_t *q = malloc((size_t)m * ldq);
+            rand16(xh, xf, (size_t)m * k, -3.f, 3.f, dt);
+            if (m > 2)
+                for (int c = 0; c < k; c++)
+                    xh[k + c] = 0, xf[k + c] = 0.f;
+            for (int i = 0; i < kmul; i++)
+                mul[i] = gt_unif(0.5f, 2.f);
+            void *dx = gt_dmalloc(2 * (size_t)m * k);
+            float *dm = gt_dmalloc(4 * (size_t)kmul), *ds = gt_dmalloc(4 * (size_t)m);
+            uint8_t *dq = gt_dmalloc((size_t)m * ldq);
+            cudaError_t e = dx && dm && ds && dq ? cudaSuccess : cudaErrorMemoryAllocation;
+            const char *what = "device memory";
+            TRY(cudaMemcpy(dx, xh, 2 * (size_t)m * k, cudaMemcpyHostToDevice));
+            TRY(cudaMemcpy(dm, mul, 4 * (size_t)kmul, cudaMemcpyHostToDevice));
+            TRY(cudaMemset(dq, 0x80, (size_t)m * ldq)); /* -128: never a code */
+            TRY(cudaMemset(ds, 0xff, 4 * (size_t)m));
+            TRY(kcu_quant_rows_16(dx, dt, k, m, k, dm, KCU_W_INT8, dq, ldq, ds, stream));
+            TRY(cudaStreamSynchronize(stream));
+            TRY(cudaMemcpy(q, dq, (size_t)m * ldq, cudaMemcpyDeviceToHost));
+            TRY(cudaMemcpy(sc, ds, 4 * (size_t)m, cudaMemcpyDeviceToHost));
+            const int ok = CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+            size_t bad = 0, big = 0;
+            for (int r = 0; ok && r < m; r++) {
+                float amax = 0.f;
+                for (int c = 0; c < k; c++)
+                    amax = fmaxf(amax, fabsf(dec16(xh[(size_t)r * k + c], dt) * mul[c]));
+                const float sr = amax > 0.f ? amax / 127.0f : 1.0f;
+                bad += memcmp(&sr, &sc[r], 4) != 0;
+                for (int c = 0; c < ldq; c++) {
+                    long v = 0;
+                    if (c < k) {
+                        v = lrintf(dec16(xh[(size_t)r * k + c], dt) * mul[c] / sr);
+                        v = v < -127 ? -127 : v > 127 ? 127 : v;
+                    }
+                    bad += (int8_t)q[(size_t)r * ldq + c] != v;
+                    big += v == 127 || v == -127;
+                }
+            }
+            CHECK(!ok || (bad == 0 && big >= (size_t)m - (m > 2)),
+                  "quant_rows_16 int8 on %s rows, m=%d k=%d: %zu codes or scales differ from the "
+                  "host's (%zu at +-127)", dt_name(dt), m, k, bad, big);
+            cudaFree(dx), cudaFree(dm), cudaFree(ds), cudaFree(dq);
+            free(xh), free(xf), free(mul), free(sc), free(q);
+        }
+}
+
+/* One shape of ln_q_is_ln_then_quant: ldq = h + pad, out aliasing x when
  * alias (as the encoder's residual LayerNorm does). */
-static void ln_e4m3_case(kcu_dtype dt, int t, int h, int pad, int with_res, int with_mul, int alias)
+static void ln_q_case(kcu_dtype dt, kcu_wtype code, int t, int h, int pad, int with_res,
+                      int with_mul, int alias)
 {
     const int ldq = h + pad, kmul = round_up(h, 64);
     const size_t nx = (size_t)t * h, nq = (size_t)t * ldq;
@@ -297,9 +363,9 @@ static void ln_e4m3_case(kcu_dtype dt, int t, int h, int pad, int with_res, int 
     const float *m = with_mul ? dm : NULL;
     /* the reference: LayerNorm, then the quantization pass on its output */
     TRY(kcu_layernorm_16(dx2, with_res ? dr : NULL, dg, db, t, h, 1e-12f, out2, dt, stream));
-    TRY(kcu_quant_rows_e4m3_16(out2, dt, h, t, h, m, dq2, ldq, ds2, stream));
-    TRY(kcu_layernorm_16_e4m3(dx1, with_res ? dr : NULL, dg, db, t, h, 1e-12f, out1, dt, m, dq1,
-                              ldq, ds1, stream));
+    TRY(kcu_quant_rows_16(out2, dt, h, t, h, m, code, dq2, ldq, ds2, stream));
+    TRY(kcu_layernorm_16_q(dx1, with_res ? dr : NULL, dg, db, t, h, 1e-12f, out1, dt, m, code, dq1,
+                           ldq, ds1, stream));
     TRY(cudaStreamSynchronize(stream));
     TRY(cudaMemcpy(o1, out1, 2 * nx, cudaMemcpyDeviceToHost));
     TRY(cudaMemcpy(o2, out2, 2 * nx, cudaMemcpyDeviceToHost));
@@ -313,10 +379,11 @@ static void ln_e4m3_case(kcu_dtype dt, int t, int h, int pad, int with_res, int 
             nz += q1[i] != 0;
         CHECK(!memcmp(o1, o2, 2 * nx) && !memcmp(q1, q2, nq) && !memcmp(s1, s2, 4 * (size_t)t) &&
                   nz > nq / 4,
-              "layernorm_16_e4m3 on %s rows, t=%d h=%d ldq=%d res %d mul %d alias %d: output, "
-              "codes or row scales differ from layernorm_16 then quant_rows_e4m3_16 "
+              "layernorm_16_q on %s rows, %s codes, t=%d h=%d ldq=%d res %d mul %d alias %d: "
+              "output, codes or row scales differ from layernorm_16 then quant_rows_16 "
               "(%zu of %zu codes nonzero)",
-              dt_name(dt), t, h, ldq, with_res, with_mul, alias, nz, nq);
+              dt_name(dt), code == KCU_W_INT8 ? "int8" : "e4m3", t, h, ldq, with_res, with_mul,
+              alias, nz, nq);
     }
     cudaFree(dx1), cudaFree(dx2), cudaFree(dr), cudaFree(do1), cudaFree(do2), cudaFree(dg);
     cudaFree(db), cudaFree(dm), cudaFree(ds1), cudaFree(ds2), cudaFree(dq1), cudaFree(dq2);
@@ -324,20 +391,104 @@ static void ln_e4m3_case(kcu_dtype dt, int t, int h, int pad, int with_res, int 
     free(s2), free(q1), free(q2);
 }
 
-/* LayerNorm writing the FP8 W8A8 rows of the GEMM after it
- * (kcu_layernorm_16_e4m3) against LayerNorm, then the quantization pass on
+/* LayerNorm writing the W8A8 rows of the GEMM after it (kcu_layernorm_16_q,
+ * E4M3 and int8 codes) against LayerNorm, then the quantization pass on
  * its output: the same 16-bit output, codes (the pad columns zero) and
  * row scales, bit for bit, at every register-kernel width (h8 <= 32, 64,
  * 96, 128). */
-static void ln_e4m3_is_ln_then_quant(void)
+static void ln_q_is_ln_then_quant(void)
 {
     static const int shapes[][3] = {{1, 384, 0}, {37, 384, 16}, {130, 768, 8}, {5, 1024, 0},
                                     {9, 40, 24}, {64, 520, 0}};
-    for (int d = 0; d < 2; d++)
+    for (int d = 0; d < 4; d++)
         for (int s = 0; s < 6; s++)
             for (int v = 0; v < (quick ? 2 : 8); v++)
-                ln_e4m3_case(d ? KCU_DT_BF16 : KCU_DT_F16, shapes[s][0], shapes[s][1],
-                             shapes[s][2], v & 1, (v >> 1) & 1, (v >> 2) & 1 || quick);
+                ln_q_case(d & 1 ? KCU_DT_BF16 : KCU_DT_F16, d & 2 ? KCU_W_INT8 : KCU_W_E4M3,
+                          shapes[s][0], shapes[s][1], shapes[s][2], v & 1, (v >> 1) & 1,
+                          (v >> 2) & 1 || quick);
+}
+
+/* One INT8 W8A8 GEMM (kcu_w8a8_i8_gemm_16) against the host: the int32
+ * sums exact (int64 on the host), the epilogue in double; each output
+ * within the 16-bit rounding of the reference plus FP32's error on the
+ * epilogue's terms. Inputs: random int8 codes (zero past k in both),
+ * scales as a model's, outputs poisoned first. */
+static void w8a8_i8_case(kcu_dtype dt, int m, int n, int k, int bias, int gelu)
+{
+    const int kp = round_up(k, 16), ldq = kp + (m % 3 == 0 ? 16 : 0), ldw = kp, ldy = n + (n % 2);
+    const size_t nq = (size_t)m * ldq, nw = (size_t)n * ldw, ny = (size_t)m * ldy;
+    int8_t *xq = calloc(nq, 1), *w = calloc(nw, 1);
+    float *xs = malloc(4 * (size_t)m), *ws = malloc(4 * (size_t)n), *bf = malloc(4 * (size_t)n);
+    uint16_t *bh = malloc(2 * (size_t)n), *y = malloc(2 * ny);
+    for (int r = 0; r < m; r++)
+        for (int c = 0; c < k; c++)
+            xq[(size_t)r * ldq + c] = (int8_t)gt_randint(-127, 127);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < k; c++)
+            w[(size_t)r * ldw + c] = (int8_t)gt_randint(-127, 127);
+    for (int r = 0; r < m; r++)
+        xs[r] = gt_unif(0.002f, 0.03f);
+    for (int c = 0; c < n; c++)
+        ws[c] = gt_unif(0.0005f, 0.004f);
+    rand16(bh, bf, (size_t)n, -0.5f, 0.5f, dt);
+    void *dq = gt_dmalloc(nq), *dw = gt_dmalloc(nw), *db = gt_dmalloc(2 * (size_t)n);
+    void *dy = gt_dmalloc(2 * ny);
+    float *dxs = gt_dmalloc(4 * (size_t)m), *dws = gt_dmalloc(4 * (size_t)n);
+    cudaError_t e = dq && dw && db && dy && dxs && dws ? cudaSuccess : cudaErrorMemoryAllocation;
+    const char *what = "device memory";
+    TRY(cudaMemcpy(dq, xq, nq, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dw, w, nw, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(db, bh, 2 * (size_t)n, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dxs, xs, 4 * (size_t)m, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dws, ws, 4 * (size_t)n, cudaMemcpyHostToDevice));
+    if (e == cudaSuccess)
+        poison16(dy, ny, dt);
+    TRY(kcu_w8a8_i8_gemm_16(dq, ldq, dxs, dw, ldw, dws, bias ? db : NULL,
+                            gelu ? KCU_ACT_GELU : KCU_ACT_NONE, dy, ldy, m, n, kp, dt, sms,
+                            stream));
+    TRY(cudaStreamSynchronize(stream));
+    TRY(cudaMemcpy(y, dy, 2 * ny, cudaMemcpyDeviceToHost));
+    size_t bad = 0, first = 0;
+    double worst = 0, ref_first = 0;
+    if (CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e)))
+        for (int r = 0; r < m; r++)
+            for (int c = 0; c < n; c++) {
+                long long acc = 0;
+                for (int i = 0; i < k; i++)
+                    acc += (long long)xq[(size_t)r * ldq + i] * w[(size_t)c * ldw + i];
+                const double prod = (double)acc * xs[r] * ws[c];
+                double ref = prod + (bias ? bf[c] : 0.0);
+                if (gelu)
+                    ref = 0.5 * ref * (1.0 + erf(ref / sqrt(2.0)));
+                const double got = dec16(y[(size_t)r * ldy + c], dt);
+                const double tol = eps16(dt) * fabs(ref) + 4e-7 * (fabs(prod) + 1.0);
+                const double err = fabs(got - ref);
+                if (!(err <= tol)) {
+                    if (!bad++)
+                        first = (size_t)r * n + c, ref_first = ref;
+                }
+                worst = err / (fabs(ref) + 1e-3) > worst ? err / (fabs(ref) + 1e-3) : worst;
+            }
+    CHECK(bad == 0,
+          "w8a8_i8 %s m=%d n=%d k=%d bias %d gelu %d: %zu of %zu outputs off the host reference "
+          "(first at %zu: reference %.7g; worst relative %.3g)",
+          dt_name(dt), m, n, k, bias, gelu, bad, (size_t)m * n, first, ref_first, worst);
+    cudaFree(dq), cudaFree(dw), cudaFree(db), cudaFree(dy), cudaFree(dxs), cudaFree(dws);
+    free(xq), free(w), free(xs), free(ws), free(bf), free(bh), free(y);
+}
+
+/* The INT8 W8A8 GEMM at MiniLM's and odd shapes, both tiles (64x64 below
+ * one full wave of 128x128 tiles, else 128x128), both row types. */
+static void w8a8_i8_matches_host(void)
+{
+    static const int shapes[][3] = {{1, 8, 32},     {7, 200, 384},  {64, 64, 64},
+                                    {130, 1152, 384}, {33, 1536, 384}, {300, 384, 1536},
+                                    {513, 100, 40},  {2048, 1536, 384}};
+    const int ns = quick ? 6 : 8;
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < ns; s++)
+            w8a8_i8_case(d ? KCU_DT_BF16 : KCU_DT_F16, shapes[s][0], shapes[s][1], shapes[s][2],
+                         s % 2 == 0, s % 3 == 1);
 }
 
 static void refuses_bad_arguments(void)
@@ -358,22 +509,33 @@ static void refuses_bad_arguments(void)
     CHECK(kcu_quant_rows_e4m3_16((void *)16, KCU_DT_F32, 64, 4, 64, NULL, (uint8_t *)16, 64,
                                  (float *)16, stream) == cudaErrorInvalidValue,
           "quant_rows_e4m3_16 refuses FP32 rows");
-    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 36, 1e-12f,
-                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 40, (float *)16,
-                                stream) == cudaErrorNotSupported,
-          "layernorm_16_e4m3 declines a width that is not a multiple of 8");
-    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 68, (float *)16,
-                                stream) == cudaErrorNotSupported,
-          "layernorm_16_e4m3 declines a code row stride that is not a multiple of 8");
-    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                                (void *)16, KCU_DT_F16, NULL, (uint8_t *)16, 56, (float *)16,
-                                stream) == cudaErrorInvalidValue,
-          "layernorm_16_e4m3 refuses code rows narrower than h");
-    CHECK(kcu_layernorm_16_e4m3((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                                (void *)16, KCU_DT_F32, NULL, (uint8_t *)16, 64, (float *)16,
-                                stream) == cudaErrorInvalidValue,
-          "layernorm_16_e4m3 refuses FP32 rows");
+    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 36, 1e-12f,
+                             (void *)16, KCU_DT_F16, NULL, KCU_W_E4M3, (uint8_t *)16, 40,
+                             (float *)16, stream) == cudaErrorNotSupported,
+          "layernorm_16_q declines a width that is not a multiple of 8");
+    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                             (void *)16, KCU_DT_F16, NULL, KCU_W_INT8, (uint8_t *)16, 68,
+                             (float *)16, stream) == cudaErrorNotSupported,
+          "layernorm_16_q declines a code row stride that is not a multiple of 8");
+    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                             (void *)16, KCU_DT_F16, NULL, KCU_W_E4M3, (uint8_t *)16, 56,
+                             (float *)16, stream) == cudaErrorInvalidValue,
+          "layernorm_16_q refuses code rows narrower than h");
+    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
+                             (void *)16, KCU_DT_F32, NULL, KCU_W_E4M3, (uint8_t *)16, 64,
+                             (float *)16, stream) == cudaErrorInvalidValue,
+          "layernorm_16_q refuses FP32 rows");
+    CHECK(kcu_quant_rows_16((void *)16, KCU_DT_F16, 64, 4, 64, NULL, (kcu_wtype)7, (uint8_t *)16,
+                            64, (float *)16, stream) == cudaErrorInvalidValue,
+          "quant_rows_16 refuses an unknown code type");
+    CHECK(kcu_w8a8_i8_gemm_16((void *)16, 40, (float *)16, (void *)16, 48, (float *)16, NULL,
+                              KCU_ACT_NONE, (void *)16, 64, 4, 64, 40, KCU_DT_F16, 1,
+                              stream) == cudaErrorInvalidValue,
+          "w8a8_i8_gemm_16 refuses a k that is not a multiple of 16");
+    CHECK(kcu_w8a8_i8_gemm_16((void *)24, 48, (float *)16, (void *)16, 48, (float *)16, NULL,
+                              KCU_ACT_NONE, (void *)16, 64, 4, 64, 48, KCU_DT_F16, 1,
+                              stream) == cudaErrorInvalidValue,
+          "w8a8_i8_gemm_16 refuses codes that are not 16-byte aligned");
     (void)cudaGetLastError();
 }
 
@@ -389,7 +551,9 @@ int main(int argc, char **argv)
     w8a16_on_16bit_rows();
     dequant_mul_matches_host();
     quant_rows_16_matches_fp32();
-    ln_e4m3_is_ln_then_quant();
+    quant_rows_i8_matches_host();
+    ln_q_is_ln_then_quant();
+    w8a8_i8_matches_host();
     cudaError_t e = cudaDeviceSynchronize();
     CHECK(e == cudaSuccess, "no asynchronous error at the end: %s", cudaGetErrorString(e));
     cudaStreamDestroy(stream);
