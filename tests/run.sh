@@ -41,6 +41,9 @@ if [ -d tests/integration ] && ls tests/integration/test_*.py >/dev/null 2>&1; t
   run_pytest "tests/structure tests/integration" -rs tests/structure tests/integration
 fi
 
+# the CUDA kernels' index math emulated on the host (no GPU needed)
+run_pytest "tests/gpu (host emulation)" tests/gpu
+
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failing: ${failed[*]}"
 echo "tests: $pass passed, $fail failed, $skip skipped"
