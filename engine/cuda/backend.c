@@ -5,13 +5,13 @@
  *     epilogue, GELU after it in our erf form: cuBLASLt's GELU epilogue is
  *     the tanh approximation, which BERT does not use). int8 / fp8 weights go
  *     to the fused W8A16 kernel (kernels/cuda/gemm_w8a16.cu) at small m, and
- *     from a crossover m on to cuBLASLt: the weight dequantized to an FP16
- *     scratch and an FP16 GEMM, or (fp8, where the GPU and cuBLASLt can) FP8
- *     W8A8 with per-channel weight and per-token activation scales
- *     (outer-vector scaling). When a weight is uploaded the paths are timed
- *     per (precision, n, k) at m = 16 .. 4096, each inside a CUDA graph as a
- *     forward replays them: the crossover (kcu_pick_crossover) and, per m
- *     from it on, the faster cuBLASLt path (engine/cuda/tune.c tune_weight).
+ *     from a crossover m on to the weight dequantized to an FP16 scratch and
+ *     a cuBLASLt FP16 GEMM, or W8A8 with per-channel weight and per-token
+ *     activation scales (cuBLASLt FP8 on sm_90, our INT8 kernel; gemm.c).
+ *     When a weight is uploaded the paths are timed per (precision, n, k) at
+ *     m = 16 .. 4096, each inside a CUDA graph as a forward replays them:
+ *     the crossover (kcu_pick_crossover) and, per m from it on, the faster
+ *     path (engine/cuda/tune.c tune_weight).
  *   - the rest of the encoder: kernels/cuda/ops.cu and attention.cu.
  *   - memory: a per-backend stream-ordered pool (cudaMallocFromPoolAsync) that
  *     keeps what it has, so the per-forward allocations of models/encoder.c cost
@@ -502,8 +502,8 @@ static mt_status cu_layernorm(mt_backend *be, const float *x, const float *res, 
 }
 
 /* backend.h's layernorm_feed: cu_layernorm, and where next's GEMM on out
- * takes FP8 W8A8 (q8_feed_wanted) the E4M3 rows and row scales of out in
- * the same kernel, kept in c->preq for that GEMM, which then skips its
+ * takes W8A8 (q8_feed_wanted) the 8-bit rows (E4M3 or int8, as the weight)
+ * and row scales of out in the same kernel, kept in c->preq for that GEMM, which then skips its
  * quantization pass. Shapes the kernel declines take the plain LayerNorm. */
 static mt_status cu_layernorm_feed(mt_backend *be, const float *x, const float *res,
                                    const float *gamma, const float *beta, int t, int h, float eps,

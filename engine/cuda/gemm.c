@@ -1,8 +1,10 @@
 /* engine/cuda/gemm.c: the CUDA backend's GEMMs (see engine/cuda/backend.c for the whole):
  * cuBLASLt plans cached per context, the paths (fp32/tf32/fp16/bf16 through
  * cuBLASLt; int8/fp8 through the fused W8A16 kernel at small m, and from a
- * crossover m on through a dequantized FP16 GEMM or cuBLASLt FP8 W8A8; in a
- * forward on 16-bit activations, fp16/bf16 straight from and into them), and
+ * crossover m on through a dequantized FP16 GEMM, cuBLASLt FP8 W8A8 or our
+ * INT8 W8A8 kernel, on rows quantized per token here or by the LayerNorm
+ * before; in a forward on 16-bit activations, fp16/bf16 straight from and
+ * into them), and
  * which of them an 8-bit weight takes at m (engine/cuda/tune.c measured it at
  * load). */
 #include <limits.h>
@@ -258,7 +260,6 @@ mt_status ws_ensure(cu_ctx *c, mt_err *err)
     return MT_OK;
 }
 
-/* The kernels' name of an 8-bit precision's codes (its traits' format). */
 /* Which W8A16 kernel runs this weight at m: MANTISSA_CUDA_W8A16_KERNEL when
  * it names one, else (auto) the direct kernel up to the m the load measured
  * it faster at (tune_weight), the staged one above. */
@@ -377,9 +378,9 @@ cudaError_t w8a8_rows_alloc(cu_ctx *c, const cu_weight *w, int m, uint8_t **xq, 
     return e;
 }
 
-/* FP8 W8A8 on 16-bit rows already quantized (xq codes, w->ld a row, xs
- * row scales): lt_io, bias and GELU in its epilogue where cuBLASLt has
- * such an FP8 plan. */
+/* W8A8 on 16-bit rows already quantized (xq codes, w->ld a row, xs row
+ * scales): FP8 through lt_io, bias and GELU in its epilogue where cuBLASLt
+ * has such an FP8 plan; INT8 through our kernel, which has them. */
 static mt_status w8a8_on_rows(cu_ctx *c, const cu_weight *w, const uint8_t *xq, const float *xs,
                               int m, const void *bias, mt_act act, void *y, mt_err *err)
 {

@@ -142,7 +142,7 @@ typedef struct cu_ctx {
     void *arena;                 /* the forward arena of the graph_begin slot (grow-only) */
     size_t arena_bytes;
     unsigned arena_gen;          /* bumped when it moves: graphs using it are re-recorded */
-    /* E4M3 rows a LayerNorm wrote for the GEMM after it (backend.h's
+    /* 8-bit rows a LayerNorm wrote for the GEMM after it (backend.h's
      * layernorm_feed): taken by the next gemm when its x, weight and m are
      * these, dropped by any other op (preq_drop). One scratch: xq (m,
      * w->ld) codes, then xs (m) row scales. */
@@ -258,7 +258,7 @@ mt_status cu_gemm(mt_backend *be, const float *x, int m, const mt_weight *pw, co
 mt_status q8_run_path(cu_ctx *c, cu_weight *w, q8_path pth, const void *x, int m,
                       const void *bias, mt_act act, void *y, int kernel, mt_err *err);
 
-/* Scratch for m E4M3 rows of w (w->ld codes each) and their m scales. */
+/* Scratch for m 8-bit rows of w's W8A8 (w->ld codes each) and their m scales. */
 cudaError_t w8a8_rows_alloc(cu_ctx *c, const cu_weight *w, int m, uint8_t **xq, float **xs);
 /* Whether LayerNorm should write the 8-bit rows of w's GEMM at m (W8A8, FP8
  * or INT8, on f16 rows, MANTISSA_CUDA_LN_QUANT, and W8A8 the path taken on
@@ -276,7 +276,7 @@ mt_status tune_weight(cu_backend *b, cu_ctx *c, cu_weight *w, mt_err *err);
  * the measured crossover, from it on the cuBLASLt path measured faster at
  * the tuned m nearest below (alt_path's where nothing was measured). */
 q8_path q8_tuned_path(const cu_weight *w, int m);
-/* Whether the load measured FP8 W8A8 on already quantized rows fastest at
+/* Whether the load measured W8A8 on already quantized rows fastest at
  * m (q8_tuning.pre at the tuned m nearest below; never below the first). */
 bool q8_tuned_pre(const cu_weight *w, int m);
 /* backend.h's act_format (backend.c): the rows a forward of precision p takes */

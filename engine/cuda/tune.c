@@ -2,10 +2,11 @@
  * uploaded it times the GEMM paths of engine/cuda/gemm.c on pseudo-random
  * rows, per (precision, n, k) and cached: the direct W8A16 kernel against
  * the staged one at m <= 16, then the fused kernel against the cuBLASLt
- * paths (the dequantized FP16 GEMM, and FP8 W8A8 where it exists) at m = 16
- * .. 4096, each recorded into a CUDA graph as a forward replays it. It keeps
- * the crossover m and, from it on, the faster cuBLASLt path per m; for FP8
- * W8A8 also where it wins on rows its LayerNorm quantized (q.pre). */
+ * paths (the dequantized FP16 GEMM, and W8A8 where the weight has it: FP8
+ * on sm_90, INT8 with MANTISSA_CUDA_INT8_W8A8) at m = 16 .. 4096, each
+ * recorded into a CUDA graph as a forward replays it. It keeps the
+ * crossover m and, from it on, the faster of those paths per m; for W8A8
+ * also where it wins on rows its LayerNorm quantized (q.pre). */
 #include <math.h>
 
 #include "engine/cuda/internal.h"
@@ -181,7 +182,7 @@ static mt_status time_w8a8_pre(cu_ctx *c, cu_weight *w, const void *x, int m, co
 }
 
 /* The fused kernel against the cuBLASLt paths at tune_ms[0 .. cnt): the
- * dequantized FP16 GEMM, and for an FP8 weight on sm_90 also W8A8, the
+ * dequantized FP16 GEMM, and W8A8 where the weight has it (w8a8), the
  * faster of the two kept per m in w->q.alt (cup_second_faster). Stops after
  * three m in a row where cuBLASLt won (assumed to keep winning: the larger
  * m take the last choice), and keeps the crossover (kcu_pick_crossover).
