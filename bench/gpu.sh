@@ -64,7 +64,11 @@
 # 64 MiB the device tool carries; pack warns when they do) and ask for
 # "RUN_BUDGET_S=570 run tests,e2e,mpnet,profile,peers,direct" in one call
 # (417 s on an H100, 2026-11-28; a warm machine is given back after 30 s
-# idle, so a second call usually starts a fresh one: ~40 s more).
+# idle, so a second call usually starts a fresh one: ~40 s more). To check
+# the 8-bit changes made after that run (kernels/cuda/NOTES.md, top) ask
+# first for "RUN_BUDGET_S=570 run tests,e2e,profile,stsb,gemm" (estimated
+# 350-450 s: mpnet, peers and direct were 200 s of the 417 and are not
+# needed for them), then "run sanitize,mpnet,peers" if time is left.
 #
 # Environment: SECONDS_PER_POINT (e2e, default 1.5), RUN_BUDGET_S, JOBS, OUT,
 # COMPILE_BATCHES (torch.compile peer, default 256,32), PROFILE_W8A16_MS (the

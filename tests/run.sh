@@ -3,7 +3,8 @@
 # build/<cfg>/tests/test_*; those that run GEMMs once more at every lower
 # instruction-set level of this CPU) and the Python integration tests that start the
 # real binary (tests/integration, pytest), with the tree's structure checks
-# (tests/structure). Ends with one line
+# (tests/structure), and the CUDA kernels' index math emulated on the host
+# (tests/gpu/*.py, pytest; the GPU programs are make test-gpu's). Ends with one line
 # "tests: N passed, N failed, N skipped" summed over all of them.
 set -u
 cd "$(dirname "$0")/.."
