@@ -4,9 +4,8 @@
  * crossover m on through a dequantized FP16 GEMM, cuBLASLt FP8 W8A8 or our
  * INT8 W8A8 kernel, on rows quantized per token here or by the LayerNorm
  * before; in a forward on 16-bit activations, fp16/bf16 straight from and
- * into them), and
- * which of them an 8-bit weight takes at m (engine/cuda/tune.c measured it at
- * load). */
+ * into them), and which of them an 8-bit weight takes at m
+ * (engine/cuda/tune.c measured it at load). */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -446,8 +445,7 @@ void preq_drop(cu_ctx *c)
 bool q8_feed_wanted(const cu_ctx *c, const cu_weight *w, int m)
 {
     const cu_backend *b = c->be;
-    if (!b->opts.ln_quant || !w->w8a8 || c->act != KCU_DT_F16 ||
-        mt_prec_gemm(w->pub.prec, MT_BK_CUDA) != MT_GEMM_CODES8)
+    if (!b->opts.ln_quant || !w->w8a8 || c->act != KCU_DT_F16) /* w8a8: 8-bit weights only */
         return false;
     return b->opts.gemm == MT_CUDA_GEMM_LIBRARY ||
            (b->opts.gemm == MT_CUDA_GEMM_AUTO && q8_tuned_pre(w, m));

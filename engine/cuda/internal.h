@@ -213,7 +213,8 @@ typedef enum {
     P_FUSED = MT_CUDA_PATH_FUSED,
     P_DEQUANT = MT_CUDA_PATH_DEQUANT,
     P_W8A8 = MT_CUDA_PATH_W8A8,
-    P_W8A8_PRE = 3 /* the tuner's only: W8A8 on the rows in c->preq, no quantization */
+    P_W8A8_PRE = 3 /* W8A8 on the rows in c->preq (a LayerNorm's, or the tuner's), no
+                    * quantization; never a tuned choice, so not in MT_CUDA_PATH_* */
 } q8_path;
 
 static inline int round_up(int v, int to) { return (v + to - 1) / to * to; }

@@ -33,6 +33,7 @@
  * (src-size < cp-size), so any m, n, k works; W needs 16-byte aligned rows
  * (ldw % 16 == 0), which engine/cuda/backend.c guarantees by padding.
  */
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/w8a16_dev.cuh"
 
 #include <limits.h>
@@ -45,47 +46,6 @@ namespace {
 #define KCU_W8A16_STAGES 4
 #endif
 constexpr int STAGES = KCU_W8A16_STAGES; /* cp.async pipeline depth */
-
-/* ------------------------------------------------------------------------
- * PTX wrappers: cp.async with zero fill (the MMA is in w8a16_dev.cuh)
- * ---------------------------------------------------------------------- */
-
-/* 16 bytes global -> shared, bytes beyond src_bytes (0..16) are zero; cached
- * in L2 only: weights are read once, so L1 would only be polluted. */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-/* 8 bytes global -> shared with zero fill: four 16-bit activations (IO). */
-__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, int src_bytes)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-/* 4 bytes global -> shared with zero fill: activations whose rows are not
- * 16-byte aligned. */
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int src_bytes)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 /* Shared-memory sizes of one instantiation. */
 template <int MT, bool IO>

@@ -19,6 +19,7 @@
  * Two tile shapes: 64x64 (4 warps) while a 128x128 grid would not fill the
  * GPU once, else 128x128 (8 warps, 64 accumulators a thread).
  */
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/kcu.h"
 #include "kernels/cuda/rows.cuh"
 
@@ -45,25 +46,6 @@ struct Params {
     void *y;
     int ldq, ldw, ldy, m, n, k, gelu;
 };
-
-/* 16 bytes global -> shared, zero-filled beyond src_bytes (0 or 16). */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 __device__ __forceinline__ uint32_t lds32(const uint8_t *p)
 {

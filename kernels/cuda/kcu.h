@@ -277,14 +277,11 @@ cudaError_t kcu_mean_pool_16(const void *x, kcu_dtype dt, const int32_t *offsets
 cudaError_t kcu_bias_act_16(void *y, kcu_dtype dt, int ldy, int m, int n, const void *bias,
                             kcu_act act, cudaStream_t stream);
 
-/* kcu_quant_rows_e4m3_mul on 16-bit rows x of type dt (the FP8 W8A8 GEMM of
- * a 16-bit forward): absmax and codes of x[r][c] * mul[c] in FP32. */
-cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
-                                   const float *mul, uint8_t *xq, int ldq, float *row_scale,
-                                   cudaStream_t stream);
-/* The same with codes of type code: KCU_W_E4M3 (as above) or KCU_W_INT8
- * (row_scale = absmax / 127, xq = int8 round-to-nearest-even of
- * x * mul / row_scale, clamped to +-127: the INT8 W8A8 GEMM's rows). */
+/* Per-token quantization of 16-bit rows x of type dt (a W8A8 GEMM of a
+ * 16-bit forward), absmax and codes of x[r][c] * mul[c] in FP32: code
+ * KCU_W_E4M3 as kcu_quant_rows_e4m3_mul (FP8), or KCU_W_INT8 (row_scale =
+ * absmax / 127, xq = int8 round-to-nearest-even of x * mul / row_scale,
+ * clamped to +-127: the INT8 W8A8 GEMM's rows). */
 cudaError_t kcu_quant_rows_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
                               const float *mul, kcu_wtype code, uint8_t *xq, int ldq,
                               float *row_scale, cudaStream_t stream);

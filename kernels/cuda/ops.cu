@@ -473,13 +473,6 @@ extern "C" cudaError_t kcu_quant_rows_16(const void *x, kcu_dtype dt, int ldx, i
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t kcu_quant_rows_e4m3_16(const void *x, kcu_dtype dt, int ldx, int m, int k,
-                                              const float *mul, uint8_t *xq, int ldq,
-                                              float *row_scale, cudaStream_t stream)
-{
-    return kcu_quant_rows_16(x, dt, ldx, m, k, mul, KCU_W_E4M3, xq, ldq, row_scale, stream);
-}
-
 extern "C" cudaError_t kcu_embed(const int32_t *ids, const int32_t *offsets, int nseq,
                                  const float *word, const float *pos, const float *type0, int h,
                                  float *out, cudaStream_t stream)

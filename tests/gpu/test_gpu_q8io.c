@@ -8,7 +8,7 @@
  *   direct), both weight types, both row types, smoothing on and off,
  *   split-K planned and off, bias and GELU, padded rows.
  * - kcu_dequant_to_f16_mul against the host: f16(code * scale[r] * mul[c]).
- * - kcu_quant_rows_e4m3_16 against kcu_quant_rows_e4m3_mul on the widened
+ * - kcu_quant_rows_16 (E4M3) against kcu_quant_rows_e4m3_mul on the widened
  *   rows: the same codes and row scales, bit for bit.
  * - kcu_w8a8_i8_gemm_16 (INT8 W8A8 on tensor cores) against the host: exact
  *   int sums, the epilogue in double, within the 16-bit rounding.
@@ -241,8 +241,8 @@ static void quant_rows_16_matches_fp32(void)
                 TRY(cudaMemset(ds16, 0xff, 4 * (size_t)m));
                 TRY(kcu_quant_rows_e4m3_mul(dxf, ldx, m, k, with_mul ? dm : NULL, dq32, ldq, ds32,
                                             stream));
-                TRY(kcu_quant_rows_e4m3_16(dxh, dt, ldx, m, k, with_mul ? dm : NULL, dq16, ldq, ds16,
-                                           stream));
+                TRY(kcu_quant_rows_16(dxh, dt, ldx, m, k, with_mul ? dm : NULL, KCU_W_E4M3, dq16,
+                                      ldq, ds16, stream));
                 TRY(cudaStreamSynchronize(stream));
                 TRY(cudaMemcpy(q16, dq16, (size_t)m * ldq, cudaMemcpyDeviceToHost));
                 TRY(cudaMemcpy(q32, dq32, (size_t)m * ldq, cudaMemcpyDeviceToHost));
@@ -250,7 +250,7 @@ static void quant_rows_16_matches_fp32(void)
                 TRY(cudaMemcpy(s32, ds32, 4 * (size_t)m, cudaMemcpyDeviceToHost));
                 if (CHECK(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e)))
                     CHECK(!memcmp(q16, q32, (size_t)m * ldq) && !memcmp(s16, s32, 4 * (size_t)m),
-                          "quant_rows_e4m3_16 on %s rows, mul %d, m=%d k=%d ldx=%d: codes or row "
+                          "quant_rows_16 (e4m3) on %s rows, mul %d, m=%d k=%d ldx=%d: codes or row "
                           "scales differ from the FP32 kernel's on the widened rows",
                           dt_name(dt), with_mul, m, k, ldx);
                 cudaFree(dxh), cudaFree(dxf), cudaFree(dm), cudaFree(ds16), cudaFree(ds32);
@@ -506,25 +506,26 @@ static void refuses_bad_arguments(void)
                             KCU_ACT_NONE, (void *)16, 64, 4, 64, 64, KCU_DT_F16, NULL, &o, NULL, 0,
                             NULL, 0, stream) == cudaErrorInvalidValue,
           "w8a16_gemm_16 refuses a row stride that is not a multiple of 4");
-    CHECK(kcu_quant_rows_e4m3_16((void *)16, KCU_DT_F32, 64, 4, 64, NULL, (uint8_t *)16, 64,
-                                 (float *)16, stream) == cudaErrorInvalidValue,
-          "quant_rows_e4m3_16 refuses FP32 rows");
-    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 36, 1e-12f,
-                             (void *)16, KCU_DT_F16, NULL, KCU_W_E4M3, (uint8_t *)16, 40,
-                             (float *)16, stream) == cudaErrorNotSupported,
-          "layernorm_16_q declines a width that is not a multiple of 8");
-    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                             (void *)16, KCU_DT_F16, NULL, KCU_W_INT8, (uint8_t *)16, 68,
-                             (float *)16, stream) == cudaErrorNotSupported,
-          "layernorm_16_q declines a code row stride that is not a multiple of 8");
-    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                             (void *)16, KCU_DT_F16, NULL, KCU_W_E4M3, (uint8_t *)16, 56,
-                             (float *)16, stream) == cudaErrorInvalidValue,
-          "layernorm_16_q refuses code rows narrower than h");
-    CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, 64, 1e-12f,
-                             (void *)16, KCU_DT_F32, NULL, KCU_W_E4M3, (uint8_t *)16, 64,
-                             (float *)16, stream) == cudaErrorInvalidValue,
-          "layernorm_16_q refuses FP32 rows");
+    CHECK(kcu_quant_rows_16((void *)16, KCU_DT_F32, 64, 4, 64, NULL, KCU_W_E4M3, (uint8_t *)16,
+                            64, (float *)16, stream) == cudaErrorInvalidValue,
+          "quant_rows_16 refuses FP32 rows");
+    static const struct {
+        int h, ldq;
+        kcu_dtype dt;
+        kcu_wtype code;
+        cudaError_t want;
+        const char *what;
+    } ln[] = {
+        {36, 40, KCU_DT_F16, KCU_W_E4M3, cudaErrorNotSupported, "declines a width that is not a multiple of 8"},
+        {64, 68, KCU_DT_F16, KCU_W_INT8, cudaErrorNotSupported, "declines a code row stride that is not a multiple of 8"},
+        {64, 56, KCU_DT_F16, KCU_W_E4M3, cudaErrorInvalidValue, "refuses code rows narrower than h"},
+        {64, 64, KCU_DT_F32, KCU_W_E4M3, cudaErrorInvalidValue, "refuses FP32 rows"},
+    };
+    for (size_t i = 0; i < sizeof ln / sizeof *ln; i++)
+        CHECK(kcu_layernorm_16_q((void *)16, NULL, (float *)16, (float *)16, 4, ln[i].h, 1e-12f,
+                                 (void *)16, ln[i].dt, NULL, ln[i].code, (uint8_t *)16, ln[i].ldq,
+                                 (float *)16, stream) == ln[i].want,
+              "layernorm_16_q %s", ln[i].what);
     CHECK(kcu_quant_rows_16((void *)16, KCU_DT_F16, 64, 4, 64, NULL, (kcu_wtype)7, (uint8_t *)16,
                             64, (float *)16, stream) == cudaErrorInvalidValue,
           "quant_rows_16 refuses an unknown code type");
