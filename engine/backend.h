@@ -20,7 +20,44 @@
 #include "engine/precision.h"
 #include "engine/status.h"
 
-typedef enum { MT_ACT_NONE, MT_ACT_GELU } mt_act;
+/* An activation: in a GEMM's epilogue (NONE, GELU) or on the gate of a
+ * gated MLP (glu below: GELU, SILU). */
+typedef enum { MT_ACT_NONE, MT_ACT_GELU, MT_ACT_SILU } mt_act;
+
+/* The ops beyond BERT's that an architecture row may need (models/arch.h's
+ * layer description), for supports_op: a backend that lacks one refuses
+ * the model at load, naming it (mt_op_kind_name). */
+typedef enum {
+    MT_OPK_RMSNORM,  /* rmsnorm */
+    MT_OPK_ADD,      /* add: the pre-norm layers' residual */
+    MT_OPK_GLU,      /* glu: gated MLPs */
+    MT_OPK_ROPE,     /* rope: rotary positions */
+    MT_OPK_CAUSAL,   /* attention with causal set */
+    MT_OPK_GQA,      /* attention with kv_heads < heads */
+    MT_OPK_NO_POS,   /* embed without a position table (rotary rows) */
+    MT_OPK_COUNT
+} mt_op_kind;
+
+/* "rmsnorm", "add", ... for messages. */
+const char *mt_op_kind_name(mt_op_kind k);
+
+/* The attention op's parameters. qkv rows are packed [Q | K | V] with Q
+ * heads x head_dim wide and K, V kv_heads x head_dim each; kv_heads
+ * divides heads (kv_heads < heads: grouped-query attention, query head hd
+ * reads K/V head hd / (heads / kv_heads)). causal: query i sees keys j <= i
+ * of its sequence only (else all of them). pos_bias: a relative position
+ * bias added to the scores (MPNet), B(i, j) = pos_bias[head * (2*maxrel+1)
+ * + (j - i) + maxrel], backend memory; NULL (BERT): none. Callers keep
+ * sequences at most maxrel + 1 long where there is a bias (the model
+ * refuses longer texts first). A longer one is refused where the backend
+ * sees the lengths (the CPU); where they live on the device (CUDA) it reads
+ * the table's edge entries, never past it. */
+typedef struct mt_attn_params {
+    int heads, kv_heads, head_dim;
+    bool causal;
+    const float *pos_bias;
+    int maxrel;
+} mt_attn_params;
 
 /* The element type of a forward's activation buffers (act_format below). */
 typedef enum { MT_ACTF_F32 = 0, MT_ACTF_F16 = 1, MT_ACTF_BF16 = 2 } mt_act_format;
@@ -46,6 +83,11 @@ typedef struct mt_backend_ops {
     void (*destroy)(mt_backend *be);
     /* Whether weights of precision p can be made and multiplied here. */
     bool (*supports)(const mt_backend *be, mt_precision p);
+    /* Optional (NULL: none of them): whether the op (or the op's mode) k
+     * runs here. A model whose row needs one that is not is refused at
+     * load with the op named; the ops themselves may be NULL where this
+     * says no. */
+    bool (*supports_op)(const mt_backend *be, mt_op_kind k);
 
     /* ---- memory ---------------------------------------------------- */
     void *(*alloc)(mt_backend *be, size_t bytes); /* NULL when out of memory */
@@ -105,7 +147,8 @@ typedef struct mt_backend_ops {
     /* y (m, n) = act(x (m, k) W^T + bias (n)); bias may be NULL. */
     mt_status (*gemm)(mt_backend *be, const float *x, int m, const mt_weight *w,
                       const float *bias, mt_act act, float *y, mt_err *err);
-    /* out (t, h) = word[ids[i]] + pos[i - offsets[b]] + type0, per token i of sequence b. */
+    /* out (t, h) = word[ids[i]] + pos[i - offsets[b]] + type0, per token i of
+     * sequence b; pos NULL (where supports_op(MT_OPK_NO_POS)): no position term. */
     mt_status (*embed)(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
                        const float *word, const float *pos, const float *type0, int h,
                        float *out, mt_err *err);
@@ -120,16 +163,30 @@ typedef struct mt_backend_ops {
     mt_status (*layernorm_feed)(mt_backend *be, const float *x, const float *res,
                                 const float *gamma, const float *beta, int t, int h, float eps,
                                 float *out, const mt_weight *next, mt_err *err);
-    /* qkv (t, 3h) packed [Q | K | V] per token -> out (t, h), softmax(Q K^T / sqrt(d) + B) V
-     * per head over each sequence's own tokens. B: a relative position bias
-     * (MPNet), B(i, j) = pos_bias[head * (2*maxrel+1) + (j - i) + maxrel], backend
-     * memory; pos_bias NULL (BERT): none. Callers keep sequences at most
-     * maxrel + 1 long (the model refuses longer texts first). A longer one is
-     * refused where the backend sees the lengths (the CPU); where they live
-     * on the device (CUDA) it reads the table's edge entries, never past it. */
+    /* qkv (t, (heads + 2 kv_heads) head_dim) packed [Q | K | V] per token ->
+     * out (t, heads head_dim), softmax(Q K^T / sqrt(head_dim) + B) V per head
+     * over each sequence's own tokens (mt_attn_params: masks, bias). */
     mt_status (*attention)(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
-                           int heads, int head_dim, const float *pos_bias, int maxrel,
-                           float *out, mt_err *err);
+                           const mt_attn_params *p, float *out, mt_err *err);
+    /* Optional (supports_op(MT_OPK_RMSNORM)): out (t, h) = (x + res) /
+     * sqrt(mean((x + res)^2) + eps) * gamma; res may be NULL; out may alias x. */
+    mt_status (*rmsnorm)(mt_backend *be, const float *x, const float *res, const float *gamma,
+                         int t, int h, float eps, float *out, mt_err *err);
+    /* Optional (MT_OPK_ADD): out (n floats) = x + y; out may alias x or y. */
+    mt_status (*add)(mt_backend *be, const float *x, const float *y, size_t n, float *out,
+                     mt_err *err);
+    /* Optional (MT_OPK_GLU): a gated MLP's middle: x (t, 2n) holds [gate | up]
+     * per row; out (t, n) = act(gate) * up, act GELU (erf) or SILU. out must
+     * not overlap x. */
+    mt_status (*glu)(mt_backend *be, const float *x, int t, int n, mt_act act, float *out,
+                     mt_err *err);
+    /* Optional (MT_OPK_ROPE): rotary position embedding in place on the Q
+     * and K heads of qkv (laid out as attention reads it, p's heads,
+     * kv_heads, head_dim): each head's pairs (d, d + head_dim/2) rotated by
+     * angle pos * theta^(-2d/head_dim), pos the token's index in its
+     * sequence (the rotate-half layout of GPT-NeoX, Llama, Qwen). */
+    mt_status (*rope)(mt_backend *be, float *qkv, const int32_t *offsets, int nseq,
+                      const mt_attn_params *p, float theta, mt_err *err);
     /* out (nseq, h) = L2-normalised (if normalize) mean over each sequence's tokens. */
     mt_status (*mean_pool)(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
                            int h, bool normalize, float *out, mt_err *err);

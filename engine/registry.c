@@ -20,6 +20,17 @@ static bool supports_by_traits(mt_backend_kind bk, mt_precision p, mt_op op)
     return p == mt_op_precision(op, p);
 }
 
+const char *mt_op_kind_name(mt_op_kind k)
+{
+    static const char *const names[MT_OPK_COUNT] = {
+        [MT_OPK_RMSNORM] = "rmsnorm",          [MT_OPK_ADD] = "add",
+        [MT_OPK_GLU] = "gated MLP (glu)",      [MT_OPK_ROPE] = "rotary positions (rope)",
+        [MT_OPK_CAUSAL] = "causal attention",  [MT_OPK_GQA] = "grouped-query attention",
+        [MT_OPK_NO_POS] = "embeddings without a position table",
+    };
+    return (unsigned)k < MT_OPK_COUNT ? names[k] : "?";
+}
+
 /* ---- the CPU ------------------------------------------------------------ */
 
 static int cpu_probe(char *why, size_t cap)

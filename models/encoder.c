@@ -52,16 +52,36 @@ mt_status enc_json_int(const cJSON *o, const char *file, const char *key, int lo
     return MT_OK;
 }
 
-/* config.json's numbers every encoder has, under the row's key names. */
-static mt_status read_dims(const cJSON *j, const char *path, const enc_config_keys *k,
-                           enc_config *c, mt_err *err)
+/* The activation config.json must name (when it names one as a string)
+ * for the row's MLP kind. */
+static const char *mlp_act_name(enc_mlp_kind k)
 {
+    return k == ENC_MLP_GATED_SILU ? "silu" : "gelu";
+}
+
+/* A number of config.json's that may be absent (key NULL or not there:
+ * def), else a positive number. */
+static mt_status opt_float(const cJSON *j, const char *path, const char *key, float def,
+                           float *out, mt_err *err)
+{
+    const cJSON *v = key ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
+    if (v && (!cJSON_IsNumber(v) || !(v->valuedouble > 0)))
+        return mt_fail(err, MT_EFORMAT, "%s: field '%s' must be a positive number", path, key);
+    *out = v ? (float)v->valuedouble : def;
+    return MT_OK;
+}
+
+/* config.json's numbers every encoder has, under the row's key names. */
+static mt_status read_dims(const cJSON *j, const char *path, const enc_arch *a, enc_config *c,
+                           mt_err *err)
+{
+    const enc_config_keys *k = &a->keys;
     const cJSON *act = k->act ? cJSON_GetObjectItemCaseSensitive(j, k->act) : NULL;
-    const cJSON *eps = k->eps ? cJSON_GetObjectItemCaseSensitive(j, k->eps) : NULL;
+    const char *want = mlp_act_name(a->kind.mlp);
     mt_status st;
-    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu") != 0)
-        return mt_fail(err, MT_EUNSUPPORTED, "%s: %s \"%s\" is not supported (gelu only)",
-                       path, k->act, act->valuestring);
+    if (cJSON_IsString(act) && strcmp(act->valuestring, want) != 0)
+        return mt_fail(err, MT_EUNSUPPORTED, "%s: %s \"%s\" is not supported (%s only)", path,
+                       k->act, act->valuestring, want);
     if ((st = enc_json_int(j, path, k->vocab, 1, 1 << 22, &c->vocab, err)) ||
         (st = enc_json_int(j, path, k->hidden, 1, 1 << 16, &c->hidden, err)) ||
         (st = enc_json_int(j, path, k->layers, 1, 1024, &c->layers, err)) ||
@@ -71,9 +91,29 @@ static mt_status read_dims(const cJSON *j, const char *path, const enc_config_ke
         (k->type_vocab &&
          (st = enc_json_int(j, path, k->type_vocab, 1, 1 << 16, &c->type_vocab, err))))
         return st;
-    if (c->hidden % c->heads != 0)
+    c->kv_heads = c->heads;
+    if (k->kv_heads && cJSON_GetObjectItemCaseSensitive(j, k->kv_heads) &&
+        (st = enc_json_int(j, path, k->kv_heads, 1, c->heads, &c->kv_heads, err)))
+        return st;
+    if (c->heads % c->kv_heads != 0)
+        return mt_fail(err, MT_EFORMAT, "%s: %s %d does not divide %s %d", path, k->kv_heads,
+                       c->kv_heads, k->heads, c->heads);
+    if (k->head_dim && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, k->head_dim))) {
+        if ((st = enc_json_int(j, path, k->head_dim, 2, 1024, &c->head_dim, err)))
+            return st;
+    } else if (c->hidden % c->heads != 0) {
         return mt_fail(err, MT_EFORMAT, "%s: %s %d is not a multiple of %s %d", path, k->hidden,
                        c->hidden, k->heads, c->heads);
+    } else {
+        c->head_dim = c->hidden / c->heads;
+    }
+    if (a->kind.pos == ENC_POS_ROTARY && c->head_dim % 2)
+        return mt_fail(err, MT_EFORMAT, "%s: rotary positions need an even head size, not %d",
+                       path, c->head_dim);
+    c->gated = a->kind.mlp != ENC_MLP_GELU;
+    if ((st = opt_float(j, path, k->rope_theta, 10000.0f, &c->rope_theta, err)))
+        return st;
+    const cJSON *eps = k->eps ? cJSON_GetObjectItemCaseSensitive(j, k->eps) : NULL;
     c->eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-12f;
     return MT_OK;
 }
@@ -91,7 +131,7 @@ static mt_status read_arch(const char *dir, const enc_arch *a, enc_config *c, mt
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
     if (!cJSON_IsString(mt) || strcmp(mt->valuestring, a->model_type) != 0)
         st = mt_fail(err, MT_EUNSUPPORTED, "%s: model_type must be \"%s\"", path, a->model_type);
-    else if ((st = read_dims(j, path, &a->keys, c, err)) == MT_OK) {
+    else if ((st = read_dims(j, path, a, c, err)) == MT_OK) {
         c->max_seq_len = c->max_positions;
         if (a->read_config)
             st = a->read_config(j, path, c, err);
@@ -198,7 +238,7 @@ mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int 
     if (st != MT_OK)
         return mt_prefix(err, st, "calibration model: ");
     const enc_config *c = &ref->cfg;
-    const int maxk = c->intermediate > c->hidden ? c->intermediate : c->hidden;
+    const int maxk = enc_max_k(c);
     ref->act_max = calloc((size_t)c->layers * GEMMS_PER_LAYER * maxk, sizeof(float));
     float *vec = malloc(sizeof(float) * 16 * (size_t)c->hidden);
     if (!ref->act_max || !vec)
@@ -276,9 +316,11 @@ static mt_act_format pick_act_format(const enc_model *m)
 {
     const mt_backend_ops *op = m->be->ops;
     const enc_config *c = &m->cfg;
+    const enc_layer_kind zero = {0};
     if (!op->act_format || !op->set_act_format || c->pool_cls || c->hidden % 8 ||
-        c->intermediate % 8 || c->layers < 1)
-        return MT_ACTF_F32;
+        c->intermediate % 8 || c->layers < 1 || memcmp(&m->arch->kind, &zero, sizeof zero) ||
+        c->head_dim * c->heads != c->hidden)
+        return MT_ACTF_F32; /* 16-bit rows: BERT-shaped layers only */
     const mt_precision p = m->layer[0].qkv->prec;
     for (int l = 0; l < c->layers; l++) {
         const enc_layer *L = &m->layer[l];
@@ -295,8 +337,9 @@ static mt_status make_bias16(enc_model *m, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     const nf_format fmt = m->actf == MT_ACTF_BF16 ? NF_BF16 : NF_F16;
-    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate;
-    const size_t len[4] = {3 * h, h, in, h}, most = 3 * h > in ? 3 * h : in;
+    const size_t h = (size_t)m->cfg.hidden, in = (size_t)enc_inter_width(&m->cfg);
+    const size_t qkv = (size_t)enc_qkv_width(&m->cfg);
+    const size_t len[4] = {qkv, h, in, h}, most = qkv > in ? qkv : in;
     float *host = malloc(sizeof(float) * most);
     uint16_t *codes = malloc(sizeof(uint16_t) * most);
     mt_status st = host && codes ? MT_OK : mt_fail(err, MT_ENOMEM, "out of memory");
@@ -340,6 +383,8 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
         goto fail;
     if (opts && opts->max_seq_len > 0 && opts->max_seq_len < m->cfg.max_seq_len)
         m->cfg.max_seq_len = opts->max_seq_len;
+    if ((st = enc_prepare_ops(m, err)) != MT_OK)
+        goto fail;
     if ((st = enc_setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
         goto fail;
 
@@ -431,7 +476,8 @@ static void enc_free(mt_model *base)
         }
         free(m->layer);
     }
-    float *v[] = {m->word, m->pos, m->type0, m->emb_ln_g, m->emb_ln_b, m->pos_bias};
+    void *v[] = {m->word,    m->pos,     m->type0,   m->emb_ln_g,
+                 m->emb_ln_b, m->final_g, m->final_b, (void *)m->attn.pos_bias};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (v[i])
             be->ops->free(be, v[i]);
@@ -461,311 +507,18 @@ static mt_status enc_decode(const mt_model *base, const int32_t *ids, int n, boo
     return tok_decode(((const enc_model *)base)->tok, ids, n, skip_special, out, err);
 }
 
-/* ========================================================================
- * forward
- * ====================================================================== */
-
-/* Calibration: the largest |value| per column of one GEMM's input (t, k),
- * kept in m->act_max. Only runs while calibrating. */
-static mt_status record(enc_model *m, int l, int g, const float *x, int t, int k, mt_err *err)
-{
-    if (!m->act_max)
-        return MT_OK;
-    const int maxk = m->cfg.intermediate > m->cfg.hidden ? m->cfg.intermediate : m->cfg.hidden;
-    float *host = malloc(sizeof(float) * (size_t)t * k);
-    if (!host)
-        return mt_fail(err, MT_ENOMEM, "out of memory while calibrating");
-    mt_status st = m->be->ops->download(m->be, host, x, sizeof(float) * (size_t)t * k, err);
-    float *mx = m->act_max + ((size_t)l * GEMMS_PER_LAYER + g) * maxk;
-    for (int i = 0; st == MT_OK && i < t; i++)
-        for (int j = 0; j < k; j++) {
-            float a = fabsf(host[(size_t)i * k + j]);
-            mx[j] = a > mx[j] ? a : mx[j];
-        }
-    free(host);
-    return st;
-}
-
-/* CLS pooling: each sequence's first row, as it is. */
-static mt_status cls_pool(enc_model *m, const float *x, const int32_t *offsets, int nseq,
-                          float *out, mt_err *err)
-{
-    const int h = m->cfg.hidden;
-    mt_status st = MT_OK;
-    for (int s = 0; s < nseq && st == MT_OK; s++)
-        st = m->be->ops->download(m->be, out + (size_t)s * h, x + (size_t)offsets[s] * h,
-                                  sizeof(float) * h, err);
-    return st;
-}
-
-/* The pooled rows' L2 norms into norms (may be NULL), and the rows
- * divided by them when the model has a Normalize module: as
- * sentence-transformers (torch's F.normalize, eps 1e-12), in the float
- * arithmetic kernels/cpu/ops.c's kc_mean_pool used, so vectors are the
- * same bits as when the CPU op normalised them. */
-static void normalize_rows(float *out, int nseq, int h, bool normalize, float *norms)
-{
-    for (int s = 0; s < nseq; s++) {
-        float *o = out + (size_t)s * h, n2 = 0.f;
-        for (int c = 0; c < h; c++)
-            n2 += o[c] * o[c];
-        const float nrm = sqrtf(n2);
-        if (norms)
-            norms[s] = nrm;
-        if (!normalize)
-            continue;
-        const float k = 1.0f / (nrm > 1e-12f ? nrm : 1e-12f);
-        for (int c = 0; c < h; c++)
-            o[c] *= k;
-    }
-}
-
-/* The end of a forward: the hidden states x (t, h) as they are (pool
- * false), or pooled (mean on the backend, or CLS) into out, with their
- * norms (may be NULL) and normalised as the model says. ready: pooled
- * already holds the means (the recorded forward pools inside its graph). */
-static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
-                        const int32_t *offsets, int nseq, int t, bool pool, bool ready,
-                        float *pooled, float *out, float *norms, mt_err *err)
-{
-    const mt_backend_ops *op = m->be->ops;
-    const int h = m->cfg.hidden;
-    mt_status st;
-    if (!pool)
-        return op->download(m->be, out, x, sizeof(float) * (size_t)t * h, err);
-    if (m->cfg.pool_cls)
-        st = cls_pool(m, x, offsets, nseq, out, err);
-    else if (ready || (st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
-        st = op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
-    if (st == MT_OK)
-        normalize_rows(out, nseq, h, m->cfg.normalize, norms);
-    return st;
-}
-
-/* out = LayerNorm(x + res), whose next op is the GEMM of weight next on out
- * (NULL: none): through the backend's layernorm_feed where it has one. */
-static mt_status ln_then(enc_model *m, const float *x, const float *res, const float *g,
-                         const float *b, int t, float *out, const mt_weight *next, mt_err *err)
-{
-    const mt_backend_ops *op = m->be->ops;
-    const int h = m->cfg.hidden;
-    if (next && op->layernorm_feed)
-        return op->layernorm_feed(m->be, x, res, g, b, t, h, m->cfg.eps, out, next, err);
-    return op->layernorm(m->be, x, res, g, b, t, h, m->cfg.eps, out, err);
-}
-
-/* The buffers of one forward, backend memory, rows = its token count (the
- * padded one on the recorded path). */
-typedef struct {
-    int32_t *ids, *off;         /* (rows) token ids; nseq + 1 offsets */
-    float *x, *qkv, *ctx, *mid; /* (rows, h) (rows, 3h) (rows, h) (rows, i) */
-    float *pooled;              /* (nseq, h) */
-    int act16;                  /* rows in the model's 16-bit actf (run) */
-} fwd_bufs;
-
-/* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
- * offsets already there; host copies in ids / offsets): x ends up holding
- * the hidden states. */
-static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                        int rows, int nlayers, const fwd_bufs *b, mt_err *err)
-{
-    const enc_config *c = &m->cfg;
-    const mt_backend_ops *op = m->be->ops;
-    mt_backend *be = m->be;
-    const int t = rows, h = c->hidden, in = c->intermediate;
-    float *x = b->x, *qkv = b->qkv, *ctx = b->ctx, *mid = b->mid;
-    const int32_t *d_off = b->off;
-    mt_status st;
-
-    /* embeddings */
-    if ((st = m->arch->embed
-                  ? m->arch->embed(m, ids, offsets, nseq, b->ids, d_off, x, err)
-                  : op->embed(be, b->ids, d_off, nseq, m->word, m->pos, m->type0, h, x, err)) ||
-        (st = ln_then(m, x, NULL, m->emb_ln_g, m->emb_ln_b, t, x,
-                      nlayers > 0 ? m->layer[0].qkv : NULL, err)))
-        return st;
-
-    for (int l = 0; l < nlayers; l++) {
-        const enc_layer *L = &m->layer[l];
-        /* a 16-bit forward's biases are in its type (backend.h) */
-        const float *bq = b->act16 ? L->b16[0] : L->b_qkv, *bo = b->act16 ? L->b16[1] : L->b_attn_out,
-                    *bi = b->act16 ? L->b16[2] : L->b_inter, *bd = b->act16 ? L->b16[3] : L->b_out;
-        /* self-attention, then residual + LayerNorm */
-        if ((st = record(m, l, 0, x, t, h, err)) ||
-            (st = op->gemm(be, x, t, L->qkv, bq, MT_ACT_NONE, qkv, err)) ||
-            (st = op->attention(be, qkv, d_off, nseq, c->heads, h / c->heads, m->pos_bias,
-                                        m->maxrel, ctx, err)) ||
-            (st = record(m, l, 1, ctx, t, h, err)) ||
-            (st = op->gemm(be, ctx, t, L->attn_out, bo, MT_ACT_NONE, qkv, err)) ||
-            (st = ln_then(m, qkv, x, L->ln1_g, L->ln1_b, t, x, L->inter, err)))
-            return st;
-        /* MLP, then residual + LayerNorm */
-        if ((st = record(m, l, 2, x, t, h, err)) ||
-            (st = op->gemm(be, x, t, L->inter, bi, MT_ACT_GELU, mid, err)) ||
-            (st = record(m, l, 3, mid, t, in, err)) ||
-            (st = op->gemm(be, mid, t, L->out, bd, MT_ACT_NONE, qkv, err)) ||
-            (st = ln_then(m, qkv, x, L->ln2_g, L->ln2_b, t, x,
-                          l + 1 < nlayers ? m->layer[l + 1].qkv : NULL, err)))
-            return st;
-    }
-    return MT_OK;
-}
-
-/* The plain forward: buffers allocated for these t tokens, inputs uploaded,
- * the ops issued as they come, the buffers freed. */
-static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                           int t, int nlayers, bool pool, int act16, float *out, float *norms,
-                           mt_err *err)
-{
-    const mt_backend_ops *op = m->be->ops;
-    mt_backend *be = m->be;
-    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate;
-    fwd_bufs b = {.act16 = act16};
-    b.ids = op->alloc(be, sizeof(int32_t) * ((size_t)t + nseq + 1));
-    b.x = op->alloc(be, sizeof(float) * t * h);
-    b.qkv = op->alloc(be, sizeof(float) * t * 3 * h);
-    b.ctx = op->alloc(be, sizeof(float) * t * h);
-    b.mid = op->alloc(be, sizeof(float) * t * in);
-    b.pooled = op->alloc(be, sizeof(float) * (size_t)nseq * h);
-    mt_status st = MT_OK;
-    if (!b.ids || !b.x || !b.qkv || !b.ctx || !b.mid || !b.pooled) {
-        st = mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens", be->device, t);
-        goto done;
-    }
-    b.off = b.ids + t;
-    if ((st = op->upload(be, b.ids, ids, sizeof(int32_t) * (size_t)t, err)) ||
-        (st = op->upload(be, b.off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) ||
-        (st = encode(m, ids, offsets, nseq, t, nlayers, &b, err)))
-        goto done;
-    st = finish(m, b.x, b.off, offsets, nseq, t, pool, false, b.pooled, out, norms, err);
-
-done:
-    op->free(be, b.ids);
-    op->free(be, b.x);
-    op->free(be, b.qkv);
-    op->free(be, b.ctx);
-    op->free(be, b.mid);
-    op->free(be, b.pooled);
-    return st;
-}
-
-/* Whether this forward may be recorded (engine/fwd_graph.h says when it
- * is): a backend with the graph slots, the whole pooled forward, not
- * calibrating (record() downloads between ops), and ids the row's embed
- * hook takes in one go (MPNet: no literal <pad>, models/mpnet.c). */
-static int capturable(const enc_model *m, const int32_t *ids, int t, int nlayers, bool pool)
-{
-    const mt_backend_ops *op = m->be->ops;
-    if (!op->graph_begin || !op->graph_end || !pool || nlayers != m->cfg.layers || m->act_max)
-        return 0;
-    return !m->arch->recordable || m->arch->recordable(m, ids, t);
-}
-
-/* The recorded forward (graph_begin / graph_end, backend.h): the buffers
- * are carved out of the backend's arena at places fixed by the key, the
- * ids are padded with id 0 to p->t_cap rows no sequence owns (exact: see
- * engine/fwd_graph.h), the ops are issued on the key's first two uses and
- * replayed after; pooling and the download run after the replay. *ran is
- * false when the backend records nothing now (then run the plain one). */
-static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                           int t, const mt_fwd_plan *p, int act16, float *out, float *norms,
-                           bool *ran, mt_err *err)
-{
-    const mt_backend_ops *op = m->be->ops;
-    const size_t h = (size_t)m->cfg.hidden, in = (size_t)m->cfg.intermediate, tc = p->t_cap;
-    const size_t n_in = tc + (size_t)nseq + 1; /* int32: ids (padded), then offsets */
-    const size_t sz[6] = {sizeof(int32_t) * n_in, sizeof(float) * tc * h,
-                          sizeof(float) * tc * 3 * h, sizeof(float) * tc * h,
-                          sizeof(float) * tc * in, sizeof(float) * (size_t)nseq * h};
-    size_t at[6];
-    const size_t total = mt_fwd_layout(sz, 6, at);
-    int32_t *host = calloc(n_in, sizeof *host);
-    if (!host)
-        return mt_fail(err, MT_ENOMEM, "out of memory");
-    memcpy(host, ids, sizeof *host * (size_t)t);
-    memcpy(host + tc, offsets, sizeof *host * ((size_t)nseq + 1));
-    void *arena = NULL;
-    bool replay = false;
-    mt_status st = op->graph_begin(m->be, p->key, total, host, sz[0], &arena, &replay, err);
-    free(host);
-    *ran = st == MT_OK && arena;
-    if (!*ran)
-        return st;
-    char *a = arena;
-    const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, (float *)(a + at[1]), (float *)(a + at[2]),
-                        (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5]),
-                        act16};
-    /* mean pooling is part of the recording (one launch fewer per replay;
-     * nseq is in the key, the offsets in the arena); CLS pooling downloads
-     * rows after it */
-    const bool mean = !m->cfg.pool_cls;
-    if (!replay &&
-        ((st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err)) ||
-         (mean && (st = op->mean_pool(m->be, b.x, b.off, nseq, (int)h, false, b.pooled, err))))) {
-        op->graph_end(m->be, true, NULL); /* drops the recording; keeps err */
-        return st;
-    }
-    if ((st = op->graph_end(m->be, false, err)) != MT_OK)
-        return st;
-    return finish(m, b.x, b.off, offsets, nseq, t, true, mean, b.pooled, out, norms, err);
-}
-
-/* Embeddings, then the first nlayers layers; then either pooling into out
- * (nseq, h) or, when pool is false, the hidden states into out (t, h).
- * Recorded and replayed where fwd_graph.h's plan says so, else plain. */
-static mt_status run(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                     int nlayers, bool pool, float *out, float *norms, mt_err *err)
-{
-    const enc_config *c = &m->cfg;
-    if (nseq <= 0)
-        return MT_OK;
-    if (offsets[0] != 0)
-        return mt_fail(err, MT_EINVAL, "offsets must start at 0");
-    for (int s = 0; s < nseq; s++) {
-        int len = offsets[s + 1] - offsets[s];
-        if (len < 1 || len > c->max_seq_len)
-            return mt_fail(err, MT_EINVAL, "sequence %d has %d tokens; allowed 1..%d", s, len,
-                           c->max_seq_len);
-    }
-    const int t = offsets[nseq];
-    for (int i = 0; i < t; i++)
-        if (ids[i] < 0 || ids[i] >= c->vocab)
-            return mt_fail(err, MT_EINVAL, "token id %d out of range [0, %d)", ids[i], c->vocab);
-
-    /* 16-bit activations (pick_act_format) for the whole pooled forward
-     * only: the hidden states and calibration read FP32 rows, and an
-     * embed hook that writes runs of rows (MPNet with a literal <pad>)
-     * steps through x as floats */
-    const mt_backend_ops *op = m->be->ops;
-    const int act16 = m->actf != MT_ACTF_F32 && pool && nlayers == c->layers && !m->act_max &&
-                      (!m->arch->recordable || m->arch->recordable(m, ids, t));
-    if (act16)
-        op->set_act_format(m->be, m->actf);
-    const mt_fwd_plan p =
-        mt_fwd_choose(m->graph_id, nseq, t, capturable(m, ids, t, nlayers, pool));
-    bool ran = false;
-    mt_status st = MT_OK;
-    if (p.graph)
-        st = run_graph(m, ids, offsets, nseq, t, &p, act16, out, norms, &ran, err);
-    if (st == MT_OK && !ran)
-        st = run_eager(m, ids, offsets, nseq, t, nlayers, pool, act16, out, norms, err);
-    if (act16)
-        op->set_act_format(m->be, MT_ACTF_F32);
-    return st;
-}
-
 static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                               float *out, float *norms, mt_err *err)
 {
     enc_model *b = (enc_model *)m;
-    return run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
+    return enc_run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
 }
 
 static mt_status enc_forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
                                    int nseq, float *out, mt_err *err)
 {
     enc_model *b = (enc_model *)m;
-    return run(b, ids, offsets, nseq, b->cfg.layers, false, out, NULL, err);
+    return enc_run(b, ids, offsets, nseq, b->cfg.layers, false, out, NULL, err);
 }
 
 mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
@@ -774,7 +527,7 @@ mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offs
     enc_model *b = (enc_model *)m;
     if (nlayers < 0 || nlayers > b->cfg.layers)
         return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, b->cfg.layers);
-    return run(b, ids, offsets, nseq, nlayers, false, out, NULL, err);
+    return enc_run(b, ids, offsets, nseq, nlayers, false, out, NULL, err);
 }
 
 static const mt_model_ops enc_ops = {

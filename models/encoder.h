@@ -26,6 +26,10 @@ typedef struct enc_arch enc_arch; /* one architecture's row (models/arch.h) */
 
 typedef struct {
     int vocab, hidden, layers, heads, intermediate, max_positions;
+    int kv_heads;     /* key/value heads (= heads but for grouped-query attention) */
+    int head_dim;     /* each head's width (hidden / heads unless config.json says) */
+    float rope_theta; /* the rotary positions' base, where the row has them */
+    int gated;        /* the row's MLP is gated: the intermediate GEMM is 2 x intermediate wide */
     int type_vocab;   /* token-type rows; 0 where the row has no token types */
     float eps;
     int max_seq_len;  /* sentence-transformers' max_seq_length (256 for MiniLM) */

@@ -36,9 +36,11 @@ struct enc_model {
     float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
     const float *smooth_stats; /* while loading int8: another model's act_max */
     tok_t *tok;
-    float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory */
-    float *pos_bias; /* a row's relative position bias (heads, 2*maxrel+1), or NULL */
-    int maxrel;
+    float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory; pos, the norm: or NULL */
+    float *final_g, *final_b; /* the norm after the last layer (pre-norm rows), or NULL */
+    /* every layer's attention op's parameters: heads, masks, and a row's
+     * relative position bias (heads, 2*maxrel+1; pos_bias backend memory, or NULL) */
+    mt_attn_params attn;
     enc_layer *layer;
     size_t gemm_bytes, other_bytes;
     unsigned graph_id; /* this model's part of its recorded forwards' keys (fwd_graph.h) */
@@ -46,6 +48,41 @@ struct enc_model {
 };
 
 #define GEMMS_PER_LAYER 4 /* qkv, attention output, intermediate, output */
+
+/* A layer's widths: the Q part of the packed qkv rows (= the attention's
+ * output), all of them, the intermediate GEMM's output (gate and up for a
+ * gated MLP), GEMM g's input (g as GEMMS_PER_LAYER counts), and the widest
+ * GEMM input (calibration's per-column maxima are that far apart). */
+static inline int enc_q_width(const enc_config *c) { return c->heads * c->head_dim; }
+static inline int enc_qkv_width(const enc_config *c)
+{
+    return (c->heads + 2 * c->kv_heads) * c->head_dim;
+}
+static inline int enc_inter_width(const enc_config *c)
+{
+    return c->gated ? 2 * c->intermediate : c->intermediate;
+}
+static inline int enc_gemm_k(const enc_config *c, int g)
+{
+    return g == 1 ? enc_q_width(c) : g == 3 ? c->intermediate : c->hidden;
+}
+static inline int enc_max_k(const enc_config *c)
+{
+    int k = c->hidden;
+    for (int g = 1; g < GEMMS_PER_LAYER; g++)
+        k = enc_gemm_k(c, g) > k ? enc_gemm_k(c, g) : k;
+    return k;
+}
+
+/* encoder_forward.c: the forward of nlayers layers (every one: pooled, or
+ * nlayers < layers: hidden states) through the backend table; pool false
+ * gives the hidden states (t, h) into out. */
+mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                  int nlayers, bool pool, float *out, float *norms, mt_err *err);
+/* m->attn from m's config and row (MPNet's load_extras adds its bias
+ * later); then whether m's backend runs every op m's row needs, else an
+ * error naming the op, the row and the backend. */
+mt_status enc_prepare_ops(enc_model *m, mt_err *err);
 
 /* encoder.c */
 mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt_err *err);

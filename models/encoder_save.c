@@ -21,7 +21,8 @@ static bool gemm_slot(const enc_arch *a, const char *name, int *layer, int *g)
     const struct {
         const char *part;
         int g;
-    } slots[] = {{nm->q, 0}, {nm->k, 0}, {nm->v, 0}, {nm->o, 1}, {nm->inter, 2}, {nm->out, 3}};
+    } slots[] = {{nm->q, 0},     {nm->k, 0},   {nm->v, 0},   {nm->o, 1},
+                 {nm->inter, 2}, {nm->out, 3}, {nm->qkv, 0}, {nm->gate, 2}};
     const size_t pl = a->prefix ? strlen(a->prefix) : 0, ll = strlen(a->layers);
     char *end;
     if (pl && !strncmp(name, a->prefix, pl))
@@ -33,6 +34,8 @@ static bool gemm_slot(const enc_arch *a, const char *name, int *layer, int *g)
     if (*end != '.' || l > 1 << 20)
         return false;
     for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+        if (!slots[i].part) /* a row without a fused QKV or a gate */
+            continue;
         const size_t n = strlen(slots[i].part);
         if (!strncmp(end + 1, slots[i].part, n) && !strcmp(end + 1 + n, ".weight")) {
             *layer = (int)l;
@@ -107,7 +110,7 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
     if (st != MT_OK)
         return st;
     const enc_config *c = &sv->cfg;
-    sv->maxk = c->intermediate > c->hidden ? c->intermediate : c->hidden;
+    sv->maxk = enc_max_k(c);
     if (!(sv->smooth = calloc((size_t)c->layers * GEMMS_PER_LAYER * sv->maxk, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
     for (size_t i = 0; i < st_count(sv->f); i++) {
@@ -121,8 +124,7 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
     for (int l = 0; l < c->layers; l++)
         for (int g = 0; g < GEMMS_PER_LAYER; g++) {
             size_t off = ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk;
-            enc_smooth_finish(sv->stats + off, sv->smooth + off,
-                               g == 3 ? c->intermediate : c->hidden);
+            enc_smooth_finish(sv->stats + off, sv->smooth + off, enc_gemm_k(c, g));
         }
     return MT_OK;
 }

@@ -302,81 +302,114 @@ static mt_status load_gemm(enc_model *m, const st_file *f, const char *const *na
     return st;
 }
 
-/* Q, K and V are packed into one (3h, h) weight so that one GEMM produces
- * the packed qkv rows that the attention op reads. */
+/* The biases of a GEMM made of nparts tensors (weight names in names,
+ * ".weight" at the end), packed like the weight into one backend vector
+ * of n; each part's bias is required unless the row makes biases
+ * optional, where a missing one is zero and all missing is none (*out NULL). */
+static mt_status load_bias(enc_model *m, const st_file *f, char names[][128], const int *rows,
+                           int nparts, float **out, mt_err *err)
+{
+    const float *src[3] = {NULL};
+    char bn[3][128];
+    int n = 0, found = 0;
+    mt_status st;
+    for (int i = 0; i < nparts; i++) {
+        const size_t len = strlen(names[i]) - strlen(".weight");
+        snprintf(bn[i], sizeof bn[i], "%.*s.bias", (int)len, names[i]);
+        if (m->arch->kind.optional_bias && !enc_find(m->arch, f, bn[i]))
+            continue;
+        if ((st = enc_find_f32(m, f, bn[i], rows[i], 0, &src[i], err)))
+            return st;
+        found++;
+    }
+    for (int i = 0; i < nparts; i++)
+        n += rows[i];
+    *out = NULL;
+    if (!found)
+        return MT_OK;
+    if (nparts == 1)
+        return enc_to_backend(m, src[0], (size_t)n, out, err);
+    float *packed = calloc((size_t)n, sizeof(float));
+    if (!packed)
+        return mt_fail(err, MT_ENOMEM, "out of memory packing the bias of '%s'", bn[0]);
+    for (int i = 0, at = 0; i < nparts; at += rows[i], i++)
+        if (src[i])
+            memcpy(packed + at, src[i], sizeof(float) * (size_t)rows[i]);
+    st = enc_to_backend(m, packed, (size_t)n, out, err);
+    free(packed);
+    return st;
+}
+
+/* A norm's gamma (and, for LayerNorm, beta) of layer l, or of the model
+ * when l < 0 (name then is the whole name). */
+static mt_status load_norm(enc_model *m, const st_file *f, int l, const char *name, float **g,
+                           float **b, mt_err *err)
+{
+    char n1[160], n2[160];
+    const char *p = m->arch->layers;
+    if (l >= 0) {
+        snprintf(n1, sizeof n1, "%s.%d.%s.weight", p, l, name);
+        snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, name);
+    } else {
+        snprintf(n1, sizeof n1, "%s.weight", name);
+        snprintf(n2, sizeof n2, "%s.bias", name);
+    }
+    mt_status st = enc_load_vec(m, f, n1, m->cfg.hidden, g, err);
+    if (st != MT_OK || m->arch->kind.norm == ENC_RMSNORM)
+        return st;
+    return enc_load_vec(m, f, n2, m->cfg.hidden, b, err);
+}
+
+/* One GEMM weight of layer l from nparts tensors (layer-relative names
+ * parts[i] of rows[i] x k each) stacked along the output dimension, with
+ * its biases packed alike; kind g as GEMMS_PER_LAYER counts. */
+static mt_status load_layer_gemm(enc_model *m, const st_file *f, int l, int g,
+                                 const char *const *parts, const int *rows, int nparts,
+                                 mt_weight **w, float **bias, mt_err *err)
+{
+    char names[3][128];
+    const char *np[3];
+    const int k = enc_gemm_k(&m->cfg, g), maxk = enc_max_k(&m->cfg);
+    for (int i = 0; i < nparts; i++) {
+        snprintf(names[i], sizeof names[i], "%s.%d.%s.weight", m->arch->layers, l, parts[i]);
+        np[i] = names[i];
+    }
+    const float *sm = m->smooth_stats
+                          ? m->smooth_stats + ((size_t)l * GEMMS_PER_LAYER + g) * maxk
+                          : NULL;
+    mt_status st = load_gemm(m, f, np, rows, nparts, k, sm, l, (mt_gemm_kind)g, w, err);
+    return st != MT_OK ? st : load_bias(m, f, names, rows, nparts, bias, err);
+}
+
+/* Q, K and V are packed into one weight (fused in the file, or three
+ * tensors) so that one GEMM produces the packed qkv rows that the
+ * attention op reads; a gated MLP's gate and up projections likewise into
+ * one [gate | up] weight. */
 mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err)
 {
-    const int h = m->cfg.hidden, in = m->cfg.intermediate;
+    const enc_config *c = &m->cfg;
+    const int h = c->hidden, in = c->intermediate, qw = enc_q_width(c);
+    const int kvw = c->kv_heads * c->head_dim;
     enc_layer *L = &m->layer[l];
-    char n1[128], n2[128], n3[128];
-    mt_status st;
-    const char *p = m->arch->layers;
     const enc_layer_names *nm = &m->arch->layer;
+    mt_status st;
 
-    /* packed qkv */
-    const float *bq, *bk, *bv;
-    snprintf(n1, sizeof n1, "%s.%d.%s.weight", p, l, nm->q);
-    snprintf(n2, sizeof n2, "%s.%d.%s.weight", p, l, nm->k);
-    snprintf(n3, sizeof n3, "%s.%d.%s.weight", p, l, nm->v);
-    const char *qkv_names[3] = {n1, n2, n3};
-    const int qkv_rows[3] = {h, h, h};
-    const int maxk = in > h ? in : h;
-    const float *sm = m->smooth_stats ? m->smooth_stats + (size_t)l * GEMMS_PER_LAYER * maxk : NULL;
-    if ((st = load_gemm(m, f, qkv_names, qkv_rows, 3, h, sm, l, MT_GEMM_QKV, &L->qkv, err)))
+    const char *qkv[3] = {nm->q, nm->k, nm->v}, *fused[1] = {nm->qkv};
+    const int qkv_rows[3] = {qw, kvw, kvw}, qkv_all = enc_qkv_width(c);
+    if ((st = nm->qkv ? load_layer_gemm(m, f, l, 0, fused, &qkv_all, 1, &L->qkv, &L->b_qkv, err)
+                      : load_layer_gemm(m, f, l, 0, qkv, qkv_rows, 3, &L->qkv, &L->b_qkv, err)))
         return st;
-    snprintf(n1, sizeof n1, "%s.%d.%s.bias", p, l, nm->q);
-    snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, nm->k);
-    snprintf(n3, sizeof n3, "%s.%d.%s.bias", p, l, nm->v);
-    if ((st = enc_find_f32(m, f, n1, h, 0, &bq, err)) ||
-        (st = enc_find_f32(m, f, n2, h, 0, &bk, err)) ||
-        (st = enc_find_f32(m, f, n3, h, 0, &bv, err)))
+    const char *o[1] = {nm->o}, *up[2] = {nm->gate, nm->inter}, *down[1] = {nm->out};
+    const int up_rows[2] = {in, in}, inw = enc_inter_width(c);
+    const bool split = c->gated && nm->gate;
+    if ((st = load_layer_gemm(m, f, l, 1, o, &h, 1, &L->attn_out, &L->b_attn_out, err)) ||
+        (st = split ? load_layer_gemm(m, f, l, 2, up, up_rows, 2, &L->inter, &L->b_inter, err)
+                    : load_layer_gemm(m, f, l, 2, up + 1, &inw, 1, &L->inter, &L->b_inter, err)) ||
+        (st = load_layer_gemm(m, f, l, 3, down, &h, 1, &L->out, &L->b_out, err)))
         return st;
-    float *bqkv = malloc(sizeof(float) * 3 * (size_t)h);
-    if (!bqkv)
-        return mt_fail(err, MT_ENOMEM, "out of memory packing layer %d qkv bias", l);
-    memcpy(bqkv, bq, h * sizeof(float));
-    memcpy(bqkv + h, bk, h * sizeof(float));
-    memcpy(bqkv + 2 * h, bv, h * sizeof(float));
-    st = enc_to_backend(m, bqkv, 3 * (size_t)h, &L->b_qkv, err);
-    free(bqkv);
-    if (st != MT_OK)
+    if ((st = load_norm(m, f, l, nm->ln1, &L->ln1_g, &L->ln1_b, err)))
         return st;
-
-    /* the other three GEMMs and two LayerNorms */
-    struct {
-        const char *w;
-        int n, k;
-        mt_weight **wt;
-        float **bias;
-    } g[] = {
-        {nm->o, h, h, &L->attn_out, &L->b_attn_out},
-        {nm->inter, in, h, &L->inter, &L->b_inter},
-        {nm->out, h, in, &L->out, &L->b_out},
-    };
-    for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
-        snprintf(n1, sizeof n1, "%s.%d.%s.weight", p, l, g[i].w);
-        snprintf(n2, sizeof n2, "%s.%d.%s.bias", p, l, g[i].w);
-        const char *names[1] = {n1};
-        if ((st = load_gemm(m, f, names, &g[i].n, 1, g[i].k, sm ? sm + (i + 1) * maxk : NULL,
-                            l, (mt_gemm_kind)(i + 1), g[i].wt, err)) ||
-            (st = enc_load_vec(m, f, n2, g[i].n, g[i].bias, err)))
-            return st;
-    }
-    struct {
-        const char *name, *part;
-        float **dst;
-    } v[] = {
-        {nm->ln1, "weight", &L->ln1_g},
-        {nm->ln1, "bias", &L->ln1_b},
-        {nm->ln2, "weight", &L->ln2_g},
-        {nm->ln2, "bias", &L->ln2_b},
-    };
-    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        snprintf(n1, sizeof n1, "%s.%d.%s.%s", p, l, v[i].name, v[i].part);
-        if ((st = enc_load_vec(m, f, n1, h, v[i].dst, err)))
-            return st;
-    }
-    return MT_OK;
+    return load_norm(m, f, l, nm->ln2, &L->ln2_g, &L->ln2_b, err);
 }
 
 /* A pre-quantized file says in its metadata how it was made; refuse one
@@ -439,30 +472,29 @@ mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err)
     return MT_OK;
 }
 
-/* The tables before the layers, under the row's names; a zero row stands
- * for the token types of a row without them (the embed op adds one row). */
+/* The tables before the layers, under the row's names (no position table
+ * for a row without one); a zero row stands for the token types of a row
+ * without them (the embed op adds one row); the embeddings' norm and the
+ * final norm where the row has them. */
 mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err)
 {
     const enc_embed_names *e = &m->arch->emb;
     const int h = m->cfg.hidden;
-    const float *word, *pos, *type = NULL;
+    const float *word, *pos = NULL, *type = NULL;
     float *zero = NULL;
-    char n1[128], n2[128];
     mt_status st;
     if ((st = enc_find_f32(m, f, e->word, m->cfg.vocab, h, &word, err)) ||
-        (st = enc_find_f32(m, f, e->pos, m->cfg.max_positions, h, &pos, err)) ||
+        (e->pos && (st = enc_find_f32(m, f, e->pos, m->cfg.max_positions, h, &pos, err))) ||
         (e->type && (st = enc_find_f32(m, f, e->type, m->cfg.type_vocab, h, &type, err))))
         return st;
     if (!type && !(type = zero = calloc((size_t)h, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    snprintf(n1, sizeof n1, "%s.weight", e->ln);
-    snprintf(n2, sizeof n2, "%s.bias", e->ln);
     if (!(st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) &&
-        !(st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err)) &&
+        !(pos && (st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err))) &&
         !(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
         !(m->arch->load_extras && (st = m->arch->load_extras(m, f, err))) &&
-        !(st = enc_load_vec(m, f, n1, h, &m->emb_ln_g, err)))
-        st = enc_load_vec(m, f, n2, h, &m->emb_ln_b, err);
+        !(e->ln && (st = load_norm(m, f, -1, e->ln, &m->emb_ln_g, &m->emb_ln_b, err))))
+        st = e->final ? load_norm(m, f, -1, e->final, &m->final_g, &m->final_b, err) : MT_OK;
     free(zero);
     return st;
 }

@@ -5,7 +5,7 @@
  * every layer adds to its attention scores (one table of
  * relative_attention_num_buckets x heads, bucketed as transformers'
  * MPNetEncoder.relative_position_bucket does), which the attention op is
- * given as m->pos_bias.
+ * given as m->attn.pos_bias.
  */
 #include "models/mpnet.h"
 
@@ -69,17 +69,19 @@ static mt_status mpnet_load_extras(enc_model *m, const st_file *f, mt_err *err)
                                 c->heads, &tab, err);
     if (st != MT_OK)
         return st;
-    m->maxrel = c->max_seq_len - 1;
-    const size_t w = 2 * (size_t)m->maxrel + 1;
+    m->attn.maxrel = c->max_seq_len - 1;
+    const size_t w = 2 * (size_t)m->attn.maxrel + 1;
     float *pb = malloc(sizeof(float) * w * (size_t)c->heads);
     if (!pb)
         return mt_fail(err, MT_ENOMEM, "out of memory for the relative position bias");
-    for (int r = -m->maxrel; r <= m->maxrel; r++) {
+    for (int r = -m->attn.maxrel; r <= m->attn.maxrel; r++) {
         int b = mpnet_bucket(r, MPNET_BUCKETS, MPNET_MAX_DISTANCE);
         for (int hd = 0; hd < c->heads; hd++)
-            pb[(size_t)hd * w + (size_t)(r + m->maxrel)] = tab[(size_t)b * c->heads + hd];
+            pb[(size_t)hd * w + (size_t)(r + m->attn.maxrel)] = tab[(size_t)b * c->heads + hd];
     }
-    st = enc_to_backend(m, pb, w * (size_t)c->heads, &m->pos_bias, err);
+    float *dev = NULL;
+    st = enc_to_backend(m, pb, w * (size_t)c->heads, &dev, err);
+    m->attn.pos_bias = dev;
     free(pb);
     return st;
 }

@@ -306,16 +306,63 @@ static mt_status cpu_layernorm(mt_backend *be, const float *x, const float *res,
 }
 
 static mt_status cpu_attention(mt_backend *be, const float *qkv, const int32_t *offsets,
-                               int nseq, int heads, int head_dim, const float *pos_bias,
-                               int maxrel, float *out, mt_err *err)
+                               int nseq, const mt_attn_params *p, float *out, mt_err *err)
 {
     bind_threads(be);
-    int rc = kc_attention_bias(qkv, offsets, nseq, heads, head_dim, pos_bias, maxrel, out);
+    const kc_attn a = {.heads = p->heads, .kv_heads = p->kv_heads, .dh = p->head_dim,
+                       .causal = p->causal, .pos_bias = p->pos_bias, .maxrel = p->maxrel};
+    int rc = kc_attention_ex(qkv, offsets, nseq, &a, out);
     if (rc == -2)
         return mt_fail(err, MT_EINVAL, "a sequence is longer than the position bias (%d)",
-                       maxrel + 1);
+                       p->maxrel + 1);
+    if (rc == -3)
+        return mt_fail(err, MT_EINVAL, "attention: %d key/value heads do not divide %d heads",
+                       p->kv_heads, p->heads);
     if (rc != 0)
         return mt_fail(err, MT_ENOMEM, "out of memory for attention scratch");
+    return MT_OK;
+}
+
+/* ---- the layer kinds beyond BERT's (kernels/cpu/ops_layer.c) ---- */
+
+static bool cpu_supports_op(const mt_backend *be, mt_op_kind k)
+{
+    return k < MT_OPK_COUNT; /* every one */
+}
+
+static mt_status cpu_rmsnorm(mt_backend *be, const float *x, const float *res, const float *gamma,
+                             int t, int h, float eps, float *out, mt_err *err)
+{
+    bind_threads(be);
+    kc_rmsnorm(x, res, gamma, t, h, eps, out);
+    return MT_OK;
+}
+
+static mt_status cpu_add(mt_backend *be, const float *x, const float *y, size_t n, float *out,
+                         mt_err *err)
+{
+    bind_threads(be);
+    kc_add(x, y, n, out);
+    return MT_OK;
+}
+
+static mt_status cpu_glu(mt_backend *be, const float *x, int t, int n, mt_act act, float *out,
+                         mt_err *err)
+{
+    bind_threads(be);
+    if (act != MT_ACT_GELU && act != MT_ACT_SILU)
+        return mt_fail(err, MT_EINVAL, "glu: the gate's activation must be GELU or SiLU");
+    kc_glu(x, t, n, act == MT_ACT_SILU, out);
+    return MT_OK;
+}
+
+static mt_status cpu_rope(mt_backend *be, float *qkv, const int32_t *offsets, int nseq,
+                          const mt_attn_params *p, float theta, mt_err *err)
+{
+    bind_threads(be);
+    if (kc_rope(qkv, offsets, nseq, p->heads, p->kv_heads, p->head_dim, theta) != 0)
+        return mt_fail(err, MT_EUNSUPPORTED, "rotary positions: head size %d is not even or "
+                       "over 1024", p->head_dim);
     return MT_OK;
 }
 
@@ -365,6 +412,7 @@ static const mt_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .supports = cpu_supports,
+    .supports_op = cpu_supports_op,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -381,6 +429,10 @@ static const mt_backend_ops cpu_ops = {
     .layernorm = cpu_layernorm,
     .attention = cpu_attention,
     .mean_pool = cpu_mean_pool,
+    .rmsnorm = cpu_rmsnorm,
+    .add = cpu_add,
+    .glu = cpu_glu,
+    .rope = cpu_rope,
 };
 
 mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err)

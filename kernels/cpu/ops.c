@@ -359,6 +359,23 @@ static void softexp_rows(float *sc, size_t ld, int len, int rows, const float *p
 #endif
 }
 
+/* softexp_rows with, when causal, row i's scores past column i left out
+ * (zero after: the product with V reads them as weights). */
+static void softexp_mask(float *sc, size_t ld, int len, int rows, const float *pb, bool causal,
+                         float *inv)
+{
+    if (!causal) {
+        softexp_rows(sc, ld, len, rows, pb, inv);
+        return;
+    }
+    for (int i = 0; i < rows; i++) {
+        float *row = sc + (size_t)i * ld;
+        softexp_rows(row, ld, i + 1 < len ? i + 1 : len, 1, pb ? pb - i : NULL, inv + i);
+        for (int j = i + 1; j < len; j++)
+            row[j] = 0.0f;
+    }
+}
+
 void kc_softmax(float *row, int len, const float *bias)
 {
     if (len <= 0)
@@ -580,7 +597,7 @@ static void att_transpose(const float *k, size_t ks, int len, int dh, float *kt,
 /* One (sequence, head) on the own kernel: q, k, v at the head's first
  * row, pb the head's bias row at offset 0 for query 0 (pb[j - i]) or NULL. */
 static void att_task_own(const float *q, const float *k, const float *v, float *o, int len,
-                         int dh, int stride, int hid, float scale, const float *pb,
+                         int dh, int stride, int hid, float scale, const float *pb, bool causal,
                          float *scratch, bool wide)
 {
 #ifdef KC_ATT_OWN
@@ -591,27 +608,27 @@ static void att_task_own(const float *q, const float *k, const float *v, float *
     for (int i0 = 0; i0 < len; i0 += rb)
         att_gemm(q + (size_t)i0 * stride, (size_t)stride, kt, lp, dh, sc + (size_t)i0 * lp, lp,
                  len - i0 < rb ? len - i0 : rb, lp, scale, NULL, wide);
-    softexp_rows(sc, lp, len, len, pb, inv);
+    softexp_mask(sc, lp, len, len, pb, causal, inv);
     for (int i0 = 0; i0 < len; i0 += rb)
         att_gemm(sc + (size_t)i0 * lp, lp, v, (size_t)stride, len, o + (size_t)i0 * hid,
                  (size_t)hid, len - i0 < rb ? len - i0 : rb, (size_t)dh, 1.0f, inv + i0, wide);
 #else
     (void)q, (void)k, (void)v, (void)o, (void)len, (void)dh, (void)stride, (void)hid;
-    (void)scale, (void)pb, (void)scratch, (void)wide;
+    (void)scale, (void)pb, (void)causal, (void)scratch, (void)wide;
 #endif
 }
 
 /* The same on oneDNN's sgemm (row-major); scratch: the scores (len x len)
  * and the 1 / sums. Returns 0, or -1 when oneDNN fails. */
 static int att_task_dnnl(const float *q, const float *k, const float *v, float *o, int len,
-                         int dh, int stride, int hid, float scale, const float *pb,
+                         int dh, int stride, int hid, float scale, const float *pb, bool causal,
                          float *scratch)
 {
     float *sc = scratch, *inv = sc + (size_t)len * len;
     if (dnnl_sgemm('N', 'T', len, len, dh, scale, q, stride, k, stride, 0.0f, sc, len) !=
         dnnl_success)
         return -1;
-    softexp_rows(sc, (size_t)len, len, len, pb, inv);
+    softexp_mask(sc, (size_t)len, len, len, pb, causal, inv);
     if (dnnl_sgemm('N', 'N', len, dh, len, 1.0f, sc, len, v, stride, 0.0f, o, hid) !=
         dnnl_success)
         return -1;
@@ -637,7 +654,19 @@ int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, 
 int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
                       const float *pos_bias, int maxrel, float *out)
 {
-    const int hid = heads * dh, stride = 3 * hid;
+    const kc_attn a = {.heads = heads, .kv_heads = heads, .dh = dh, .pos_bias = pos_bias,
+                       .maxrel = maxrel};
+    return kc_attention_ex(qkv, offsets, nseq, &a, out);
+}
+
+int kc_attention_ex(const float *qkv, const int32_t *offsets, int nseq, const kc_attn *a,
+                    float *out)
+{
+    const int heads = a->heads, dh = a->dh, maxrel = a->maxrel, grp = heads / a->kv_heads;
+    const float *pos_bias = a->pos_bias;
+    const int hid = heads * dh, kvw = a->kv_heads * dh, stride = hid + 2 * kvw;
+    if (a->kv_heads < 1 || heads % a->kv_heads)
+        return -3;
     const float scale = 1.0f / sqrtf((float)dh);
     int maxlen = 0, failed = 0;
     double total = 0.0;
@@ -682,6 +711,7 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
             if (len == 0 || (owner < nt ? owner : nt - 1) != me)
                 continue;
             const float *q = qkv + (size_t)base * stride + hd * dh;
+            const float *k = qkv + (size_t)base * stride + hid + (hd / grp) * dh;
             const float *pb =
                 pos_bias ? pos_bias + (size_t)hd * (2 * maxrel + 1) + maxrel : NULL;
             float *o = out + (size_t)base * hid + hd * dh;
@@ -689,9 +719,9 @@ int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int he
 #pragma omp atomic write
                 failed = 1;
             } else if (own && len < own_below) {
-                att_task_own(q, q + hid, q + 2 * hid, o, len, dh, stride, hid, scale, pb, scratch,
-                             wide);
-            } else if (att_task_dnnl(q, q + hid, q + 2 * hid, o, len, dh, stride, hid, scale, pb,
+                att_task_own(q, k, k + kvw, o, len, dh, stride, hid, scale, pb, a->causal,
+                             scratch, wide);
+            } else if (att_task_dnnl(q, k, k + kvw, o, len, dh, stride, hid, scale, pb, a->causal,
                                      scratch) != 0) {
 #pragma omp atomic write
                 failed = 1;
@@ -712,8 +742,13 @@ void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float 
     for (int s = 0; s < nseq; s++) {
         for (int i = offsets[s]; i < offsets[s + 1]; i++) {
             const float *w = word + (size_t)ids[i] * h;
-            const float *p = pos + (size_t)(i - offsets[s]) * h;
             float *o = out + (size_t)i * h;
+            if (!pos) { /* rotary rows: positions enter in the attention */
+                for (int c = 0; c < h; c++)
+                    o[c] = w[c] + type0[c];
+                continue;
+            }
+            const float *p = pos + (size_t)(i - offsets[s]) * h;
             for (int c = 0; c < h; c++)
                 o[c] = w[c] + p[c] + type0[c];
         }

@@ -7,6 +7,7 @@
 #define MT_KERNELS_CPU_OPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* In place over n floats: x = exp(x) (for x in [-87, 88]; clamped to it
@@ -41,9 +42,45 @@ int kc_attention(const float *qkv, const int32_t *offsets, int nseq, int heads, 
 int kc_attention_bias(const float *qkv, const int32_t *offsets, int nseq, int heads, int dh,
                       const float *pos_bias, int maxrel, float *out);
 
-/* out (t, h) = word[ids] + pos[position in sequence] + type0. */
+/* What kc_attention_ex computes: heads query heads and kv_heads key/value
+ * heads (dividing heads; query head hd reads K/V head hd / (heads /
+ * kv_heads)) of dh each, packed per token as [Q | K | V]; causal: query i
+ * sees keys 0..i of its sequence only; pos_bias/maxrel as kc_attention_bias. */
+typedef struct {
+    int heads, kv_heads, dh;
+    bool causal;
+    const float *pos_bias;
+    int maxrel;
+} kc_attn;
+
+/* qkv (t, (heads + 2 kv_heads) dh) -> out (t, heads dh). Returns 0, -1 (no
+ * scratch), -2 (a sequence longer than the bias) or -3 (kv_heads does not
+ * divide heads). */
+int kc_attention_ex(const float *qkv, const int32_t *offsets, int nseq, const kc_attn *a,
+                    float *out);
+
+/* out (t, h) = word[ids] + pos[position in sequence] (pos NULL: none) + type0. */
 void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
               const float *pos, const float *type0, int h, float *out);
+
+/* ---- the layer kinds beyond BERT's (ops_layer.c) ---- */
+
+/* out (t, h) = (x + res) / sqrt(mean((x + res)^2) + eps) * g (the mean
+ * square summed in double); res may be NULL; out may alias x or res. */
+void kc_rmsnorm(const float *x, const float *res, const float *g, int t, int h, float eps,
+                float *out);
+/* out (n) = x + y; out may alias either. */
+void kc_add(const float *x, const float *y, size_t n, float *out);
+/* x (t, 2n) = [gate | up] per row -> out (t, n) = act(gate) * up, act SiLU
+ * (gate / (1 + exp(-gate)), libm's expf) when silu, else GELU (kc_gelu1).
+ * out must not overlap x. */
+void kc_glu(const float *x, int t, int n, bool silu, float *out);
+/* Rotary positions in place on qkv (t, (heads + 2 kv_heads) dh) laid out as
+ * kc_attention_ex reads it: each Q and K head's pairs (d, d + dh/2)
+ * rotated by pos * theta^(-2d/dh), pos the index in its sequence (the
+ * rotate-half layout). Returns 0, or -1 for an odd dh or one over 1024. */
+int kc_rope(float *qkv, const int32_t *offsets, int nseq, int heads, int kv_heads, int dh,
+            float theta);
 
 /* out (nseq, h) = mean of each sequence's rows, then L2-normalised if asked
  * (norm clamped at 1e-12 as torch.nn.functional.normalize). */

@@ -482,8 +482,9 @@ static double bias_rel_err(const bias_case *c, const float *tab, int maxrel, con
           "CPU attention with bias");
     mt_status st;
     if ((st = op->upload(c->be, c->dbias, tab, sizeof(float) * (size_t)c->heads * (2 * maxrel + 1), &err)) ||
-        (st = op->attention(c->be, c->dqkv, c->doff, c->nseq, c->heads, c->dh, c->dbias, maxrel, c->dout,
-                            &err)) ||
+        (st = op->attention(c->be, c->dqkv, c->doff, c->nseq,
+                            &(mt_attn_params){c->heads, c->heads, c->dh, false, c->dbias, maxrel},
+                            c->dout, &err)) ||
         (st = op->download(c->be, c->gpu, c->dout, sizeof(float) * th, &err))) {
         MT_OK_OR(st, err);
         return -1;
@@ -618,7 +619,8 @@ static void encoder_ops_match_cpu_twins(void)
         CHECK(e <= 5e-6, "residual layernorm vs CPU: rel err %.3g", e);
         /* attention */
         CHECK(kc_attention(qkv, off, nseq, heads, dh, cpu) == 0, "CPU attention");
-        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, NULL, 0, dout, &err)) ||
+        if ((st = op->attention(be, dqkv, doff, nseq, &(mt_attn_params){heads, heads, dh, false, NULL, 0},
+                                dout, &err)) ||
             (st = op->download(be, gpu, dout, sizeof(float) * (size_t)t * h, &err))) {
             MT_OK_OR(st, err);
             goto done;
@@ -627,14 +629,16 @@ static void encoder_ops_match_cpu_twins(void)
             ref[i] = cpu[i];
         e = gt_rel_l2(gpu, ref, (size_t)t * h);
         CHECK(e <= (mode ? 4e-3 : 5e-6), "attention (%s) vs CPU: rel err %.3g", mode ? "f16" : "fp32", e);
-        st = op->attention(be, dqkv, doff, nseq, 1, 3 * h, NULL, 0, dout, &err);
+        st = op->attention(be, dqkv, doff, nseq, &(mt_attn_params){1, 1, 3 * h, false, NULL, 0}, dout,
+                           &err);
         CHECK(st == MT_EUNSUPPORTED && strstr(err.msg, "head size"), "head size %d: %s", 3 * h, err.msg);
         bias_case bc = {.be = be, .dqkv = dqkv, .qkv = qkv, .doff = doff, .off = off, .nseq = nseq,
                         .heads = heads, .dh = dh, .mode = mode, .dout = dout, .cpu = cpu, .gpu = gpu,
                         .ref = ref};
         attention_bias_matches_cpu(&bc);
         /* the plain attention again: what the mean pool below reads */
-        if ((st = op->attention(be, dqkv, doff, nseq, heads, dh, NULL, 0, dout, &err))) {
+        if ((st = op->attention(be, dqkv, doff, nseq, &(mt_attn_params){heads, heads, dh, false, NULL, 0},
+                                dout, &err))) {
             MT_OK_OR(st, err);
             goto done;
         }

@@ -36,8 +36,9 @@ static mt_status mini_forward(const mini_model *mm, mt_err *err)
     if ((st = op->embed(be, mm->dids, mm->doff, mm->nseq, mm->word, mm->pos, mm->word, h, mm->x, err)) ||
         (st = op->layernorm(be, mm->x, NULL, mm->g, mm->b, t, h, 1e-12f, mm->x, err)) ||
         (st = op->gemm(be, mm->x, t, mm->wqkv, NULL, MT_ACT_NONE, mm->qkv, err)) ||
-        (st = op->attention(be, mm->qkv, mm->doff, mm->nseq, mm->heads, h / mm->heads, NULL, 0,
-                                    mm->ctx, err)) ||
+        (st = op->attention(be, mm->qkv, mm->doff, mm->nseq,
+                            &(mt_attn_params){mm->heads, mm->heads, h / mm->heads, false, NULL, 0},
+                            mm->ctx, err)) ||
         (st = op->gemm(be, mm->ctx, t, mm->wout, mm->bias, MT_ACT_GELU, mm->y, err)) ||
         (st = op->layernorm(be, mm->y, mm->x, mm->g, mm->b, t, h, 1e-12f, mm->x, err)))
         return st;

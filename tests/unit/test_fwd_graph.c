@@ -33,6 +33,7 @@ typedef struct {
     int n0, n1, n2, n3;
     float f;
     bool flag;
+    mt_attn_params ap; /* the attention's */
     float *out;
 } tape_op;
 
@@ -78,7 +79,7 @@ static mt_status run_op(tape_be *t, const tape_op *o, mt_err *err)
     case T_LN:
         return c->ops->layernorm(c, o->a, o->b, o->c, o->d, o->n0, o->n1, o->f, o->out, err);
     case T_ATTN:
-        return c->ops->attention(c, o->a, o->i0, o->n0, o->n1, o->n2, o->b, o->n3, o->out, err);
+        return c->ops->attention(c, o->a, o->i0, o->n0, &o->ap, o->out, err);
     case T_POOL:
         return c->ops->mean_pool(c, o->a, o->i0, o->n0, o->n1, o->flag, o->out, err);
     }
@@ -145,11 +146,9 @@ static mt_status tp_layernorm_feed(mt_backend *be, const float *x, const float *
 }
 
 static mt_status tp_attention(mt_backend *be, const float *qkv, const int32_t *offsets, int nseq,
-                              int heads, int head_dim, const float *pos_bias, int maxrel,
-                              float *out, mt_err *err)
+                              const mt_attn_params *p, float *out, mt_err *err)
 {
-    tape_op o = {.kind = T_ATTN, .a = qkv, .b = pos_bias, .i0 = offsets, .n0 = nseq,
-                 .n1 = heads, .n2 = head_dim, .n3 = maxrel, .out = out};
+    tape_op o = {.kind = T_ATTN, .a = qkv, .i0 = offsets, .n0 = nseq, .ap = *p, .out = out};
     return issue(T(be), &o, err);
 }
 

@@ -1,0 +1,365 @@
+/* test_layer_kinds.c: the layer descriptions of models/arch.h beyond
+ * BERT's, walked through by two architecture rows defined here (the rows a
+ * new family would add in models/), on folders tools/make-layer-kinds.py
+ * makes at test time with random weights and a numpy float64 forward of
+ * its own:
+ *   - "test-llama": pre-norm RMSNorm layers with a final norm, split Q/K/V
+ *     with grouped-query attention and an explicit head_dim, rotary
+ *     positions, causal attention, SwiGLU with split gate and up, no
+ *     biases, no position table or embedding norm (transformers' LlamaModel
+ *     names);
+ *   - "test-fused": post-norm LayerNorm, rotary positions, a fused Wqkv
+ *     with its bias, a fused [gate | up] GeGLU GEMM with its bias, other
+ *     GEMMs without, bidirectional attention.
+ * Each row's hidden states and pooled vectors match the reference, batched
+ * and alone; every other precision of the backend stays close to FP32; a
+ * quantized file reloads to the same vectors; a backend without the ops
+ * refuses the model naming the op; bad config values are refused naming
+ * the file and key. */
+#include <cJSON.h>
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/jsonfile.h"
+#include "engine/metrics.h"
+#include "engine/model.h"
+#include "engine/precision.h"
+#include "models/arch.h"
+#include "models/encoder.h"
+
+static const enc_arch row_llama = {
+    .model_type = "test-llama",
+    .keys = {.vocab = "vocab_size", .hidden = "hidden_size", .layers = "num_hidden_layers",
+             .heads = "num_attention_heads", .intermediate = "intermediate_size",
+             .max_positions = "max_position_embeddings", .act = "hidden_act",
+             .eps = "rms_norm_eps", .kv_heads = "num_key_value_heads", .head_dim = "head_dim",
+             .rope_theta = "rope_theta"},
+    .emb = {.word = "embed_tokens.weight", .final = "norm"},
+    .layers = "layers",
+    .layer = {.q = "self_attn.q_proj", .k = "self_attn.k_proj", .v = "self_attn.v_proj",
+              .o = "self_attn.o_proj", .ln1 = "input_layernorm", .gate = "mlp.gate_proj",
+              .inter = "mlp.up_proj", .out = "mlp.down_proj", .ln2 = "post_attention_layernorm"},
+    .kind = {.place = ENC_NORM_PRE, .norm = ENC_RMSNORM, .mlp = ENC_MLP_GATED_SILU,
+             .pos = ENC_POS_ROTARY, .causal = true, .optional_bias = true},
+};
+
+static const enc_arch row_fused = {
+    .model_type = "test-fused",
+    .keys = {.vocab = "vocab_size", .hidden = "hidden_size", .layers = "num_hidden_layers",
+             .heads = "num_attention_heads", .intermediate = "intermediate_size",
+             .max_positions = "max_position_embeddings", .act = "hidden_act",
+             .eps = "layer_norm_eps", .rope_theta = "rope_theta"},
+    .emb = {.word = "embeddings.word_embeddings.weight", .ln = "embeddings.LayerNorm"},
+    .layers = "encoder.layers",
+    .layer = {.qkv = "attn.Wqkv", .o = "attn.out_proj", .ln1 = "norm1", .inter = "mlp.fc1",
+              .out = "mlp.fc2", .ln2 = "norm2"},
+    .kind = {.mlp = ENC_MLP_GATED_GELU, .pos = ENC_POS_ROTARY, .optional_bias = true},
+};
+
+static char work[64], llama_dir[128], fused_dir[128];
+static mt_backend *be;
+
+/* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
+static const char *python(void)
+{
+    const char *p = getenv("PYTHON");
+    if (p && *p)
+        return p;
+    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
+}
+
+static void make_folders(void)
+{
+    snprintf(work, sizeof work, "/tmp/mt-layer-kinds-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(work));
+    snprintf(llama_dir, sizeof llama_dir, "%s/llama", work);
+    snprintf(fused_dir, sizeof fused_dir, "%s/fused", work);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "%s tools/make-layer-kinds.py llama %s && %s tools/make-layer-kinds.py fused %s",
+             python(), llama_dir, python(), fused_dir);
+    ck_assert_msg(system(cmd) == 0, "tools/make-layer-kinds.py failed: %s", cmd);
+}
+
+static void remove_folders(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    if (work[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", work);
+}
+
+static void setup(void)
+{
+    mt_err err;
+    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
+}
+
+static void teardown(void) { mt_backend_destroy(be); }
+
+/* A row, its folder and its reference (reference.json read once a test). */
+typedef struct {
+    const enc_arch *row;
+    const char *dir;
+    cJSON *j;
+    int h, nseq;
+    int32_t ids[256], off[16];
+} kase;
+
+static kase open_case(int which)
+{
+    kase k = {.row = which ? &row_fused : &row_llama, .dir = which ? fused_dir : llama_dir};
+    char path[160];
+    mt_err err = {{0}};
+    snprintf(path, sizeof path, "%s/reference.json", k.dir);
+    ck_assert_msg(mt_json_load(path, &k.j, &err) == MT_OK, "%s", err.msg);
+    k.h = cJSON_GetObjectItem(k.j, "hidden")->valueint;
+    const cJSON *jids = cJSON_GetObjectItem(k.j, "ids"), *v;
+    k.nseq = cJSON_GetArraySize(jids);
+    for (int s = 0; s < k.nseq; s++) {
+        k.off[s + 1] = k.off[s];
+        cJSON_ArrayForEach(v, cJSON_GetArrayItem(jids, s)) k.ids[k.off[s + 1]++] = v->valueint;
+    }
+    return k;
+}
+
+static mt_model *load_as(const kase *k, mt_precision p, const char *weights)
+{
+    mt_err err = {{0}};
+    mt_model *m = NULL;
+    mt_model_opts o = {.precision = p, .calib = {MT_CALIB_ABSMAX, 100.0}, .weights = weights};
+    ck_assert_msg(enc_load_model(k->dir, k->row, be, &o, &m, &err) == MT_OK, "%s %s: %s",
+                  k->row->model_type, mt_precision_name(p), err.msg);
+    return m;
+}
+
+/* The largest |got - want| over n values of reference array a (row s),
+ * relative to the largest |want|. */
+static double rel_err(const float *got, const cJSON *a, int s, int n)
+{
+    const cJSON *row = cJSON_GetArrayItem(a, s);
+    double scale = 0, e = 0;
+    for (int i = 0; i < n; i++)
+        scale = fmax(scale, fabs(cJSON_GetArrayItem(row, i)->valuedouble));
+    for (int i = 0; i < n; i++) {
+        double d = fabs(got[i] - cJSON_GetArrayItem(row, i)->valuedouble);
+        e = d > e || d != d ? d : e;
+    }
+    return e / scale;
+}
+
+/* Hidden states (every layer, after the final norm) and pooled vectors
+ * against the numpy forward, the sequences in one ragged batch and alone. */
+static void matches_reference(int which)
+{
+    kase k = open_case(which);
+    mt_model *m = load_as(&k, MT_PREC_FP32, NULL);
+    const enc_config *c = enc_get_config(m);
+    mt_err err = {{0}};
+    const int t = k.off[k.nseq], h = k.h;
+    float *hid = malloc(sizeof(float) * t * h), *vec = malloc(sizeof(float) * k.nseq * h);
+    float *one = malloc(sizeof(float) * t * h);
+    ck_assert_msg(enc_hidden_states(m, k.ids, k.off, k.nseq, c->layers, hid, &err) == MT_OK,
+                  "%s", err.msg);
+    ck_assert_msg(mt_model_forward(m, k.ids, k.off, k.nseq, vec, NULL, &err) == MT_OK, "%s",
+                  err.msg);
+    const cJSON *jh = cJSON_GetObjectItem(k.j, "hidden_states");
+    const cJSON *jv = cJSON_GetObjectItem(k.j, "vectors");
+    double worst = 0;
+    for (int s = 0; s < k.nseq; s++) {
+        const int len = k.off[s + 1] - k.off[s];
+        int32_t o1[2] = {0, len};
+        double eh = rel_err(hid + (size_t)k.off[s] * h, jh, s, len * h);
+        double ev = rel_err(vec + (size_t)s * h, jv, s, h);
+        ck_assert_msg(enc_hidden_states(m, k.ids + k.off[s], o1, 1, c->layers, one, &err) ==
+                          MT_OK, "%s", err.msg);
+        double e1 = rel_err(one, jh, s, len * h);
+        ck_assert_msg(eh < 1e-5 && ev < 1e-5 && e1 < 1e-5,
+                      "%s sequence %d (%d tokens): relative error hidden %g (alone %g), "
+                      "vector %g", k.row->model_type, s, len, eh, e1, ev);
+        worst = fmax(worst, fmax(eh, fmax(ev, e1)));
+    }
+    printf("%s: %d sequences, worst relative error %.3g\n", k.row->model_type, k.nseq, worst);
+    free(hid);
+    free(vec);
+    free(one);
+    mt_model_free(m);
+    cJSON_Delete(k.j);
+}
+
+START_TEST(llama_shaped_layers_match_the_numpy_reference) { matches_reference(0); }
+END_TEST
+
+START_TEST(fused_rotary_layers_match_the_numpy_reference) { matches_reference(1); }
+END_TEST
+
+START_TEST(llama_row_reads_its_config)
+{
+    kase k = open_case(0);
+    mt_model *m = load_as(&k, MT_PREC_FP32, NULL);
+    const enc_config *c = enc_get_config(m);
+    ck_assert_int_eq(c->hidden, 48);
+    ck_assert_int_eq(c->heads, 4);
+    ck_assert_int_eq(c->kv_heads, 2);
+    ck_assert_int_eq(c->head_dim, 16); /* head_dim: not 48 / 4 */
+    ck_assert_int_eq(c->gated, 1);
+    ck_assert(fabsf(c->rope_theta - 10000.0f) < 1e-3f && fabsf(c->eps - 1e-6f) < 1e-12f);
+    mt_model_free(m);
+    cJSON_Delete(k.j);
+}
+END_TEST
+
+/* Every other precision the backend runs, quantized at load, against the
+ * reference vectors (random weights: looser than a trained model's). */
+static void precisions_stay_close(int which)
+{
+    kase k = open_case(which);
+    const cJSON *jv = cJSON_GetObjectItem(k.j, "vectors");
+    float *vec = malloc(sizeof(float) * k.nseq * k.h), want[128];
+    for (int p = 0; p < MT_PREC_COUNT; p++) {
+        if (p == MT_PREC_FP32 || !be->ops->supports(be, (mt_precision)p))
+            continue;
+        mt_model *m = load_as(&k, (mt_precision)p, NULL);
+        mt_err err = {{0}};
+        ck_assert_msg(mt_model_forward(m, k.ids, k.off, k.nseq, vec, NULL, &err) == MT_OK,
+                      "%s", err.msg);
+        double worst = 1;
+        for (int s = 0; s < k.nseq; s++) {
+            for (int i = 0; i < k.h; i++)
+                want[i] = (float)cJSON_GetArrayItem(cJSON_GetArrayItem(jv, s), i)->valuedouble;
+            worst = fmin(worst, mt_cosine(vec + (size_t)s * k.h, want, k.h));
+        }
+        const double bound = mt_prec((mt_precision)p)->has_scales ? 0.99 : 0.999;
+        printf("%s %s: min cosine to the FP64 reference %.6f\n", k.row->model_type,
+               mt_precision_name((mt_precision)p), worst);
+        ck_assert_msg(worst >= bound, "%s %s: min cosine %.6f < %.3f", k.row->model_type,
+                      mt_precision_name((mt_precision)p), worst, bound);
+        mt_model_free(m);
+    }
+    free(vec);
+    cJSON_Delete(k.j);
+}
+
+START_TEST(llama_every_precision_stays_close) { precisions_stay_close(0); }
+END_TEST
+
+START_TEST(fused_every_precision_stays_close) { precisions_stay_close(1); }
+END_TEST
+
+/* A quantized file of each row (its gate, fused QKV and fused gate-up
+ * tensors named as the row names them) loads to the vectors of quantizing
+ * at load. */
+START_TEST(quantized_files_reload_to_the_same_vectors)
+{
+    for (int which = 0; which < 2; which++) {
+        kase k = open_case(which);
+        char path[200];
+        snprintf(path, sizeof path, "%s/q%d.safetensors", work, which);
+        mt_err err = {{0}};
+        const mt_calib_opts cal = {MT_CALIB_ABSMAX, 100.0};
+        ck_assert_msg(enc_save_quantized(k.dir, k.row, MT_PREC_INT8, &cal, NULL, path, &err) ==
+                          MT_OK, "%s", err.msg);
+        mt_model *a = load_as(&k, MT_PREC_INT8, NULL), *b = load_as(&k, MT_PREC_INT8, path);
+        float *va = malloc(sizeof(float) * k.nseq * k.h), *vb = malloc(sizeof(float) * k.nseq * k.h);
+        ck_assert(mt_model_forward(a, k.ids, k.off, k.nseq, va, NULL, &err) == MT_OK);
+        ck_assert(mt_model_forward(b, k.ids, k.off, k.nseq, vb, NULL, &err) == MT_OK);
+        ck_assert_msg(!memcmp(va, vb, sizeof(float) * k.nseq * k.h),
+                      "%s: the quantized file's vectors differ", k.row->model_type);
+        free(va);
+        free(vb);
+        mt_model_free(a);
+        mt_model_free(b);
+        cJSON_Delete(k.j);
+    }
+}
+END_TEST
+
+/* A backend that declines the ops (no supports_op, as the CUDA backend
+ * today) refuses the model at load, naming the op and the backend. */
+START_TEST(a_backend_without_the_ops_refuses_the_model)
+{
+    mt_backend_ops ops = *be->ops;
+    ops.supports_op = NULL;
+    mt_backend other = *be;
+    other.ops = &ops;
+    const char *want[2] = {"needs rmsnorm", "needs gated MLP"};
+    for (int which = 0; which < 2; which++) {
+        kase k = open_case(which);
+        mt_err err = {{0}};
+        mt_model *m = NULL;
+        mt_model_opts o = {.precision = MT_PREC_FP32};
+        ck_assert_int_eq(enc_load_model(k.dir, k.row, &other, &o, &m, &err), MT_EUNSUPPORTED);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(err.msg, want[which]) && strstr(err.msg, k.row->model_type) &&
+                          strstr(err.msg, "cpu backend"),
+                      "message \"%s\"", err.msg);
+        cJSON_Delete(k.j);
+    }
+}
+END_TEST
+
+/* llama's config.json with key set to value (a JSON text; NULL drops it)
+ * in a copy of the folder: the load must fail naming want. */
+static void expect_refused(const char *key, const char *value, const char *want)
+{
+    char dir[160], cmd[512], path[200];
+    snprintf(dir, sizeof dir, "%s/bad", work);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, llama_dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *j;
+    mt_err err = {{0}};
+    ck_assert_int_eq(mt_json_load(path, &j, &err), MT_OK);
+    cJSON_DeleteItemFromObjectCaseSensitive(j, key);
+    if (value)
+        cJSON_AddItemToObject(j, key, cJSON_Parse(value));
+    char *text = cJSON_Print(j);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    cJSON_Delete(j);
+    mt_model *m = NULL;
+    mt_model_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_int_ne(enc_load_model(dir, &row_llama, be, &o, &m, &err), MT_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
+}
+
+START_TEST(bad_layer_config_is_refused_naming_the_key)
+{
+    expect_refused("num_key_value_heads", "3", "num_key_value_heads 3 does not divide");
+    expect_refused("num_key_value_heads", "8", "field 'num_key_value_heads' = 8 is not");
+    expect_refused("head_dim", "15", "rotary positions need an even head size");
+    expect_refused("rope_theta", "-1", "field 'rope_theta' must be a positive number");
+    expect_refused("hidden_act", "\"gelu\"", "hidden_act \"gelu\" is not supported (silu only)");
+    /* a missing tensor: llama has no biases (optional), but its norms are required */
+    expect_refused("num_hidden_layers", "3", "tensor 'layers.2.");
+}
+END_TEST
+
+static Suite *test_suite(void)
+{
+    Suite *s = suite_create("layer_kinds");
+    TCase *tc = tcase_create("layer_kinds");
+    tcase_add_unchecked_fixture(tc, make_folders, remove_folders);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, llama_shaped_layers_match_the_numpy_reference);
+    tcase_add_test(tc, fused_rotary_layers_match_the_numpy_reference);
+    tcase_add_test(tc, llama_row_reads_its_config);
+    tcase_add_test(tc, llama_every_precision_stays_close);
+    tcase_add_test(tc, fused_every_precision_stays_close);
+    tcase_add_test(tc, quantized_files_reload_to_the_same_vectors);
+    tcase_add_test(tc, a_backend_without_the_ops_refuses_the_model);
+    tcase_add_test(tc, bad_layer_config_is_refused_naming_the_key);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+#include "tests/unit/check_main.h"
