@@ -36,6 +36,7 @@
 #include "server/net/grpc.h"
 #include "server/net/http.h"
 #include "server/net/otlp.h"
+#include "server/api/routes.h"
 
 /* What the handlers serve. */
 struct http_app {
@@ -236,35 +237,10 @@ cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_re
 #define API_HANDLER(name) \
     void name(const http_app *app, const http_req *req, const char *const *p, http_resp *r)
 
-API_HANDLER(api_health_live);
-API_HANDLER(api_health_ready);
-API_HANDLER(api_server_metadata);
-API_HANDLER(api_model_metadata);
-API_HANDLER(api_model_ready);
-API_HANDLER(api_model_config);
-API_HANDLER(api_model_stats);
-API_HANDLER(api_metrics);
-API_HANDLER(api_kserve_infer);
-API_HANDLER(api_openai_embeddings);
-API_HANDLER(api_openai_models);
-API_HANDLER(api_repository_index);
-API_HANDLER(api_repository_load);
-API_HANDLER(api_repository_unload);
-API_HANDLER(api_admin_config);
-API_HANDLER(api_admin_reload);
-API_HANDLER(api_compare);
-API_HANDLER(api_ab_page);
-API_HANDLER(api_tei_embed);
-API_HANDLER(api_tei_root);
-API_HANDLER(api_tei_similarity);
-API_HANDLER(api_tei_embed_all);
-API_HANDLER(api_tei_tokenize);
-API_HANDLER(api_tei_decode);
-API_HANDLER(api_tei_rerank);
-API_HANDLER(api_tei_embed_sparse);
-API_HANDLER(api_tei_info);
-API_HANDLER(api_tei_health);
-API_HANDLER(api_index); /* routes.c: GET /, the route table */
+/* every handler the route table names (routes.h), declared from it */
+#define API_DECLARE(method, path, handler, style, flags, what) API_HANDLER(handler);
+ROUTES(API_DECLARE)
+#undef API_DECLARE
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);
