@@ -480,6 +480,33 @@ static mt_status no_device(const cfg_model *mc, const cfg_variant *vc, mt_err *e
                    mc->name, vc->name, want->name, want->label, why);
 }
 
+/* The variant's model (its mix resolved first) on v->be; for "auto" on
+ * another device than the host's, a model that backend cannot run (an op
+ * its architecture needs that the backend lacks: MT_EUNSUPPORTED) is built
+ * on the host's instead, and the log says why. */
+static mt_status load_on(srv_models *s, const cfg_model *mc, const cfg_variant *vc,
+                         mt_model_opts *o, srv_variant *v, mt_err *err)
+{
+    char mix[sizeof vc->mix];
+    mt_status st = mt_mix_resolve(mc->path, v->be, mt_model_load, o, vc->mix, vc->budget_cos,
+                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix,
+                                  err);
+    o->mix = mix;
+    if (st == MT_OK && !strcmp(vc->mix, "auto"))
+        log_msg(LOG_INFO, "model %s, variant %s: mix \"auto\" chose \"%s\"", mc->name,
+                vc->name, mix);
+    if (st == MT_OK)
+        st = mt_model_load(mc->path, v->be, o, &v->model, err);
+    if (st == MT_EUNSUPPORTED && !mt_device_choice_reg(mc->device) && v->be != s->devices[0].be) {
+        log_msg(LOG_INFO, "model %s, variant %s: %s: built on the %s", mc->name, vc->name,
+                err->msg, s->devices[0].reg->label);
+        v->be = s->devices[0].be;
+        return load_on(s, mc, vc, o, v, err);
+    }
+    o->mix = NULL; /* mix was this frame's */
+    return st;
+}
+
 mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_variant *vc,
                     srv_variant *ref, srv_variant **out, mt_err *err)
 {
@@ -499,16 +526,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
                         .weights = vc->weights};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
-    char mix[sizeof vc->mix];
-    mt_status st = mt_mix_resolve(mc->path, be, mt_model_load, &o, vc->mix, vc->budget_cos,
-                                  cfg_variant_mix_high(vc), mix_progress, v, mix, sizeof mix,
-                                  err);
-    o.mix = mix;
-    if (st == MT_OK && !strcmp(vc->mix, "auto"))
-        log_msg(LOG_INFO, "model %s, variant %s: mix \"auto\" chose \"%s\"", mc->name,
-                vc->name, mix);
-    if (st == MT_OK)
-        st = mt_model_load(mc->path, be, &o, &v->model, err);
+    mt_status st = load_on(s, mc, vc, &o, v, err);
     if (st != MT_OK) {
         free(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
