@@ -316,10 +316,12 @@ static mt_act_format pick_act_format(const enc_model *m)
 {
     const mt_backend_ops *op = m->be->ops;
     const enc_config *c = &m->cfg;
-    const enc_layer_kind zero = {0};
+    const enc_layer_kind *k = &m->arch->kind;
+    const bool bert = k->place == ENC_NORM_POST && k->norm == ENC_LAYERNORM &&
+                      k->mlp == ENC_MLP_GELU && k->pos == ENC_POS_LEARNED && !k->causal &&
+                      c->kv_heads == c->heads && c->head_dim * c->heads == c->hidden;
     if (!op->act_format || !op->set_act_format || c->pool_cls || c->hidden % 8 ||
-        c->intermediate % 8 || c->layers < 1 || memcmp(&m->arch->kind, &zero, sizeof zero) ||
-        c->head_dim * c->heads != c->hidden)
+        c->intermediate % 8 || c->layers < 1 || !bert)
         return MT_ACTF_F32; /* 16-bit rows: BERT-shaped layers only */
     const mt_precision p = m->layer[0].qkv->prec;
     for (int l = 0; l < c->layers; l++) {
