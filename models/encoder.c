@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/text/calib_text.h"
 #include "engine/fwd_graph.h"
@@ -28,6 +27,7 @@
 #include "engine/weights/safetensors.h"
 #include "engine/text/tokenizer.h"
 #include "engine/numfmt.h"
+#include "models/enc_tokenizer.h"
 #include "models/encoder_internal.h"
 
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
@@ -259,25 +259,13 @@ mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int 
 static const mt_model_ops enc_ops;
 static atomic_uint graph_ids; /* numbers models for their recorded forwards' keys */
 
-/* The WordPiece vocabulary, which must be as long as config.json says,
- * with the row's special tokens. */
+/* The folder's tokenizer, of the kind and casing its own files say
+ * (models/enc_tokenizer.c), with the row's special tokens. */
 static mt_status load_tokenizer(enc_model *m, const char *dir, mt_err *err)
 {
-    char path[4096], tj[4096];
-    snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
-    /* The added tokens come from tokenizer.json when the folder has one. */
-    tok_options topt = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
-                        .added_tokens_json = access(tj, R_OK) == 0 ? tj : NULL,
-                        .cls_token = m->arch->cls_token,
-                        .sep_token = m->arch->sep_token,
-                        .pad_token = m->arch->pad_token,
-                        .unk_token = m->arch->unk_token};
-    mt_status st = tok_load(path, &topt, &m->tok, err);
-    if (st == MT_OK && tok_vocab_size(m->tok) != m->cfg.vocab)
-        st = mt_fail(err, MT_EFORMAT, "%s has %d entries but config.json vocab_size is %d", path,
-                     tok_vocab_size(m->tok), m->cfg.vocab);
-    return st;
+    const enc_arch *a = m->arch;
+    return enc_tokenizer_load(dir, a->cls_token, a->sep_token, a->pad_token, a->unk_token,
+                              m->cfg.vocab, &m->tok, err);
 }
 
 /* Whether the variant loads a pre-quantized file (mantissa quantize). */

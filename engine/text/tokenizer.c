@@ -1,14 +1,16 @@
-/* tokenizer.c: BERT WordPiece tokenizer (uncased), id-for-id the same as
+/* tokenizer.c: BERT WordPiece tokenizer (cased or uncased), id-for-id the same as
  * Hugging Face tokenizers' BertNormalizer + BertPreTokenizer + WordPiece +
  * the "[CLS] A [SEP]" template, for the options in tokenizer.h.
  *
  * An encode runs in two passes over the text, each linear:
  *   1. decode and validate UTF-8; recognise the special tokens written in
  *      the raw text ("[SEP]" and friends, as HF's added-token matching does
- *      before normalizing); BertNormalizer: drop control characters, map
- *      whitespace to ' ', put spaces around CJK ideographs, and (uncased)
- *      NFD with nonspacing marks dropped, marks in canonical order.
- *   2. lowercase, split on whitespace and punctuation, and WordPiece each
+ *      before normalizing); BertNormalizer: drop control characters (but
+ *      with keep_controls: clean_text=false), map whitespace to ' ', put
+ *      spaces around CJK ideographs, and (when stripping accents: by
+ *      default, when uncased) NFD with nonspacing marks dropped, marks in
+ *      canonical order.
+ *   2. lowercase (uncased), split on whitespace and punctuation, and WordPiece each
  *      word (greedy longest match, "##" continuation, [UNK] when a word has
  *      no segmentation or is longer than max_word_chars characters).
  * HF lowercases after stripping accents; we keep that order.
@@ -55,6 +57,7 @@ struct tok {
     int32_t pad, unk, cls, sep;
     tok_added_list added; /* special tokens matched in the text */
     bool any_normalized;  /* some added token is matched in normalized text */
+    bool strip;           /* strip accents: opt.strip_accents resolved */
 };
 
 /* ======================================================================
@@ -265,6 +268,8 @@ mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, 
     if (!t)
         return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
     t->opt = o;
+    t->strip = o.strip_accents == TOK_ACCENTS_AUTO ? o.lowercase
+                                                    : o.strip_accents == TOK_ACCENTS_STRIP;
     size_t size = 0;
     mt_status s = tok_read_file(vocab_path, &t->pool, &size, err);
     if (s != MT_OK) {
@@ -276,6 +281,9 @@ mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, 
         tok_free(t);
         return s;
     }
+    /* The caller's strings were needed for the load only. */
+    t->opt.added_tokens_json = t->opt.cls_token = t->opt.sep_token = NULL;
+    t->opt.pad_token = t->opt.unk_token = NULL;
     *out = t;
     return MT_OK;
 }
@@ -493,13 +501,13 @@ static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
     return true;
 }
 
-/* Appends c (flags f) to the normalized text. Uncased: its NFD without
- * nonspacing marks (dropping Mn before the canonical ordering gives the
- * same order as after it, since that ordering is a stable sort). Cased:
+/* Appends c (flags f) to the normalized text. Stripping accents: its NFD
+ * without nonspacing marks (dropping Mn before the canonical ordering gives
+ * the same order as after it, since that ordering is a stable sort). Else
  * c itself. */
 static bool tok_emit(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
 {
-    if (!t->opt.lowercase) {
+    if (!t->strip) {
         if (!tok_vec_grow(&nm->out, 1))
             return false;
         TOK_U32(&nm->out)[nm->out.n++] = c;
@@ -539,7 +547,7 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
         i += l;
         unsigned f = ucd_flags(c);
         bool ok;
-        if (f & UCD_REMOVE)
+        if ((f & UCD_REMOVE) && !t->opt.keep_controls)
             continue;
         if (f & UCD_SPACE)
             ok = tok_emit(t, nm, ' ', 0);

@@ -1,9 +1,10 @@
-/* tokenizer.h: BERT WordPiece tokenizer (uncased), as Hugging Face's
- * BertTokenizer / tokenizers' BertNormalizer + BertPreTokenizer + WordPiece
- * apply it: clean control characters, lowercase, strip accents (NFD, drop
- * Mn), split CJK ideographs and punctuation, split on whitespace, greedy
- * longest-match WordPiece with "##" continuation, [UNK] for words with no
- * match or longer than 100 characters, [CLS] ... [SEP], truncation.
+/* tokenizer.h: BERT WordPiece tokenizer (cased or uncased), as Hugging
+ * Face's BertTokenizer / tokenizers' BertNormalizer + BertPreTokenizer +
+ * WordPiece apply it: clean control characters, strip accents (NFD, drop
+ * Mn), lowercase, split CJK ideographs and punctuation, split on
+ * whitespace, greedy longest-match WordPiece with "##" continuation, [UNK]
+ * for words with no match or longer than 100 characters, [CLS] ... [SEP],
+ * truncation. Which of the normalizer's steps run is tok_options'.
  */
 #ifndef MT_TOKENIZER_H
 #define MT_TOKENIZER_H
@@ -16,9 +17,19 @@
 
 typedef struct tok tok_t;
 
+/* BertNormalizer's strip_accents (NFD, nonspacing marks dropped). */
+typedef enum {
+    TOK_ACCENTS_AUTO = 0, /* strip_accents null: strip when lowercase */
+    TOK_ACCENTS_STRIP,    /* true: strip, cased or not */
+    TOK_ACCENTS_KEEP,     /* false: never strip */
+} tok_accents;
+
 typedef struct {
-    bool lowercase;        /* and strip accents, as BertNormalizer with strip_accents=null */
+    bool lowercase;        /* BertNormalizer's lowercase */
     bool chinese_chars;    /* put spaces around CJK ideographs */
+    tok_accents strip_accents;
+    bool keep_controls;    /* clean_text=false: control and format characters
+                            * stay in the text (default: removed) */
     int max_word_chars;    /* longer words become [UNK]; 100 in BERT */
     /* The model's tokenizer.json, whose "added_tokens" are the special
      * tokens matched in the text; NULL: BERT's [PAD] [UNK] [CLS] [SEP]
