@@ -35,6 +35,7 @@ typedef enum {
     MT_OPK_CAUSAL,   /* attention with causal set */
     MT_OPK_GQA,      /* attention with kv_heads < heads */
     MT_OPK_NO_POS,   /* embed without a position table (rotary rows) */
+    MT_OPK_QK_NORM,  /* qk_norm: RMSNorm of each Q and K head (Qwen3) */
     MT_OPK_COUNT
 } mt_op_kind;
 
@@ -187,6 +188,12 @@ typedef struct mt_backend_ops {
      * sequence (the rotate-half layout of GPT-NeoX, Llama, Qwen). */
     mt_status (*rope)(mt_backend *be, float *qkv, const int32_t *offsets, int nseq,
                       const mt_attn_params *p, float theta, mt_err *err);
+    /* Optional (MT_OPK_QK_NORM): in place on t rows of qkv (laid out as
+     * attention reads it), each Q head RMS-normalised over its head_dim
+     * values and scaled by q_gamma (head_dim), each K head likewise by
+     * k_gamma; V as it is. */
+    mt_status (*qk_norm)(mt_backend *be, float *qkv, int t, const mt_attn_params *p,
+                         const float *q_gamma, const float *k_gamma, float eps, mt_err *err);
     /* out (nseq, h) = L2-normalised (if normalize) mean over each sequence's tokens. */
     mt_status (*mean_pool)(mt_backend *be, const float *x, const int32_t *offsets, int nseq,
                            int h, bool normalize, float *out, mt_err *err);

@@ -98,3 +98,8 @@ bool mt_model_drift_bound(const mt_model *m, mt_drift *bound)
     *bound = b;
     return b.mean_cos < 1.0 || b.min_cos < 1.0;
 }
+
+const char *mt_pooling_name(mt_pooling p)
+{
+    return p == MT_POOL_CLS ? "cls" : p == MT_POOL_LAST ? "last_token" : "mean";
+}

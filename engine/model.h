@@ -28,7 +28,13 @@
 
 typedef struct mt_model mt_model;
 
-typedef enum { MT_POOL_MEAN, MT_POOL_CLS } mt_pooling;
+/* How a sequence's rows become its vector (sentence-transformers'
+ * 1_Pooling): their mean, the first (CLS) row, or the last token's row
+ * (decoder embedders: Qwen3-Embedding). */
+typedef enum { MT_POOL_MEAN, MT_POOL_CLS, MT_POOL_LAST } mt_pooling;
+
+/* "mean", "cls", "last_token" (TEI's names). */
+const char *mt_pooling_name(mt_pooling p);
 
 /* How to load a model. */
 typedef struct {

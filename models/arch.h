@@ -90,6 +90,8 @@ typedef struct {
 typedef struct {
     const char *q, *k, *v, *o, *ln1, *inter, *out, *ln2;
     const char *qkv, *gate;
+    const char *q_norm, *k_norm; /* per-head RMSNorms of Q and K before the
+                                  * positions (Qwen3), gamma head_dim wide; NULL: none */
 } enc_layer_names;
 
 struct enc_arch {

@@ -140,23 +140,25 @@ static mt_status read_arch(const char *dir, const enc_arch *a, enc_config *c, mt
     return st;
 }
 
-/* 1_Pooling/config.json: mean or CLS pooling, one of them true; any other
- * mode, an unknown field or a non-bool value is refused, naming the field.
- * Without the file, the row's pooling. */
+/* 1_Pooling/config.json: mean, CLS or last-token pooling, one of them
+ * true; any other mode, an unknown field or a non-bool value is refused,
+ * naming the field. Without the file, the row's pooling. */
 static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c, mt_err *err)
 {
     char path[4096];
     cJSON *j = NULL;
     snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
-    c->pool_cls = a->pooling == MT_POOL_CLS;
+    c->pool = a->pooling;
     if (mt_json_load(path, &j, NULL) != MT_OK)
         return MT_OK;
+    /* the modes, in sentence-transformers' order; the ones served first */
     static const char *const modes[] = {"pooling_mode_mean_tokens", "pooling_mode_cls_token",
+                                        "pooling_mode_lasttoken",
                                         "pooling_mode_max_tokens",
                                         "pooling_mode_mean_sqrt_len_tokens",
-                                        "pooling_mode_weightedmean_tokens",
-                                        "pooling_mode_lasttoken"};
-    int on[6] = {0}, non = 0;
+                                        "pooling_mode_weightedmean_tokens"};
+    static const mt_pooling served[3] = {MT_POOL_MEAN, MT_POOL_CLS, MT_POOL_LAST};
+    int on = -1, non = 0;
     mt_status st = MT_OK;
     const cJSON *it;
     cJSON_ArrayForEach(it, j)
@@ -172,20 +174,23 @@ static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c,
             st = mt_fail(err, MT_EUNSUPPORTED, "%s: field '%s' is not supported", path, it->string);
         else if (!cJSON_IsBool(it))
             st = mt_fail(err, MT_EFORMAT, "%s: field '%s' must be true or false", path, it->string);
-        else if (cJSON_IsTrue(it) && k >= 2)
-            st = mt_fail(err, MT_EUNSUPPORTED, "%s: field '%s': only mean or CLS pooling is supported",
+        else if (cJSON_IsTrue(it) && k >= 3)
+            st = mt_fail(err, MT_EUNSUPPORTED,
+                         "%s: field '%s': only mean, CLS or last-token pooling is supported",
                          path, it->string);
         else if (cJSON_IsTrue(it))
-            on[k] = 1, non++;
+            on = (int)k, non++;
         if (st != MT_OK)
             break;
     }
     cJSON_Delete(j);
     if (st == MT_OK && non != 1)
         st = mt_fail(err, MT_EUNSUPPORTED,
-                     "%s: exactly one of pooling_mode_mean_tokens and pooling_mode_cls_token must be true",
+                     "%s: exactly one of pooling_mode_mean_tokens, pooling_mode_cls_token and "
+                     "pooling_mode_lasttoken must be true",
                      path);
-    c->pool_cls = on[1];
+    if (st == MT_OK)
+        c->pool = served[on];
     return st;
 }
 
@@ -308,7 +313,7 @@ static mt_act_format pick_act_format(const enc_model *m)
     const bool bert = k->place == ENC_NORM_POST && k->norm == ENC_LAYERNORM &&
                       k->mlp == ENC_MLP_GELU && k->pos == ENC_POS_LEARNED && !k->causal &&
                       c->kv_heads == c->heads && c->head_dim * c->heads == c->hidden;
-    if (!op->act_format || !op->set_act_format || c->pool_cls || c->hidden % 8 ||
+    if (!op->act_format || !op->set_act_format || c->pool != MT_POOL_MEAN || c->hidden % 8 ||
         c->intermediate % 8 || c->layers < 1 || !bert)
         return MT_ACTF_F32; /* 16-bit rows: BERT-shaped layers only */
     const mt_precision p = m->layer[0].qkv->prec;
@@ -421,7 +426,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
                                    .intermediate = m->cfg.intermediate,
                                    .precision = m->prec,
                                    .mix = m->mix_text,
-                                   .pooling = m->cfg.pool_cls ? MT_POOL_CLS : MT_POOL_MEAN,
+                                   .pooling = m->cfg.pool,
                                    .normalize = m->cfg.normalize,
                                    .gemm_bytes = m->gemm_bytes,
                                    .resident_bytes = m->gemm_bytes + m->other_bytes};
@@ -455,8 +460,9 @@ static void enc_free(mt_model *base)
         for (int l = 0; l < m->cfg.layers; l++) {
             enc_layer *L = &m->layer[l];
             mt_weight *w[] = {L->qkv, L->attn_out, L->inter, L->out};
-            void *v[] = {L->b_qkv, L->b_attn_out, L->b_inter, L->b_out, L->ln1_g, L->ln1_b,
-                         L->ln2_g, L->ln2_b,      L->b16[0],  L->b16[1], L->b16[2], L->b16[3]};
+            void *v[] = {L->b_qkv,  L->b_attn_out, L->b_inter, L->b_out,  L->ln1_g,
+                         L->ln1_b,  L->ln2_g,      L->ln2_b,   L->b16[0], L->b16[1],
+                         L->b16[2], L->b16[3],     L->q_norm,  L->k_norm};
             for (size_t i = 0; i < sizeof w / sizeof *w; i++)
                 if (w[i])
                     be->ops->weight_destroy(be, w[i]);

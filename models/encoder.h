@@ -34,7 +34,7 @@ typedef struct {
     float eps;
     int max_seq_len;  /* sentence-transformers' max_seq_length (256 for MiniLM) */
     int normalize;    /* modules.json has a Normalize module */
-    int pool_cls;     /* 1_Pooling/config.json: CLS pooling (else mean) */
+    mt_pooling pool;  /* 1_Pooling/config.json: mean, CLS or last-token pooling */
     int pad_id;       /* the pad token id, where the row's hooks use it (MPNet's positions) */
 } enc_config;
 

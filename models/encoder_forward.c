@@ -56,6 +56,7 @@ mt_status enc_prepare_ops(enc_model *m, mt_err *err)
         [MT_OPK_CAUSAL] = k->causal,
         [MT_OPK_GQA] = c->kv_heads != c->heads,
         [MT_OPK_NO_POS] = !m->arch->emb.pos,
+        [MT_OPK_QK_NORM] = m->arch->layer.q_norm != NULL,
     };
     const mt_backend_ops *op = m->be->ops;
     for (int i = 0; i < MT_OPK_COUNT; i++)
@@ -66,15 +67,18 @@ mt_status enc_prepare_ops(enc_model *m, mt_err *err)
     return MT_OK;
 }
 
-/* CLS pooling: each sequence's first row, as it is. */
-static mt_status cls_pool(enc_model *m, const float *x, const int32_t *offsets, int nseq,
+/* CLS or last-token pooling: each sequence's first or last row, as it is. */
+static mt_status row_pool(enc_model *m, const float *x, const int32_t *offsets, int nseq,
                           float *out, mt_err *err)
 {
     const int h = m->cfg.hidden;
+    const bool last = m->cfg.pool == MT_POOL_LAST;
     mt_status st = MT_OK;
-    for (int s = 0; s < nseq && st == MT_OK; s++)
-        st = m->be->ops->download(m->be, out + (size_t)s * h, x + (size_t)offsets[s] * h,
+    for (int s = 0; s < nseq && st == MT_OK; s++) {
+        const int row = last ? offsets[s + 1] - 1 : offsets[s];
+        st = m->be->ops->download(m->be, out + (size_t)s * h, x + (size_t)row * h,
                                   sizeof(float) * h, err);
+    }
     return st;
 }
 
@@ -101,7 +105,7 @@ static void normalize_rows(float *out, int nseq, int h, bool normalize, float *n
 }
 
 /* The end of a forward: the hidden states x (t, h) as they are (pool
- * false), or pooled (mean on the backend, or CLS) into out, with their
+ * false), or pooled (mean on the backend, or a CLS or last row) into out, with their
  * norms (may be NULL) and normalised as the model says. ready: pooled
  * already holds the means (the recorded forward pools inside its graph). */
 static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
@@ -113,8 +117,8 @@ static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
     mt_status st;
     if (!pool)
         return op->download(m->be, out, x, sizeof(float) * (size_t)t * h, err);
-    if (m->cfg.pool_cls)
-        st = cls_pool(m, x, offsets, nseq, out, err);
+    if (m->cfg.pool != MT_POOL_MEAN)
+        st = row_pool(m, x, offsets, nseq, out, err);
     else if (ready || (st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
         st = op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
     if (st == MT_OK)
@@ -178,7 +182,8 @@ static mt_status build_norm(enc_model *m, const float *x, const float *res, cons
 }
 
 /* Layer l's self-attention on in (t rows) into y (t, h): the packed QKV
- * GEMM, rotary positions where the row has them, the attention op with
+ * GEMM, the per-head Q and K norms and rotary positions where the row has
+ * them, the attention op with
  * the model's parameters (heads, masks, bias), the output projection. */
 static mt_status build_attn(enc_model *m, int l, const float *in, const fwd_bufs *b, int t,
                             float *y, mt_err *err)
@@ -189,6 +194,8 @@ static mt_status build_attn(enc_model *m, int l, const float *in, const fwd_bufs
     const float *bq = b->act16 ? L->b16[0] : L->b_qkv, *bo = b->act16 ? L->b16[1] : L->b_attn_out;
     mt_status st;
     if ((st = gemm_at(m, l, 0, in, t, L->qkv, bq, MT_ACT_NONE, b->qkv, err)) ||
+        (L->q_norm && (st = op->qk_norm(m->be, b->qkv, t, &m->attn, L->q_norm, L->k_norm,
+                                         m->cfg.eps, err))) ||
         (m->arch->kind.pos == ENC_POS_ROTARY &&
          (st = op->rope(m->be, b->qkv, b->off, b->nseq, &m->attn, m->cfg.rope_theta, err))) ||
         (st = op->attention(m->be, b->qkv, b->off, b->nseq, &m->attn, b->ctx, err)))
@@ -337,9 +344,9 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
                         (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5]),
                         m->cfg.gated ? (float *)(a + at[6]) : NULL, act16, nseq};
     /* mean pooling is part of the recording (one launch fewer per replay;
-     * nseq is in the key, the offsets in the arena); CLS pooling downloads
-     * rows after it */
-    const bool mean = !m->cfg.pool_cls;
+     * nseq is in the key, the offsets in the arena); CLS and last-token
+     * pooling download rows after it */
+    const bool mean = m->cfg.pool == MT_POOL_MEAN;
     if (!replay &&
         ((st = encode(m, ids, offsets, nseq, p->t_cap, m->cfg.layers, &b, err)) ||
          (mean && (st = op->mean_pool(m->be, b.x, b.off, nseq, (int)h, false, b.pooled, err))))) {

@@ -21,6 +21,7 @@ typedef struct {
     float *b_qkv, *b_attn_out, *b_inter, *b_out;
     void *b16[4]; /* the four biases in the 16-bit activation type (actf), or NULL */
     float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
+    float *q_norm, *k_norm; /* per-head Q and K RMSNorm gammas (head_dim), or NULL */
 } enc_layer;
 
 struct enc_model {

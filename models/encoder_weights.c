@@ -407,9 +407,15 @@ mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err)
                     : load_layer_gemm(m, f, l, 2, up + 1, &inw, 1, &L->inter, &L->b_inter, err)) ||
         (st = load_layer_gemm(m, f, l, 3, down, &h, 1, &L->out, &L->b_out, err)))
         return st;
-    if ((st = load_norm(m, f, l, nm->ln1, &L->ln1_g, &L->ln1_b, err)))
+    if ((st = load_norm(m, f, l, nm->ln1, &L->ln1_g, &L->ln1_b, err)) ||
+        (st = load_norm(m, f, l, nm->ln2, &L->ln2_g, &L->ln2_b, err)) || !nm->q_norm)
         return st;
-    return load_norm(m, f, l, nm->ln2, &L->ln2_g, &L->ln2_b, err);
+    char n1[160];
+    snprintf(n1, sizeof n1, "%s.%d.%s.weight", m->arch->layers, l, nm->q_norm);
+    if ((st = enc_load_vec(m, f, n1, c->head_dim, &L->q_norm, err)))
+        return st;
+    snprintf(n1, sizeof n1, "%s.%d.%s.weight", m->arch->layers, l, nm->k_norm);
+    return enc_load_vec(m, f, n1, c->head_dim, &L->k_norm, err);
 }
 
 /* A pre-quantized file says in its metadata how it was made; refuse one

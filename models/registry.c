@@ -17,6 +17,7 @@
     X(enc_arch_bert)       /* models/arch_bert.c */                                              \
     X(enc_arch_mpnet)      /* models/mpnet.c */                                                  \
     X(enc_arch_distilbert) /* models/distilbert.c */                                             \
+    X(enc_arch_qwen3)      /* models/qwen3.c */                                                  \
     /* end of the rows */
 
 #define ARCH_DECLARE(row) extern const enc_arch row;

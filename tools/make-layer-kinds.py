@@ -11,6 +11,11 @@
 #       head_dim (4 x 16 = 64 wide Q on a 48-wide model), rotary positions,
 #       causal attention, SwiGLU MLP (split gate and up), no biases, no
 #       embedding norm or position table.
+#   make-layer-kinds.py qwen3 OUT [--seed N]
+#       a Qwen3-shaped stack (model_type "qwen3", Qwen3Model's tensor names,
+#       loaded through the registry's row, models/qwen3.c): the llama shape
+#       plus a per-head RMSNorm of Q and K before the rotary positions, and
+#       last-token pooling (1_Pooling/config.json's pooling_mode_lasttoken).
 #   make-layer-kinds.py fused OUT [--seed N]
 #       a post-norm LayerNorm stack on rotary positions (NomicBERT-like):
 #       one fused Wqkv with its bias, a fused [gate | up] GeGLU first MLP
@@ -20,9 +25,10 @@
 # Each folder gets config.json, model.safetensors (F32), a WordPiece
 # vocab.txt of the right size, modules.json (mean pooling, Normalize) and
 # reference.json: token id sequences, the last hidden states and the
-# mean-pooled normalised vectors of a forward written here in numpy
+# pooled (mean, or last token for qwen3) normalised vectors of a forward written here in numpy
 # (float64) from the architectures' definitions (transformers'
-# modeling_llama: LlamaRMSNorm, rotate_half, repeat_kv, LlamaMLP), which
+# modeling_llama: LlamaRMSNorm, rotate_half, repeat_kv, LlamaMLP; and
+# modeling_qwen3's q_norm / k_norm), which
 # shares no code with the C encoder.
 import argparse
 import json
@@ -127,6 +133,9 @@ def forward(spec, w, ids):
             else:
                 q, k, v = (lin(h, p + spec[t]) for t in ("q", "k", "v"))
             q, k, v = q.reshape(n, H, dh), k.reshape(n, KV, dh), v.reshape(n, KV, dh)
+            if spec.get("qk_norm"):
+                q = rms_norm(q, f[p + "self_attn.q_norm.weight"], eps)
+                k = rms_norm(k, f[p + "self_attn.k_norm.weight"], eps)
             q, k = rotary(q, spec["theta"]), rotary(k, spec["theta"])
             return lin(attention(q, k, v, spec["causal"]), p + spec["o"])
 
@@ -177,6 +186,18 @@ def llama(rng):
     return config, w, spec
 
 
+def qwen3(rng):
+    config, w, spec = llama(rng)
+    config.update({"architectures": ["Qwen3Model"], "model_type": "qwen3",
+                   "rope_scaling": None, "use_sliding_window": False, "tie_word_embeddings": True})
+    dh = config["head_dim"]
+    for layer in range(config["num_hidden_layers"]):
+        for n in ("q_norm", "k_norm"):
+            w[f"layers.{layer}.self_attn.{n}.weight"] = rng.normal(1, 0.2, dh)
+    spec.update({"qk_norm": True, "pool": "last"})
+    return config, w, spec
+
+
 def fused(rng):
     V, h, L, H, I = 97, 72, 2, 3, 80
     dh = h // H
@@ -208,12 +229,12 @@ def fused(rng):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("kind", choices=["llama", "fused"])
+    ap.add_argument("kind", choices=["llama", "qwen3", "fused"])
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=20261128)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
-    config, w, spec = (llama if a.kind == "llama" else fused)(rng)
+    config, w, spec = {"llama": llama, "qwen3": qwen3, "fused": fused}[a.kind](rng)
     w = {k: v.astype(np.float32) for k, v in w.items()}
     os.makedirs(a.out, exist_ok=True)
     write_safetensors(os.path.join(a.out, "model.safetensors"), w)
@@ -225,13 +246,21 @@ def main():
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])
+    if spec.get("pool") == "last":
+        os.makedirs(os.path.join(a.out, "1_Pooling"), exist_ok=True)
+        write_json(os.path.join(a.out, "1_Pooling", "config.json"),
+                   {"word_embedding_dimension": config["hidden_size"],
+                    "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
+                    "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+                    "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": True,
+                    "include_prompt": True})
     # lengths that take both attention kernels (the own one below 64 tokens at AVX2)
     lengths = [1, 5, 17, 70]
     ids, hidden, vectors = [], [], []
     for n in lengths:
         seq = [int(t) for t in rng.integers(4, V, n)]
         x = forward(spec, w, np.array(seq))
-        v = x.mean(0)
+        v = x[-1] if spec.get("pool") == "last" else x.mean(0)
         ids.append(seq)
         hidden.append(x.ravel().tolist())
         vectors.append((v / max(np.linalg.norm(v), 1e-12)).tolist())

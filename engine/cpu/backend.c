@@ -356,6 +356,14 @@ static mt_status cpu_glu(mt_backend *be, const float *x, int t, int n, mt_act ac
     return MT_OK;
 }
 
+static mt_status cpu_qk_norm(mt_backend *be, float *qkv, int t, const mt_attn_params *p,
+                             const float *q_gamma, const float *k_gamma, float eps, mt_err *err)
+{
+    bind_threads(be);
+    kc_qk_rmsnorm(qkv, t, p->heads, p->kv_heads, p->head_dim, q_gamma, k_gamma, eps);
+    return MT_OK;
+}
+
 static mt_status cpu_rope(mt_backend *be, float *qkv, const int32_t *offsets, int nseq,
                           const mt_attn_params *p, float theta, mt_err *err)
 {
@@ -433,6 +441,7 @@ static const mt_backend_ops cpu_ops = {
     .add = cpu_add,
     .glu = cpu_glu,
     .rope = cpu_rope,
+    .qk_norm = cpu_qk_norm,
 };
 
 mt_status mt_backend_cpu_create(int threads, mt_backend **out, mt_err *err)

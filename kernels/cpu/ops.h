@@ -82,6 +82,12 @@ void kc_glu(const float *x, int t, int n, bool silu, float *out);
 int kc_rope(float *qkv, const int32_t *offsets, int nseq, int heads, int kv_heads, int dh,
             float theta);
 
+/* In place on t rows of qkv (t, (heads + 2 kv_heads) dh): each of the
+ * heads Q heads RMS-normalised over its dh values (mean square in double)
+ * times qg (dh), each K head likewise times kg; V untouched. */
+void kc_qk_rmsnorm(float *qkv, int t, int heads, int kv_heads, int dh, const float *qg,
+                   const float *kg, float eps);
+
 /* out (nseq, h) = mean of each sequence's rows, then L2-normalised if asked
  * (norm clamped at 1e-12 as torch.nn.functional.normalize). */
 void kc_mean_pool(const float *x, const int32_t *offsets, int nseq, int h, bool normalize,

@@ -1,7 +1,7 @@
 /* ops_layer.c: FP32 CPU kernels for the layer kinds beyond BERT's
  * (models/arch.h's layer description): RMSNorm, the residual add of
- * pre-norm layers, the gated MLP's activation (SwiGLU, GeGLU) and rotary
- * position embeddings. Plain loops that GCC vectorises, threaded with
+ * pre-norm layers, the gated MLP's activation (SwiGLU, GeGLU), rotary
+ * position embeddings and the per-head query/key RMSNorm (Qwen3). Plain loops that GCC vectorises, threaded with
  * OpenMP over rows; tests/unit/test_cpu_ops.c checks each against a double
  * twin. The attention's causal and grouped-query modes are in ops.c.
  */
@@ -47,6 +47,29 @@ void kc_glu(const float *x, int t, int n, bool silu, float *out)
             const float f = silu ? a / (1.0f + expf(-a)) : kc_gelu1(a);
             o[c] = f * up[c];
         }
+    }
+}
+
+/* One row of n values: v / sqrt(mean(v^2) + eps) * g, in place. */
+static void rms_row(float *v, int n, const float *g, float eps)
+{
+    double ss = 0.0;
+    for (int c = 0; c < n; c++)
+        ss += (double)v[c] * v[c];
+    const float inv = (float)(1.0 / sqrt(ss / n + (double)eps));
+    for (int c = 0; c < n; c++)
+        v[c] = v[c] * inv * g[c];
+}
+
+void kc_qk_rmsnorm(float *qkv, int t, int heads, int kv_heads, int dh, const float *qg,
+                   const float *kg, float eps)
+{
+    const size_t stride = (size_t)(heads + 2 * kv_heads) * dh;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < t; r++) {
+        float *row = qkv + (size_t)r * stride;
+        for (int hd = 0; hd < heads + kv_heads; hd++) /* Q's heads, then K's */
+            rms_row(row + (size_t)hd * dh, dh, hd < heads ? qg : kg, eps);
     }
 }
 

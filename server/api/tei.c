@@ -681,7 +681,7 @@ API_HANDLER(api_tei_info)
               "\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
               "\"max_batch_requests\":%d,\"max_client_batch_size\":%d,\"auto_truncate\":%s,"
               "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":",
-              mi->pooling == MT_POOL_CLS ? "cls" : "mean", max_queue, v->max_seq_len, max_tokens,
+              mt_pooling_name(mi->pooling), max_queue, v->max_seq_len, max_tokens,
               max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
               1 /* texts are tokenized on the loop thread */);
     const char *commit = mt_build_commit(); /* TEI's sha: its build's commit */

@@ -1,6 +1,6 @@
 /* test_cpu_layer_ops.c: the CPU kernels of the layer kinds beyond BERT's
  * (kernels/cpu/ops_layer.c: RMSNorm, add, the gated MLP's activations,
- * rotary positions; kernels/cpu/ops.c: causal and grouped-query attention)
+ * rotary positions, the per-head Q/K RMSNorm; kernels/cpu/ops.c: causal and grouped-query attention)
  * against plain double-precision twins written here, on fresh random
  * inputs, outputs poisoned with NaN first so that an element left unwritten
  * fails. Both attention kernels are taken (the own micro-kernel below 64
@@ -168,6 +168,33 @@ START_TEST(rope_rotates_q_and_k_by_position_in_each_sequence)
 }
 END_TEST
 
+/* Qwen3's per-head query/key RMSNorm: Q and K heads, each with its gamma,
+ * V untouched. */
+START_TEST(qk_rmsnorm_normalises_each_q_and_k_head)
+{
+    const int heads = 4, kvh = 2, dh = 24, t = 9, w = (heads + 2 * kvh) * dh;
+    float *qkv = rand_vec((size_t)t * w, 3.0f), *orig = malloc(sizeof(float) * t * w);
+    float *qg = rand_vec(dh, 2.0f), *kg = rand_vec(dh, 2.0f);
+    memcpy(orig, qkv, sizeof(float) * t * w);
+    kc_qk_rmsnorm(qkv, t, heads, kvh, dh, qg, kg, 1e-6f);
+    double worst = 0;
+    for (int i = 0; i < t; i++)
+        for (int hd = 0; hd < heads + 2 * kvh; hd++) {
+            const float *o = orig + (size_t)i * w + hd * dh, *g = hd < heads ? qg : kg;
+            double ss = 0;
+            for (int d = 0; d < dh; d++)
+                ss += (double)o[d] * o[d];
+            const double inv = 1.0 / sqrt(ss / dh + 1e-6);
+            for (int d = 0; d < dh; d++) {
+                const double want = hd < heads + kvh ? o[d] * inv * g[d] : o[d];
+                worst = fmax(worst, fabs(qkv[(size_t)i * w + hd * dh + d] - want));
+            }
+        }
+    ck_assert_msg(worst < 1e-5, "largest error %g", worst);
+    free(qkv), free(orig), free(qg), free(kg);
+}
+END_TEST
+
 static Suite *test_suite(void)
 {
     Suite *s = suite_create("cpu_layer_ops");
@@ -177,6 +204,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, rmsnorm_with_and_without_residual_matches_double);
     tcase_add_test(tc, add_and_gated_activations_match_double);
     tcase_add_test(tc, rope_rotates_q_and_k_by_position_in_each_sequence);
+    tcase_add_test(tc, qk_rmsnorm_normalises_each_q_and_k_head);
     suite_add_tcase(s, tc);
     return s;
 }
