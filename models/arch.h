@@ -137,9 +137,11 @@ struct enc_arch {
 /* config.json's integer `key` in [lo, hi] into *out; errors name file and key. */
 mt_status enc_json_int(const cJSON *o, const char *file, const char *key, int lo, int hi,
                        int *out, mt_err *err);
-/* Tensor name (or the row's prefix + name), F32 of shape (d0) or (d0, d1). */
-mt_status enc_find_f32(const enc_model *m, const st_file *f, const char *name, int64_t d0,
-                       int64_t d1, const float **out, mt_err *err);
+/* Tensor name (or the row's prefix + name), F32 of shape (d0) or (d0, d1)
+ * (F16 and BF16 tensors converted; the copy lives until the loader is done
+ * with the layer). */
+mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t d0, int64_t d1,
+                       const float **out, mt_err *err);
 /* A host FP32 vector/table copied into backend memory (counted in the
  * model's resident bytes). */
 mt_status enc_to_backend(enc_model *m, const float *src, size_t n, float **out, mt_err *err);

@@ -296,7 +296,7 @@ static mt_status open_weights(enc_model *m, const char *dir, const mt_model_opts
         return st != MT_OK ? st
                            : enc_check_quant_meta(*f, m->prec, &m->calib, m->mix_text, err);
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st_model_path(dir, path, sizeof path);
     return st_open(path, f, err);
 }
 
@@ -398,6 +398,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
         (st = enc_load_embeddings(m, f, err)) != MT_OK)
         goto fail;
     st_drop_pages(f); /* copied: what was read need not stay resident */
+    enc_conv_release(m);
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
     if (!m->layer) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
@@ -406,6 +407,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     for (int l = 0; l < m->cfg.layers && st == MT_OK; l++) {
         st = enc_load_layer(m, f, l, err);
         st_drop_pages(f);
+        enc_conv_release(m);
     }
     free(stats);
     stats = NULL;
@@ -478,6 +480,8 @@ static void enc_free(mt_model *base)
         if (v[i])
             be->ops->free(be, v[i]);
     tok_free(m->tok);
+    enc_conv_release(m);
+    free(m->conv);
     free(m->act_max);
     free(m);
 }

@@ -45,6 +45,10 @@ struct enc_model {
     enc_layer *layer;
     size_t gemm_bytes, other_bytes;
     unsigned graph_id; /* this model's part of its recorded forwards' keys (fwd_graph.h) */
+    /* FP32 copies of 16-bit tensors read from the file (LLM checkpoints are
+     * BF16 on disk), alive until enc_conv_release: one layer's at a time */
+    void **conv;
+    int nconv, conv_cap;
     mt_act_format actf; /* the backend's activation type for this model's pooled forwards */
 };
 
@@ -97,6 +101,10 @@ mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int 
 const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name);
 mt_status enc_load_vec(enc_model *m, const st_file *f, const char *name, int64_t n,
                        float **out, mt_err *err);
+/* Frees the FP32 copies of 16-bit file tensors made since the last call
+ * (the loader calls it after the embeddings and after each layer, once
+ * what they held is in the backend). */
+void enc_conv_release(enc_model *m);
 mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err);
 /* The word, position and first token-type tables (or a zero row) and the
  * embedding LayerNorm. */

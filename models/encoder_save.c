@@ -236,7 +236,7 @@ mt_status enc_save_quantized(const char *dir, const enc_arch *a, mt_precision p,
     if (!sv)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     *sv = (saver){.dir = dir, .arch = a, .p = p, .calib = calib};
-    snprintf(sv->path, sizeof sv->path, "%s/model.safetensors", dir);
+    st_model_path(dir, sv->path, sizeof sv->path);
     mt_status st = mt_mix_parse(mix_text, &sv->mix, err);
     if (st != MT_OK)
         mt_prefix(err, st, "mix: ");

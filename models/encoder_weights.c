@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/numfmt.h"
 #include "engine/quant/quant.h"
 #include "models/encoder_internal.h"
 
@@ -27,23 +28,66 @@ const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name)
     return t;
 }
 
-/* Finds name (or the row's prefix + name) and checks it is F32 of the
- * given shape. */
-mt_status enc_find_f32(const enc_model *m, const st_file *f, const char *name, int64_t d0,
-                       int64_t d1, const float **out, mt_err *err)
+/* Whether a file tensor of dtype d can be read as FP32 values: F32 as it
+ * is, F16 and BF16 (LLM checkpoints) converted exactly. */
+static bool f32_readable(st_dtype d)
+{
+    return d == ST_F32 || d == ST_F16 || d == ST_BF16;
+}
+
+/* t's values as FP32: the file's own F32 data, or an exact FP32 copy of a
+ * 16-bit tensor, kept in m->conv until enc_conv_release. */
+static mt_status as_f32(enc_model *m, const st_tensor *t, const float **out, mt_err *err)
+{
+    if (t->dtype == ST_F32) {
+        *out = (const float *)t->data;
+        return MT_OK;
+    }
+    const size_t n = (size_t)st_numel(t);
+    float *copy = malloc(sizeof(float) * (n ? n : 1));
+    if (m->nconv == m->conv_cap) {
+        const int cap = m->conv_cap ? 2 * m->conv_cap : 16;
+        void **grown = realloc(m->conv, sizeof *m->conv * (size_t)cap);
+        if (grown)
+            m->conv = grown, m->conv_cap = cap;
+    }
+    if (!copy || m->nconv == m->conv_cap) {
+        free(copy);
+        return mt_fail(err, MT_ENOMEM, "out of memory converting tensor '%s' to FP32", t->name);
+    }
+    mt_status st = nf_decode(t->dtype == ST_BF16 ? NF_BF16 : NF_F16, t->data, copy, n, 1.0f, err);
+    if (st != MT_OK) {
+        free(copy);
+        return st;
+    }
+    m->conv[m->nconv++] = copy;
+    *out = copy;
+    return MT_OK;
+}
+
+void enc_conv_release(enc_model *m)
+{
+    for (int i = 0; i < m->nconv; i++)
+        free(m->conv[i]);
+    m->nconv = 0;
+}
+
+/* Finds name (or the row's prefix + name) and checks it is F32 (or F16,
+ * BF16: converted) of the given shape. */
+mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t d0, int64_t d1,
+                       const float **out, mt_err *err)
 {
     const st_tensor *t = enc_find(m->arch, f, name);
     if (!t)
         return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), name);
     int want_dims = d1 > 0 ? 2 : 1;
-    if (t->dtype != ST_F32 || t->ndim != want_dims || t->shape[0] != d0 ||
+    if (!f32_readable(t->dtype) || t->ndim != want_dims || t->shape[0] != d0 ||
         (want_dims == 2 && t->shape[1] != d1))
         return mt_fail(err, MT_EFORMAT,
                        "%s: tensor '%s' is %s with %d dims, expected F32 [%lld%s%lld]",
                        st_path(f), name, st_dtype_name(t->dtype), t->ndim, (long long)d0,
                        want_dims == 2 ? "," : "", want_dims == 2 ? (long long)d1 : 0LL);
-    *out = (const float *)t->data;
-    return MT_OK;
+    return as_f32(m, t, out, err);
 }
 
 /* Copies a host FP32 vector/table into backend memory. */
@@ -148,16 +192,21 @@ static mt_status gemm_find(enc_model *m, const st_file *f, const char *const *na
         const st_tensor *t = enc_find(m->arch, f, names[i]);
         if (!t)
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), names[i]);
-        if (t->dtype != want || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
+        const bool dtype_ok = m->prequant ? t->dtype == want : f32_readable(t->dtype);
+        if (!dtype_ok || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is %s [%lld,%lld], expected %s [%d,%d]",
                            st_path(f), names[i], st_dtype_name(t->dtype),
                            (long long)t->shape[0], t->ndim > 1 ? (long long)t->shape[1] : 0LL,
                            st_dtype_name(want), rows[i], k);
         g->src[i] = t->data;
         if (!m->prequant) {
-            mt_status st = check_finite(f, names[i], t->data, (size_t)rows[i] * k, err);
+            const float *v;
+            mt_status st = as_f32(m, t, &v, err);
+            if (st == MT_OK)
+                st = check_finite(f, names[i], v, (size_t)rows[i] * k, err);
             if (st != MT_OK)
                 return st;
+            g->src[i] = v;
         } else if (!nf_all_finite(mt_prec(g->p)->format, t->data, (size_t)rows[i] * k)) {
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' holds a NaN or Inf code",
                            st_path(f), names[i]);

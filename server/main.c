@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +54,8 @@ static void log_loaded(const srv_model *m, const srv_variant *v)
 {
     const double resident = v->model->info.resident_bytes / 1048576.0,
                  gemm = v->model->info.gemm_bytes / 1048576.0;
+    struct rusage ru;
+    const double peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0.0;
     log_line l;
     log_begin(&l, LOG_INFO | LOG_ALWAYS, "loaded");
     log_str(&l, "model", m->name);
@@ -70,12 +73,15 @@ static void log_loaded(const srv_model *m, const srv_variant *v)
     }
     log_num(&l, "resident_mib", resident, 1);
     log_num(&l, "gemm_mib", gemm, 1);
+    log_num(&l, "load_s", v->build_s, 2);
+    log_num(&l, "peak_rss_mib", peak, 1);
     log_str(&l, "space", v->space);
     char team[96];
     team_words(team, sizeof team, v);
-    log_words(&l, "loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s", m->name,
-              v->cfg.name, mt_precision_name(v->cfg.precision), v->be->device,
-              srv_variant_isa(v), srv_variant_kernel(v), team);
+    log_words(&l, "loaded %s@%s (%s on the %s backend, ISA %s, kernel %s; %s; built in %.2f s, "
+              "process peak RSS %.1f MiB so far", m->name, v->cfg.name,
+              mt_precision_name(v->cfg.precision), v->be->device, srv_variant_isa(v),
+              srv_variant_kernel(v), team, v->build_s, peak);
     if (v->check.probes > 0)
         log_words(&l, "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
                   v->check.mean_cos, v->check.min_cos, v->check.probes);

@@ -22,6 +22,11 @@
 #       GEMM with its bias, the other GEMMs without biases, bidirectional
 #       attention, an embedding LayerNorm, head size 24.
 #
+# --bf16 rounds every weight to a BF16 value first (the reference is of the
+# rounded weights); --shards N (with --bf16) writes them as BF16 in N
+# shards with model.safetensors.index.json, as LLM checkpoints come, in
+# place of one F32 model.safetensors: both forms hold the same values.
+#
 # Each folder gets config.json, model.safetensors (F32), a WordPiece
 # vocab.txt of the right size, modules.json (mean pooling, Normalize) and
 # reference.json: token id sequences, the last hidden states and the
@@ -54,6 +59,40 @@ def write_safetensors(path, tensors):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def bf16_round(a):
+    """float32 values rounded to the nearest BF16 (ties to even), as float32."""
+    u = np.ascontiguousarray(a, dtype="<f4").view("<u4").astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype("<u4").view("<f4").reshape(a.shape)
+
+
+def write_bf16_shards(out, tensors, nshards):
+    """tensors (BF16-exact float32) as BF16 in nshards files and the index."""
+    names = list(tensors)
+    weight_map = {}
+    for s in range(nshards):
+        part = names[s::nshards]
+        fname = "model-%05d-of-%05d.safetensors" % (s + 1, nshards)
+        header, blobs, off = {}, [], 0
+        for name in part:
+            b = (np.ascontiguousarray(tensors[name], dtype="<f4").view("<u4") >> 16).astype("<u2").tobytes()
+            header[name] = {"dtype": "BF16", "shape": list(tensors[name].shape),
+                            "data_offsets": [off, off + len(b)]}
+            blobs.append(b)
+            off += len(b)
+            weight_map[name] = fname
+        h = json.dumps(header, separators=(",", ":")).encode()
+        h += b" " * (-len(h) % 8)
+        with open(os.path.join(out, fname), "wb") as f:
+            f.write(struct.pack("<Q", len(h)))
+            f.write(h)
+            for b in blobs:
+                f.write(b)
+    write_json(os.path.join(out, "model.safetensors.index.json"),
+               {"metadata": {"total_size": sum(t.size * 2 for t in tensors.values())},
+                "weight_map": weight_map})
 
 
 def write_json(path, obj):
@@ -232,12 +271,19 @@ def main():
     ap.add_argument("kind", choices=["llama", "qwen3", "fused"])
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=20261128)
+    ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--shards", type=int, default=0)
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     config, w, spec = {"llama": llama, "qwen3": qwen3, "fused": fused}[a.kind](rng)
     w = {k: v.astype(np.float32) for k, v in w.items()}
+    if a.bf16:
+        w = {k: bf16_round(v) for k, v in w.items()}
     os.makedirs(a.out, exist_ok=True)
-    write_safetensors(os.path.join(a.out, "model.safetensors"), w)
+    if a.bf16 and a.shards > 0:
+        write_bf16_shards(a.out, w, a.shards)
+    else:
+        write_safetensors(os.path.join(a.out, "model.safetensors"), w)
     write_json(os.path.join(a.out, "config.json"), config)
     V = config["vocab_size"]
     with open(os.path.join(a.out, "vocab.txt"), "w") as f:

@@ -326,7 +326,7 @@ static int st_cmp_offsets(const void *a, const void *b)
     return strcmp(x->t.name, y->t.name);
 }
 
-static int st_cmp_names(const void *a, const void *b)
+int st_cmp_names(const void *a, const void *b)
 {
     const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
     return strcmp(x->name, y->name);
@@ -539,6 +539,9 @@ mt_status st_open(const char *path, st_file **out, mt_err *err)
     *out = NULL;
     if (!path)
         return mt_fail(err, MT_EINVAL, "st_open: path is NULL");
+    const size_t pl = strlen(path), il = strlen(".index.json");
+    if (pl > il && !strcmp(path + pl - il, ".index.json"))
+        return st_open_index(path, out, err);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return mt_fail(err, errno == ENOENT ? MT_ENOTFOUND : MT_EIO, "%s: %s", path, strerror(errno));
@@ -585,6 +588,9 @@ void st_close(st_file *f)
         return;
     if (f->map)
         munmap(f->map, f->map_len);
+    for (size_t i = 0; i < f->nshards; i++)
+        st_close(f->shards[i]);
+    free(f->shards);
     free(f->entries);
     free(f->by_name);
     free(f->meta);
@@ -597,6 +603,8 @@ void st_drop_pages(st_file *f)
 {
     if (f && f->map)
         (void)madvise(f->map, f->map_len, MADV_DONTNEED); /* advice: nothing to do if refused */
+    for (size_t i = 0; f && i < f->nshards; i++)
+        st_drop_pages(f->shards[i]);
 }
 
 size_t st_count(const st_file *f)

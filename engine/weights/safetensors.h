@@ -37,7 +37,13 @@ typedef struct {
 
 typedef struct st_file st_file;
 
-/* Maps and validates path. Errors name the file (and the tensor, where one is at fault). */
+/* Maps and validates path. Errors name the file (and the tensor, where one is at fault).
+ * A path ending in ".index.json" is a sharded checkpoint (Hugging Face's
+ * model.safetensors.index.json: "weight_map" names each tensor's shard, a
+ * file beside the index): every shard is opened and validated, every
+ * tensor of the map must be in the shard it names, no tensor may be in two
+ * shards, and the result is one st_file over all of them (st_path: the
+ * index; st_meta: none). */
 mt_status st_open(const char *path, st_file **out, mt_err *err);
 /* Validates an in-memory image (for tests and fuzzing); buf must outlive the st_file.
  * label names the buffer in error messages. */
@@ -49,6 +55,11 @@ void st_close(st_file *f);
  * counts in the process's RSS until st_close, on top of the copy the loader
  * made. No-op for st_parse's in-memory images. */
 void st_drop_pages(st_file *f);
+
+/* A model folder's weights: dir/model.safetensors, or where the folder has
+ * only a sharded checkpoint, dir/model.safetensors.index.json (st_open
+ * reads either), into buf (cap bytes). */
+void st_model_path(const char *dir, char *buf, size_t cap);
 
 size_t st_count(const st_file *f);
 const st_tensor *st_get(const st_file *f, size_t i);       /* in file order of offsets */

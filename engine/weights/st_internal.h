@@ -40,7 +40,15 @@ struct st_file {
     st_kv *meta;              /* sorted by key, for st_meta */
     size_t nmeta;
     char *strings;            /* names, metadata keys and values */
+    st_file **shards;         /* a sharded checkpoint's files (st_shards.c), owned; or NULL */
+    size_t nshards;
 };
+
+/* st_shards.c: opens a model.safetensors.index.json and its shards as one
+ * st_file (st_open calls it for a path ending in ".index.json"). */
+mt_status st_open_index(const char *path, st_file **out, mt_err *err);
+/* Orders tensors by name (st_find's bsearch; st_shards.c's table too). */
+int st_cmp_names(const void *a, const void *b);
 
 /* Whether s is valid UTF-8 (the writer refuses what the reader would). */
 bool st_utf8_valid(const char *s);

@@ -17,6 +17,7 @@
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
 #include "engine/quant/mix_search.h"
+#include "engine/weights/safetensors.h"
 #include "server/base/log.h"
 #include "server/core/models.h"
 
@@ -551,7 +552,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     if (vc->weights[0])
         snprintf(wpath, sizeof wpath, "%s", vc->weights);
     else
-        snprintf(wpath, sizeof wpath, "%s/model.safetensors", mc->path);
+        st_model_path(mc->path, wpath, sizeof wpath); /* a sharded one's index */
     if ((st = srv_file_checksum(wpath, v->checksum, err)) != MT_OK) {
         srv_variant_unref(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);

@@ -63,6 +63,7 @@ static const enc_arch row_fused = {
 };
 
 static char work[64], llama_dir[128], fused_dir[128], qwen3_dir[128];
+static char bf16_dir[128], shards_dir[128]; /* qwen3 in BF16 values: one F32 file, BF16 shards */
 static mt_backend *be;
 
 /* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
@@ -81,11 +82,16 @@ static void make_folders(void)
     snprintf(llama_dir, sizeof llama_dir, "%s/llama", work);
     snprintf(fused_dir, sizeof fused_dir, "%s/fused", work);
     snprintf(qwen3_dir, sizeof qwen3_dir, "%s/qwen3", work);
-    char cmd[1024];
+    snprintf(bf16_dir, sizeof bf16_dir, "%s/qwen3-bf16", work);
+    snprintf(shards_dir, sizeof shards_dir, "%s/qwen3-shards", work);
+    char cmd[2048];
+    const char *py = python();
     snprintf(cmd, sizeof cmd,
              "%s tools/make-layer-kinds.py llama %s && %s tools/make-layer-kinds.py fused %s && "
-             "%s tools/make-layer-kinds.py qwen3 %s",
-             python(), llama_dir, python(), fused_dir, python(), qwen3_dir);
+             "%s tools/make-layer-kinds.py qwen3 %s && "
+             "%s tools/make-layer-kinds.py qwen3 %s --bf16 && "
+             "%s tools/make-layer-kinds.py qwen3 %s --bf16 --shards 3",
+             py, llama_dir, py, fused_dir, py, qwen3_dir, py, bf16_dir, py, shards_dir);
     ck_assert_msg(system(cmd) == 0, "tools/make-layer-kinds.py failed: %s", cmd);
 }
 
@@ -330,6 +336,79 @@ START_TEST(a_backend_without_the_ops_refuses_the_model)
 }
 END_TEST
 
+/* The vectors of dir's model (through the registry) at precision p. */
+static float *vectors_of(const kase *k, const char *dir, mt_precision p)
+{
+    kase d = *k;
+    d.dir = dir;
+    mt_model *m = load_as(&d, p, NULL);
+    mt_err err = {{0}};
+    float *v = malloc(sizeof(float) * k->nseq * k->h);
+    ck_assert_msg(mt_model_forward(m, k->ids, k->off, k->nseq, v, NULL, &err) == MT_OK, "%s",
+                  err.msg);
+    mt_model_free(m);
+    return v;
+}
+
+/* A copy of the shards' folder with shard 2 gone (remove) or the index
+ * naming another shard for norm.weight: refused, naming the index and want. */
+static void broken_shards_refused(bool remove, const char *want)
+{
+    char dir[160], cmd[512], path[200];
+    snprintf(dir, sizeof dir, "%s/bad-shards", work);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, shards_dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    mt_err err = {{0}};
+    if (remove) {
+        snprintf(path, sizeof path, "%s/model-00002-of-00003.safetensors", dir);
+        ck_assert_int_eq(unlink(path), 0);
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+        cJSON *j;
+        ck_assert_int_eq(mt_json_load(path, &j, &err), MT_OK);
+        cJSON *map = cJSON_GetObjectItem(j, "weight_map"), *at = cJSON_GetObjectItem(map, "norm.weight");
+        const char *other = strcmp(at->valuestring, "model-00001-of-00003.safetensors")
+                                ? "model-00001-of-00003.safetensors"
+                                : "model-00002-of-00003.safetensors";
+        cJSON_ReplaceItemInObject(map, "norm.weight", cJSON_CreateString(other));
+        char *text = cJSON_Print(j);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        free(text);
+        cJSON_Delete(j);
+    }
+    mt_model *m = NULL;
+    mt_model_opts o = {.precision = MT_PREC_FP32};
+    ck_assert_int_ne(mt_model_load(dir, be, &o, &m, &err), MT_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err.msg, "model.safetensors.index.json") && strstr(err.msg, want),
+                  "message \"%s\" lacks \"%s\"", err.msg, want);
+}
+
+/* A checkpoint as LLMs ship them (BF16, three shards and
+ * model.safetensors.index.json) loads to the vectors of the same values in
+ * one F32 file, bit for bit, at FP32 and quantized; a shard the index
+ * names that is missing, or a tensor not where the index says, is refused
+ * naming the index. */
+START_TEST(bf16_shards_load_as_the_same_values_in_one_f32_file)
+{
+    kase k = open_case(QWEN3);
+    const mt_precision precs[3] = {MT_PREC_FP32, MT_PREC_BF16, MT_PREC_INT8};
+    for (int i = 0; i < 3; i++) {
+        float *a = vectors_of(&k, bf16_dir, precs[i]), *b = vectors_of(&k, shards_dir, precs[i]);
+        ck_assert_msg(!memcmp(a, b, sizeof(float) * k.nseq * k.h),
+                      "%s: BF16 shards and the F32 file give different vectors",
+                      mt_precision_name(precs[i]));
+        free(a), free(b);
+    }
+    cJSON_Delete(k.j);
+    broken_shards_refused(true, "model-00002-of-00003.safetensors");
+    broken_shards_refused(false, "tensor 'norm.weight' is not in");
+}
+END_TEST
+
 /* A copy of src (llama's, or qwen3's through the registry) with file's
  * key set to value (a JSON text; NULL drops it): the load must fail
  * naming want. */
@@ -405,6 +484,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, llama_every_precision_stays_close);
     tcase_add_test(tc, fused_every_precision_stays_close);
     tcase_add_test(tc, quantized_files_reload_to_the_same_vectors);
+    tcase_add_test(tc, bf16_shards_load_as_the_same_values_in_one_f32_file);
     tcase_add_test(tc, a_backend_without_the_ops_refuses_the_model);
     tcase_add_test(tc, bad_layer_config_is_refused_naming_the_key);
     suite_add_tcase(s, tc);
