@@ -360,6 +360,14 @@ static mt_status make_bias16(enc_model *m, mt_err *err)
     return st;
 }
 
+/* What was read is in the backend: the file's pages need not stay
+ * resident, and the FP32 copies of its 16-bit tensors are freed. */
+static void pages_done(enc_model *m, st_file *f)
+{
+    st_drop_pages(f);
+    enc_conv_release(m);
+}
+
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
                       const mt_model_opts *opts, enc_model **out, mt_err *err)
 {
@@ -397,8 +405,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
         (st = enc_load_embeddings(m, f, err)) != MT_OK)
         goto fail;
-    st_drop_pages(f); /* copied: what was read need not stay resident */
-    enc_conv_release(m);
+    pages_done(m, f);
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
     if (!m->layer) {
         st = mt_fail(err, MT_ENOMEM, "out of memory");
@@ -406,8 +413,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     }
     for (int l = 0; l < m->cfg.layers && st == MT_OK; l++) {
         st = enc_load_layer(m, f, l, err);
-        st_drop_pages(f);
-        enc_conv_release(m);
+        pages_done(m, f);
     }
     free(stats);
     stats = NULL;

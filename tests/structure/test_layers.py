@@ -225,6 +225,9 @@ DECLARED_MODULES = {
         "the scheduler: one loop-thread state (sched_internal.h) in files by topic; sched.c's "
         "loop hands batches to batch.c, signals to drain.c and shadow draws to shadow.c, "
         "and they end, fail and requeue jobs through sched.c",
+    frozenset({"engine/weights/safetensors.c", "engine/weights/st_shards.c"}):
+        "the safetensors reader (st_internal.h): st_open hands a sharded checkpoint's index "
+        "to st_shards.c, which opens, finds in and closes each shard through the reader",
     frozenset({"server/core/apply.c", "server/core/reload.c"}):
         "the hot-switch (reload_internal.h): reload.c's loader thread and admin requests "
         "run apply.c's diff and swaps, and apply.c posts the builds it asks for back on "
