@@ -103,3 +103,11 @@ const char *mt_pooling_name(mt_pooling p)
 {
     return p == MT_POOL_CLS ? "cls" : p == MT_POOL_LAST ? "last_token" : "mean";
 }
+
+const char *mt_model_prompt(const mt_model_info *info, const char *name)
+{
+    for (int i = 0; name && i < info->nprompts; i++)
+        if (!strcmp(info->prompt_names[i], name))
+            return info->prompt_texts[i];
+    return NULL;
+}

@@ -60,9 +60,23 @@ typedef struct {
     const char *mix;        /* the per-layer rules over it ("" when uniform) */
     mt_pooling pooling;
     bool normalize;         /* output vectors have unit L2 norm */
+    /* The prompts of config_sentence_transformers.json ("prompts": name ->
+     * text put before each input, as sentence-transformers' encode does),
+     * nprompts of them; default_prompt: "default_prompt_name"'s name, or
+     * NULL. prompt_pooled: 1_Pooling's include_prompt (false: the prompt's
+     * tokens would be left out of the pooling, which is not done here, so
+     * such a model's prompts are refused where asked for). */
+    int nprompts;
+    const char *const *prompt_names, *const *prompt_texts;
+    const char *default_prompt;
+    bool prompt_pooled;
     size_t gemm_bytes;      /* resident GEMM weights, scales included */
     size_t resident_bytes;  /* everything the model keeps in its backend */
 } mt_model_info;
+
+/* The text of the prompt named name, or NULL when the model has none so
+ * named. */
+const char *mt_model_prompt(const mt_model_info *info, const char *name);
 
 typedef struct mt_model_ops {
     void (*free)(mt_model *m);

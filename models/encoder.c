@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/text/calib_text.h"
 #include "engine/fwd_graph.h"
@@ -29,6 +30,28 @@
 #include "engine/numfmt.h"
 #include "models/enc_tokenizer.h"
 #include "models/encoder_internal.h"
+
+/* What the model is, for the server (engine/model.h's mt_model_info). */
+static void fill_info(enc_model *m)
+{
+    m->base.info = (mt_model_info){.arch = m->arch->model_type,
+                                   .hidden = m->cfg.hidden,
+                                   .max_seq_len = m->cfg.max_seq_len,
+                                   .vocab = m->cfg.vocab,
+                                   .layers = m->cfg.layers,
+                                   .intermediate = m->cfg.intermediate,
+                                   .precision = m->prec,
+                                   .mix = m->mix_text,
+                                   .pooling = m->cfg.pool,
+                                   .normalize = m->cfg.normalize,
+                                   .nprompts = m->nprompts,
+                                   .prompt_names = (const char *const *)m->prompt_names,
+                                   .prompt_texts = (const char *const *)m->prompt_texts,
+                                   .default_prompt = m->prompt_default,
+                                   .prompt_pooled = m->cfg.include_prompt,
+                                   .gemm_bytes = m->gemm_bytes,
+                                   .resident_bytes = m->gemm_bytes + m->other_bytes};
+}
 
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
                       const mt_model_opts *opts, enc_model **out, mt_err *err);
@@ -149,6 +172,7 @@ static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c,
     cJSON *j = NULL;
     snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
     c->pool = a->pooling;
+    c->include_prompt = true;
     if (mt_json_load(path, &j, NULL) != MT_OK)
         return MT_OK;
     /* the modes, in sentence-transformers' order; the ones served first */
@@ -168,8 +192,10 @@ static mt_status read_pooling(const char *dir, const enc_arch *a, enc_config *c,
             k++;
         if (k == 6 && !strcmp(it->string, "word_embedding_dimension") && cJSON_IsNumber(it))
             continue;
-        if (k == 6 && !strcmp(it->string, "include_prompt") && cJSON_IsBool(it))
+        if (k == 6 && !strcmp(it->string, "include_prompt") && cJSON_IsBool(it)) {
+            c->include_prompt = cJSON_IsTrue(it);
             continue;
+        }
         if (k == 6)
             st = mt_fail(err, MT_EUNSUPPORTED, "%s: field '%s' is not supported", path, it->string);
         else if (!cJSON_IsBool(it))
@@ -360,6 +386,54 @@ static mt_status make_bias16(enc_model *m, mt_err *err)
     return st;
 }
 
+/* config_sentence_transformers.json's "prompts" (an object of strings)
+ * and "default_prompt_name" (one of them, or null), when the folder has
+ * the file; a value of the wrong type is refused naming the file and
+ * field. */
+static mt_status read_prompts(enc_model *m, const char *dir, mt_err *err)
+{
+    char path[4096];
+    cJSON *j = NULL;
+    snprintf(path, sizeof path, "%s/config_sentence_transformers.json", dir);
+    if (access(path, F_OK) != 0)
+        return MT_OK;
+    mt_status st = mt_json_load(path, &j, err);
+    const cJSON *p = j ? cJSON_GetObjectItemCaseSensitive(j, "prompts") : NULL, *it;
+    const cJSON *d = j ? cJSON_GetObjectItemCaseSensitive(j, "default_prompt_name") : NULL;
+    const int n = cJSON_IsObject(p) ? cJSON_GetArraySize(p) : 0;
+    if (st == MT_OK && p && !cJSON_IsObject(p) && !cJSON_IsNull(p))
+        st = mt_fail(err, MT_EFORMAT, "%s: field 'prompts' must be an object of strings", path);
+    if (st == MT_OK && n > 0 &&
+        (!(m->prompt_names = calloc((size_t)n, sizeof(char *))) ||
+         !(m->prompt_texts = calloc((size_t)n, sizeof(char *)))))
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+    const cJSON *each = st == MT_OK && n > 0 ? p : NULL;
+    cJSON_ArrayForEach(it, each)
+    {
+        if (!cJSON_IsString(it)) {
+            st = mt_fail(err, MT_EFORMAT, "%s: field 'prompts.%.60s' must be a string", path,
+                         it->string);
+            break;
+        }
+        m->prompt_names[m->nprompts] = strdup(it->string);
+        m->prompt_texts[m->nprompts] = strdup(it->valuestring);
+        if (!m->prompt_names[m->nprompts++] || !m->prompt_texts[m->nprompts - 1]) {
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+            break;
+        }
+    }
+    if (st == MT_OK && d && !cJSON_IsNull(d)) {
+        const bool known = cJSON_IsString(d) && cJSON_GetObjectItemCaseSensitive(p, d->valuestring);
+        if (!known)
+            st = mt_fail(err, MT_EFORMAT, "%s: field 'default_prompt_name' must name one of "
+                         "'prompts', or be null", path);
+        else if (!(m->prompt_default = strdup(d->valuestring)))
+            st = mt_fail(err, MT_ENOMEM, "out of memory");
+    }
+    cJSON_Delete(j);
+    return st;
+}
+
 /* What was read is in the backend: the file's pages need not stay
  * resident, and the FP32 copies of its 16-bit tensors are freed. */
 static void pages_done(enc_model *m, st_file *f)
@@ -401,7 +475,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
             goto fail;
         m->smooth_stats = stats;
     }
-    if ((st = load_tokenizer(m, dir, err)) != MT_OK ||
+    if ((st = load_tokenizer(m, dir, err)) != MT_OK || (st = read_prompts(m, dir, err)) != MT_OK ||
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
         (st = enc_load_embeddings(m, f, err)) != MT_OK)
         goto fail;
@@ -426,18 +500,7 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     if (m->actf != MT_ACTF_F32 && (st = make_bias16(m, err)) != MT_OK)
         goto fail;
     m->base.ops = &enc_ops;
-    m->base.info = (mt_model_info){.arch = a->model_type,
-                                   .hidden = m->cfg.hidden,
-                                   .max_seq_len = m->cfg.max_seq_len,
-                                   .vocab = m->cfg.vocab,
-                                   .layers = m->cfg.layers,
-                                   .intermediate = m->cfg.intermediate,
-                                   .precision = m->prec,
-                                   .mix = m->mix_text,
-                                   .pooling = m->cfg.pool,
-                                   .normalize = m->cfg.normalize,
-                                   .gemm_bytes = m->gemm_bytes,
-                                   .resident_bytes = m->gemm_bytes + m->other_bytes};
+    fill_info(m);
     *out = m;
     return MT_OK;
 
@@ -486,6 +549,11 @@ static void enc_free(mt_model *base)
         if (v[i])
             be->ops->free(be, v[i]);
     tok_free(m->tok);
+    for (int i = 0; i < m->nprompts; i++)
+        free(m->prompt_names[i]), free(m->prompt_texts[i]);
+    free(m->prompt_names);
+    free(m->prompt_texts);
+    free(m->prompt_default);
     enc_conv_release(m);
     free(m->conv);
     free(m->act_max);

@@ -35,6 +35,7 @@ typedef struct {
     int max_seq_len;  /* sentence-transformers' max_seq_length (256 for MiniLM) */
     int normalize;    /* modules.json has a Normalize module */
     mt_pooling pool;  /* 1_Pooling/config.json: mean, CLS or last-token pooling */
+    bool include_prompt; /* 1_Pooling/config.json's include_prompt (default true) */
     int pad_id;       /* the pad token id, where the row's hooks use it (MPNet's positions) */
 } enc_config;
 

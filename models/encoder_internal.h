@@ -37,6 +37,11 @@ struct enc_model {
     float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
     const float *smooth_stats; /* while loading int8: another model's act_max */
     tok_t *tok;
+    /* config_sentence_transformers.json's prompts (info.prompt_names/texts
+     * point here), owned; prompt_default its default_prompt_name */
+    char **prompt_names, **prompt_texts;
+    int nprompts;
+    char *prompt_default;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory; pos, the norm: or NULL */
     float *final_g, *final_b; /* the norm after the last layer (pre-norm rows), or NULL */
     /* every layer's attention op's parameters: heads, masks, and a row's

@@ -162,6 +162,10 @@ typedef struct {
     bool token_rows;     /* a vector per token, not pooled (TEI's /embed_all): the job's out
                           * is (tokens, hidden), text i's rows from job.off[i]; at most the
                           * model's max_batch_tokens tokens (else 422, a limit) */
+    /* The request's prompt_name (one of the model's prompts, put before
+     * every text); NULL: the build's default (the config's prompt_name, else
+     * the model's default_prompt_name), if any. */
+    const char *prompt_name;
     /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
      * NULL: the protocol's field[i] (input[i], inputs[i], text[i]). */
     void (*text_name)(int i, char *buf, size_t cap);

@@ -464,22 +464,81 @@ static void too_long(http_resp *resp, const api_embed_opts *o, int i, int full, 
     resp->call->reason = STATS_R_TOO_LONG;
 }
 
-/* Tokenizes n texts for e's build into ids/off, counting the texts cut in
- * e->truncated; false after answering 400, 422 or 500. */
+/* The prompt the texts get: the request's prompt_name, else the build's
+ * default (v->prompt); NULL: none. False after answering 400 (422 on
+ * TEI's routes): a name the model does not have, or a model that pools
+ * without its prompt. */
+static bool pick_prompt(const srv_variant *v, const api_embed_opts *o, const char **prompt,
+                        http_resp *resp)
+{
+    const mt_model_info *in = &v->model->info;
+    const int status = resp->call->style == API_TEI ? 422 : 400;
+    *prompt = v->prompt;
+    if (!o->prompt_name)
+        return true;
+    if (!(*prompt = mt_model_prompt(in, o->prompt_name))) {
+        char names[256] = "";
+        for (int i = 0; i < in->nprompts && strlen(names) < 200; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s\"%.40s\"",
+                     i ? ", " : "", in->prompt_names[i]);
+        api_error(resp, status, "prompt_name",
+                  "\"prompt_name\": \"%.64s\" is not one of this model's prompts (%s)",
+                  o->prompt_name, in->nprompts ? names : "it has none");
+        return false;
+    }
+    if (!in->prompt_pooled) {
+        api_error(resp, status, "prompt_name", "\"prompt_name\": this model pools without its "
+                  "prompt (include_prompt false), which is not supported");
+        return false;
+    }
+    return true;
+}
+
+/* Text i with the prompt before it (a copy in *own) or as it is. */
+static mt_status prompted(const char *prompt, const char *text, size_t len, const char **out,
+                          size_t *out_len, char **own, mt_err *err)
+{
+    *own = NULL;
+    *out = text;
+    *out_len = len;
+    if (!prompt)
+        return MT_OK;
+    const size_t pl = strlen(prompt);
+    if (!(*own = malloc(pl + len + 1)))
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    memcpy(*own, prompt, pl);
+    memcpy(*own + pl, text, len);
+    (*own)[pl + len] = 0;
+    *out = *own;
+    *out_len = pl + len;
+    return MT_OK;
+}
+
+/* Tokenizes n texts (each after the prompt, if any) for e's build into
+ * ids/off, counting the texts cut in e->truncated; false after answering
+ * 400, 422 or 500. */
 static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens, int n,
                      const api_embed_opts *o, int32_t *ids, int32_t *off, http_resp *resp)
 {
     srv_variant *v = e->v;
     const int maxlen = v->max_seq_len;
     const bool truncate = o->truncate < 0 ? atomic_load(&e->m->truncate) : o->truncate;
+    const char *prompt;
+    if (!pick_prompt(v, o, &prompt, resp))
+        return false;
     off[0] = 0;
     for (int i = 0; i < n; i++) {
         int got = 0, full = 0;
         mt_err err;
-        mt_status ts =
-            mt_model_tokenize(v->model, texts[i], lens[i], ids + off[i], maxlen, &got, &full, &err);
+        const char *t;
+        size_t tl;
+        char *own;
+        mt_status ts = prompted(prompt, texts[i], lens[i], &t, &tl, &own, &err);
+        if (ts == MT_OK)
+            ts = mt_model_tokenize(v->model, t, tl, ids + off[i], maxlen, &got, &full, &err);
         if (ts == MT_OK && full > maxlen && truncate && o->truncate_left)
-            ts = tail_pieces(v, texts[i], lens[i], full, ids + off[i], maxlen, &err);
+            ts = tail_pieces(v, t, tl, full, ids + off[i], maxlen, &err);
+        free(own);
         if (ts != MT_OK) {
             char name[96];
             name_text(text_field(resp), o, i, name, sizeof name);

@@ -3,27 +3,46 @@
  * ask for base64 (little-endian float32) by default; float is the other
  * encoding. Token-id inputs are refused with a clear message. One field
  * OpenAI does not have: "truncate" (the SDKs send it with extra_body). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/api/api.h"
 
-/* The answer once the job has run: the vectors as float arrays or base64. */
+/* With dimensions (a Matryoshka model's shorter vectors), each vector's
+ * first dims values, renormalised where the model's vectors are unit. */
+static void shorten(api_embed *c, int dims)
+{
+    const int h = c->v->hidden;
+    for (int i = 0; dims < h && c->v->model->info.normalize && i < c->job.n; i++) {
+        float *e = c->job.out + (size_t)i * h;
+        double ss = 0;
+        for (int k = 0; k < dims; k++)
+            ss += (double)e[k] * e[k];
+        const float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        for (int k = 0; k < dims; k++)
+            e[k] *= inv;
+    }
+}
+
+/* The answer once the job has run: the vectors (the first dimensions of
+ * each, where the request asked) as float arrays or base64. */
 static void respond(const http_app *app, http_deferred *d, http_resp *r)
 {
     api_embed *c = (api_embed *)d;
     if (!api_embed_result(c, r))
         return;
     const srv_variant *v = c->v;
-    const int n = c->job.n, hidden = v->hidden;
+    const int n = c->job.n, h = v->hidden, hidden = c->dimensions ? c->dimensions : h;
     const float *vec = c->job.out;
+    shorten(c, hidden);
     sbuf *b = &r->body;
     sb_reserve(b, (size_t)n * (c->base64 ? (size_t)hidden * 6 : (size_t)hidden * 12) + 512);
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < n; i++) {
         sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-        const float *e = vec + (size_t)i * hidden;
+        const float *e = vec + (size_t)i * h;
         if (c->base64) {
             sb_putc(b, '"');
             sb_base64(b, e, sizeof(float) * (size_t)hidden); /* x86: already little-endian */
@@ -64,11 +83,19 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
 /* The request's fields other than input: only known ones; "user" a
  * string; "model" a string; "encoding_format" float or base64; "truncate"
  * true, false or null (null or absent: the model's setting, in *truncate
- * as -1). */
-static bool read_fields(const cJSON *j, bool *base64, int *truncate, http_resp *r)
+ * as -1); "prompt_name" (an extension, as TEI's) a string or null. */
+static bool read_fields(const cJSON *j, bool *base64, api_embed_opts *o, http_resp *r)
 {
-    static const char *const known[] = {"input",      "model", "encoding_format",
-                                        "dimensions", "user",  "truncate"};
+    static const char *const known[] = {"input", "model",    "encoding_format", "dimensions",
+                                        "user",  "truncate", "prompt_name"};
+    const cJSON *pn = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
+    if (pn && !cJSON_IsNull(pn) && !cJSON_IsString(pn)) {
+        api_error(r, 400, "prompt_name", "\"prompt_name\" must be a string naming one of the "
+                  "model's prompts, or null");
+        return false;
+    }
+    o->prompt_name = cJSON_IsString(pn) ? pn->valuestring : NULL;
+    int *truncate = &o->truncate;
     for (const cJSON *it = j->child; it; it = it->next) {
         size_t k = 0;
         while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
@@ -113,18 +140,23 @@ API_HANDLER(api_openai_embeddings)
     api_embed_opts o = {0};
     srv_model *m;
     srv_variant *v;
-    if (!j || !read_fields(j, &base64, &o.truncate, r))
+    if (!j || !read_fields(j, &base64, &o, r))
         goto done;
     const char *model = cJSON_GetObjectItemCaseSensitive(j, "model")->valuestring;
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
     if (!api_resolve(app, req, model, cJSON_IsString(user) ? user->valuestring : NULL, &m, &v, r))
         goto done;
+    const int lo = v->min_dims > 0 ? v->min_dims : v->hidden;
     if (dims && !cJSON_IsNull(dims) &&
-        (!cJSON_IsNumber(dims) || dims->valuedouble != (double)v->hidden)) {
-        api_error(r, 400, "dimensions",
-                  "\"dimensions\" must be %d for this model (it cannot shorten embeddings)",
-                  v->hidden);
+        (!cJSON_IsNumber(dims) || dims->valuedouble != floor(dims->valuedouble) ||
+         dims->valuedouble < lo || dims->valuedouble > v->hidden)) {
+        if (v->min_dims > 0)
+            api_error(r, 400, "dimensions", "\"dimensions\" must be an integer in %d..%d for "
+                      "this model (its Matryoshka range)", lo, v->hidden);
+        else
+            api_error(r, 400, "dimensions", "\"dimensions\" must be %d for this model (it cannot "
+                      "shorten embeddings: its config declares no matryoshka_min_dim)", v->hidden);
         goto done;
     }
     int n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "input"), "input", 400, &texts,
@@ -133,6 +165,7 @@ API_HANDLER(api_openai_embeddings)
     if (!c)
         goto done;
     c->base64 = base64;
+    c->dimensions = cJSON_IsNumber(dims) ? (int)dims->valuedouble : 0;
     if (!(c->model_name = strdup(model))) {
         sched_job_unref(&c->job); /* not run: the request answers now */
         api_error(r, 500, NULL, "out of memory");

@@ -87,7 +87,8 @@ static int bool_field(const cJSON *j, const char *where, const char *key, int df
 
 /* The options of every TEI route that embeds texts, in object j (named as
  * where + key in errors): truncate (null: the model's own setting),
- * truncation_direction, prompt_name (null only). Sets them in *o; false
+ * truncation_direction, prompt_name (one of the model's prompts, or null:
+ * the configured default). Sets them in *o; false
  * after answering 422. */
 static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r)
 {
@@ -103,11 +104,13 @@ static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, h
         return false;
     }
     o->truncate_left = cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left");
-    if (prompt && !cJSON_IsNull(prompt)) {
+    if (prompt && !cJSON_IsNull(prompt) && !cJSON_IsString(prompt)) {
         api_error(r, 422, "prompt_name",
-                  "this model has no prompts (\"%sprompt_name\" must be null)", where);
+                  "\"%sprompt_name\" must be a string naming one of the model's prompts, or null",
+                  where);
         return false;
     }
+    o->prompt_name = cJSON_IsString(prompt) ? prompt->valuestring : NULL;
     return true;
 }
 

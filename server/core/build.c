@@ -481,6 +481,29 @@ static mt_status no_device(const cfg_model *mc, const cfg_variant *vc, mt_err *e
                    mc->name, vc->name, want->name, want->label, why);
 }
 
+/* The prompt v puts before inputs that name none (the config's
+ * prompt_name, else the model's default_prompt_name) and the shortest
+ * vectors it may give; a prompt_name the model lacks, or a
+ * matryoshka_min_dim past its width, is refused naming the field. */
+static mt_status pick_prompt(const cfg_model *mc, srv_variant *v, mt_err *err)
+{
+    const mt_model_info *in = &v->model->info;
+    const char *name = mc->prompt_name[0] ? mc->prompt_name : in->default_prompt;
+    v->prompt = mt_model_prompt(in, name);
+    v->min_dims = mc->matryoshka_min_dim;
+    if (name && !v->prompt)
+        return mt_fail(err, MT_EINVAL, "field 'prompt_name': \"%s\" is not one of the model's "
+                       "prompts (config_sentence_transformers.json; it has %d)", name,
+                       in->nprompts);
+    if (v->prompt && !in->prompt_pooled)
+        return mt_fail(err, MT_EUNSUPPORTED, "field 'prompt_name': the model pools without its "
+                       "prompt (include_prompt false), which is not supported");
+    if (v->min_dims > v->hidden)
+        return mt_fail(err, MT_EINVAL, "field 'matryoshka_min_dim' %d is past the model's %d "
+                       "dimensions", v->min_dims, v->hidden);
+    return MT_OK;
+}
+
 /* The variant's model (its mix resolved first) on v->be; for "auto" on
  * another device than the host's, a model that backend cannot run (an op
  * its architecture needs that the backend lacks: MT_EUNSUPPORTED) is built
@@ -543,6 +566,11 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     }
     v->hidden = v->model->info.hidden;
     v->max_seq_len = v->model->info.max_seq_len;
+    if ((st = pick_prompt(mc, v, err)) != MT_OK) {
+        mt_model_free(v->model);
+        free(v);
+        return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
+    }
     pthread_mutex_init(&v->lock, NULL);
     stats_drift_init(&v->drift);
     v->alive = &s->builds_alive;

@@ -292,6 +292,8 @@ static const field model_fields[] = {
     ENUM(cfg_model, "device", device, CFG_DEVICE_AUTO, mt_device_choices, "device"),
     INT(cfg_model, "max_seq_len", 2, 1 << 16, max_seq_len, 0),
     BOOL(cfg_model, "truncate", truncate, true),
+    STR(cfg_model, "prompt_name", prompt_name, ""),
+    INT(cfg_model, "matryoshka_min_dim", 0, 1 << 16, matryoshka_min_dim, 0),
     LATER("batching", F_ANY, false),
     LATER("variants", F_ANY, true),
     LATER("reference", F_ANY, false),

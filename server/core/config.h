@@ -48,6 +48,11 @@ typedef struct {
     int device;            /* CFG_DEVICE_AUTO, or a backend row (see above) */
     int max_seq_len;       /* 0: the model's own (256 for MiniLM) */
     bool truncate;         /* over-long inputs: truncate (true) or 422 (false) */
+    char prompt_name[64];  /* the prompt put before every input a request names none for
+                            * (one of the model's config_sentence_transformers.json prompts);
+                            * "": the model's default_prompt_name, if any */
+    int matryoshka_min_dim; /* > 0: the model was trained for shorter vectors (Matryoshka):
+                             * requests may ask for dimensions in [this, hidden]; 0: none */
     int max_batch_size;    /* texts per forward */
     int max_batch_tokens;
     int max_queue_delay_us; /* fixed delay; ignored when delay_auto */
@@ -158,7 +163,8 @@ bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b);
 /* The variant's mix_high as a precision; MT_PREC_COUNT for "default". */
 mt_precision cfg_variant_mix_high(const cfg_variant *v);
 /* Whether every variant of a and b would be built from the same model
- * (path, device, max_seq_len). */
+ * (path, device, max_seq_len, and the prompt and Matryoshka settings its
+ * builds keep). */
 bool cfg_model_same_base(const cfg_model *a, const cfg_model *b);
 /* A deep copy of m into out (path and variants are new allocations);
  * cfg_model_clear frees them. */

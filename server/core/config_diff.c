@@ -28,7 +28,8 @@ bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
 bool cfg_model_same_base(const cfg_model *a, const cfg_model *b)
 {
     return !strcmp(a->path, b->path) && a->device == b->device &&
-           a->max_seq_len == b->max_seq_len;
+           a->max_seq_len == b->max_seq_len && !strcmp(a->prompt_name, b->prompt_name) &&
+           a->matryoshka_min_dim == b->matryoshka_min_dim;
 }
 
 const cfg_variant *cfg_find_variant(const cfg_model *m, const char *name)

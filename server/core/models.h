@@ -74,6 +74,9 @@ typedef struct srv_variant {
     mt_backend *be;           /* the backend its weights live in */
     mt_model *model;
     int hidden, max_seq_len;
+    const char *prompt;       /* the text put before inputs that name no prompt (the
+                               * config's prompt_name, else the model's default), or NULL */
+    int min_dims;             /* the config's matryoshka_min_dim (0: vectors are whole) */
     int solo_tokens;          /* batches of at most this many tokens run on one thread
                                * (measured when built, see team.c; 0: none) */
     pthread_mutex_t lock;     /* srv_forward: one forward at a time */
