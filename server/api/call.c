@@ -619,9 +619,9 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->off = off;
     j->out = vec;
     j->norms = norms;
-    j->tokens = o->token_rows;
+    j->kind = o->token_rows ? SCHED_KIND_TOKENS : SCHED_KIND_EMBED;
     j->fd = -1;
-    j->shadowable = !o->token_rows; /* the reference compares pooled vectors */
+    j->shadowable = sched_kinds[j->kind].shadowable; /* the reference compares pooled vectors */
     j->on_free = embed_free;
     double ms = app->cfg->request_timeout_ms;
     if (o->timeout_us > 0 && o->timeout_us / 1000.0 < ms)
@@ -644,9 +644,10 @@ static void run_inline(api_embed *e)
     sched_job *j = &e->job;
     mt_err err;
     j->t_submit = j->t_start = uv_hrtime();
-    const size_t rows = (size_t)(j->tokens ? j->off[j->n] : j->n);
-    if ((j->tokens ? srv_forward_tokens(e->v, j->ids, j->off, j->n, j->out, &err)
-                   : srv_forward(e->v, j->ids, j->off, j->n, j->out, j->norms, &err)) != MT_OK) {
+    const sched_kind_row *k = &sched_kinds[j->kind];
+    const size_t rows = (size_t)(k->per_token ? j->off[j->n] : j->n);
+    if (srv_forward_kind(e->v, k->forward, j->ids, j->off, j->n, j->out, j->norms, &err) !=
+        MT_OK) {
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }
@@ -655,7 +656,7 @@ static void run_inline(api_embed *e)
             j->result = SCHED_FAILED;
             snprintf(j->msg, sizeof j->msg,
                      "variant %s produced a non-finite value (%s %zu); no output sent",
-                     e->v->cfg.name, j->tokens ? "token" : "input", i / (size_t)e->v->hidden);
+                     e->v->cfg.name, k->per_token ? "token" : "input", i / (size_t)e->v->hidden);
         }
     j->t_done = uv_hrtime();
     j->compute_ns = j->t_done - j->t_start;

@@ -25,24 +25,22 @@ static bool take_rows(const float *from, size_t rows, int h, float *dst)
     return true;
 }
 
-/* The forward of batch b (pooled, or a row per token for a tokens
- * queue), and its rows into the jobs (b->bad marks a text with a
- * non-finite value). */
+/* The forward of batch b (its kind's: pooled, or a row per token), and
+ * its rows into the jobs (b->bad marks a text with a non-finite value). */
 static void run_batch(batch *b)
 {
     mt_err err;
     const srv_variant *v = b->q->v;
+    const sched_kind_row *k = &sched_kinds[b->q->kind];
     const int h = v->hidden;
-    b->st = b->q->tokens ? mt_model_forward_tokens(v->model, b->ids, b->off, b->n, b->out, &err)
-                         : mt_model_forward(v->model, b->ids, b->off, b->n, b->out, b->norms,
-                                            &err);
+    b->st = k->forward(v->model, b->ids, b->off, b->n, b->out, b->norms, &err);
     b->t_end = uv_hrtime();
     if (b->st != MT_OK)
         snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
     for (int i = 0; i < b->n && b->st == MT_OK; i++) {
         sched_job *j = b->items[i].job;
         const int idx = b->items[i].idx;
-        if (b->q->tokens) /* the text's tokens, at its place among the job's */
+        if (k->per_token) /* the text's tokens, at its place among the job's */
             b->bad[i] = !take_rows(b->out + (size_t)b->off[i] * h,
                                    (size_t)(b->off[i + 1] - b->off[i]), h,
                                    j->out + (size_t)j->off[idx] * h);
@@ -78,7 +76,7 @@ void *sc_worker_main(void *arg)
         run_batch(b);
         /* counted before any job of the batch is answered, so that a client
          * that reads the statistics after its answer finds its batch */
-        if (b->st == MT_OK && !b->q->shadow)
+        if (b->st == MT_OK && !sched_kinds[b->q->kind].background)
             stats_observe_batch(&b->q->v->slot->metrics, b->n, b->tokens, b->t_end - b->t_start);
 
         pthread_mutex_lock(&w->mu);
@@ -238,7 +236,7 @@ static int cmp_len(const void *a, const void *b)
  * lengths (little padding for a padded backend). Returns the count. */
 static int choose(const vq *q, unsigned char *take, long *tokens)
 {
-    const int maxb = q->shadow && q->m->cfg.max_batch_size > SHADOW_MAX_BATCH
+    const int maxb = sched_kinds[q->kind].background && q->m->cfg.max_batch_size > SHADOW_MAX_BATCH
                          ? SHADOW_MAX_BATCH
                          : q->m->cfg.max_batch_size;
     const long maxt = q->m->cfg.max_batch_tokens;
@@ -311,7 +309,8 @@ void sc_dispatch(sched *s, vq *q, worker *w)
         b->items = malloc(sizeof *b->items * (size_t)n);
         b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
         b->off = malloc(sizeof *b->off * (size_t)(n + 1));
-        b->out = malloc(sizeof *b->out * (size_t)(q->tokens ? tokens : n) * (size_t)h);
+        b->out = malloc(sizeof *b->out * (size_t)(sched_kinds[q->kind].per_token ? tokens : n) *
+                        (size_t)h);
         b->norms = malloc(sizeof *b->norms * (size_t)n);
         b->bad = calloc((size_t)n, 1);
     }

@@ -84,7 +84,7 @@ static void on_grace_over(uv_timer_t *t)
     long dropped = 0;
     for (vq *q = s->qs; q; q = q->next)
         while (q->n) {
-            dropped += !q->shadow;
+            dropped += !sched_kinds[q->kind].background;
             sc_fail_job(s, q->items[0].job, SCHED_SHUTDOWN,
                      "the server is shutting down (shutdown_grace_ms is over)");
         }
@@ -106,7 +106,7 @@ static void start_draining(sched *s)
             atomic_load(&s->inflight_total), s->cfg->shutdown_grace_ms);
     /* shadow runs have no client waiting: they are dropped, not drained */
     for (vq *q = s->qs; q; q = q->next)
-        while (q->shadow && q->n)
+        while (sched_kinds[q->kind].background && q->n)
             sc_fail_job(s, q->items[0].job, SCHED_SHUTDOWN, "shutting down");
     uv_timer_stop(&s->drain_timer);
     uv_timer_start(&s->drain_timer, on_grace_over, (uint64_t)s->cfg->shutdown_grace_ms, 0);

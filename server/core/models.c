@@ -439,20 +439,14 @@ bool srv_drift_check(srv_models *s, srv_variant *v)
     return demoted;
 }
 
-mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets, int nseq,
-                      float *out, float *norms, mt_err *err)
+mt_status srv_forward_kind(srv_variant *v,
+                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *, int,
+                                                float *, float *, mt_err *),
+                           const int32_t *ids, const int32_t *offsets, int nseq, float *out,
+                           float *norms, mt_err *err)
 {
     pthread_mutex_lock(&v->lock);
-    mt_status st = mt_model_forward(v->model, ids, offsets, nseq, out, norms, err);
-    pthread_mutex_unlock(&v->lock);
-    return st;
-}
-
-mt_status srv_forward_tokens(srv_variant *v, const int32_t *ids, const int32_t *offsets,
-                             int nseq, float *out, mt_err *err)
-{
-    pthread_mutex_lock(&v->lock);
-    mt_status st = mt_model_forward_tokens(v->model, ids, offsets, nseq, out, err);
+    mt_status st = forward(v->model, ids, offsets, nseq, out, norms, err);
     pthread_mutex_unlock(&v->lock);
     return st;
 }

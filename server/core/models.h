@@ -25,7 +25,7 @@
  * change moves only the keys it must; else a weighted random draw.
  *
  * The server runs forwards through the scheduler (server/core/sched.c);
- * srv_forward is the direct path the command-line tools use.
+ * srv_forward_kind is the direct path (no scheduler) a request may take.
  */
 #ifndef MT_SERVER_MODELS_H
 #define MT_SERVER_MODELS_H
@@ -39,6 +39,7 @@
 #include "engine/model.h"
 #include "engine/registry.h"
 #include "server/core/config.h"
+#include "server/core/kinds.h"
 #include "server/core/stats.h"
 
 typedef enum {
@@ -79,7 +80,7 @@ typedef struct srv_variant {
     int min_dims;             /* the config's matryoshka_min_dim (0: vectors are whole) */
     int solo_tokens;          /* batches of at most this many tokens run on one thread
                                * (measured when built, see team.c; 0: none) */
-    pthread_mutex_t lock;     /* srv_forward: one forward at a time */
+    pthread_mutex_t lock;     /* srv_forward_kind: one forward at a time */
     char checksum[17];        /* 64-bit FNV-1a of the weights file, hex */
     char space[200];          /* the embedding space id (see srv_space_id) */
     double build_s;           /* seconds to load (and quantize) */
@@ -90,9 +91,9 @@ typedef struct srv_variant {
     stats_drift drift;         /* live shadow comparisons to the reference */
     atomic_long queue_depth;  /* texts waiting in the scheduler for it */
     atomic_bool retired;      /* no longer serving its slot */
-    /* the scheduler's queues for it (its loop thread only): client texts,
-     * shadow texts, the texts of token-row jobs (sched_job.tokens) */
-    void *sched_q, *shadow_q, *tokens_q;
+    /* the scheduler's queues for it (its loop thread only), one per job
+     * kind (server/core/kinds.h): client texts, token-row texts, shadow texts */
+    void *q[SCHED_KINDS];
 } srv_variant;
 
 /* One variant name of a model (see above). Fields after the first three
@@ -235,13 +236,15 @@ char *srv_split_pin(char *model_name);
 /* The 64-bit rendezvous hash of (key, name) as a number in (0, 1). */
 double srv_route_hash(const char *key, const char *name);
 
-/* Embeds nseq tokenized sequences (packed ids, see mt_model_forward; norms
- * may be NULL) with v, one forward at a time per build (v's lock). */
-mt_status srv_forward(srv_variant *v, const int32_t *ids, const int32_t *offsets, int nseq,
-                      float *out, float *norms, mt_err *err);
-/* The same without pooling (mt_model_forward_tokens): a row per token. */
-mt_status srv_forward_tokens(srv_variant *v, const int32_t *ids, const int32_t *offsets,
-                             int nseq, float *out, mt_err *err);
+/* Runs a job kind's forward (sched_kinds[k].forward: pooled, or a row
+ * per token) on nseq tokenized sequences (packed ids, see
+ * mt_model_forward; norms may be NULL) with v, one forward at a time per
+ * build (v's lock). */
+mt_status srv_forward_kind(srv_variant *v,
+                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *, int,
+                                                float *, float *, mt_err *),
+                           const int32_t *ids, const int32_t *offsets, int nseq, float *out,
+                           float *norms, mt_err *err);
 
 /* The checksum (64-bit FNV-1a, hex) of a file's bytes, cached by path,
  * size, mtime and inode so that a rebuild does not read it again. */

@@ -80,7 +80,7 @@ void sc_end_job(sched *s, sched_job *j)
     }
     if (j->on_done)
         j->on_done(j);
-    if (j->shadowable && j->result == SCHED_OK)
+    if (j->shadowable && sched_kinds[j->kind].shadowable && j->result == SCHED_OK)
         sc_shadow_maybe(s, j);
     sched_job_unref(j);
 }
@@ -92,12 +92,16 @@ void sc_set_depth(sched *s, vq *q)
     long d = (long)q->n - q->published;
     q->published = (long)q->n;
     atomic_store(&q->depth, (long)q->n);
-    const vq *texts = q->v->sched_q, *tokens = q->v->tokens_q;
-    if (q->shadow)
+    if (sched_kinds[q->kind].background) {
         atomic_fetch_add(&s->shadow_depth[q->m->index], d);
-    else /* the build's two client queues together */
-        atomic_store(&q->v->queue_depth,
-                     (long)((texts ? texts->n : 0) + (tokens ? tokens->n : 0)));
+        return;
+    }
+    long client = 0; /* the build's client queues together */
+    for (int k = 0; k < SCHED_KINDS; k++) {
+        const vq *o = q->v->q[k];
+        client += o && !sched_kinds[k].background ? (long)o->n : 0;
+    }
+    atomic_store(&q->v->queue_depth, client);
 }
 
 /* Removes j's items from its queue (they will not run). */
@@ -236,24 +240,28 @@ long sched_shadow_depth(const sched *s, const srv_model *m)
     return atomic_load(&s->shadow_depth[m->index]);
 }
 
+/* A token-row batch's forward: the hidden states, no pooling, no norms. */
+static mt_status forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                int nseq, float *out, float *norms, mt_err *err)
+{
+    return mt_model_forward_tokens(m, ids, offsets, nseq, out, err);
+}
+
+/* The job kinds (server/core/kinds.h), one row each. */
+const sched_kind_row sched_kinds[SCHED_KINDS] = {
+    [SCHED_KIND_EMBED] = {.name = "embed", .forward = mt_model_forward, .shadowable = true},
+    [SCHED_KIND_TOKENS] = {.name = "tokens", .forward = forward_tokens, .per_token = true},
+    [SCHED_KIND_SHADOW] = {.name = "shadow", .forward = mt_model_forward, .background = true,
+                           .late = "shadow run waited too long"},
+};
+
 /* ========================================================================
  * the loop
  * ====================================================================== */
 
-/* Where build v keeps its queue of that kind. */
-static void **vq_slot(srv_variant *v, vq_kind kind)
+vq *sc_vq_get(sched *s, srv_variant *v, sched_kind kind)
 {
-    return kind == VQ_SHADOW ? &v->shadow_q : kind == VQ_TOKENS ? &v->tokens_q : &v->sched_q;
-}
-
-static vq_kind kind_of(const vq *q)
-{
-    return q->shadow ? VQ_SHADOW : q->tokens ? VQ_TOKENS : VQ_TEXTS;
-}
-
-vq *sc_vq_get(sched *s, srv_variant *v, vq_kind kind)
-{
-    void **slot = vq_slot(v, kind);
+    void **slot = &v->q[kind];
     if (*slot)
         return *slot;
     vq *q = calloc(1, sizeof *q);
@@ -261,8 +269,7 @@ vq *sc_vq_get(sched *s, srv_variant *v, vq_kind kind)
         return NULL;
     q->m = v->m;
     q->v = v;
-    q->shadow = kind == VQ_SHADOW;
-    q->tokens = kind == VQ_TOKENS;
+    q->kind = kind;
     srv_variant_ref(v);
     q->next = s->qs;
     s->qs = q;
@@ -281,7 +288,7 @@ void sc_reap(sched *s)
             continue;
         }
         *pp = q->next;
-        *vq_slot(q->v, kind_of(q)) = NULL;
+        q->v->q[q->kind] = NULL;
         free(q->items);
         srv_variant_unref(q->v);
         free(q);
@@ -291,7 +298,7 @@ void sc_reap(sched *s)
 /* Queues the texts of a newly submitted job and starts watching its socket. */
 void sc_enqueue(sched *s, sched_job *j)
 {
-    vq *q = j->q ? j->q : sc_vq_get(s, j->v, j->tokens ? VQ_TOKENS : VQ_TEXTS);
+    vq *q = j->q ? j->q : sc_vq_get(s, j->v, j->kind);
     uint64_t now = uv_hrtime();
     if (!q) {
         sc_fail_job(s, j, SCHED_FAILED, "out of memory queueing the request");
@@ -358,7 +365,8 @@ void sc_schedule(sched *s)
                 snprintf(msg, sizeof msg,
                          "the request waited longer than request_timeout_ms (%d ms) in the queue",
                          s->cfg->request_timeout_ms);
-                sc_fail_job(s, j, SCHED_TIMEOUT, q->shadow ? "shadow run waited too long" : msg);
+                const char *late = sched_kinds[q->kind].late;
+                sc_fail_job(s, j, SCHED_TIMEOUT, late ? late : msg);
                 k = 0; /* the queue was compacted */
                 continue;
             }
@@ -371,16 +379,18 @@ void sc_schedule(sched *s)
         worker *w = &s->workers[wi];
         if (w->busy)
             continue;
-        /* client queues first; shadow texts only when no client batch is
-         * sc_due, so that they use idle time (and wait while clients do not) */
+        /* client queues first; background ones (shadow texts) only when no
+         * client batch is sc_due, so that they use idle time (and wait while
+         * clients do not) */
         vq *best = NULL, *best_shadow = NULL;
         bool client_waiting = false;
         for (vq *q = s->qs; q; q = q->next) {
             uint64_t d = sc_due(s, q, now);
             if (!d)
                 continue;
-            client_waiting |= !q->shadow;
-            vq **b = q->shadow ? &best_shadow : &best;
+            const bool bg = sched_kinds[q->kind].background;
+            client_waiting |= !bg;
+            vq **b = bg ? &best_shadow : &best;
             if (d <= now) {
                 if (!*b || q->items[0].t < (*b)->items[0].t)
                     *b = q;
@@ -577,7 +587,7 @@ void sched_destroy(sched *s)
     while (s->qs) {
         vq *q = s->qs;
         s->qs = q->next;
-        *vq_slot(q->v, kind_of(q)) = NULL;
+        q->v->q[q->kind] = NULL;
         free(q->items);
         srv_variant_unref(q->v);
         free(q);

@@ -46,8 +46,8 @@ struct sched_job {
     int32_t *off;       /* n + 1 offsets into ids */
     float *out;         /* (n, hidden): filled in place; with tokens (off[n], hidden) */
     float *norms;       /* NULL, or n: each vector's norm before the model's normalisation */
-    bool tokens;        /* a row per token, not pooled (mt_model_forward_tokens; TEI's
-                         * /embed_all): its texts batch apart from the pooled ones */
+    sched_kind kind;    /* what its texts' forward is (server/core/kinds.h): a pooled
+                         * vector each (0), a row per token, ...; batched by kind */
     uint64_t deadline;  /* uv_hrtime() ns; 0: none */
     int fd;             /* client socket to watch for a disconnect; -1: none */
     void *owner;        /* the submitter's (the HTTP connection) */

@@ -22,8 +22,7 @@ typedef struct {
 typedef struct vq {
     srv_model *m;
     srv_variant *v;  /* a reference */
-    bool shadow;     /* shadow texts for the reference: runs only on idle workers */
-    bool tokens;     /* texts of token-row jobs (sched_job.tokens): forward_tokens */
+    sched_kind kind; /* its texts' kind: sched_kinds[kind] says how they run */
     int running;     /* batches of it on workers */
     struct vq *next;
     item *items;
@@ -117,11 +116,8 @@ void sc_end_job(sched *s, sched_job *j);
 void sc_fail_job(sched *s, sched_job *j, sched_result r, const char *msg);
 /* Publishes q's length after a change of q->n. */
 void sc_set_depth(sched *s, vq *q);
-/* Which of a build's queues. */
-typedef enum { VQ_TEXTS, VQ_SHADOW, VQ_TOKENS } vq_kind;
-/* A queue of build v, made on first use: its client texts, its shadow
- * texts, or the texts of its token-row jobs. */
-vq *sc_vq_get(sched *s, srv_variant *v, vq_kind kind);
+/* Build v's queue of texts of that kind, made on first use. */
+vq *sc_vq_get(sched *s, srv_variant *v, sched_kind kind);
 /* Queues the texts of a newly submitted job and starts watching its socket. */
 void sc_enqueue(sched *s, sched_job *j);
 /* The one decision point: deadlines, due batches to idle workers, the timer. */

@@ -88,7 +88,7 @@ void sc_shadow_maybe(sched *s, sched_job *j)
         return;
     }
     stats_variant *pm = &j->v->slot->metrics;
-    vq *q = sc_vq_get(s, ref, VQ_SHADOW);
+    vq *q = sc_vq_get(s, ref, SCHED_KIND_SHADOW);
     shadow_job *sj = NULL;
     if (q && (long)q->n + j->n <= c->shadow_queue)
         sj = calloc(1, sizeof *sj);
