@@ -385,7 +385,7 @@ void sc_schedule(sched *s)
         vq *best = NULL, *best_shadow = NULL;
         bool client_waiting = false;
         for (vq *q = s->qs; q; q = q->next) {
-            uint64_t d = sc_due(s, q, now);
+            uint64_t d = sc_worker_takes(s, w, q) ? sc_due(s, q, now) : 0;
             if (!d)
                 continue;
             const bool bg = sched_kinds[q->kind].background;
@@ -400,8 +400,8 @@ void sc_schedule(sched *s)
         }
         if (!best && !client_waiting)
             best = best_shadow;
-        if (!best)
-            break;
+        if (!best) /* nothing due on its device: another device's worker may have */
+            continue;
         sc_dispatch(s, best, w);
     }
     sc_reap(s);
@@ -500,6 +500,19 @@ void sched_set_hooks(sched *s, void (*on_drain_start)(void *), void (*on_drained
     s->hook_arg = arg;
 }
 
+bool sc_worker_takes(const sched *s, const worker *w, const vq *q)
+{
+    const srv_models *ms = s->models;
+    if (!ms || ms->ndevices == 0 || q->v->be == w->be)
+        return true;
+    if (w->dev != 0)
+        return false;
+    for (int d = 0; d < ms->ndevices; d++) /* a build on no known device: the host's */
+        if (ms->devices[d].be == q->v->be)
+            return false;
+    return true;
+}
+
 mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, mt_err *err)
 {
     sched *s = calloc(1, sizeof *s);
@@ -508,7 +521,10 @@ mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, m
     s->cfg = cfg;
     s->models = models;
     pthread_mutex_init(&s->inbox_mu, NULL);
-    int nw = cfg->engine_workers > 0 ? cfg->engine_workers : 1;
+    /* engine_workers for each device (srv_models.devices) */
+    const int per = cfg->engine_workers > 0 ? cfg->engine_workers : 1;
+    const int ndev = models && models->ndevices > 0 ? models->ndevices : 1;
+    int nw = per * ndev;
     s->workers = calloc((size_t)nw, sizeof *s->workers);
     if (!s->workers) {
         sched_destroy(s);
@@ -535,6 +551,8 @@ mt_status sched_create(const cfg_config *cfg, srv_models *models, sched **out, m
     for (int i = 0; i < nw; i++) {
         worker *w = &s->workers[i];
         w->s = s;
+        w->dev = i / per;
+        w->be = models && models->ndevices > 0 ? models->devices[w->dev].be : NULL;
         pthread_mutex_init(&w->mu, NULL);
         pthread_cond_init(&w->cv, NULL);
         s->nworkers = i + 1;

@@ -61,6 +61,11 @@ typedef struct batch {
 
 struct worker {
     sched *s;
+    /* the device whose builds' batches it runs (srv_models.devices[dev]);
+     * each device has its own engine_workers, so a batch on one never
+     * waits for a worker busy on another */
+    const mt_backend *be;
+    int dev;
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -120,6 +125,9 @@ void sc_set_depth(sched *s, vq *q);
 vq *sc_vq_get(sched *s, srv_variant *v, sched_kind kind);
 /* Queues the texts of a newly submitted job and starts watching its socket. */
 void sc_enqueue(sched *s, sched_job *j);
+/* Whether worker w runs q's batches: q's build is on w's device (or, on
+ * no device the server made, the host's: devices[0]). */
+bool sc_worker_takes(const sched *s, const worker *w, const vq *q);
 /* The one decision point: deadlines, due batches to idle workers, the timer. */
 void sc_schedule(sched *s);
 
