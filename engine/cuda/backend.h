@@ -199,4 +199,20 @@ MT_CUDA_ENTRY_POINTS(MT_CUDA_DECLARE, MT_CUDA_DECLARE_V)
 #undef MT_CUDA_DECLARE
 #undef MT_CUDA_DECLARE_V
 
+/* The module's one loading entry point: a table of every entry point (a
+ * pointer each, in entry_points.h's order), which engine/cuda/dl.c looks
+ * up by the one name MT_CUDA_MODULE_ENTRY (engine/cuda/module.c defines
+ * it); size is the table's, so that a module built from another list is
+ * refused rather than called wrongly. */
+#define MT_CUDA_ENTRY_PTR(ret, name, params, args, answer) ret(*name) params;
+#define MT_CUDA_ENTRY_PTR_V(name, params, args, answer) void(*name) params;
+typedef struct {
+    size_t size;
+    MT_CUDA_ENTRY_POINTS(MT_CUDA_ENTRY_PTR, MT_CUDA_ENTRY_PTR_V)
+} mt_cuda_entries;
+#undef MT_CUDA_ENTRY_PTR
+#undef MT_CUDA_ENTRY_PTR_V
+#define MT_CUDA_MODULE_ENTRY "mt_cuda_module_entries"
+extern const mt_cuda_entries mt_cuda_module_entries;
+
 #endif

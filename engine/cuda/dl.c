@@ -23,8 +23,10 @@
  * library to probe (tests: any library that opens, to reach the module on a
  * machine without a GPU).
  *
- * The table, the binding and the forwarders are generated from the one list
- * of entry points, engine/cuda/entry_points.h; where the module is not
+ * The module has one loading entry point: the table mt_cuda_module_entries
+ * (engine/cuda/module.c), looked up by its one name and checked by its
+ * size. The table's type and the forwarders are generated from the one
+ * list of entry points, engine/cuda/entry_points.h; where the module is not
  * loaded each forwarder gives its row's answer with the reason. */
 #include "engine/cuda/backend.h"
 #include "engine/options.h"
@@ -42,18 +44,11 @@
 
 #define MODULE_NAME "libmantissa_cuda.so"
 
-/* The module's entry points: one pointer per row of entry_points.h. */
-#define DL_PTR(ret, name, params, args, answer) ret(*name) params;
-#define DL_PTR_V(name, params, args, answer) void(*name) params;
-typedef struct {
-    MT_CUDA_ENTRY_POINTS(DL_PTR, DL_PTR_V)
-} dl_table;
-
 static struct {
     pthread_once_t once;
     void *h; /* the module; NULL: not loaded, see why */
     char why[512];
-    dl_table fn;
+    mt_cuda_entries fn;
 } mod = {.once = PTHREAD_ONCE_INIT};
 
 /* Opens the first module candidate that exists; NULL with why[] set. */
@@ -92,27 +87,22 @@ static void *open_module(void)
     return NULL;
 }
 
-/* Entry point name of the module into *slot; false (why[] set) when it lacks it. */
-static bool bind_one(void *h, const char *name, void *slot, size_t size)
-{
-    void *sym = dlsym(h, name);
-    if (!sym) {
-        snprintf(mod.why, sizeof mod.why, "the CUDA module lacks %s", name);
-        return false;
-    }
-    /* POSIX guarantees a dlsym'd object pointer converts to a function pointer */
-    memcpy(slot, &sym, size);
-    return true;
-}
-
-/* Every entry point from the module; false (why[] set) when one is missing. */
+/* The module's table of entry points (its one loading entry point,
+ * MT_CUDA_MODULE_ENTRY) into mod.fn; false (why[] set) when it lacks it or
+ * was built from another list of entry points. */
 static bool bind_all(void *h)
 {
-#define DL_BIND(ret, name, params, args, answer)                                                   \
-    if (!bind_one(h, #name, &mod.fn.name, sizeof mod.fn.name))                                     \
+    const mt_cuda_entries *t = dlsym(h, MT_CUDA_MODULE_ENTRY);
+    if (!t) {
+        snprintf(mod.why, sizeof mod.why, "the CUDA module lacks %s", MT_CUDA_MODULE_ENTRY);
         return false;
-#define DL_BIND_V(name, params, args, answer) DL_BIND(void, name, params, args, answer)
-    MT_CUDA_ENTRY_POINTS(DL_BIND, DL_BIND_V)
+    }
+    if (t->size != sizeof mod.fn) {
+        snprintf(mod.why, sizeof mod.why, "the CUDA module's %s is %zu bytes, not %zu: a "
+                 "module of another build", MT_CUDA_MODULE_ENTRY, t->size, sizeof mod.fn);
+        return false;
+    }
+    mod.fn = *t;
     return true;
 }
 

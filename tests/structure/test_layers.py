@@ -24,8 +24,9 @@ and the command line; BUILD defaults to build/release; `make all` first):
   in DECLARED_MODULES with the reason. A new loop fails; so does a declared
   one that is no longer there, so that the list stays true.
 - Each global symbol has one definition per program (the binary; in a CUDA
-  build also the CUDA module), and every entry point engine/cuda/dl.c looks
-  up in the module by name is defined there.
+  build also the CUDA module), and the one entry point engine/cuda/dl.c
+  looks up in the module by name (its table of entry points) is defined
+  there.
 Objects missing or older than their sources fail these: build first.
 """
 import functools
@@ -346,16 +347,14 @@ def definer(defs, programs, name):
     return None
 
 
-ENTRY_POINTS = "engine/cuda/entry_points.h"
 
 
 def dlsym_names():
-    """The entry points dl.c looks up in the module by name: the rows of
-    entry_points.h, F(ret, name, ...) and V(name, ...)."""
-    with open(os.path.join(ROOT, ENTRY_POINTS)) as fh:
-        text = fh.read()
-    return (re.findall(r"\bF\(\s*[^,()]+,\s*(mt_\w+)\s*,", text) +
-            re.findall(r"\bV\(\s*(mt_\w+)\s*,", text))
+    """What dl.c looks up in the module by name: its one loading entry point,
+    the table MT_CUDA_MODULE_ENTRY names (engine/cuda/backend.h), whose type
+    is expanded from the rows of entry_points.h."""
+    with open(os.path.join(ROOT, "engine/cuda/backend.h")) as fh:
+        return re.findall(r'#define MT_CUDA_MODULE_ENTRY "(\w+)"', fh.read())
 
 
 @functools.lru_cache(maxsize=None)
@@ -392,7 +391,7 @@ def test_dl_forwards_to_entry_points_the_module_has():
     if DLSYM_FORWARDER not in progs:
         pytest.skip("a build without CUDA: no module, no dl.c")
     names = dlsym_names()
-    assert names, f"no entry points found in {ENTRY_POINTS}"
+    assert names, "no MT_CUDA_MODULE_ENTRY in engine/cuda/backend.h"
     lacking = [n for n in names if ("module", n) not in defs]
     assert not lacking, f"{DLSYM_FORWARDER} looks up what the module lacks: {lacking}"
 
