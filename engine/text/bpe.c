@@ -1,0 +1,398 @@
+/* bpe.c: the byte-level BPE tokenizer's encode and decode
+ * (engine/text/bpe.h): added tokens split off the raw text, each other
+ * segment NFC'd and split by the regex (bpe_pretok.c), each piece's bytes
+ * merged by rank (the lowest-ranked adjacent pair first, the leftmost of
+ * equal ranks: a scan of the pairs for short pieces, a heap for long
+ * ones), then the post-processor's tokens and truncation; decode maps the
+ * tokens' characters back to bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/text/bpe_internal.h"
+#include "engine/text/utf8.h"
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} bpe_ids;
+
+static bool bpe_push(bpe_ids *o, int32_t id)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *v = realloc(o->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        o->v = v;
+        o->cap = cap;
+    }
+    o->v[o->n++] = id;
+    return true;
+}
+
+#define BPE_NONE INT32_MAX
+
+/* The rank of the pair (a, b) and its merged id in *id, or BPE_NONE. */
+static inline int32_t bpe_rank(const bpe_t *t, int32_t a, int32_t b, int32_t *id)
+{
+    const bpe_merge *m = bpe_merge_find(t, a, b);
+    if (!m)
+        return BPE_NONE;
+    *id = m->id;
+    return m->rank;
+}
+
+/* Merges n symbols s[] in place (short pieces): each round merges the
+ * lowest-ranked pair, the leftmost of equals. Returns the count left. */
+static size_t bpe_merge_short(const bpe_t *t, int32_t *s, size_t n)
+{
+    int32_t rank[64], nid[64];
+    for (size_t i = 0; i + 1 < n; i++)
+        rank[i] = bpe_rank(t, s[i], s[i + 1], &nid[i]);
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rank[i] < rank[best])
+                best = i;
+        if (rank[best] == BPE_NONE)
+            break;
+        s[best] = nid[best];
+        size_t tail = n - best - 2; /* symbols after the removed one */
+        memmove(s + best + 1, s + best + 2, tail * sizeof *s);
+        if (tail) {
+            memmove(rank + best + 1, rank + best + 2, (tail - 1) * sizeof *rank);
+            memmove(nid + best + 1, nid + best + 2, (tail - 1) * sizeof *nid);
+        }
+        n--;
+        if (best > 0)
+            rank[best - 1] = bpe_rank(t, s[best - 1], s[best], &nid[best - 1]);
+        if (best + 1 < n)
+            rank[best] = bpe_rank(t, s[best], s[best + 1], &nid[best]);
+    }
+    return n;
+}
+
+typedef struct {
+    int32_t rank, pos, right, a, b, id;
+} bpe_cand;
+
+static inline bool bpe_before(const bpe_cand *x, const bpe_cand *y)
+{
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
+static void bpe_heap_push(bpe_cand *h, size_t *n, bpe_cand c)
+{
+    size_t i = (*n)++;
+    while (i > 0 && bpe_before(&c, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = c;
+}
+
+static bpe_cand bpe_heap_pop(bpe_cand *h, size_t *n)
+{
+    bpe_cand top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && bpe_before(&h[c + 1], &h[c]))
+            c++;
+        if (!bpe_before(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = last;
+    return top;
+}
+
+static void bpe_cand_at(const bpe_t *t, const int32_t *s, const int32_t *nx, int32_t p,
+                        bpe_cand *h, size_t *nh)
+{
+    if (p < 0 || nx[p] < 0)
+        return;
+    bpe_cand c = {.pos = p, .right = nx[p], .a = s[p], .b = s[nx[p]]};
+    c.rank = bpe_rank(t, c.a, c.b, &c.id);
+    if (c.rank != BPE_NONE)
+        bpe_heap_push(h, nh, c);
+}
+
+/* Merges n symbols (long pieces) with a heap of candidate pairs on a
+ * linked list; stale candidates are dropped when popped. */
+static size_t bpe_merge_long(const bpe_t *t, int32_t *s, size_t n, mt_err *err, bool *ok)
+{
+    int32_t *nx = malloc(n * sizeof *nx), *pv = malloc(n * sizeof *pv);
+    bpe_cand *h = malloc(2 * n * sizeof *h);
+    *ok = nx && pv && h;
+    size_t nh = 0, left = n;
+    for (size_t i = 0; *ok && i < n; i++) {
+        nx[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+        pv[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; *ok && i + 1 < n; i++)
+        bpe_cand_at(t, s, nx, (int32_t)i, h, &nh);
+    while (*ok && nh > 0) {
+        bpe_cand c = bpe_heap_pop(h, &nh);
+        if (s[c.pos] != c.a || nx[c.pos] != c.right || s[c.right] != c.b)
+            continue; /* stale */
+        s[c.pos] = c.id;
+        s[c.right] = -1;
+        nx[c.pos] = nx[c.right];
+        if (nx[c.pos] >= 0)
+            pv[nx[c.pos]] = c.pos;
+        left--;
+        if (nh + 2 > 2 * n) { /* cannot happen: each merge adds at most two */
+            *ok = false;
+            break;
+        }
+        bpe_cand_at(t, s, nx, pv[c.pos], h, &nh);
+        bpe_cand_at(t, s, nx, c.pos, h, &nh);
+    }
+    size_t w = 0;
+    for (size_t i = 0; *ok && i < n; i++)
+        if (s[i] >= 0)
+            s[w++] = s[i];
+    free(nx);
+    free(pv);
+    free(h);
+    if (!*ok)
+        mt_fail(err, MT_ENOMEM, "tokenizer: out of memory merging a piece of %zu bytes", n);
+    return *ok ? left : 0;
+}
+
+/* The ids of one piece's bytes w[0..m). */
+static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, bpe_ids *o,
+                          mt_err *err)
+{
+    if (t->ignore_merges && m > 1) {
+        int32_t id = bpe_vocab_find(t, w, m);
+        if (id >= 0)
+            return bpe_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+    }
+    int32_t small[64];
+    int32_t *s = m <= 64 ? small : malloc(m * sizeof *s);
+    if (!s)
+        return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory merging %zu bytes", m);
+    size_t n = 0;
+    for (size_t i = 0; i < m; i++)
+        if (t->byte_id[w[i]] >= 0) /* a byte with no token is left out, as HF does without unk */
+            s[n++] = t->byte_id[w[i]];
+    bool ok = true;
+    n = n <= 64 ? bpe_merge_short(t, s, n) : bpe_merge_long(t, s, n, err, &ok);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = bpe_push(o, s[i]);
+    if (s != small)
+        free(s);
+    if (!ok)
+        return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+    return MT_OK;
+}
+
+/* The ids of a segment between added tokens: NFC, split, merges. */
+static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, bpe_pieces *p,
+                             bpe_ids *o, mt_err *err)
+{
+    char *norm = NULL;
+    size_t nlen = len;
+    mt_status s = t->nfc ? bpe_nfc(text, len, &norm, &nlen, err) : MT_OK;
+    if (s != MT_OK)
+        return s;
+    const char *x = norm ? norm : text;
+    p->n = 0;
+    s = bpe_split(x, nlen, p, err);
+    for (size_t k = 0; s == MT_OK && k < p->n; k++)
+        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k], o, err);
+    free(norm);
+    return s;
+}
+
+/* Checks UTF-8; returns MT_EUTF8 naming the first bad byte. */
+static mt_status bpe_check_utf8(const char *text, size_t len, mt_err *err)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = mt_utf8_seq(u + i, len - i);
+        if (!k)
+            return mt_fail(err, MT_EUTF8, "text is not valid UTF-8 at byte %zu", i);
+        i += k;
+    }
+    return MT_OK;
+}
+
+/* The ids of the text alone (no post-processor tokens). */
+static mt_status bpe_text_ids(const bpe_t *t, const char *text, size_t len, bpe_ids *o,
+                              mt_err *err)
+{
+    bpe_pieces p = {0};
+    mt_status s = MT_OK;
+    size_t seg = 0;
+    for (size_t i = 0; s == MT_OK && i < len;) {
+        unsigned char b = (unsigned char)text[i];
+        int a = (t->added.first[b >> 3] & (1u << (b & 7)))
+                    ? tok_added_raw_at(&t->added, text + i, len - i) : -1;
+        if (a < 0) {
+            i++;
+            continue;
+        }
+        if (i > seg)
+            s = bpe_segment(t, text + seg, i - seg, &p, o, err);
+        if (s == MT_OK && !bpe_push(o, t->added.tok[a].id))
+            s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+        i += t->added.tok[a].len;
+        seg = i;
+    }
+    if (s == MT_OK && seg < len)
+        s = bpe_segment(t, text + seg, len - seg, &p, o, err);
+    free(p.start);
+    free(p.end);
+    return s;
+}
+
+mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids, int max_len,
+                     int *n, int *full_len, mt_err *err)
+{
+    if (!t || !ids || !n || (!text && len > 0))
+        return mt_fail(err, MT_EINVAL, "bpe_encode: NULL argument");
+    int extra = t->npre + t->npost;
+    if (max_len < extra || max_len < 1)
+        return mt_fail(err, MT_EINVAL, "bpe_encode: max_len must be at least %d, not %d",
+                       extra > 1 ? extra : 1, max_len);
+    *n = 0;
+    if (full_len)
+        *full_len = 0;
+    mt_status s = bpe_check_utf8(text, len, err);
+    if (s != MT_OK)
+        return s;
+    bpe_ids o = {0};
+    s = bpe_text_ids(t, text, len, &o, err);
+    if (s == MT_OK && o.n > (size_t)(0x7FFFFFFF - extra))
+        s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x7FFFFFFF - extra);
+    if (s != MT_OK) {
+        free(o.v);
+        return s;
+    }
+    size_t room = (size_t)(max_len - extra), kept = o.n < room ? o.n : room;
+    memcpy(ids, t->pre, (size_t)t->npre * sizeof *ids);
+    if (kept)
+        memcpy(ids + t->npre, o.v, kept * sizeof *ids);
+    memcpy(ids + t->npre + kept, t->post, (size_t)t->npost * sizeof *ids);
+    *n = (int)kept + extra;
+    if (full_len)
+        *full_len = (int)o.n + extra;
+    free(o.v);
+    return MT_OK;
+}
+
+/* ---- decode ---- */
+
+/* Length of the maximal prefix of a UTF-8 sequence at s (n bytes) that is
+ * ill-formed as a whole: what one U+FFFD replaces (Rust's from_utf8_lossy). */
+static size_t bpe_bad_len(const unsigned char *s, size_t n)
+{
+    unsigned b = s[0];
+    size_t need = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3
+                  : b >= 0xF0 && b <= 0xF4 ? 4 : 1;
+    unsigned lo = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+    unsigned hi = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+    size_t k = 1;
+    for (; k < need && k < n; k++) {
+        if (s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF))
+            break;
+    }
+    return k;
+}
+
+/* The decoded bytes as valid UTF-8 (invalid parts replaced), NUL-ended. */
+static char *bpe_lossy(const unsigned char *b, size_t n)
+{
+    char *o = malloc(n * 3 + 1);
+    if (!o)
+        return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = b[i] < 0x80 ? 1 : mt_utf8_seq(b + i, n - i);
+        if (k) {
+            memcpy(o + w, b + i, k);
+            w += k, i += k;
+            continue;
+        }
+        memcpy(o + w, "\xEF\xBF\xBD", 3);
+        w += 3;
+        i += bpe_bad_len(b + i, n - i);
+    }
+    o[w] = 0;
+    return o;
+}
+
+mt_status bpe_decode(const bpe_t *t, const int32_t *ids, int n, bool skip_special, char **out,
+                     mt_err *err)
+{
+    *out = NULL;
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if (ids[k] < 0 || ids[k] >= t->ntok || !t->tok[ids[k]])
+            return mt_fail(err, MT_EINVAL, "ids[%d]: %d is not a token id (vocabulary of %d)", k,
+                           ids[k], t->ntok);
+        total += strlen(t->tok[ids[k]]);
+    }
+    unsigned char *b = malloc(total + 1);
+    if (!b)
+        return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory decoding %d ids", n);
+    size_t w = 0;
+    for (int k = 0; k < n; k++) {
+        if (skip_special && bpe_is_special(t, ids[k]))
+            continue;
+        const unsigned char *s = (const unsigned char *)t->tok[ids[k]];
+        for (size_t i = 0; s[i];) {
+            uint32_t c = s[i];
+            size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+            if (len == 2)
+                c = (c & 0x1Fu) << 6 | (s[i + 1] & 0x3Fu);
+            int byte = len <= 2 ? bpe_char_byte(c) : -1;
+            if (byte >= 0)
+                b[w++] = (unsigned char)byte;
+            else
+                memcpy(b + w, s + i, len), w += len;
+            i += len;
+        }
+    }
+    *out = bpe_lossy(b, w);
+    free(b);
+    return *out ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory decoding");
+}
+
+/* ---- accessors ---- */
+
+int bpe_vocab_size(const bpe_t *t) { return t->ntok; }
+
+const char *bpe_token(const bpe_t *t, int32_t id)
+{
+    return id >= 0 && id < t->ntok ? t->tok[id] : NULL;
+}
+
+int32_t bpe_special_id(const bpe_t *t, const char *name)
+{
+    for (int k = 0; k < t->added.n; k++)
+        if (!strcmp(t->added.tok[k].content, name))
+            return t->added.tok[k].id;
+    return -1;
+}
+
+int32_t bpe_eos_id(const bpe_t *t) { return t->npost ? t->post[t->npost - 1] : -1; }
+
+bool bpe_is_special(const bpe_t *t, int32_t id)
+{
+    for (int k = 0; k < t->added.n; k++)
+        if (t->added.tok[k].id == id)
+            return t->added.tok[k].special;
+    return false;
+}
