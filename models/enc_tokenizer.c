@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "engine/jsonfile.h"
@@ -31,13 +32,21 @@ typedef struct {
     const char *cls, *sep, *pad, *unk;
 } enc_tok_src;
 
+/* A model's tokenizer: one of the kinds. */
+struct enc_tok {
+    tok_t *wp;
+    bpe_t *bpe;
+};
+
 /* A loader builds the tokenizer and names the file its vocabulary came
  * from (vocab_path, cap bytes), for the vocab_size check's message. */
-typedef mt_status (*enc_tok_loader)(const enc_tok_src *src, tok_t **out, char *vocab_path,
+typedef mt_status (*enc_tok_loader)(const enc_tok_src *src, enc_tok *out, char *vocab_path,
                                     size_t cap, mt_err *err);
 
-static mt_status enc_load_wordpiece(const enc_tok_src *src, tok_t **out, char *vocab_path,
+static mt_status enc_load_wordpiece(const enc_tok_src *src, enc_tok *out, char *vocab_path,
                                     size_t cap, mt_err *err);
+static mt_status enc_load_bpe(const enc_tok_src *src, enc_tok *out, char *vocab_path,
+                              size_t cap, mt_err *err);
 
 /* The tokenizer kinds, by tokenizer.json's model.type. */
 static const struct {
@@ -45,7 +54,7 @@ static const struct {
     enc_tok_loader load; /* NULL: known, not supported yet */
 } enc_tok_kinds[] = {
     {"WordPiece", enc_load_wordpiece}, /* BERT, MPNet, DistilBERT */
-    {"BPE", NULL},                     /* byte-level BPE (Qwen3) */
+    {"BPE", enc_load_bpe},             /* byte-level BPE (Qwen3): engine/text/bpe.h */
     {"Unigram", NULL},                 /* SentencePiece Unigram (XLM-R) */
 };
 
@@ -208,7 +217,7 @@ static mt_status enc_check_pretok(const enc_tok_src *src, mt_err *err)
 
 /* WordPiece from dir/vocab.txt, with the options the files give and
  * tokenizer.json's added tokens where the folder has one. */
-static mt_status enc_load_wordpiece(const enc_tok_src *src, tok_t **out, char *vocab_path,
+static mt_status enc_load_wordpiece(const enc_tok_src *src, enc_tok *out, char *vocab_path,
                                     size_t cap, mt_err *err)
 {
     tok_options o = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100,
@@ -219,7 +228,7 @@ static mt_status enc_load_wordpiece(const enc_tok_src *src, tok_t **out, char *v
     mt_status s = enc_norm_options(src, &o, err);
     if (s == MT_OK && src->tj && (s = enc_wordpiece_model(src, &o, err)) == MT_OK)
         s = enc_check_pretok(src, err);
-    return s != MT_OK ? s : tok_load(vocab_path, &o, out, err);
+    return s != MT_OK ? s : tok_load(vocab_path, &o, &out->wp, err);
 }
 
 /* ======================================================================
@@ -266,8 +275,29 @@ static mt_status enc_json_if_there(const char *path, cJSON **j, mt_err *err)
     return access(path, F_OK) == 0 ? mt_json_load(path, j, err) : MT_OK;
 }
 
+/* A byte-level BPE tokenizer.json (engine/text/bpe.h reads and checks it). */
+static mt_status enc_load_bpe(const enc_tok_src *src, enc_tok *out, char *vocab_path,
+                              size_t cap, mt_err *err)
+{
+    snprintf(vocab_path, cap, "%s", src->tj_path);
+    return bpe_load(src->tj_path, &out->bpe, err);
+}
+
+/* Its vocabulary against config.json's vocab_size: WordPiece's must be as
+ * long, a BPE one's no longer (Qwen3's config rounds it up for the
+ * embedding table). */
+static mt_status check_vocab(const enc_tok *t, const char *vpath, int vocab, mt_err *err)
+{
+    const int n = t->wp ? tok_vocab_size(t->wp) : bpe_vocab_size(t->bpe);
+    if (t->wp ? n != vocab : n > vocab)
+        return mt_fail(err, MT_EFORMAT, t->wp ? "%s has %d entries but config.json vocab_size is %d"
+                                              : "%s has %d ids but config.json vocab_size is %d",
+                       vpath, n, vocab);
+    return MT_OK;
+}
+
 mt_status enc_tokenizer_load(const char *dir, const char *cls, const char *sep, const char *pad,
-                             const char *unk, int vocab, tok_t **out, mt_err *err)
+                             const char *unk, int vocab, enc_tok **out, mt_err *err)
 {
     if (!dir || !out)
         return mt_fail(err, MT_EINVAL, "enc_tokenizer_load: NULL argument");
@@ -278,20 +308,59 @@ mt_status enc_tokenizer_load(const char *dir, const char *cls, const char *sep, 
     cJSON *tj = NULL, *tc = NULL;
     char vpath[4096];
     int row = 0;
-    mt_status s = enc_json_if_there(src.tj_path, &tj, err);
+    enc_tok *t = calloc(1, sizeof *t);
+    mt_status s = t ? enc_json_if_there(src.tj_path, &tj, err) : mt_fail(err, MT_ENOMEM, "out of memory");
     if (s == MT_OK)
         s = enc_json_if_there(src.tc_path, &tc, err);
     src.tj = tj;
     src.tc = tc;
-    if (s == MT_OK && (s = enc_pick_kind(&src, &row, err)) == MT_OK)
-        s = enc_tok_kinds[row].load(&src, out, vpath, sizeof vpath, err);
+    if (s == MT_OK && (s = enc_pick_kind(&src, &row, err)) == MT_OK &&
+        (s = enc_tok_kinds[row].load(&src, t, vpath, sizeof vpath, err)) == MT_OK)
+        s = check_vocab(t, vpath, vocab, err);
     cJSON_Delete(tj);
     cJSON_Delete(tc);
-    if (s == MT_OK && tok_vocab_size(*out) != vocab) {
-        s = mt_fail(err, MT_EFORMAT, "%s has %d entries but config.json vocab_size is %d", vpath,
-                    tok_vocab_size(*out), vocab);
-        tok_free(*out);
-        *out = NULL;
+    if (s != MT_OK) {
+        enc_tok_free(t);
+        return s;
     }
-    return s;
+    *out = t;
+    return MT_OK;
+}
+
+void enc_tok_free(enc_tok *t)
+{
+    if (!t)
+        return;
+    tok_free(t->wp);
+    bpe_free(t->bpe);
+    free(t);
+}
+
+mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t *ids,
+                         int max_len, int *n, int *full_len, mt_err *err)
+{
+    return t->wp ? tok_encode(t->wp, text, len, ids, max_len, n, full_len, err)
+                 : bpe_encode(t->bpe, text, len, ids, max_len, n, full_len, err);
+}
+
+const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special)
+{
+    if (t->wp) {
+        *special = id == tok_cls_id(t->wp) || id == tok_sep_id(t->wp); /* the template's */
+        return tok_token(t->wp, id);
+    }
+    *special = bpe_is_special(t->bpe, id);
+    return bpe_token(t->bpe, id);
+}
+
+mt_status enc_tok_decode(const enc_tok *t, const int32_t *ids, int n, bool skip_special,
+                         char **out, mt_err *err)
+{
+    return t->wp ? tok_decode(t->wp, ids, n, skip_special, out, err)
+                 : bpe_decode(t->bpe, ids, n, skip_special, out, err);
+}
+
+const tok_t *enc_tok_wordpiece(const enc_tok *t)
+{
+    return t ? t->wp : NULL;
 }

@@ -7,17 +7,40 @@
 #ifndef MT_MODELS_ENC_TOKENIZER_H
 #define MT_MODELS_ENC_TOKENIZER_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "engine/status.h"
+#include "engine/text/bpe.h"
 #include "engine/text/tokenizer.h"
 
+/* A model's tokenizer, of whichever kind (the encoder uses it through the
+ * enc_tok_* functions below alone). */
+typedef struct enc_tok enc_tok;
+
 /* Loads the tokenizer of the model folder dir into *out. cls, sep, pad and
- * unk are the tokens of those roles (the architecture row's; NULL: BERT's
- * "[CLS]" "[SEP]" "[PAD]" "[UNK]", and for unk the tokenizer.json model's
- * unk_token where it names one). vocab is config.json's vocab_size, which
- * the vocabulary's size must equal. A kind the table knows but cannot load
- * yet (BPE, Unigram), an unknown kind, and a field of the wrong type are
+ * unk are the tokens of those roles for WordPiece (the architecture row's;
+ * NULL: BERT's "[CLS]" "[SEP]" "[PAD]" "[UNK]", and for unk the
+ * tokenizer.json model's unk_token where it names one; a BPE tokenizer's
+ * specials are its post-processor's). vocab is config.json's vocab_size,
+ * which a WordPiece vocabulary's size must equal and a BPE one's must not
+ * exceed (Qwen3's config rounds it up). A kind the table knows but cannot
+ * load yet (Unigram), an unknown kind, and a field of the wrong type are
  * errors naming the file and the field. */
 mt_status enc_tokenizer_load(const char *dir, const char *cls, const char *sep, const char *pad,
-                             const char *unk, int vocab, tok_t **out, mt_err *err);
+                             const char *unk, int vocab, enc_tok **out, mt_err *err);
+void enc_tok_free(enc_tok *t);
+/* tok_encode's contract for every kind: the text's ids with the kind's
+ * special tokens, truncated to max_len. */
+mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t *ids,
+                         int max_len, int *n, int *full_len, mt_err *err);
+/* The vocabulary entry of id (NULL out of range); *special: a token the
+ * tokenizer adds around a text ([CLS], [SEP]; a BPE tokenizer's special
+ * added tokens). */
+const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special);
+mt_status enc_tok_decode(const enc_tok *t, const int32_t *ids, int n, bool skip_special,
+                         char **out, mt_err *err);
+/* The WordPiece tokenizer inside t, or NULL when t is of another kind. */
+const tok_t *enc_tok_wordpiece(const enc_tok *t);
 
 #endif

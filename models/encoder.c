@@ -548,7 +548,7 @@ static void enc_free(mt_model *base)
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (v[i])
             be->ops->free(be, v[i]);
-    tok_free(m->tok);
+    enc_tok_free(m->tok);
     for (int i = 0; i < m->nprompts; i++)
         free(m->prompt_names[i]), free(m->prompt_texts[i]);
     free(m->prompt_names);
@@ -565,20 +565,19 @@ const enc_config *enc_get_config(const mt_model *m) { return &((const enc_model 
 static mt_status enc_tokenize(const mt_model *base, const char *text, size_t len, int32_t *ids,
                                int max_len, int *n, int *full_len, mt_err *err)
 {
-    return tok_encode(((const enc_model *)base)->tok, text, len, ids, max_len, n, full_len, err);
+    return enc_tok_encode(((const enc_model *)base)->tok, text, len, ids, max_len, n, full_len,
+                          err);
 }
 
 static const char *enc_token_text(const mt_model *base, int32_t id, bool *special)
 {
-    const tok_t *t = ((const enc_model *)base)->tok;
-    *special = id == tok_cls_id(t) || id == tok_sep_id(t); /* the ones the template adds */
-    return tok_token(t, id);
+    return enc_tok_token(((const enc_model *)base)->tok, id, special);
 }
 
 static mt_status enc_decode(const mt_model *base, const int32_t *ids, int n, bool skip_special,
                             char **out, mt_err *err)
 {
-    return tok_decode(((const enc_model *)base)->tok, ids, n, skip_special, out, err);
+    return enc_tok_decode(((const enc_model *)base)->tok, ids, n, skip_special, out, err);
 }
 
 static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,

@@ -14,6 +14,7 @@
 #include "engine/weights/safetensors.h"
 #include "engine/text/tokenizer.h"
 #include "models/arch.h"
+#include "models/enc_tokenizer.h"
 #include "models/encoder.h"
 
 typedef struct {
@@ -36,7 +37,7 @@ struct enc_model {
     int prequant; /* weights come from an enc_save_quantized file */
     float *act_max; /* calibration: per (layer, gemm) max |input| per column, or NULL */
     const float *smooth_stats; /* while loading int8: another model's act_max */
-    tok_t *tok;
+    enc_tok *tok; /* models/enc_tokenizer.h: WordPiece or BPE */
     /* config_sentence_transformers.json's prompts (info.prompt_names/texts
      * point here), owned; prompt_default its default_prompt_name */
     char **prompt_names, **prompt_texts;

@@ -27,6 +27,12 @@
 # shards with model.safetensors.index.json, as LLM checkpoints come, in
 # place of one F32 model.safetensors: both forms hold the same values.
 #
+# --tokenizer FILE (qwen3) puts that byte-level BPE tokenizer.json in the
+# folder in place of the WordPiece vocab.txt, the vocabulary grown to its
+# ids, and the reference's sequences are texts it encodes (Hugging Face
+# `tokenizers`, the EOS its post-processor appends included), kept in
+# reference.json's "texts".
+#
 # Each folder gets config.json, model.safetensors (F32), a WordPiece
 # vocab.txt of the right size, modules.json (mean pooling, Normalize) and
 # reference.json: token id sequences, the last hidden states and the
@@ -39,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import struct
 
 import numpy as np
@@ -273,9 +280,19 @@ def main():
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--shards", type=int, default=0)
+    ap.add_argument("--tokenizer", default="")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     config, w, spec = {"llama": llama, "qwen3": qwen3, "fused": fused}[a.kind](rng)
+    tok = None
+    if a.tokenizer:
+        import tokenizers
+        tok = tokenizers.Tokenizer.from_file(a.tokenizer)
+        grown = tok.get_vocab_size(with_added_tokens=True) + 3  # config rounds it up, as Qwen3's
+        extra = grown - config["vocab_size"]
+        config["vocab_size"] = grown
+        w[spec["embed"]] = np.concatenate([w[spec["embed"]],
+                                           rng.normal(0, 1, (extra, config["hidden_size"]))])
     w = {k: v.astype(np.float32) for k, v in w.items()}
     if a.bf16:
         w = {k: bf16_round(v) for k, v in w.items()}
@@ -286,8 +303,11 @@ def main():
         write_safetensors(os.path.join(a.out, "model.safetensors"), w)
     write_json(os.path.join(a.out, "config.json"), config)
     V = config["vocab_size"]
-    with open(os.path.join(a.out, "vocab.txt"), "w") as f:
-        f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n" + "".join(f"w{i}\n" for i in range(V - 4)))
+    if tok:
+        shutil.copy(a.tokenizer, os.path.join(a.out, "tokenizer.json"))
+    else:
+        with open(os.path.join(a.out, "vocab.txt"), "w") as f:
+            f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n" + "".join(f"w{i}\n" for i in range(V - 4)))
     write_json(os.path.join(a.out, "modules.json"), [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
@@ -302,17 +322,22 @@ def main():
                     "include_prompt": True})
     # lengths that take both attention kernels (the own one below 64 tokens at AVX2)
     lengths = [1, 5, 17, 70]
+    texts = ["Hello", "The cat sat on the mat.", "東京の天気は晴れ 🌞, 42 degrees!",
+             "def f(x):\n    return x * 2  # doubles"]
     ids, hidden, vectors = [], [], []
-    for n in lengths:
-        seq = [int(t) for t in rng.integers(4, V, n)]
+    for k, n in enumerate(lengths):
+        seq = ([int(t) for t in tok.encode(texts[k]).ids] if tok
+               else [int(t) for t in rng.integers(4, V, n)])
         x = forward(spec, w, np.array(seq))
         v = x[-1] if spec.get("pool") == "last" else x.mean(0)
         ids.append(seq)
         hidden.append(x.ravel().tolist())
         vectors.append((v / max(np.linalg.norm(v), 1e-12)).tolist())
-    write_json(os.path.join(a.out, "reference.json"),
-               {"hidden": config["hidden_size"], "ids": ids, "hidden_states": hidden,
-                "vectors": vectors})
+    ref = {"hidden": config["hidden_size"], "ids": ids, "hidden_states": hidden,
+           "vectors": vectors}
+    if tok:
+        ref["texts"] = texts
+    write_json(os.path.join(a.out, "reference.json"), ref)
 
 
 if __name__ == "__main__":

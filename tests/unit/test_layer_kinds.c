@@ -64,6 +64,7 @@ static const enc_arch row_fused = {
 
 static char work[64], llama_dir[128], fused_dir[128], qwen3_dir[128];
 static char bf16_dir[128], shards_dir[128]; /* qwen3 in BF16 values: one F32 file, BF16 shards */
+static char bpe_dir[160];                    /* qwen3 with a byte-level BPE tokenizer.json */
 static mt_backend *be;
 
 /* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
@@ -84,14 +85,18 @@ static void make_folders(void)
     snprintf(qwen3_dir, sizeof qwen3_dir, "%s/qwen3", work);
     snprintf(bf16_dir, sizeof bf16_dir, "%s/qwen3-bf16", work);
     snprintf(shards_dir, sizeof shards_dir, "%s/qwen3-shards", work);
-    char cmd[2048];
+    snprintf(bpe_dir, sizeof bpe_dir, "%s/qwen3-bpe", work);
+    char cmd[3072];
     const char *py = python();
     snprintf(cmd, sizeof cmd,
              "%s tools/make-layer-kinds.py llama %s && %s tools/make-layer-kinds.py fused %s && "
              "%s tools/make-layer-kinds.py qwen3 %s && "
              "%s tools/make-layer-kinds.py qwen3 %s --bf16 && "
-             "%s tools/make-layer-kinds.py qwen3 %s --bf16 --shards 3",
-             py, llama_dir, py, fused_dir, py, qwen3_dir, py, bf16_dir, py, shards_dir);
+             "%s tools/make-layer-kinds.py qwen3 %s --bf16 --shards 3 && "
+             "%s tools/make-bpe-tokenizer.py %s/bpe >/dev/null && "
+             "%s tools/make-layer-kinds.py qwen3 %s --tokenizer %s/bpe/tokenizer.json",
+             py, llama_dir, py, fused_dir, py, qwen3_dir, py, bf16_dir, py, shards_dir, py, work,
+             py, bpe_dir, work);
     ck_assert_msg(system(cmd) == 0, "tools/make-layer-kinds.py failed: %s", cmd);
 }
 
@@ -387,6 +392,48 @@ static void broken_shards_refused(bool remove, const char *want)
                   "message \"%s\" lacks \"%s\"", err.msg, want);
 }
 
+/* Qwen3 with its own kind of tokenizer: texts through the byte-level BPE
+ * tokenizer.json (ids as Hugging Face tokenizers gives them, its EOS
+ * appended) and the forward, to the reference's last-token vectors. */
+START_TEST(qwen3_with_a_bpe_tokenizer_embeds_texts)
+{
+    kase k = open_case(QWEN3);
+    cJSON_Delete(k.j);
+    k.dir = bpe_dir;
+    char path[200];
+    mt_err err = {{0}};
+    snprintf(path, sizeof path, "%s/reference.json", bpe_dir);
+    cJSON *j;
+    ck_assert_msg(mt_json_load(path, &j, &err) == MT_OK, "%s", err.msg);
+    mt_model *m = load_as(&k, MT_PREC_FP32, NULL);
+    const cJSON *texts = cJSON_GetObjectItem(j, "texts"), *ids = cJSON_GetObjectItem(j, "ids");
+    const int n = cJSON_GetArraySize(texts), h = m->info.hidden;
+    const char *tx[8];
+    size_t lens[8];
+    for (int i = 0; i < n; i++) {
+        tx[i] = cJSON_GetArrayItem(texts, i)->valuestring;
+        lens[i] = strlen(tx[i]);
+        int32_t got[128];
+        int ng = 0;
+        ck_assert_msg(mt_model_tokenize(m, tx[i], lens[i], got, 128, &ng, NULL, &err) == MT_OK,
+                      "%s", err.msg);
+        const cJSON *want = cJSON_GetArrayItem(ids, i);
+        ck_assert_int_eq(ng, cJSON_GetArraySize(want));
+        for (int t = 0; t < ng; t++)
+            ck_assert_int_eq(got[t], cJSON_GetArrayItem(want, t)->valueint);
+    }
+    float *vec = malloc(sizeof(float) * n * h);
+    ck_assert_msg(mt_model_embed_texts(m, tx, lens, n, vec, NULL, &err) == MT_OK, "%s", err.msg);
+    for (int i = 0; i < n; i++) {
+        const double e = rel_err(vec + (size_t)i * h, cJSON_GetObjectItem(j, "vectors"), i, h);
+        ck_assert_msg(e < 1e-5, "text %d: relative error %g", i, e);
+    }
+    free(vec);
+    mt_model_free(m);
+    cJSON_Delete(j);
+}
+END_TEST
+
 /* A checkpoint as LLMs ship them (BF16, three shards and
  * model.safetensors.index.json) loads to the vectors of the same values in
  * one F32 file, bit for bit, at FP32 and quantized; a shard the index
@@ -465,7 +512,7 @@ START_TEST(bad_layer_config_is_refused_naming_the_key)
     expect_refused_in(qwen3_dir, "config.json", "use_sliding_window", "true",
                       "field 'use_sliding_window' is not supported");
     expect_refused_in(qwen3_dir, "tokenizer.json", "model", "{\"type\": \"BPE\"}",
-                      "BPE tokenizers are not supported yet");
+                      "tokenizer.json: pre_tokenizer.type");
 }
 END_TEST
 
@@ -485,6 +532,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, fused_every_precision_stays_close);
     tcase_add_test(tc, quantized_files_reload_to_the_same_vectors);
     tcase_add_test(tc, bf16_shards_load_as_the_same_values_in_one_f32_file);
+    tcase_add_test(tc, qwen3_with_a_bpe_tokenizer_embeds_texts);
     tcase_add_test(tc, a_backend_without_the_ops_refuses_the_model);
     tcase_add_test(tc, bad_layer_config_is_refused_naming_the_key);
     suite_add_tcase(s, tc);
