@@ -179,6 +179,7 @@ static bool b_runs_while_a_is_held(bool two_devices)
         models->ndevices--;
     srv_models_free(models);
     mt_backend_destroy(second);
+    cfg_free(cfg);
     return b_first;
 }
 
