@@ -10,7 +10,7 @@
  * attention, optional biases; the tokenizer's special tokens, the default
  * pooling) and optional hooks
  * (NULL: the BERT-shaped default): its own config fields, extra weights
- * (an attention bias: m->pos_bias / m->maxrel, passed to every attention
+ * (an attention bias: m->attn.pos_bias / maxrel, passed to every attention
  * op), its embeddings and positions, and whether a batch may be recorded.
  * Hooks see the model through models/encoder_internal.h.
  */
