@@ -343,6 +343,97 @@ mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t
                  : bpe_encode(t->bpe, text, len, ids, max_len, n, full_len, err);
 }
 
+/* ======================================================================
+ * Pairs
+ * ====================================================================== */
+
+void enc_pair_cut(int n1, int n2, int room, int *k1, int *k2)
+{
+    *k1 = n1;
+    *k2 = n2;
+    if (n1 + n2 <= room)
+        return;
+    const bool swap = n1 > n2;
+    int s = swap ? n2 : n1, l;   /* the shorter, the longer */
+    l = s > room ? s : (s > room - s ? s : room - s);
+    if (s + l > room) {
+        s = room / 2;
+        l = s + room % 2;
+    }
+    *k1 = swap ? l : s;
+    *k2 = swap ? s : l;
+    if (*k1 > n1)
+        *k1 = n1;
+    if (*k2 > n2)
+        *k2 = n2;
+}
+
+/* A text's WordPiece pieces, without [CLS] and [SEP], into a new array
+ * (*p, *np). */
+static mt_status wp_pieces(const tok_t *wp, const char *text, size_t len, int32_t **p, int *np,
+                           mt_err *err)
+{
+    int32_t two[2];
+    int n = 0, full = 0;
+    mt_status st = tok_encode(wp, text, len, two, 2, &n, &full, err);
+    int32_t *all = st == MT_OK ? malloc(sizeof *all * (size_t)full) : NULL;
+    if (st == MT_OK && !all)
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+    if (st == MT_OK)
+        st = tok_encode(wp, text, len, all, full, &n, NULL, err);
+    if (st != MT_OK) {
+        free(all);
+        return st;
+    }
+    memmove(all, all + 1, sizeof *all * (size_t)(n - 2));
+    *p = all;
+    *np = n - 2;
+    return MT_OK;
+}
+
+/* BERT's pair template: [CLS] a [SEP] b [SEP], types 0 through the first
+ * [SEP] and 1 after. */
+static mt_status wp_pair(const tok_t *wp, const char *a, size_t alen, const char *b, size_t blen,
+                         int32_t *ids, int max_len, int *n, int *seg, int *full_len, mt_err *err)
+{
+    int32_t *pa = NULL, *pb = NULL;
+    int na = 0, nb = 0, ka, kb;
+    mt_status st = wp_pieces(wp, a, alen, &pa, &na, err);
+    if (st == MT_OK)
+        st = wp_pieces(wp, b, blen, &pb, &nb, err);
+    if (st == MT_OK) {
+        enc_pair_cut(na, nb, max_len - 3, &ka, &kb);
+        int k = 0;
+        ids[k++] = tok_cls_id(wp);
+        memcpy(ids + k, pa, sizeof *ids * (size_t)ka);
+        k += ka;
+        ids[k++] = tok_sep_id(wp);
+        *seg = k;
+        memcpy(ids + k, pb, sizeof *ids * (size_t)kb);
+        k += kb;
+        ids[k++] = tok_sep_id(wp);
+        *n = k;
+        if (full_len)
+            *full_len = na + nb + 3;
+    }
+    free(pa);
+    free(pb);
+    return st;
+}
+
+mt_status enc_tok_encode_pair(const enc_tok *t, const char *a, size_t alen, const char *b,
+                              size_t blen, int32_t *ids, int max_len, int *n, int *seg,
+                              int *full_len, mt_err *err)
+{
+    if (!t->wp)
+        return mt_fail(err, MT_EUNSUPPORTED,
+                       "this model's tokenizer (byte-level BPE) has no pair template");
+    if (max_len < 5)
+        return mt_fail(err, MT_EINVAL, "a pair needs room for at least 5 tokens, not %d",
+                       max_len);
+    return wp_pair(t->wp, a, alen, b, blen, ids, max_len, n, seg, full_len, err);
+}
+
 const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special)
 {
     if (t->wp) {

@@ -34,6 +34,23 @@ void enc_tok_free(enc_tok *t);
  * special tokens, truncated to max_len. */
 mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t *ids,
                          int max_len, int *n, int *full_len, mt_err *err);
+/* A pair (a query and a document) as a cross-encoder reads it: the
+ * kind's pair template around the two texts' pieces (WordPiece: [CLS] a
+ * [SEP] b [SEP]; a RoBERTa-style post-processor: <s> a </s></s> b </s>),
+ * the pieces cut as Hugging Face tokenizers' longest-first truncation
+ * does (enc_pair_cut) so that everything fits max_len. *seg gets the
+ * index of the first token of token type 1 (BERT: b's first piece), or
+ * *n where the template gives every token type 0; full_len (may be NULL)
+ * the length uncut. A kind without a pair template (byte-level BPE) is
+ * MT_EUNSUPPORTED; max_len below the template's tokens + 2 is MT_EINVAL. */
+mt_status enc_tok_encode_pair(const enc_tok *t, const char *a, size_t alen, const char *b,
+                              size_t blen, int32_t *ids, int max_len, int *n, int *seg,
+                              int *full_len, mt_err *err);
+/* Hugging Face tokenizers' longest-first cut of a pair of n1 and n2
+ * pieces into room: nothing when they fit; else the longer loses pieces
+ * until it is as short as the other, then both lose in turn (the shorter
+ * keeps room / 2, the longer the rest). *k1, *k2: the pieces kept. */
+void enc_pair_cut(int n1, int n2, int room, int *k1, int *k2);
 /* The vocabulary entry of id (NULL out of range); *special: a token the
  * tokenizer adds around a text ([CLS], [SEP]; a BPE tokenizer's special
  * added tokens). */
