@@ -36,6 +36,7 @@ typedef enum {
     MT_OPK_GQA,      /* attention with kv_heads < heads */
     MT_OPK_NO_POS,   /* embed without a position table (rotary rows) */
     MT_OPK_QK_NORM,  /* qk_norm: RMSNorm of each Q and K head (Qwen3) */
+    MT_OPK_TOKEN_TYPES, /* embed_types: a text pair's two token types (cross-encoders) */
     MT_OPK_COUNT
 } mt_op_kind;
 
@@ -153,6 +154,13 @@ typedef struct mt_backend_ops {
     mt_status (*embed)(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
                        const float *word, const float *pos, const float *type0, int h,
                        float *out, mt_err *err);
+    /* Optional (MT_OPK_TOKEN_TYPES): embed, but token i of sequence b adds
+     * type1 instead of type0 from its index segs[b] in the sequence on (a
+     * cross-encoder's second text); segs: nseq ints of backend memory. */
+    mt_status (*embed_types)(mt_backend *be, const int32_t *ids, const int32_t *offsets,
+                             const int32_t *segs, int nseq, const float *word, const float *pos,
+                             const float *type0, const float *type1, int h, float *out,
+                             mt_err *err);
     /* out (t, h) = LayerNorm(x + res) * gamma + beta; res may be NULL; out may alias x. */
     mt_status (*layernorm)(mt_backend *be, const float *x, const float *res, const float *gamma,
                            const float *beta, int t, int h, float eps, float *out, mt_err *err);

@@ -104,6 +104,11 @@ const char *mt_pooling_name(mt_pooling p)
     return p == MT_POOL_CLS ? "cls" : p == MT_POOL_LAST ? "last_token" : "mean";
 }
 
+const char *mt_task_name(mt_task t)
+{
+    return t == MT_TASK_CLASSIFY ? "classify" : "embed";
+}
+
 const char *mt_model_prompt(const mt_model_info *info, const char *name)
 {
     for (int i = 0; name && i < info->nprompts; i++)

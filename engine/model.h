@@ -33,6 +33,14 @@ typedef struct mt_model mt_model;
  * (decoder embedders: Qwen3-Embedding). */
 typedef enum { MT_POOL_MEAN, MT_POOL_CLS, MT_POOL_LAST } mt_pooling;
 
+/* What a model answers: a vector per text (an embedder), or scores per
+ * text or text pair (a sequence classifier: a cross-encoder reranker has
+ * one label, its relevance score). */
+typedef enum { MT_TASK_EMBED = 0, MT_TASK_CLASSIFY } mt_task;
+
+/* "embed", "classify". */
+const char *mt_task_name(mt_task t);
+
 /* "mean", "cls", "last_token" (TEI's names). */
 const char *mt_pooling_name(mt_pooling p);
 
@@ -70,6 +78,13 @@ typedef struct {
     const char *const *prompt_names, *const *prompt_texts;
     const char *default_prompt;
     bool prompt_pooled;
+    /* A classifier (task MT_TASK_CLASSIFY): nlabels scores per input, named
+     * by labels (config.json's id2label); pairs: its inputs may be text
+     * pairs (a cross-encoder: tokenize_pair). An embedder: 0, NULL, false. */
+    mt_task task;
+    int nlabels;
+    const char *const *labels;
+    bool pairs;
     size_t gemm_bytes;      /* resident GEMM weights, scales included */
     size_t resident_bytes;  /* everything the model keeps in its backend */
 } mt_model_info;
@@ -114,6 +129,19 @@ typedef struct mt_model_ops {
      * Thread-safe like forward. */
     mt_status (*forward_tokens)(mt_model *m, const int32_t *ids, const int32_t *offsets,
                                 int nseq, float *out, mt_err *err);
+    /* A classifier's input: the text pair (a, b) with the model's pair
+     * template (BERT: [CLS] a [SEP] b [SEP]), cut longest first to max_len;
+     * *seg gets the index where token type 1 starts (*n where every token
+     * has type 0). NULL: the model takes no pairs. Thread-safe. */
+    mt_status (*tokenize_pair)(const mt_model *m, const char *a, size_t alen, const char *b,
+                               size_t blen, int32_t *ids, int max_len, int *n, int *seg,
+                               int *full_len, mt_err *err);
+    /* A classifier's forward: nseq packed sequences as forward takes them,
+     * segs[s] sequence s's seg from tokenize_pair (NULL, or offsets' length
+     * for a single text: all type 0); out gets (nseq, info.nlabels) raw
+     * scores (logits). NULL: not a classifier. Thread-safe like forward. */
+    mt_status (*forward_scores)(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                const int32_t *segs, int nseq, float *out, mt_err *err);
 } mt_model_ops;
 
 struct mt_model {
@@ -168,6 +196,25 @@ static inline mt_status mt_model_forward_tokens(mt_model *m, const int32_t *ids,
         return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) has no token-level output",
                        m->info.arch);
     return m->ops->forward_tokens(m, ids, offsets, nseq, out, err);
+}
+
+static inline mt_status mt_model_tokenize_pair(const mt_model *m, const char *a, size_t alen,
+                                               const char *b, size_t blen, int32_t *ids,
+                                               int max_len, int *n, int *seg, int *full_len,
+                                               mt_err *err)
+{
+    if (!m->ops->tokenize_pair)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) takes no text pairs", m->info.arch);
+    return m->ops->tokenize_pair(m, a, alen, b, blen, ids, max_len, n, seg, full_len, err);
+}
+
+static inline mt_status mt_model_forward_scores(mt_model *m, const int32_t *ids,
+                                                const int32_t *offsets, const int32_t *segs,
+                                                int nseq, float *out, mt_err *err)
+{
+    if (!m->ops->forward_scores)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) is not a classifier", m->info.arch);
+    return m->ops->forward_scores(m, ids, offsets, segs, nseq, out, err);
 }
 
 /* ---- the load check ---------------------------------------------------

@@ -28,6 +28,7 @@ const char *mt_op_kind_name(mt_op_kind k)
         [MT_OPK_CAUSAL] = "causal attention",  [MT_OPK_GQA] = "grouped-query attention",
         [MT_OPK_NO_POS] = "embeddings without a position table",
         [MT_OPK_QK_NORM] = "per-head query/key RMSNorm (qk_norm)",
+        [MT_OPK_TOKEN_TYPES] = "two token types (embed_types)",
     };
     return (unsigned)k < MT_OPK_COUNT ? names[k] : "?";
 }

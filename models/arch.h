@@ -94,6 +94,18 @@ typedef struct {
                                   * positions (Qwen3), gamma head_dim wide; NULL: none */
 } enc_layer_names;
 
+/* A sequence classifier's head (config.json's architectures name a
+ * "...ForSequenceClassification"; models/enc_head.c): on each sequence's
+ * first token, an optional dense layer (dense; NULL: none) with its
+ * activation, then the projection to the labels (out), each without
+ * ".weight"/".bias" (also found under the prefix). out NULL: the row has
+ * no classifier, and such a folder is refused. */
+typedef enum { ENC_HEAD_TANH = 0, ENC_HEAD_RELU } enc_head_act;
+typedef struct {
+    const char *dense, *out;
+    enc_head_act act;
+} enc_head_names;
+
 struct enc_arch {
     const char *model_type; /* config.json "model_type"; also info.arch */
     /* Tried in front of every tensor name the file lacks ("bert." for
@@ -104,6 +116,7 @@ struct enc_arch {
     const char *layers; /* "encoder.layer" */
     enc_layer_names layer;
     enc_layer_kind kind; /* how a layer is built; {0}: BERT's */
+    enc_head_names head; /* a sequence classifier's head; {0}: none */
     /* The tokenizer's roles (engine/text/tokenizer.h); NULL: BERT's
      * "[CLS]" "[SEP]" "[PAD]" "[UNK]". */
     const char *cls_token, *sep_token, *pad_token, *unk_token;

@@ -32,5 +32,6 @@ const enc_arch enc_arch_bert = {
               .v = "attention.self.value", .o = "attention.output.dense",
               .ln1 = "attention.output.LayerNorm", .inter = "intermediate.dense",
               .out = "output.dense", .ln2 = "output.LayerNorm"},
+    .head = {.dense = "pooler.dense", .out = "classifier"}, /* BertForSequenceClassification */
     .read_config = bert_read_config,
 };

@@ -19,4 +19,6 @@ const enc_arch enc_arch_distilbert = {
     .layer = {.q = "attention.q_lin", .k = "attention.k_lin", .v = "attention.v_lin",
               .o = "attention.out_lin", .ln1 = "sa_layer_norm", .inter = "ffn.lin1",
               .out = "ffn.lin2", .ln2 = "output_layer_norm"},
+    /* DistilBertForSequenceClassification: ReLU(pre_classifier), classifier */
+    .head = {.dense = "pre_classifier", .out = "classifier", .act = ENC_HEAD_RELU},
 };

@@ -49,6 +49,10 @@ static void fill_info(enc_model *m)
                                    .prompt_texts = (const char *const *)m->prompt_texts,
                                    .default_prompt = m->prompt_default,
                                    .prompt_pooled = m->cfg.include_prompt,
+                                   .task = m->cfg.classify ? MT_TASK_CLASSIFY : MT_TASK_EMBED,
+                                   .nlabels = m->cfg.nlabels,
+                                   .labels = enc_head_labels(m->head),
+                                   .pairs = m->cfg.pairs,
                                    .gemm_bytes = m->gemm_bytes,
                                    .resident_bytes = m->gemm_bytes + m->other_bytes};
 }
@@ -158,6 +162,8 @@ static mt_status read_arch(const char *dir, const enc_arch *a, enc_config *c, mt
         c->max_seq_len = c->max_positions;
         if (a->read_config)
             st = a->read_config(j, path, c, err);
+        if (st == MT_OK)
+            st = enc_head_config(j, path, a, c, err);
     }
     cJSON_Delete(j);
     return st;
@@ -253,6 +259,10 @@ mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt
                 c->normalize = 1;
         }
         cJSON_Delete(j);
+    }
+    if (c->classify) { /* a classifier's head reads the first token, as it is */
+        c->pool = MT_POOL_CLS;
+        c->normalize = 0;
     }
     return MT_OK;
 }
@@ -477,7 +487,8 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     }
     if ((st = load_tokenizer(m, dir, err)) != MT_OK || (st = read_prompts(m, dir, err)) != MT_OK ||
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
-        (st = enc_load_embeddings(m, f, err)) != MT_OK)
+        (st = enc_load_embeddings(m, f, err)) != MT_OK ||
+        (st = enc_load_head(m, dir, f, err)) != MT_OK)
         goto fail;
     pages_done(m, f);
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
@@ -543,12 +554,13 @@ static void enc_free(mt_model *base)
         }
         free(m->layer);
     }
-    void *v[] = {m->word,    m->pos,     m->type0,   m->emb_ln_g,
-                 m->emb_ln_b, m->final_g, m->final_b, (void *)m->attn.pos_bias};
+    void *v[] = {m->word,    m->pos,     m->type0,   m->type1,
+                 m->emb_ln_g, m->emb_ln_b, m->final_g, m->final_b, (void *)m->attn.pos_bias};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (v[i])
             be->ops->free(be, v[i]);
     enc_tok_free(m->tok);
+    enc_head_free(m->head);
     for (int i = 0; i < m->nprompts; i++)
         free(m->prompt_names[i]), free(m->prompt_texts[i]);
     free(m->prompt_names);
@@ -584,14 +596,14 @@ static mt_status enc_forward(mt_model *m, const int32_t *ids, const int32_t *off
                               float *out, float *norms, mt_err *err)
 {
     enc_model *b = (enc_model *)m;
-    return enc_run(b, ids, offsets, nseq, b->cfg.layers, true, out, norms, err);
+    return enc_run(b, ids, offsets, NULL, nseq, b->cfg.layers, true, out, norms, err);
 }
 
 static mt_status enc_forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
                                    int nseq, float *out, mt_err *err)
 {
     enc_model *b = (enc_model *)m;
-    return enc_run(b, ids, offsets, nseq, b->cfg.layers, false, out, NULL, err);
+    return enc_run(b, ids, offsets, NULL, nseq, b->cfg.layers, false, out, NULL, err);
 }
 
 mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
@@ -600,7 +612,37 @@ mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offs
     enc_model *b = (enc_model *)m;
     if (nlayers < 0 || nlayers > b->cfg.layers)
         return mt_fail(err, MT_EINVAL, "nlayers %d out of range 0..%d", nlayers, b->cfg.layers);
-    return enc_run(b, ids, offsets, nseq, nlayers, false, out, NULL, err);
+    return enc_run(b, ids, offsets, NULL, nseq, nlayers, false, out, NULL, err);
+}
+
+static mt_status enc_tokenize_pair(const mt_model *base, const char *a, size_t alen,
+                                   const char *b, size_t blen, int32_t *ids, int max_len, int *n,
+                                   int *seg, int *full_len, mt_err *err)
+{
+    const enc_model *m = (const enc_model *)base;
+    if (!m->cfg.pairs)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) takes no text pairs",
+                       m->arch->model_type);
+    return enc_tok_encode_pair(m->tok, a, alen, b, blen, ids, max_len, n, seg, full_len, err);
+}
+
+/* A classifier's scores: the pooled forward (the first token's hidden
+ * state, as it is), then the head on the host. */
+static mt_status enc_forward_scores(mt_model *base, const int32_t *ids, const int32_t *offsets,
+                                    const int32_t *segs, int nseq, float *out, mt_err *err)
+{
+    enc_model *m = (enc_model *)base;
+    if (!m->head)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) is not a classifier",
+                       m->arch->model_type);
+    float *first = malloc(sizeof(float) * (size_t)(nseq > 0 ? nseq : 1) * m->cfg.hidden);
+    if (!first)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    mt_status st = enc_run(m, ids, offsets, segs, nseq, m->cfg.layers, true, first, NULL, err);
+    if (st == MT_OK)
+        st = enc_head_scores(m->head, first, nseq, out, err);
+    free(first);
+    return st;
 }
 
 static const mt_model_ops enc_ops = {
@@ -610,4 +652,6 @@ static const mt_model_ops enc_ops = {
     .decode = enc_decode,
     .forward = enc_forward,
     .forward_tokens = enc_forward_tokens,
+    .tokenize_pair = enc_tokenize_pair,
+    .forward_scores = enc_forward_scores,
 };

@@ -37,6 +37,10 @@ typedef struct {
     mt_pooling pool;  /* 1_Pooling/config.json: mean, CLS or last-token pooling */
     bool include_prompt; /* 1_Pooling/config.json's include_prompt (default true) */
     int pad_id;       /* the pad token id, where the row's hooks use it (MPNet's positions) */
+    bool classify;    /* config.json's architectures name a *ForSequenceClassification:
+                       * a head of nlabels scores on the first token (models/enc_head.c) */
+    int nlabels;
+    bool pairs;       /* it scores text pairs (every classifier does: a cross-encoder) */
 } enc_config;
 
 /* Loads dir onto be as an architecture of row a (models/registry.c picks

@@ -57,6 +57,7 @@ mt_status enc_prepare_ops(enc_model *m, mt_err *err)
         [MT_OPK_GQA] = c->kv_heads != c->heads,
         [MT_OPK_NO_POS] = !m->arch->emb.pos,
         [MT_OPK_QK_NORM] = m->arch->layer.q_norm != NULL,
+        [MT_OPK_TOKEN_TYPES] = c->pairs && c->type_vocab >= 2,
     };
     const mt_backend_ops *op = m->be->ops;
     for (int i = 0; i < MT_OPK_COUNT; i++)
@@ -130,6 +131,7 @@ static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
  * padded one on the recorded path). */
 typedef struct {
     int32_t *ids, *off; /* (rows) token ids; nseq + 1 offsets */
+    int32_t *segs;      /* nseq: where each text pair's token type 1 starts, or NULL */
     float *x;           /* (rows, h) the hidden states */
     float *qkv;         /* (rows, max(qkv width, h)) qkv rows, then each block's output */
     float *ctx;         /* (rows, max(Q width, h)) attention output; a pre-norm layer's norm */
@@ -142,11 +144,11 @@ typedef struct {
 
 /* The bytes of each of fwd_bufs' buffers for t rows, ids to glu in order;
  * returns how many there are (glu only for gated MLPs). */
-static int buf_sizes(const enc_config *c, size_t t, int nseq, size_t sz[7])
+static int buf_sizes(const enc_config *c, size_t t, int nseq, bool segs, size_t sz[7])
 {
     const size_t h = (size_t)c->hidden, qkvw = (size_t)enc_qkv_width(c),
                  qw = (size_t)enc_q_width(c);
-    sz[0] = sizeof(int32_t) * (t + (size_t)nseq + 1);
+    sz[0] = sizeof(int32_t) * (t + (size_t)nseq + 1 + (segs ? (size_t)nseq : 0));
     sz[1] = sizeof(float) * t * h;
     sz[2] = sizeof(float) * t * (qkvw > h ? qkvw : h);
     sz[3] = sizeof(float) * t * (qw > h ? qw : h);
@@ -257,9 +259,12 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
     const int t = rows, h = m->cfg.hidden;
     const bool post = m->arch->kind.place == ENC_NORM_POST;
     mt_status st;
-    if ((st = m->arch->embed ? m->arch->embed(m, ids, offsets, nseq, b->ids, b->off, b->x, err)
-                             : op->embed(m->be, b->ids, b->off, nseq, m->word, m->pos, m->type0,
-                                         h, b->x, err)) ||
+    if ((st = b->segs ? op->embed_types(m->be, b->ids, b->off, b->segs, nseq, m->word, m->pos,
+                                        m->type0, m->type1, h, b->x, err)
+              : m->arch->embed
+                  ? m->arch->embed(m, ids, offsets, nseq, b->ids, b->off, b->x, err)
+                  : op->embed(m->be, b->ids, b->off, nseq, m->word, m->pos, m->type0, h, b->x,
+                              err)) ||
         (m->emb_ln_g && (st = build_norm(m, b->x, NULL, m->emb_ln_g, m->emb_ln_b, t, b->x,
                                          post && nlayers > 0 ? m->layer[0].qkv : NULL, err))))
         return st;
@@ -273,26 +278,28 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
 
 /* The plain forward: buffers allocated for these t tokens, inputs uploaded,
  * the ops issued as they come, the buffers freed. */
-static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                           int t, int nlayers, bool pool, int act16, float *out, float *norms,
-                           mt_err *err)
+static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets,
+                           const int32_t *segs, int nseq, int t, int nlayers, bool pool,
+                           int act16, float *out, float *norms, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
     mt_backend *be = m->be;
     size_t sz[7];
-    const int nb = buf_sizes(&m->cfg, (size_t)t, nseq, sz);
+    const int nb = buf_sizes(&m->cfg, (size_t)t, nseq, segs != NULL, sz);
     void *p[7] = {NULL};
     mt_status st = MT_OK;
     for (int i = 0; i < nb && st == MT_OK; i++)
         if (!(p[i] = op->alloc(be, sz[i])))
             st = mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens", be->device,
                          t);
-    const fwd_bufs b = {.ids = p[0], .off = (int32_t *)p[0] + t, .x = p[1], .qkv = p[2],
-                        .ctx = p[3], .mid = p[4], .pooled = p[5], .glu = p[6],
-                        .act16 = act16, .nseq = nseq};
+    const fwd_bufs b = {.ids = p[0], .off = (int32_t *)p[0] + t,
+                        .segs = segs && p[0] ? (int32_t *)p[0] + t + nseq + 1 : NULL,
+                        .x = p[1], .qkv = p[2], .ctx = p[3], .mid = p[4], .pooled = p[5],
+                        .glu = p[6], .act16 = act16, .nseq = nseq};
     if (st == MT_OK &&
         !(st = op->upload(be, b.ids, ids, sizeof(int32_t) * (size_t)t, err)) &&
         !(st = op->upload(be, b.off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) &&
+        (!segs || !(st = op->upload(be, b.segs, segs, sizeof(int32_t) * (size_t)nseq, err))) &&
         !(st = encode(m, ids, offsets, nseq, t, nlayers, &b, err)))
         st = finish(m, b.x, b.off, offsets, nseq, t, pool, false, b.pooled, out, norms, err);
     for (int i = 0; i < nb; i++)
@@ -326,7 +333,7 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
     const size_t h = (size_t)m->cfg.hidden, tc = p->t_cap;
     const size_t n_in = tc + (size_t)nseq + 1; /* int32: ids (padded), then offsets */
     size_t sz[7], at[7] = {0};
-    const size_t total = mt_fwd_layout(sz, buf_sizes(&m->cfg, tc, nseq, sz), at);
+    const size_t total = mt_fwd_layout(sz, buf_sizes(&m->cfg, tc, nseq, false, sz), at);
     int32_t *host = calloc(n_in, sizeof *host);
     if (!host)
         return mt_fail(err, MT_ENOMEM, "out of memory");
@@ -340,7 +347,7 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
     if (!*ran)
         return st;
     char *a = arena;
-    const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, (float *)(a + at[1]), (float *)(a + at[2]),
+    const fwd_bufs b = {(int32_t *)a, (int32_t *)a + tc, NULL, (float *)(a + at[1]), (float *)(a + at[2]),
                         (float *)(a + at[3]), (float *)(a + at[4]), (float *)(a + at[5]),
                         m->cfg.gated ? (float *)(a + at[6]) : NULL, act16, nseq};
     /* mean pooling is part of the recording (one launch fewer per replay;
@@ -358,8 +365,8 @@ static mt_status run_graph(enc_model *m, const int32_t *ids, const int32_t *offs
     return finish(m, b.x, b.off, offsets, nseq, t, true, mean, b.pooled, out, norms, err);
 }
 
-mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                  int nlayers, bool pool, float *out, float *norms, mt_err *err)
+mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, const int32_t *segs,
+                  int nseq, int nlayers, bool pool, float *out, float *norms, mt_err *err)
 {
     const enc_config *c = &m->cfg;
     if (nseq <= 0)
@@ -372,6 +379,12 @@ mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, int 
             return mt_fail(err, MT_EINVAL, "sequence %d has %d tokens; allowed 1..%d", s, len,
                            c->max_seq_len);
     }
+    for (int s = 0; segs && s < nseq; s++)
+        if (segs[s] < 1 || segs[s] > offsets[s + 1] - offsets[s])
+            return mt_fail(err, MT_EINVAL, "sequence %d: its second text starts at %d, outside "
+                           "its %d tokens", s, segs[s], offsets[s + 1] - offsets[s]);
+    if (!m->type1) /* one token type: every token has it */
+        segs = NULL;
     const int t = offsets[nseq];
     for (int i = 0; i < t; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab)
@@ -387,13 +400,13 @@ mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, int 
     if (act16)
         op->set_act_format(m->be, m->actf);
     const mt_fwd_plan p =
-        mt_fwd_choose(m->graph_id, nseq, t, capturable(m, ids, t, nlayers, pool));
+        mt_fwd_choose(m->graph_id, nseq, t, !segs && capturable(m, ids, t, nlayers, pool));
     bool ran = false;
     mt_status st = MT_OK;
     if (p.graph)
         st = run_graph(m, ids, offsets, nseq, t, &p, act16, out, norms, &ran, err);
     if (st == MT_OK && !ran)
-        st = run_eager(m, ids, offsets, nseq, t, nlayers, pool, act16, out, norms, err);
+        st = run_eager(m, ids, offsets, segs, nseq, t, nlayers, pool, act16, out, norms, err);
     if (act16)
         op->set_act_format(m->be, MT_ACTF_F32);
     return st;

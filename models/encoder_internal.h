@@ -17,6 +17,8 @@
 #include "models/enc_tokenizer.h"
 #include "models/encoder.h"
 
+typedef struct enc_head enc_head; /* models/enc_head.c */
+
 typedef struct {
     mt_weight *qkv, *attn_out, *inter, *out; /* (3h,h) (h,h) (i,h) (h,i) */
     float *b_qkv, *b_attn_out, *b_inter, *b_out;
@@ -44,6 +46,8 @@ struct enc_model {
     int nprompts;
     char *prompt_default;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory; pos, the norm: or NULL */
+    float *type1; /* the second token type (a classifier's pairs; backend memory), or NULL */
+    enc_head *head; /* a classifier's head (models/enc_head.c), or NULL */
     float *final_g, *final_b; /* the norm after the last layer (pre-norm rows), or NULL */
     /* every layer's attention op's parameters: heads, masks, and a row's
      * relative position bias (heads, 2*maxrel+1; pos_bias backend memory, or NULL) */
@@ -88,8 +92,8 @@ static inline int enc_max_k(const enc_config *c)
 /* encoder_forward.c: the forward of nlayers layers (every one: pooled, or
  * nlayers < layers: hidden states) through the backend table; pool false
  * gives the hidden states (t, h) into out. */
-mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                  int nlayers, bool pool, float *out, float *norms, mt_err *err);
+mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, const int32_t *segs,
+                  int nseq, int nlayers, bool pool, float *out, float *norms, mt_err *err);
 /* m->attn from m's config and row (MPNet's load_extras adds its bias
  * later); then whether m's backend runs every op m's row needs, else an
  * error naming the op, the row and the backend. */
@@ -101,6 +105,20 @@ mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt
  * the built-in calibration text: *out gets layers x 4 x max(h, i) floats. */
 mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int max_seq_len,
                         float **out, mt_err *err);
+
+/* enc_head.c: a sequence classifier's head. enc_head_config reads from
+ * config.json (j, at path) whether the folder is one and its label count
+ * into c (c->classify, nlabels, pairs); enc_load_head its labels and the
+ * row's head tensors from f into m->head (nothing for an embedder);
+ * enc_head_scores the labels' raw scores (nseq, nlabels) from each
+ * sequence's first-token hidden state (nseq, hidden), on the host. */
+mt_status enc_head_config(const cJSON *j, const char *path, const enc_arch *a, enc_config *c,
+                          mt_err *err);
+mt_status enc_load_head(enc_model *m, const char *dir, const st_file *f, mt_err *err);
+mt_status enc_head_scores(const enc_head *hd, const float *first, int nseq, float *out,
+                          mt_err *err);
+const char *const *enc_head_labels(const enc_head *hd);
+void enc_head_free(enc_head *hd);
 
 /* encoder_weights.c */
 /* The tensor name, or the row's prefix + name; NULL when neither is there. */

@@ -529,7 +529,8 @@ mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err)
 
 /* The tables before the layers, under the row's names (no position table
  * for a row without one); a zero row stands for the token types of a row
- * without them (the embed op adds one row); the embeddings' norm and the
+ * without them (the embed op adds one row); the second token type too
+ * where the model takes text pairs and has two; the embeddings' norm and the
  * final norm where the row has them. */
 mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err)
 {
@@ -547,6 +548,8 @@ mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err)
     if (!(st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) &&
         !(pos && (st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err))) &&
         !(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
+        !(m->cfg.pairs && zero == NULL && m->cfg.type_vocab >= 2 &&
+          (st = enc_to_backend(m, type + h, (size_t)h, &m->type1, err))) &&
         !(m->arch->load_extras && (st = m->arch->load_extras(m, f, err))) &&
         !(e->ln && (st = load_norm(m, f, -1, e->ln, &m->emb_ln_g, &m->emb_ln_b, err))))
         st = e->final ? load_norm(m, f, -1, e->final, &m->final_g, &m->final_b, err) : MT_OK;

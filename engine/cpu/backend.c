@@ -292,7 +292,17 @@ static mt_status cpu_embed(mt_backend *be, const int32_t *ids, const int32_t *of
                            float *out, mt_err *err)
 {
     bind_threads(be);
-    kc_embed(ids, offsets, nseq, word, pos, type0, h, out);
+    kc_embed(ids, offsets, NULL, nseq, word, pos, type0, NULL, h, out);
+    return MT_OK;
+}
+
+static mt_status cpu_embed_types(mt_backend *be, const int32_t *ids, const int32_t *offsets,
+                                 const int32_t *segs, int nseq, const float *word,
+                                 const float *pos, const float *type0, const float *type1, int h,
+                                 float *out, mt_err *err)
+{
+    bind_threads(be);
+    kc_embed(ids, offsets, segs, nseq, word, pos, type0, type1, h, out);
     return MT_OK;
 }
 
@@ -434,6 +444,7 @@ static const mt_backend_ops cpu_ops = {
     .mix_high = MT_PREC_FP32,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
+    .embed_types = cpu_embed_types,
     .layernorm = cpu_layernorm,
     .attention = cpu_attention,
     .mean_pool = cpu_mean_pool,

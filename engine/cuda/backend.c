@@ -641,8 +641,9 @@ static void cu_destroy(mt_backend *be)
 }
 
 /* The table models/ call. Of backend.h's optional slots, the ops of the
- * layer kinds beyond BERT's (supports_op, rmsnorm, add, glu, rope) are not
- * written for CUDA yet: a model whose row needs one is refused at load. */
+ * layer kinds beyond BERT's (supports_op, rmsnorm, add, glu, rope,
+ * qk_norm) and a text pair's two token types (embed_types) are not written
+ * for CUDA yet: a model that needs one is refused at load. */
 static const mt_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,

@@ -735,22 +735,24 @@ int kc_attention_ex(const float *qkv, const int32_t *offsets, int nseq, const kc
  * embeddings and pooling
  * ---------------------------------------------------------------------- */
 
-void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
-              const float *pos, const float *type0, int h, float *out)
+void kc_embed(const int32_t *ids, const int32_t *offsets, const int32_t *segs, int nseq,
+              const float *word, const float *pos, const float *type0, const float *type1, int h,
+              float *out)
 {
 #pragma omp parallel for schedule(static)
     for (int s = 0; s < nseq; s++) {
         for (int i = offsets[s]; i < offsets[s + 1]; i++) {
             const float *w = word + (size_t)ids[i] * h;
+            const float *ty = segs && i - offsets[s] >= segs[s] ? type1 : type0;
             float *o = out + (size_t)i * h;
             if (!pos) { /* rotary rows: positions enter in the attention */
                 for (int c = 0; c < h; c++)
-                    o[c] = w[c] + type0[c];
+                    o[c] = w[c] + ty[c];
                 continue;
             }
             const float *p = pos + (size_t)(i - offsets[s]) * h;
             for (int c = 0; c < h; c++)
-                o[c] = w[c] + p[c] + type0[c];
+                o[c] = w[c] + p[c] + ty[c];
         }
     }
 }

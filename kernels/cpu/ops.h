@@ -59,9 +59,12 @@ typedef struct {
 int kc_attention_ex(const float *qkv, const int32_t *offsets, int nseq, const kc_attn *a,
                     float *out);
 
-/* out (t, h) = word[ids] + pos[position in sequence] (pos NULL: none) + type0. */
-void kc_embed(const int32_t *ids, const int32_t *offsets, int nseq, const float *word,
-              const float *pos, const float *type0, int h, float *out);
+/* out (t, h) = word[ids] + pos[position in sequence] (pos NULL: none) +
+ * type0; with segs (else NULL), token i of sequence s takes type1 instead
+ * from its index segs[s] in the sequence on (a text pair's second text). */
+void kc_embed(const int32_t *ids, const int32_t *offsets, const int32_t *segs, int nseq,
+              const float *word, const float *pos, const float *type0, const float *type1, int h,
+              float *out);
 
 /* ---- the layer kinds beyond BERT's (ops_layer.c) ---- */
 

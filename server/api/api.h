@@ -11,6 +11,9 @@
  *   errors.c   errors in each protocol's shape, and JSON request bodies
  *   health.c   health, server and model metadata, config, statistics, metrics
  *   openai.c   POST /v1/embeddings, GET /v1/models
+ *   tei.c      text-embeddings-inference's routes
+ *   rerank.c   the classifier routes: TEI's /rerank and /predict, the
+ *              Cohere/Jina POST /v1/rerank
  *   kserve.c   POST /v2/models/{m}/infer (JSON and binary tensors)
  *   grpc_kserve.c  KServe v2's gRPC service, as messages to and from the
  *              REST routes (pbjson.c: protobuf <-> their JSON)
@@ -151,6 +154,11 @@ typedef struct api_embed {
     bool binary_out;
     /* TEI */
     int dimensions;         /* > 0: the first this many, renormalised (when normalize) */
+    /* rerank.c */
+    bool raw_scores;        /* logits as they are (else sigmoid or softmax) */
+    bool batch;             /* /predict: a list of inputs (else one) */
+    int top_n;              /* /v1/rerank: the results kept (0: all) */
+    char **texts;           /* job.n copies of the documents to answer with, or NULL */
 } api_embed;
 
 /* How an embedding request wants its texts treated. */
@@ -166,6 +174,13 @@ typedef struct {
      * every text); NULL: the build's default (the config's prompt_name, else
      * the model's default_prompt_name), if any. */
     const char *prompt_name;
+    /* Scores, not vectors (a classifier's: SCHED_KIND_SCORE; the job's out
+     * is (n, nlabels) raw scores): each text alone, or with pair_b (NULL:
+     * none) the pairs (texts[i], pair_b[i]) of lengths pair_blens, cut
+     * longest first where truncation is on. No prompt is put before them. */
+    bool scores;
+    const char *const *pair_b;
+    const size_t *pair_blens;
     /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
      * NULL: the protocol's field[i] (input[i], inputs[i], text[i]). */
     void (*text_name)(int i, char *buf, size_t cap);
@@ -245,6 +260,25 @@ cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_re
 #define API_DECLARE(method, path, handler, style, flags, what) API_HANDLER(handler);
 ROUTES(API_DECLARE)
 #undef API_DECLARE
+
+/* ---- tei.c: what TEI's routes share (tei.c, rerank.c) ------------------- */
+
+/* The model TEI's routes serve (the first of the config, or the one the
+ * X-Mantissa-Model header names) and a build of it; false after
+ * answering. */
+bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
+                 http_resp *r);
+/* The request id, the body parsed as a JSON object, fn on it, the body
+ * freed (api_parse_body answers what is not an object). */
+typedef void tei_body_fn(const http_app *app, const http_req *req, const cJSON *j, http_resp *r);
+void tei_with_body(const http_app *app, const http_req *req, http_resp *r, tei_body_fn *fn);
+/* Only keys in object j (named where + key in errors); false after 422. */
+bool tei_known_fields(const cJSON *j, const char *where, const char *const *keys, size_t nkeys,
+                      http_resp *r);
+/* A boolean field, dflt when absent or null; -2 after answering 422. */
+int tei_bool_field(const cJSON *j, const char *where, const char *key, int dflt, http_resp *r);
+/* truncate, truncation_direction and prompt_name into *o; false after 422. */
+bool tei_text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r);
 
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);

@@ -375,9 +375,13 @@ static void embed_free(sched_job *j)
     api_embed *e = (api_embed *)((char *)j - offsetof(api_embed, job));
     free(j->ids);
     free(j->off);
+    free(j->segs);
     free(j->out);
     free(j->norms);
     free(e->model_name);
+    for (int i = 0; e->texts && i < j->n; i++)
+        free(e->texts[i]);
+    free(e->texts);
     srv_variant_unref(e->v);
     free(e);
 }
@@ -514,38 +518,59 @@ static mt_status prompted(const char *prompt, const char *text, size_t len, cons
     return MT_OK;
 }
 
-/* Tokenizes n texts (each after the prompt, if any) for e's build into
- * ids/off, counting the texts cut in e->truncated; false after answering
- * 400, 422 or 500. */
+/* Text i for e's build: a pair's tokens (o->pair_b) with where its second
+ * text starts into *seg, or the text's (after the prompt, if any) with
+ * *seg = its length; *got and *full as mt_model_tokenize gives them. */
+static mt_status tokenize_one(api_embed *e, const char *prompt, const char *const *texts,
+                              const size_t *lens, int i, const api_embed_opts *o, bool truncate,
+                              int32_t *ids, int *got, int *full, int *seg, mt_err *err)
+{
+    srv_variant *v = e->v;
+    const int maxlen = v->max_seq_len;
+    if (o->pair_b && o->pair_b[i])
+        return mt_model_tokenize_pair(v->model, texts[i], lens[i], o->pair_b[i],
+                                      o->pair_blens[i], ids, maxlen, got, seg, full, err);
+    const char *t;
+    size_t tl;
+    char *own;
+    mt_status ts = prompted(prompt, texts[i], lens[i], &t, &tl, &own, err);
+    if (ts == MT_OK)
+        ts = mt_model_tokenize(v->model, t, tl, ids, maxlen, got, full, err);
+    if (ts == MT_OK && *full > maxlen && truncate && o->truncate_left)
+        ts = tail_pieces(v, t, tl, *full, ids, maxlen, err);
+    free(own);
+    *seg = *got;
+    return ts;
+}
+
+/* Tokenizes n texts (each after the prompt, if any) or pairs for e's
+ * build into ids/off (and segs, where not NULL), counting the texts cut
+ * in e->truncated; false after answering 400, 422 or 500. */
 static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens, int n,
-                     const api_embed_opts *o, int32_t *ids, int32_t *off, http_resp *resp)
+                     const api_embed_opts *o, int32_t *ids, int32_t *off, int32_t *segs,
+                     http_resp *resp)
 {
     srv_variant *v = e->v;
     const int maxlen = v->max_seq_len;
     const bool truncate = o->truncate < 0 ? atomic_load(&e->m->truncate) : o->truncate;
-    const char *prompt;
-    if (!pick_prompt(v, o, &prompt, resp))
+    const char *prompt = NULL;
+    if (!o->scores && !pick_prompt(v, o, &prompt, resp))
         return false;
     off[0] = 0;
     for (int i = 0; i < n; i++) {
-        int got = 0, full = 0;
+        int got = 0, full = 0, seg = 0;
         mt_err err;
-        const char *t;
-        size_t tl;
-        char *own;
-        mt_status ts = prompted(prompt, texts[i], lens[i], &t, &tl, &own, &err);
-        if (ts == MT_OK)
-            ts = mt_model_tokenize(v->model, t, tl, ids + off[i], maxlen, &got, &full, &err);
-        if (ts == MT_OK && full > maxlen && truncate && o->truncate_left)
-            ts = tail_pieces(v, t, tl, full, ids + off[i], maxlen, &err);
-        free(own);
+        mt_status ts = tokenize_one(e, prompt, texts, lens, i, o, truncate, ids + off[i], &got,
+                                    &full, &seg, &err);
         if (ts != MT_OK) {
             char name[96];
             name_text(text_field(resp), o, i, name, sizeof name);
-            api_error(resp, ts == MT_EUTF8 ? 400 : 500, ts == MT_EUTF8 ? "input" : NULL, "%s: %s",
-                      name, err.msg);
+            api_error(resp, ts == MT_EUTF8 ? 400 : ts == MT_EUNSUPPORTED ? 422 : 500,
+                      ts == MT_EUTF8 ? "input" : NULL, "%s: %s", name, err.msg);
             return false;
         }
+        if (segs)
+            segs[i] = seg;
         if (full > maxlen && !truncate) {
             too_long(resp, o, i, full, maxlen);
             return false;
@@ -584,25 +609,38 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
         o = &defaults;
     http_call *call = resp->call;
     call->inputs = n;
-    if (!within_limits(app->cfg, texts, lens, n, o, resp) || !admit(app, m, resp))
+    if (!o->scores && mt_model_get_info(v->model)->task == MT_TASK_CLASSIFY) {
+        api_error(resp, call->style == API_TEI ? 424 : 400, "model",
+                  "model %s is a classifier with %d label%s (a cross-encoder): it answers "
+                  "/rerank, /v1/rerank and /predict, not embeddings",
+                  m->name, v->nlabels, v->nlabels == 1 ? "" : "s");
+        return NULL;
+    }
+    if (!within_limits(app->cfg, texts, lens, n, o, resp) ||
+        (o->pair_b && !within_limits(app->cfg, o->pair_b, o->pair_blens, n, o, resp)) ||
+        !admit(app, m, resp))
         return NULL;
     api_embed *e = calloc(1, sizeof *e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n * (size_t)v->max_seq_len);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
+    int32_t *segs = o->scores ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
     float *vec = NULL, *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
-    if (!e || !ids || !off || (o->norms && !norms)) {
+    const sched_kind kind = o->scores       ? SCHED_KIND_SCORE
+                            : o->token_rows ? SCHED_KIND_TOKENS
+                                            : SCHED_KIND_EMBED;
+    if (!e || !ids || !off || (o->norms && !norms) || (o->scores && !segs)) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
     e->m = m;
     e->v = v;
-    if (!tokenize(e, texts, lens, n, o, ids, off, resp))
+    if (!tokenize(e, texts, lens, n, o, ids, off, segs, resp))
         goto fail;
     if (o->token_rows && !token_rows_fit(m, off[n], resp))
         goto fail;
     /* a vector per text, or per token */
     const size_t rows = (size_t)(o->token_rows ? off[n] : n);
-    if (!(vec = malloc(sizeof(float) * rows * (size_t)v->hidden))) {
+    if (!(vec = malloc(sizeof(float) * rows * (size_t)sched_row_width(kind, v)))) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
@@ -617,9 +655,10 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     j->n = n;
     j->ids = ids;
     j->off = off;
+    j->segs = segs;
     j->out = vec;
     j->norms = norms;
-    j->kind = o->token_rows ? SCHED_KIND_TOKENS : SCHED_KIND_EMBED;
+    j->kind = kind;
     j->fd = -1;
     j->shadowable = sched_kinds[j->kind].shadowable; /* the reference compares pooled vectors */
     j->on_free = embed_free;
@@ -633,6 +672,7 @@ fail:
     free(e);
     free(ids);
     free(off);
+    free(segs);
     free(vec);
     free(norms);
     return NULL;
@@ -646,17 +686,18 @@ static void run_inline(api_embed *e)
     j->t_submit = j->t_start = uv_hrtime();
     const sched_kind_row *k = &sched_kinds[j->kind];
     const size_t rows = (size_t)(k->per_token ? j->off[j->n] : j->n);
-    if (srv_forward_kind(e->v, k->forward, j->ids, j->off, j->n, j->out, j->norms, &err) !=
-        MT_OK) {
+    const size_t w = (size_t)sched_row_width(j->kind, e->v);
+    if (srv_forward_kind(e->v, k->forward, j->ids, j->off, j->segs, j->n, j->out, j->norms,
+                         &err) != MT_OK) {
         j->result = SCHED_FAILED;
         snprintf(j->msg, sizeof j->msg, "inference failed: %.200s", err.msg);
     }
-    for (size_t i = 0; j->result == SCHED_OK && i < rows * (size_t)e->v->hidden; i++)
+    for (size_t i = 0; j->result == SCHED_OK && i < rows * w; i++)
         if (!isfinite(j->out[i])) {
             j->result = SCHED_FAILED;
             snprintf(j->msg, sizeof j->msg,
                      "variant %s produced a non-finite value (%s %zu); no output sent",
-                     e->v->cfg.name, k->per_token ? "token" : "input", i / (size_t)e->v->hidden);
+                     e->v->cfg.name, k->per_token ? "token" : "input", i / w);
         }
     j->t_done = uv_hrtime();
     j->compute_ns = j->t_done - j->t_start;

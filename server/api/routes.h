@@ -51,6 +51,8 @@
     X("POST", "/embeddings", api_openai_embeddings, API_OPENAI, 0,                                 \
       "OpenAI embeddings (infinity's and TEI's path)")                                             \
     X("GET", "/v1/models", api_openai_models, API_OPENAI, 0, "OpenAI model list")                  \
+    X("POST", "/v1/rerank", api_v1_rerank, API_OPENAI, 0,                                          \
+      "Cohere/Jina rerank: a query against documents, on a cross-encoder")                         \
     X("GET", "/metrics", api_metrics, API_KSERVE, HTTP_ROUTE_QUIET, "Prometheus metrics")          \
     /* text-embeddings-inference's routes (tei.c) */                                               \
     X("POST", "/embed", api_tei_embed, API_TEI, 0, "TEI embed")                                    \
@@ -62,7 +64,9 @@
     X("POST", "/tokenize", api_tei_tokenize, API_TEI, 0, "TEI tokenize")                           \
     X("POST", "/decode", api_tei_decode, API_TEI, 0, "TEI decode: token ids back into text")       \
     X("POST", "/rerank", api_tei_rerank, API_TEI, 0,                                               \
-      "TEI rerank (424: no model served is a reranker)")                                           \
+      "TEI rerank: a query against texts, on a cross-encoder")                                     \
+    X("POST", "/predict", api_tei_predict, API_TEI, 0,                                             \
+      "TEI predict: a classifier's labels for texts or text pairs")                                \
     X("POST", "/embed_sparse", api_tei_embed_sparse, API_TEI, 0,                                   \
       "TEI sparse embeddings (424: no model served is a SPLADE model)")                            \
     X("GET", "/info", api_tei_info, API_TEI, 0, "TEI model info")                                  \

@@ -4,8 +4,8 @@
  * object is a similarity request there), POST /embed_all (a vector per
  * token), POST /similarity, POST /tokenize, POST /decode, GET /info,
  * GET /health (GET /, the index in routes.c, is a health check too); and
- * POST /rerank and /embed_sparse, answered as TEI answers them for a model
- * without such a head. Errors are TEI's {"error", "error_type"} with TEI's
+ * POST /embed_sparse, answered as TEI answers it for a model without such
+ * a head (/rerank and /predict: rerank.c). Errors are TEI's {"error", "error_type"} with TEI's
  * statuses: a refused input or field (an empty string, too long with
  * truncate false, more than max_inputs) is 422 Validation, an empty inputs
  * array 400 Empty.
@@ -26,7 +26,7 @@
 #include "server/core/stats.h"
 
 /* The model these routes serve, and a build of it (held by the request). */
-static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
+bool tei_resolve(const http_app *app, const http_req *req, srv_model **m, srv_variant **v,
                         http_resp *r)
 {
     const char *name = http_header(req, "X-Mantissa-Model");
@@ -43,9 +43,7 @@ static bool tei_resolve(const http_app *app, const http_req *req, srv_model **m,
 /* What every TEI route with a body does around its own part: the request
  * id, the body parsed as a JSON object (api_parse_body answers what is
  * not), fn on it, the body freed. */
-typedef void tei_body_fn(const http_app *app, const http_req *req, const cJSON *j, http_resp *r);
-
-static void with_body(const http_app *app, const http_req *req, http_resp *r, tei_body_fn *fn)
+void tei_with_body(const http_app *app, const http_req *req, http_resp *r, tei_body_fn *fn)
 {
     api_request_id(req, r);
     cJSON *j = api_parse_body(app, req, r);
@@ -56,7 +54,7 @@ static void with_body(const http_app *app, const http_req *req, http_resp *r, te
 
 /* Only the given keys in object j, whose fields errors name as where + key
  * (where: "" or "parameters."); false after answering 422. */
-static bool known_fields(const cJSON *j, const char *where, const char *const *keys,
+bool tei_known_fields(const cJSON *j, const char *where, const char *const *keys,
                          size_t nkeys, http_resp *r)
 {
     for (const cJSON *it = j->child; it; it = it->next) {
@@ -73,7 +71,7 @@ static bool known_fields(const cJSON *j, const char *where, const char *const *k
 
 /* A boolean field: absent or null gives dflt; else true/false. -2 after
  * answering 422. */
-static int bool_field(const cJSON *j, const char *where, const char *key, int dflt, http_resp *r)
+int tei_bool_field(const cJSON *j, const char *where, const char *key, int dflt, http_resp *r)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!b || cJSON_IsNull(b))
@@ -90,11 +88,11 @@ static int bool_field(const cJSON *j, const char *where, const char *key, int df
  * truncation_direction, prompt_name (one of the model's prompts, or null:
  * the configured default). Sets them in *o; false
  * after answering 422. */
-static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r)
+bool tei_text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r)
 {
     const cJSON *dir = cJSON_GetObjectItemCaseSensitive(j, "truncation_direction");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
-    if ((o->truncate = bool_field(j, where, "truncate", -1, r)) == -2)
+    if ((o->truncate = tei_bool_field(j, where, "truncate", -1, r)) == -2)
         return false;
     if (dir && !cJSON_IsNull(dir) &&
         (!cJSON_IsString(dir) || (strcasecmp(dir->valuestring, "left") &&
@@ -114,7 +112,7 @@ static bool text_options(const cJSON *j, const char *where, api_embed_opts *o, h
     return true;
 }
 
-/* The /embed options: those of text_options, normalize (false: the vectors
+/* The /embed options: those of tei_text_options, normalize (false: the vectors
  * as pooled, before the model's normalisation; the job then carries each
  * vector's norm), dimensions (1..hidden). */
 static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *dims, http_resp *r)
@@ -124,8 +122,8 @@ static bool embed_options(const cJSON *j, int hidden, api_embed_opts *o, int *di
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "dimensions");
     *o = (api_embed_opts){0};
     int normalize;
-    if (!known_fields(j, "", keys, sizeof keys / sizeof *keys, r) || !text_options(j, "", o, r) ||
-        (normalize = bool_field(j, "", "normalize", 1, r)) == -2)
+    if (!tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) || !tei_text_options(j, "", o, r) ||
+        (normalize = tei_bool_field(j, "", "normalize", 1, r)) == -2)
         return false;
     o->norms = !normalize;
     *dims = 0;
@@ -201,7 +199,7 @@ static void embed(const http_app *app, const http_req *req, const cJSON *j, http
 
 API_HANDLER(api_tei_embed)
 {
-    with_body(app, req, r, embed);
+    tei_with_body(app, req, r, embed);
 }
 
 /* The /embed_all answer: per input, the vector of each of its tokens (the
@@ -241,7 +239,7 @@ static void embed_all(const http_app *app, const http_req *req, const cJSON *j, 
     srv_variant *v;
     api_embed_opts o = {.token_rows = true};
     int n;
-    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && text_options(j, "", &o, r) &&
+    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && tei_text_options(j, "", &o, r) &&
         (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
                               &texts, &lens, r)) > 0 &&
         tei_resolve(app, req, &m, &v, r)) {
@@ -258,7 +256,7 @@ static void embed_all(const http_app *app, const http_req *req, const cJSON *j, 
 
 API_HANDLER(api_tei_embed_all)
 {
-    with_body(app, req, r, embed_all);
+    tei_with_body(app, req, r, embed_all);
 }
 
 /* How similarity's errors name its texts: the source first, then the
@@ -300,7 +298,7 @@ static void similarity_respond(const http_app *app, http_deferred *d, http_resp 
 }
 
 /* The similarity body's shape: inputs {source_sentence, sentences} and
- * parameters (an object of text_options, or null); false after answering
+ * parameters (an object of tei_text_options, or null); false after answering
  * 422 (400 Empty for no sentences). */
 static bool similarity_shape(const cJSON *j, api_embed_opts *o, http_resp *r)
 {
@@ -309,7 +307,7 @@ static bool similarity_shape(const cJSON *j, api_embed_opts *o, http_resp *r)
     static const char *const par_keys[] = {"truncate", "truncation_direction", "prompt_name"};
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "inputs");
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(j, "parameters");
-    if (!known_fields(j, "", keys, 2, r))
+    if (!tei_known_fields(j, "", keys, 2, r))
         return false;
     if (!cJSON_IsObject(in)) {
         api_error(r, 422, "inputs",
@@ -319,7 +317,7 @@ static bool similarity_shape(const cJSON *j, api_embed_opts *o, http_resp *r)
     }
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(in, "source_sentence");
     const cJSON *sents = cJSON_GetObjectItemCaseSensitive(in, "sentences");
-    if (!known_fields(in, "inputs.", in_keys, 2, r))
+    if (!tei_known_fields(in, "inputs.", in_keys, 2, r))
         return false;
     if (!cJSON_IsString(src)) {
         api_error(r, 422, "inputs.source_sentence", "\"inputs.source_sentence\" must be a string");
@@ -333,8 +331,8 @@ static bool similarity_shape(const cJSON *j, api_embed_opts *o, http_resp *r)
         api_error(r, 422, "parameters", "\"parameters\" must be an object or null");
         return false;
     }
-    if (cJSON_IsObject(par) && (!known_fields(par, "parameters.", par_keys, 3, r) ||
-                                !text_options(par, "parameters.", o, r)))
+    if (cJSON_IsObject(par) && (!tei_known_fields(par, "parameters.", par_keys, 3, r) ||
+                                !tei_text_options(par, "parameters.", o, r)))
         return false;
     if (cJSON_GetArraySize(sents) == 0) { /* TEI: 400 Empty */
         api_error_typed(r, 400, "Empty", "inputs.sentences", "`inputs.sentences` cannot be empty");
@@ -384,7 +382,7 @@ static void similarity(const http_app *app, const http_req *req, const cJSON *j,
 
 API_HANDLER(api_tei_similarity)
 {
-    with_body(app, req, r, similarity);
+    tei_with_body(app, req, r, similarity);
 }
 
 /* POST /: TEI's default route. For an embedding model TEI serves /embed
@@ -402,7 +400,7 @@ static void root(const http_app *app, const http_req *req, const cJSON *j, http_
 
 API_HANDLER(api_tei_root)
 {
-    with_body(app, req, r, root);
+    tei_with_body(app, req, r, root);
 }
 
 /* One text's tokens as TEI lists them. */
@@ -446,8 +444,8 @@ static void tokenize(const http_app *app, const http_req *req, const cJSON *j, h
     srv_variant *v;
     int n, specials;
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
-    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
-        (specials = bool_field(j, "", "add_special_tokens", 1, r)) != -2 &&
+    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        (specials = tei_bool_field(j, "", "add_special_tokens", 1, r)) != -2 &&
         tei_resolve(app, req, &m, &v, r)) {
         if (prompt && !cJSON_IsNull(prompt))
             api_error(r, 422, "prompt_name", "this model has no prompts");
@@ -472,15 +470,14 @@ static void tokenize(const http_app *app, const http_req *req, const cJSON *j, h
 
 API_HANDLER(api_tei_tokenize)
 {
-    with_body(app, req, r, tokenize);
+    tei_with_body(app, req, r, tokenize);
 }
 
-/* ---- the routes of heads the served models do not have -----------------
- * Every model served here is an embedding model (an encoder and its
- * pooling): TEI answers /rerank and /embed_sparse for one with 424 and
- * error_type Backend, after checking the request's shape. So do these,
- * with TEI's messages, until a reranker or a sparse (SPLADE) model can be
- * served. */
+/* ---- the route of a head no served model has ---------------------------
+ * No model served here has a sparse (SPLADE) head: TEI answers
+ * /embed_sparse for such a model with 424 and error_type Backend, after
+ * checking the request's shape. So does this, with TEI's message.
+ * (/rerank and /predict: rerank.c.) */
 
 /* 424 Backend for the served model (404 when X-Mantissa-Model names none). */
 static void no_head(const http_app *app, const http_req *req, const char *why, http_resp *r)
@@ -489,38 +486,6 @@ static void no_head(const http_app *app, const http_req *req, const char *why, h
     srv_variant *v;
     if (tei_resolve(app, req, &m, &v, r))
         api_error_typed(r, 424, "Backend", NULL, "Backend error: %s", why);
-}
-
-/* POST /rerank: TEI's RerankRequest (query, texts, truncate,
- * truncation_direction, raw_scores, return_text), checked; then 424. */
-static void rerank(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
-{
-    static const char *const keys[] = {"query", "texts", "truncate", "truncation_direction",
-                                       "raw_scores", "return_text"};
-    const cJSON *texts = cJSON_GetObjectItemCaseSensitive(j, "texts");
-    const char **t = NULL;
-    size_t *lens = NULL;
-    api_embed_opts o = {0};
-    bool ok = known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
-              text_options(j, "", &o, r) && bool_field(j, "", "raw_scores", 0, r) != -2 &&
-              bool_field(j, "", "return_text", 0, r) != -2;
-    if (ok && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "query"))) {
-        api_error(r, 422, "query", "\"query\" must be a string");
-        ok = false;
-    }
-    if (ok && !cJSON_IsArray(texts)) {
-        api_error(r, 422, "texts", "\"texts\" must be an array of strings");
-        ok = false;
-    }
-    if (ok && api_text_inputs(app, texts, "texts", 422, &t, &lens, r) > 0)
-        no_head(app, req, "model is not a re-ranker model", r);
-    free(t);
-    free(lens);
-}
-
-API_HANDLER(api_tei_rerank)
-{
-    with_body(app, req, r, rerank);
 }
 
 /* POST /embed_sparse: TEI's EmbedSparseRequest (inputs, truncate,
@@ -532,7 +497,7 @@ static void embed_sparse(const http_app *app, const http_req *req, const cJSON *
     const char **t = NULL;
     size_t *lens = NULL;
     api_embed_opts o = {0};
-    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && text_options(j, "", &o, r) &&
+    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && tei_text_options(j, "", &o, r) &&
         api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422, &t,
                         &lens, r) > 0)
         no_head(app, req, "Model is not an embedding model with SPLADE pooling", r);
@@ -542,7 +507,7 @@ static void embed_sparse(const http_app *app, const http_req *req, const cJSON *
 
 API_HANDLER(api_tei_embed_sparse)
 {
-    with_body(app, req, r, embed_sparse);
+    tei_with_body(app, req, r, embed_sparse);
 }
 
 /* One list of token ids (field names it in errors) back into text, as a
@@ -637,15 +602,15 @@ static void decode(const http_app *app, const http_req *req, const cJSON *j, htt
     srv_model *m;
     srv_variant *v;
     int skip;
-    if (known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
-        (skip = bool_field(j, "", "skip_special_tokens", 1, r)) != -2 &&
+    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) &&
+        (skip = tei_bool_field(j, "", "skip_special_tokens", 1, r)) != -2 &&
         tei_resolve(app, req, &m, &v, r))
         decode_lists(app, v, cJSON_GetObjectItemCaseSensitive(j, "ids"), skip, r);
 }
 
 API_HANDLER(api_tei_decode)
 {
-    with_body(app, req, r, decode);
+    tei_with_body(app, req, r, decode);
 }
 
 /* TEI's name for a precision. */
@@ -679,13 +644,30 @@ API_HANDLER(api_tei_info)
     sb_printf(b, ",\"model_sha\":null,\"model_dtype\":\"%s\",\"served_model_name\":",
               tei_dtype(v->cfg.precision));
     sb_json_str(b, m->name, strlen(m->name));
+    if (mi->task == MT_TASK_CLASSIFY) { /* TEI: a one-label classifier is a reranker */
+        sb_puts(b, mi->nlabels == 1 ? ",\"model_type\":{\"reranker\":{\"id2label\":{"
+                                    : ",\"model_type\":{\"classifier\":{\"id2label\":{");
+        for (int i = 0; i < mi->nlabels; i++) {
+            sb_printf(b, "%s\"%d\":", i ? "," : "", i);
+            sb_json_str(b, mi->labels[i], strlen(mi->labels[i]));
+        }
+        sb_puts(b, "},\"label2id\":{");
+        for (int i = 0; i < mi->nlabels; i++) {
+            if (i)
+                sb_putc(b, ',');
+            sb_json_str(b, mi->labels[i], strlen(mi->labels[i]));
+            sb_printf(b, ":%d", i);
+        }
+        sb_puts(b, "}}}");
+    } else {
+        sb_printf(b, ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}}",
+                  mt_pooling_name(mi->pooling));
+    }
     sb_printf(b,
-              ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}},"
-              "\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
+              ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"
               "\"max_batch_requests\":%d,\"max_client_batch_size\":%d,\"auto_truncate\":%s,"
               "\"tokenization_workers\":%d,\"version\":\"" MANTISSA_VERSION "\",\"sha\":",
-              mt_pooling_name(mi->pooling), max_queue, v->max_seq_len, max_tokens,
-              max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
+              max_queue, v->max_seq_len, max_tokens, max_batch, app->cfg->max_inputs, truncate ? "true" : "false",
               1 /* texts are tokenized on the loop thread */);
     const char *commit = mt_build_commit(); /* TEI's sha: its build's commit */
     if (strcmp(commit, "unknown"))

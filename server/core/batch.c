@@ -32,8 +32,8 @@ static void run_batch(batch *b)
     mt_err err;
     const srv_variant *v = b->q->v;
     const sched_kind_row *k = &sched_kinds[b->q->kind];
-    const int h = v->hidden;
-    b->st = k->forward(v->model, b->ids, b->off, b->n, b->out, b->norms, &err);
+    const int h = sched_row_width(b->q->kind, v);
+    b->st = k->forward(v->model, b->ids, b->off, b->segs, b->n, b->out, b->norms, &err);
     b->t_end = uv_hrtime();
     if (b->st != MT_OK)
         snprintf(b->err, sizeof b->err, "inference failed: %.200s", err.msg);
@@ -102,6 +102,7 @@ void sc_batch_free(batch *b)
     free(b->out);
     free(b->norms);
     free(b->bad);
+    free(b->segs);
     free(b);
 }
 
@@ -304,7 +305,7 @@ void sc_dispatch(sched *s, vq *q, worker *w)
     batch *b = calloc(1, sizeof *b);
     long tokens = 0;
     int n = take ? choose(q, take, &tokens) : 0;
-    const int h = q->v->hidden;
+    const int h = sched_row_width(q->kind, q->v);
     if (b && take) {
         b->items = malloc(sizeof *b->items * (size_t)n);
         b->ids = malloc(sizeof *b->ids * (size_t)(tokens ? tokens : 1));
@@ -313,8 +314,11 @@ void sc_dispatch(sched *s, vq *q, worker *w)
                         (size_t)h);
         b->norms = malloc(sizeof *b->norms * (size_t)n);
         b->bad = calloc((size_t)n, 1);
+        if (sched_kinds[q->kind].scores)
+            b->segs = malloc(sizeof *b->segs * (size_t)n);
     }
-    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->norms || !b->bad) {
+    if (!take || !b || !b->items || !b->ids || !b->off || !b->out || !b->norms || !b->bad ||
+        (sched_kinds[q->kind].scores && !b->segs)) {
         sched_job *victim = q->items[0].job;
         free(take);
         sc_batch_free(b);
@@ -339,6 +343,8 @@ void sc_dispatch(sched *s, vq *q, worker *w)
         const int32_t *src = j->ids + j->off[it->idx];
         memcpy(b->ids + b->off[bi], src, sizeof(int32_t) * (size_t)it->ntok);
         b->off[bi + 1] = b->off[bi] + it->ntok;
+        if (b->segs)
+            b->segs[bi] = j->segs ? j->segs[it->idx] : it->ntok;
         b->items[bi++] = *it;
         j->queued--;
         j->running++;

@@ -565,6 +565,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         return st;
     }
     v->hidden = v->model->info.hidden;
+    v->nlabels = v->model->info.nlabels;
     v->max_seq_len = v->model->info.max_seq_len;
     if ((st = pick_prompt(mc, v, err)) != MT_OK) {
         mt_model_free(v->model);

@@ -440,13 +440,13 @@ bool srv_drift_check(srv_models *s, srv_variant *v)
 }
 
 mt_status srv_forward_kind(srv_variant *v,
-                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *, int,
-                                                float *, float *, mt_err *),
-                           const int32_t *ids, const int32_t *offsets, int nseq, float *out,
-                           float *norms, mt_err *err)
+                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *,
+                                                const int32_t *, int, float *, float *, mt_err *),
+                           const int32_t *ids, const int32_t *offsets, const int32_t *segs,
+                           int nseq, float *out, float *norms, mt_err *err)
 {
     pthread_mutex_lock(&v->lock);
-    mt_status st = forward(v->model, ids, offsets, nseq, out, norms, err);
+    mt_status st = forward(v->model, ids, offsets, segs, nseq, out, norms, err);
     pthread_mutex_unlock(&v->lock);
     return st;
 }

@@ -75,6 +75,7 @@ typedef struct srv_variant {
     mt_backend *be;           /* the backend its weights live in */
     mt_model *model;
     int hidden, max_seq_len;
+    int nlabels;              /* a classifier's scores per input (0: an embedder) */
     const char *prompt;       /* the text put before inputs that name no prompt (the
                                * config's prompt_name, else the model's default), or NULL */
     int min_dims;             /* the config's matryoshka_min_dim (0: vectors are whole) */
@@ -236,15 +237,15 @@ char *srv_split_pin(char *model_name);
 /* The 64-bit rendezvous hash of (key, name) as a number in (0, 1). */
 double srv_route_hash(const char *key, const char *name);
 
-/* Runs a job kind's forward (sched_kinds[k].forward: pooled, or a row
- * per token) on nseq tokenized sequences (packed ids, see
- * mt_model_forward; norms may be NULL) with v, one forward at a time per
- * build (v's lock). */
+/* Runs a job kind's forward (sched_kinds[k].forward: pooled, a row per
+ * token, or scores) on nseq tokenized sequences (packed ids, see
+ * mt_model_forward; segs and norms may be NULL) with v, one forward at a
+ * time per build (v's lock). */
 mt_status srv_forward_kind(srv_variant *v,
-                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *, int,
-                                                float *, float *, mt_err *),
-                           const int32_t *ids, const int32_t *offsets, int nseq, float *out,
-                           float *norms, mt_err *err);
+                           mt_status (*forward)(mt_model *, const int32_t *, const int32_t *,
+                                                const int32_t *, int, float *, float *, mt_err *),
+                           const int32_t *ids, const int32_t *offsets, const int32_t *segs,
+                           int nseq, float *out, float *norms, mt_err *err);
 
 /* The checksum (64-bit FNV-1a, hex) of a file's bytes, cached by path,
  * size, mtime and inode so that a rebuild does not read it again. */

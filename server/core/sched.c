@@ -240,20 +240,43 @@ long sched_shadow_depth(const sched *s, const srv_model *m)
     return atomic_load(&s->shadow_depth[m->index]);
 }
 
+/* A batch's pooled forward: a vector per text, and its norm. */
+static mt_status forward_pooled(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                const int32_t *segs, int nseq, float *out, float *norms,
+                                mt_err *err)
+{
+    return mt_model_forward(m, ids, offsets, nseq, out, norms, err);
+}
+
 /* A token-row batch's forward: the hidden states, no pooling, no norms. */
 static mt_status forward_tokens(mt_model *m, const int32_t *ids, const int32_t *offsets,
-                                int nseq, float *out, float *norms, mt_err *err)
+                                const int32_t *segs, int nseq, float *out, float *norms,
+                                mt_err *err)
 {
     return mt_model_forward_tokens(m, ids, offsets, nseq, out, err);
 }
 
+/* A classifier's batch: nlabels raw scores per text or pair. */
+static mt_status forward_scores(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                const int32_t *segs, int nseq, float *out, float *norms,
+                                mt_err *err)
+{
+    return mt_model_forward_scores(m, ids, offsets, segs, nseq, out, err);
+}
+
 /* The job kinds (server/core/kinds.h), one row each. */
 const sched_kind_row sched_kinds[SCHED_KINDS] = {
-    [SCHED_KIND_EMBED] = {.name = "embed", .forward = mt_model_forward, .shadowable = true},
+    [SCHED_KIND_EMBED] = {.name = "embed", .forward = forward_pooled, .shadowable = true},
     [SCHED_KIND_TOKENS] = {.name = "tokens", .forward = forward_tokens, .per_token = true},
-    [SCHED_KIND_SHADOW] = {.name = "shadow", .forward = mt_model_forward, .background = true,
+    [SCHED_KIND_SHADOW] = {.name = "shadow", .forward = forward_pooled, .background = true,
                            .late = "shadow run waited too long"},
+    [SCHED_KIND_SCORE] = {.name = "score", .forward = forward_scores, .scores = true},
 };
+
+int sched_row_width(sched_kind k, const srv_variant *v)
+{
+    return sched_kinds[k].scores ? v->nlabels : v->hidden;
+}
 
 /* ========================================================================
  * the loop

@@ -44,7 +44,10 @@ struct sched_job {
     int n;              /* texts */
     int32_t *ids;       /* packed token ids of the n texts */
     int32_t *off;       /* n + 1 offsets into ids */
-    float *out;         /* (n, hidden): filled in place; with tokens (off[n], hidden) */
+    int32_t *segs;      /* NULL, or n: where text pair i's second text starts (its
+                         * tokenize_pair seg; off[i + 1] - off[i]: a single text) */
+    float *out;         /* (n, hidden): filled in place; with tokens (off[n], hidden);
+                         * scores: (n, nlabels) */
     float *norms;       /* NULL, or n: each vector's norm before the model's normalisation */
     sched_kind kind;    /* what its texts' forward is (server/core/kinds.h): a pooled
                          * vector each (0), a row per token, ...; batched by kind */

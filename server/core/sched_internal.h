@@ -49,7 +49,9 @@ typedef struct batch {
     int n;
     item *items;
     int32_t *ids, *off;
-    float *out;         /* (n, hidden), or for a tokens queue (tokens, hidden) */
+    int32_t *segs;      /* a scores queue's: per text, where its pair's second text starts */
+    float *out;         /* (n, width): hidden, or nlabels for a scores queue; for a
+                         * tokens queue (tokens, hidden) */
     float *norms;       /* per text: its vector's norm as pooled (mt_model_forward) */
     unsigned char *bad; /* per text: a non-finite output */
     long tokens;

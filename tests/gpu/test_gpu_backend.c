@@ -594,7 +594,7 @@ static void encoder_ops_match_cpu_twins(void)
             goto done;
         }
         /* embed (type0 = word row 0) then LayerNorm in place, as models/encoder.c does */
-        kc_embed(ids, off, nseq, word, pos, word, h, cpu);
+        kc_embed(ids, off, NULL, nseq, word, pos, word, NULL, h, cpu);
         kc_layernorm(cpu, NULL, g, b, t, h, 1e-12f, cpu);
         if ((st = op->embed(be, dids, doff, nseq, dword, dpos, dword, h, dx, &err)) ||
             (st = op->layernorm(be, dx, NULL, dg, dbeta, t, h, 1e-12f, dx, &err)) ||

@@ -1,0 +1,185 @@
+"""Cross-encoder rerankers and sequence classifiers, served for real: a
+folder tools/make-cross-encoder.py makes at test time (all-MiniLM-L6-v2's
+real encoder, tokenizer and token types under BertForSequenceClassification's
+names, a classifier head from a seed) beside the plain MiniLM embedder.
+- TEI's /rerank answers each text's index and sigmoid score, highest first,
+  equal to the tool's float64 reference; raw_scores gives the logits,
+  return_text the texts;
+- the Cohere/Jina /v1/rerank answers relevance_score, top_n results,
+  documents given as strings or {"text"} objects and returned on asking;
+- TEI's /predict scores a text, a pair, or a list of either, every label
+  named and sorted (softmax over three labels);
+- a route on the wrong kind of model is refused naming the kind: 424 on
+  TEI's routes (TEI's words), 400 on /v1/rerank and the embedding routes;
+- bad requests are refused naming the field."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MODEL, ROOT, Server
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def variant(name, path):
+    return {"name": name, "path": path,
+            "variants": [{"name": "fp32", "precision": "fp32", "traffic": 100}]}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rerank")
+    one, three = str(tmp / "one"), str(tmp / "three")
+    tool = os.path.join(ROOT, "tools", "make-cross-encoder.py")
+    for out, extra in ((one, []), (three, ["--labels", "3", "--seed", "3"])):
+        subprocess.run([sys.executable, tool, out, "--src", MODEL] + extra, check=True, cwd=ROOT)
+    with open(os.path.join(one, "reference.json")) as f:
+        ref = json.load(f)
+    return tmp, one, three, ref
+
+
+@pytest.fixture(scope="module")
+def srv(folders):
+    tmp, one, three, _ = folders
+    cfg = {"server": {"listen": "127.0.0.1:0", "max_inputs": 32},
+           "models": [variant("rr", one), variant("minilm", MODEL), variant("rr3", three)]}
+    s = Server(cfg, tmp)
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def query_docs(ref, q):
+    """The reference pairs of query q: the documents and their logits."""
+    docs, logits = [], []
+    for (query, doc), lg in zip(ref["pairs"], ref["logits"]):
+        if query == q:
+            docs.append(doc)
+            logits.append(lg[0])
+    return docs, logits
+
+
+def test_tei_rerank_ranks_by_the_reference_scores(srv, folders):
+    ref = folders[3]
+    q = ref["pairs"][0][0]
+    docs, logits = query_docs(ref, q)
+    resp, body = srv.request("POST", "/rerank", {"query": q, "texts": docs})
+    assert resp.status == 200, body
+    assert [r["index"] for r in body] == sorted(range(len(docs)), key=lambda i: -logits[i])
+    for r in body:
+        assert set(r) == {"index", "score"}
+        assert abs(r["score"] - sigmoid(logits[r["index"]])) < 1e-5, (r, logits)
+    resp, raw = srv.request("POST", "/rerank", {"query": q, "texts": docs, "raw_scores": True,
+                                                "return_text": True})
+    assert resp.status == 200, raw
+    for r in raw:
+        assert abs(r["score"] - logits[r["index"]]) < 1e-4 and r["text"] == docs[r["index"]]
+
+
+def test_v1_rerank_answers_as_cohere_and_jina(srv, folders):
+    ref = folders[3]
+    q = ref["pairs"][6][0]
+    docs, logits = query_docs(ref, q)
+    order = sorted(range(len(docs)), key=lambda i: -logits[i])
+    body = {"model": "rr", "query": q, "top_n": 2, "return_documents": True,
+            "documents": [docs[0]] + [{"text": d} for d in docs[1:]]}
+    resp, out = srv.request("POST", "/v1/rerank", body)
+    assert resp.status == 200, out
+    assert out["model"] == "rr" and out["id"] and out["usage"]["total_tokens"] > len(docs)
+    assert [r["index"] for r in out["results"]] == order[:2]
+    for r in out["results"]:
+        assert abs(r["relevance_score"] - sigmoid(logits[r["index"]])) < 1e-5
+        assert r["document"] == {"text": docs[r["index"]]}
+    resp, out = srv.request("POST", "/v1/rerank", {"model": "rr", "query": q, "documents": docs})
+    assert resp.status == 200 and len(out["results"]) == len(docs), out
+    assert all("document" not in r for r in out["results"])
+
+
+def test_predict_scores_texts_pairs_and_lists(srv, folders):
+    ref = folders[3]
+    (q, d), lg = ref["pairs"][1], ref["logits"][1][0]
+    resp, out = srv.request("POST", "/predict", {"inputs": [q, d]})
+    assert resp.status == 200, out
+    assert len(out) == 1 and out[0]["label"] == "LABEL_0"
+    assert abs(out[0]["score"] - sigmoid(lg)) < 1e-5
+    resp, out = srv.request("POST", "/predict", {"inputs": [[q, d], [q, d]], "raw_scores": True})
+    assert resp.status == 200 and len(out) == 2, out
+    assert all(abs(o[0]["score"] - lg) < 1e-4 for o in out)
+    resp, out = srv.request("POST", "/predict", {"inputs": "a single text"})
+    assert resp.status == 200 and len(out) == 1 and 0 < out[0]["score"] < 1, out
+    hdr = {"X-Mantissa-Model": "rr3"}
+    # two strings are one pair (TEI's reading); three are three texts
+    resp, out = srv.request("POST", "/predict", {"inputs": ["one", "two", "three"]}, headers=hdr)
+    assert resp.status == 200 and len(out) == 3, out
+    for row in out:
+        assert sorted(r["label"] for r in row) == ["neg", "neu", "pos"]
+        assert abs(sum(r["score"] for r in row) - 1) < 1e-5
+        assert [r["score"] for r in row] == sorted((r["score"] for r in row), reverse=True)
+
+
+@pytest.mark.parametrize("method,path,body,headers,status,words", [
+    ("POST", "/rerank", {"query": "q", "texts": ["a"]}, {"X-Mantissa-Model": "minilm"}, 424,
+     "Backend error: model is not a re-ranker model"),
+    ("POST", "/rerank", {"query": "q", "texts": ["a"]}, {"X-Mantissa-Model": "rr3"}, 424,
+     "Backend error: model is not a re-ranker model"),
+    ("POST", "/predict", {"inputs": "a"}, {"X-Mantissa-Model": "minilm"}, 424,
+     "Backend error: model is not a classifier model"),
+    ("POST", "/v1/rerank", {"model": "minilm", "query": "q", "documents": ["a"]}, {}, 400,
+     "model minilm is an embedding model, not a reranker"),
+    ("POST", "/v1/embeddings", {"model": "rr", "input": "a"}, {}, 400,
+     "model rr is a classifier with 1 label"),
+    ("POST", "/embed", {"inputs": "a"}, {}, 424, "model rr is a classifier with 1 label"),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "q", "documents": []}, {}, 400, "documents"),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "q", "documents": [5]}, {}, 400,
+     "documents[0] must be a string"),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "", "documents": ["a"]}, {}, 400,
+     '"query" is empty'),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "q", "documents": ["a"], "top_n": 0}, {},
+     400, '"top_n" must be a positive integer'),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "q", "documents": ["a"], "rank": 1}, {},
+     400, 'unknown field "rank"'),
+    ("POST", "/v1/rerank", {"model": "rr", "query": "q", "documents": [""]}, {}, 400,
+     "documents[0]"),
+    ("POST", "/v1/rerank", {"model": "nope", "query": "q", "documents": ["a"]}, {}, 404, "nope"),
+    ("POST", "/predict", {"inputs": [["a", "b"], "c"]}, {}, 422, "inputs[1] must be a pair"),
+    ("POST", "/predict", {"inputs": []}, {}, 422, '"inputs" must be a text'),
+    ("POST", "/rerank", {"query": "q", "texts": ["word " * 600], "truncate": False}, {}, 422,
+     "max_seq_len"),
+])
+def test_wrong_models_and_bad_requests_are_refused_by_name(srv, method, path, body, headers,
+                                                           status, words):
+    resp, out = srv.request(method, path, body, headers=headers)
+    assert resp.status == status, out
+    assert words in str(out), out
+
+
+def test_long_documents_are_cut_longest_first_when_truncating(srv):
+    long_doc = "word " * 600
+    resp, out = srv.request("POST", "/rerank", {"query": "q", "texts": [long_doc, "short"]})
+    assert resp.status == 200 and sorted(r["index"] for r in out) == [0, 1], out
+    assert resp.getheader("X-Mantissa-Truncated-Inputs") == "1"
+
+
+def test_the_index_lists_the_rerank_routes(srv):
+    resp, body = srv.request("GET", "/")
+    text = json.dumps(body)
+    assert resp.status == 200 and "/v1/rerank" in text and "/predict" in text, body
+
+
+def test_info_names_a_reranker_and_a_classifier_as_tei_does(srv):
+    resp, body = srv.request("GET", "/info")
+    assert resp.status == 200, body
+    assert body["model_type"] == {"reranker": {"id2label": {"0": "LABEL_0"},
+                                               "label2id": {"LABEL_0": 0}}}, body
+    resp, body = srv.request("GET", "/info", headers={"X-Mantissa-Model": "rr3"})
+    assert body["model_type"]["classifier"]["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
+    resp, body = srv.request("GET", "/info", headers={"X-Mantissa-Model": "minilm"})
+    assert body["model_type"] == {"embedding": {"pooling": "mean"}}, body
