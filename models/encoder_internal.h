@@ -120,6 +120,15 @@ mt_status enc_head_scores(const enc_head *hd, const float *first, int nseq, floa
 const char *const *enc_head_labels(const enc_head *hd);
 void enc_head_free(enc_head *hd);
 
+/* roberta_pos.c: RoBERTa's position ids (pad_id + 1 + index, <pad> at
+ * pad_id) as a row's embed and recordable hooks (MPNet, XLM-RoBERTa). */
+mt_status enc_roberta_embed(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                            const int32_t *d_ids, const int32_t *d_off, float *x, mt_err *err);
+bool enc_roberta_recordable(const enc_model *m, const int32_t *ids, int t);
+/* config.json's pad_token_id into c->pad_id, and the longest text the
+ * positions after it allow into c->max_seq_len; errors name the field. */
+mt_status enc_roberta_pad(const cJSON *j, const char *path, enc_config *c, mt_err *err);
+
 /* encoder_weights.c */
 /* The tensor name, or the row's prefix + name; NULL when neither is there. */
 const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name);

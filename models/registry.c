@@ -18,6 +18,7 @@
     X(enc_arch_mpnet)      /* models/mpnet.c */                                                  \
     X(enc_arch_distilbert) /* models/distilbert.c */                                             \
     X(enc_arch_qwen3)      /* models/qwen3.c */                                                  \
+    X(enc_arch_xlm_roberta) /* models/xlm_roberta.c */                                           \
     /* end of the rows */
 
 #define ARCH_DECLARE(row) extern const enc_arch row;

@@ -26,7 +26,6 @@
 # folder and prints the largest difference from the numpy logits.
 import argparse
 import json
-import math
 import os
 import shutil
 import sys
@@ -34,6 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bert_ref  # noqa: E402
 from st_io import read_safetensors, write_safetensors  # noqa: E402
 
 MAX_LENS = [12, 20, 33, 512]
@@ -51,41 +51,10 @@ DOCS = [
 COPIED = ["vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 
 
-def layer_norm(x, g, b, eps=1e-12):
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / np.sqrt(var + eps) * g + b
-
-
-def gelu(x):
-    erf = np.vectorize(math.erf)
-    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-
-
 def forward(w, cfg, ids, types):
     """BertForSequenceClassification's logits for one sequence, float64."""
-    g = lambda n: w[n].astype(np.float64)  # noqa: E731
-    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
-    dh = h // nh
-    x = g("bert.embeddings.word_embeddings.weight")[ids]
-    x = x + g("bert.embeddings.position_embeddings.weight")[: len(ids)]
-    x = x + g("bert.embeddings.token_type_embeddings.weight")[types]
-    x = layer_norm(x, g("bert.embeddings.LayerNorm.weight"), g("bert.embeddings.LayerNorm.bias"))
-    for l in range(cfg["num_hidden_layers"]):
-        p = "bert.encoder.layer.%d." % l
-        lin = lambda v, n: v @ g(p + n + ".weight").T + g(p + n + ".bias")  # noqa: E731
-        q, k, v = (lin(x, "attention.self." + n).reshape(len(ids), nh, dh).transpose(1, 0, 2)
-                   for n in ("query", "key", "value"))
-        s = q @ k.transpose(0, 2, 1) / math.sqrt(dh)
-        s = np.exp(s - s.max(-1, keepdims=True))
-        ctx = (s / s.sum(-1, keepdims=True)) @ v
-        a = lin(ctx.transpose(1, 0, 2).reshape(len(ids), h), "attention.output.dense")
-        x = layer_norm(x + a, g(p + "attention.output.LayerNorm.weight"),
-                       g(p + "attention.output.LayerNorm.bias"))
-        m = lin(gelu(lin(x, "intermediate.dense")), "output.dense")
-        x = layer_norm(x + m, g(p + "output.LayerNorm.weight"), g(p + "output.LayerNorm.bias"))
-    pooled = np.tanh(x[0] @ g("bert.pooler.dense.weight").T + g("bert.pooler.dense.bias"))
-    return pooled @ g("classifier.weight").T + g("classifier.bias")
+    x = bert_ref.hidden_states(w, cfg, ids, types, "bert.")
+    return bert_ref.head(w, x[0], "bert.pooler.dense", "classifier")
 
 
 def make(out, src, seed, labels):

@@ -322,7 +322,7 @@ START_TEST(bert_load_errors_name_the_file_and_tensor)
     snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"bert\"/\"model_type\": \"gpt2\"/' "
              "%s/config.json", d);
     ck_assert_int_eq(system(cmd), 0);
-    expect_load_error(d, "config.json: model_type \"gpt2\" is not supported (\"bert\", \"mpnet\", \"distilbert\", \"qwen3\")");
+    expect_load_error(d, "config.json: model_type \"gpt2\" is not supported (\"bert\", \"mpnet\", \"distilbert\", \"qwen3\", \"xlm-roberta\")");
     snprintf(cmd, sizeof cmd, "sed -i 's/\"model_type\": *\"gpt2\",//' %s/config.json", d);
     ck_assert_int_eq(system(cmd), 0);
     expect_load_error(d, "config.json: field 'model_type' missing or not a string");
