@@ -1,8 +1,8 @@
 /* enc_tokenizer.c: picks and loads a model folder's tokenizer. A table has
  * one row per tokenizer kind, named as tokenizer.json's model.type names it
- * ("WordPiece", "BPE", "Unigram"), with its loader; a kind whose loader is
- * not written yet has a row without one and is refused by name. A folder
- * without tokenizer.json but with vocab.txt is WordPiece.
+ * ("WordPiece", "BPE", "Unigram"), with its loader (a kind whose loader is
+ * not written yet would have a row without one and be refused by name). A
+ * folder without tokenizer.json but with vocab.txt is WordPiece.
  *
  * WordPiece takes its casing and normalization from the folder's files, as
  * Hugging Face does: tokenizer.json's BertNormalizer (lowercase,
@@ -36,6 +36,7 @@ typedef struct {
 struct enc_tok {
     tok_t *wp;
     bpe_t *bpe;
+    unigram_t *ug;
 };
 
 /* A loader builds the tokenizer and names the file its vocabulary came
@@ -47,6 +48,8 @@ static mt_status enc_load_wordpiece(const enc_tok_src *src, enc_tok *out, char *
                                     size_t cap, mt_err *err);
 static mt_status enc_load_bpe(const enc_tok_src *src, enc_tok *out, char *vocab_path,
                               size_t cap, mt_err *err);
+static mt_status enc_load_unigram(const enc_tok_src *src, enc_tok *out, char *vocab_path,
+                                  size_t cap, mt_err *err);
 
 /* The tokenizer kinds, by tokenizer.json's model.type. */
 static const struct {
@@ -55,7 +58,7 @@ static const struct {
 } enc_tok_kinds[] = {
     {"WordPiece", enc_load_wordpiece}, /* BERT, MPNet, DistilBERT */
     {"BPE", enc_load_bpe},             /* byte-level BPE (Qwen3): engine/text/bpe.h */
-    {"Unigram", NULL},                 /* SentencePiece Unigram (XLM-R) */
+    {"Unigram", enc_load_unigram},     /* SentencePiece Unigram (XLM-R): engine/text/unigram.h */
 };
 
 #define ENC_NKINDS (int)(sizeof enc_tok_kinds / sizeof enc_tok_kinds[0])
@@ -283,12 +286,22 @@ static mt_status enc_load_bpe(const enc_tok_src *src, enc_tok *out, char *vocab_
     return bpe_load(src->tj_path, &out->bpe, err);
 }
 
+/* A SentencePiece Unigram tokenizer.json (engine/text/unigram.h reads and
+ * checks it). */
+static mt_status enc_load_unigram(const enc_tok_src *src, enc_tok *out, char *vocab_path,
+                                  size_t cap, mt_err *err)
+{
+    snprintf(vocab_path, cap, "%s", src->tj_path);
+    return unigram_load(src->tj_path, &out->ug, err);
+}
+
 /* Its vocabulary against config.json's vocab_size: WordPiece's must be as
- * long, a BPE one's no longer (Qwen3's config rounds it up for the
- * embedding table). */
+ * long, a BPE or Unigram one's no longer (Qwen3's config rounds it up for
+ * the embedding table; XLM-R's counts <mask> and may round too). */
 static mt_status check_vocab(const enc_tok *t, const char *vpath, int vocab, mt_err *err)
 {
-    const int n = t->wp ? tok_vocab_size(t->wp) : bpe_vocab_size(t->bpe);
+    const int n = t->wp ? tok_vocab_size(t->wp)
+                  : t->bpe ? bpe_vocab_size(t->bpe) : unigram_vocab_size(t->ug);
     if (t->wp ? n != vocab : n > vocab)
         return mt_fail(err, MT_EFORMAT, t->wp ? "%s has %d entries but config.json vocab_size is %d"
                                               : "%s has %d ids but config.json vocab_size is %d",
@@ -333,14 +346,16 @@ void enc_tok_free(enc_tok *t)
         return;
     tok_free(t->wp);
     bpe_free(t->bpe);
+    unigram_free(t->ug);
     free(t);
 }
 
 mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t *ids,
                          int max_len, int *n, int *full_len, mt_err *err)
 {
-    return t->wp ? tok_encode(t->wp, text, len, ids, max_len, n, full_len, err)
-                 : bpe_encode(t->bpe, text, len, ids, max_len, n, full_len, err);
+    return t->wp    ? tok_encode(t->wp, text, len, ids, max_len, n, full_len, err)
+           : t->bpe ? bpe_encode(t->bpe, text, len, ids, max_len, n, full_len, err)
+                    : unigram_encode(t->ug, text, len, ids, max_len, n, full_len, err);
 }
 
 /* ======================================================================
@@ -421,10 +436,37 @@ static mt_status wp_pair(const tok_t *wp, const char *a, size_t alen, const char
     return st;
 }
 
+/* The Unigram post-processor's pair template (RobertaProcessing: <s> a
+ * </s></s> b </s>, every token type 0) around the two texts' pieces. */
+static mt_status ug_pair(const unigram_t *ug, const char *a, size_t alen, const char *b,
+                         size_t blen, int32_t *ids, int max_len, int *n, int *seg, int *full_len,
+                         mt_err *err)
+{
+    int32_t *pa = NULL, *pb = NULL;
+    int na = 0, nb = 0, ka, kb, added = unigram_pair_added(ug);
+    if (max_len < added + 2)
+        return mt_fail(err, MT_EINVAL, "a pair needs room for at least %d tokens, not %d",
+                       added + 2, max_len);
+    mt_status st = unigram_pieces(ug, a, alen, &pa, &na, err);
+    if (st == MT_OK)
+        st = unigram_pieces(ug, b, blen, &pb, &nb, err);
+    if (st == MT_OK) {
+        enc_pair_cut(na, nb, max_len - added, &ka, &kb);
+        unigram_pair_layout(ug, pa, ka, pb, kb, ids, n, seg);
+        if (full_len)
+            *full_len = na + nb + added;
+    }
+    free(pa);
+    free(pb);
+    return st;
+}
+
 mt_status enc_tok_encode_pair(const enc_tok *t, const char *a, size_t alen, const char *b,
                               size_t blen, int32_t *ids, int max_len, int *n, int *seg,
                               int *full_len, mt_err *err)
 {
+    if (t->ug)
+        return ug_pair(t->ug, a, alen, b, blen, ids, max_len, n, seg, full_len, err);
     if (!t->wp)
         return mt_fail(err, MT_EUNSUPPORTED,
                        "this model's tokenizer (byte-level BPE) has no pair template");
@@ -440,6 +482,10 @@ const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special)
         *special = id == tok_cls_id(t->wp) || id == tok_sep_id(t->wp); /* the template's */
         return tok_token(t->wp, id);
     }
+    if (t->ug) {
+        *special = unigram_is_special(t->ug, id);
+        return unigram_token(t->ug, id);
+    }
     *special = bpe_is_special(t->bpe, id);
     return bpe_token(t->bpe, id);
 }
@@ -447,8 +493,9 @@ const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special)
 mt_status enc_tok_decode(const enc_tok *t, const int32_t *ids, int n, bool skip_special,
                          char **out, mt_err *err)
 {
-    return t->wp ? tok_decode(t->wp, ids, n, skip_special, out, err)
-                 : bpe_decode(t->bpe, ids, n, skip_special, out, err);
+    return t->wp    ? tok_decode(t->wp, ids, n, skip_special, out, err)
+           : t->bpe ? bpe_decode(t->bpe, ids, n, skip_special, out, err)
+                    : unigram_decode(t->ug, ids, n, skip_special, out, err);
 }
 
 const tok_t *enc_tok_wordpiece(const enc_tok *t)

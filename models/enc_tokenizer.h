@@ -13,6 +13,7 @@
 #include "engine/status.h"
 #include "engine/text/bpe.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/unigram.h"
 
 /* A model's tokenizer, of whichever kind (the encoder uses it through the
  * enc_tok_* functions below alone). */
@@ -22,11 +23,12 @@ typedef struct enc_tok enc_tok;
  * unk are the tokens of those roles for WordPiece (the architecture row's;
  * NULL: BERT's "[CLS]" "[SEP]" "[PAD]" "[UNK]", and for unk the
  * tokenizer.json model's unk_token where it names one; a BPE tokenizer's
- * specials are its post-processor's). vocab is config.json's vocab_size,
- * which a WordPiece vocabulary's size must equal and a BPE one's must not
- * exceed (Qwen3's config rounds it up). A kind the table knows but cannot
- * load yet (Unigram), an unknown kind, and a field of the wrong type are
- * errors naming the file and the field. */
+ * specials are its post-processor's, and so are a Unigram one's). vocab is
+ * config.json's vocab_size, which a WordPiece vocabulary's size must equal
+ * and a BPE or Unigram one's must not exceed (Qwen3's config rounds it
+ * up). An unknown
+ * kind and a field of the wrong type are errors naming the file and the
+ * field. */
 mt_status enc_tokenizer_load(const char *dir, const char *cls, const char *sep, const char *pad,
                              const char *unk, int vocab, enc_tok **out, mt_err *err);
 void enc_tok_free(enc_tok *t);
@@ -42,7 +44,8 @@ mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t
  * index of the first token of token type 1 (BERT: b's first piece), or
  * *n where the template gives every token type 0; full_len (may be NULL)
  * the length uncut. A kind without a pair template (byte-level BPE) is
- * MT_EUNSUPPORTED; max_len below the template's tokens + 2 is MT_EINVAL. */
+ * MT_EUNSUPPORTED; max_len below the template's tokens + 2 is MT_EINVAL
+ * (5 for WordPiece, 6 for XLM-R's). */
 mt_status enc_tok_encode_pair(const enc_tok *t, const char *a, size_t alen, const char *b,
                               size_t blen, int32_t *ids, int max_len, int *n, int *seg,
                               int *full_len, mt_err *err);
@@ -52,8 +55,8 @@ mt_status enc_tok_encode_pair(const enc_tok *t, const char *a, size_t alen, cons
  * keeps room / 2, the longer the rest). *k1, *k2: the pieces kept. */
 void enc_pair_cut(int n1, int n2, int room, int *k1, int *k2);
 /* The vocabulary entry of id (NULL out of range); *special: a token the
- * tokenizer adds around a text ([CLS], [SEP]; a BPE tokenizer's special
- * added tokens). */
+ * tokenizer adds around a text ([CLS], [SEP]; a BPE or Unigram tokenizer's
+ * special added tokens). */
 const char *enc_tok_token(const enc_tok *t, int32_t id, bool *special);
 mt_status enc_tok_decode(const enc_tok *t, const int32_t *ids, int n, bool skip_special,
                          char **out, mt_err *err);

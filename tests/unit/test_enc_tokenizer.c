@@ -10,8 +10,11 @@
  *   - the uncased models (MiniLM, MPNet) tokenize exactly as the encoder's
  *     loader did before (lowercase true, tokenizer.json's added tokens);
  *   - tokenizer.json wins over tokenizer_config.json field by field;
- *   - Unigram is refused as not supported yet, a WordPiece file marked BPE
- *     is refused by the BPE loader naming the field, an unknown kind and
+ *   - a small Unigram tokenizer.json (XLM-R's shape) loads through the
+ *     Unigram row: ids, the pair template, tokens, decode, the vocab_size
+ *     check (the Unigram tokenizer itself: tests/unit/test_unigram.c);
+ *   - a WordPiece file marked BPE or Unigram is refused by that kind's
+ *     loader naming the field, an unknown kind and
  *     a field of the wrong type are refused naming the file and the field,
  *     and a vocabulary of the wrong size gives the encoder's message.
  * Paths are relative to the repository root, the cwd of `make test`. */
@@ -432,8 +435,9 @@ START_TEST(enc_tok_refuses_kinds_not_supported_and_bad_fields)
          * names the WordPiece field it does not take */
         {"bpe", type_bpe, MT_EUNSUPPORTED,
          {"/bpe/tokenizer.json", "model.unk_token is not supported", NULL}},
-        {"unigram", type_unigram, MT_EUNSUPPORTED,
-         {"/unigram/tokenizer.json", "model.type \"Unigram\"", "not supported yet", NULL}},
+        /* and a Unigram one to engine/text/unigram_load.c */
+        {"unigram", type_unigram, MT_EFORMAT,
+         {"/unigram/tokenizer.json", "model.vocab must be a non-empty array", NULL}},
         {"wordlevel", type_wordlevel, MT_EUNSUPPORTED,
          {"/wordlevel/tokenizer.json", "\"WordLevel\" is not a tokenizer kind", "BPE", NULL}},
         {"typenum", type_number, MT_EFORMAT,
@@ -471,6 +475,69 @@ START_TEST(enc_tok_refuses_kinds_not_supported_and_bad_fields)
 }
 END_TEST
 
+/* A Unigram tokenizer.json small enough to work out by hand: pieces "▁a"
+ * (-1), "b" (-2), "▁" (-3) after XLM-R's four specials. */
+static const char unigram_json[] =
+    "{\"added_tokens\": ["
+    "{\"id\": 0, \"content\": \"<s>\", \"single_word\": false, \"lstrip\": false,"
+    " \"rstrip\": false, \"normalized\": false, \"special\": true},"
+    "{\"id\": 1, \"content\": \"<pad>\", \"single_word\": false, \"lstrip\": false,"
+    " \"rstrip\": false, \"normalized\": false, \"special\": true},"
+    "{\"id\": 2, \"content\": \"</s>\", \"single_word\": false, \"lstrip\": false,"
+    " \"rstrip\": false, \"normalized\": false, \"special\": true},"
+    "{\"id\": 3, \"content\": \"<unk>\", \"single_word\": false, \"lstrip\": false,"
+    " \"rstrip\": false, \"normalized\": false, \"special\": true}],"
+    "\"normalizer\": null,"
+    "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\u2581\","
+    " \"prepend_scheme\": \"always\", \"split\": true},"
+    "\"post_processor\": {\"type\": \"RobertaProcessing\", \"sep\": [\"</s>\", 2],"
+    " \"cls\": [\"<s>\", 0], \"trim_offsets\": true, \"add_prefix_space\": true},"
+    "\"decoder\": {\"type\": \"Metaspace\", \"replacement\": \"\u2581\","
+    " \"prepend_scheme\": \"always\", \"split\": true},"
+    "\"model\": {\"type\": \"Unigram\", \"unk_id\": 3, \"byte_fallback\": false,"
+    " \"vocab\": [[\"<s>\", 0], [\"<pad>\", 0], [\"</s>\", 0], [\"<unk>\", 0],"
+    " [\"\u2581a\", -1], [\"b\", -2], [\"\u2581\", -3]]}}";
+
+START_TEST(enc_tok_loads_a_unigram_folder)
+{
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, "%s/unigram-tiny", work);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(unigram_json, f);
+    fclose(f);
+    enc_tok *t = NULL;
+    mt_err err = {{0}};
+    ck_assert_msg(enc_tokenizer_load(dir, NULL, NULL, NULL, NULL, 8, &t, &err) == MT_OK, "%s",
+                  err.msg);
+    ck_assert_ptr_null(enc_tok_wordpiece(t));
+    int32_t ids[16];
+    int n = 0, seg = -1, full = 0;
+    /* "▁a" whole; "▁b": "▁" + "b" (-5) beats <unk> */
+    ck_assert_int_eq(enc_tok_encode(t, "a b", 3, ids, 16, &n, &full, &err), MT_OK);
+    ck_assert_int_eq(n, 5);
+    ck_assert_mem_eq(ids, ((int32_t[]){0, 4, 6, 5, 2}), 5 * sizeof *ids);
+    ck_assert_int_eq(enc_tok_encode_pair(t, "a", 1, "b", 1, ids, 16, &n, &seg, &full, &err),
+                     MT_OK);
+    ck_assert_int_eq(n, 7);
+    ck_assert_int_eq(seg, 7); /* every token type 0 */
+    ck_assert_mem_eq(ids, ((int32_t[]){0, 4, 2, 2, 6, 5, 2}), 7 * sizeof *ids);
+    bool special = false;
+    ck_assert_str_eq(enc_tok_token(t, 2, &special), "</s>");
+    ck_assert(special);
+    char *text = NULL;
+    ck_assert_int_eq(enc_tok_decode(t, (int32_t[]){0, 4, 6, 5, 2}, 5, true, &text, &err), MT_OK);
+    ck_assert_str_eq(text, "a b");
+    free(text);
+    enc_tok_free(t);
+    expect_refused(dir, 6, MT_EFORMAT,
+                   (const char *const[]){"/unigram-tiny/tokenizer.json has 7 ids",
+                                         "vocab_size is 6", NULL});
+}
+END_TEST
+
 START_TEST(enc_tok_rejects_null_arguments_and_missing_vocab)
 {
     enc_tok *t = NULL;
@@ -497,6 +564,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, enc_tok_vocab_size_mismatch_message_is_the_encoders);
     tcase_add_test(tc, enc_tok_tokenizer_json_wins_then_tokenizer_config_then_uncased);
     tcase_add_test(tc, enc_tok_refuses_kinds_not_supported_and_bad_fields);
+    tcase_add_test(tc, enc_tok_loads_a_unigram_folder);
     tcase_add_test(tc, enc_tok_rejects_null_arguments_and_missing_vocab);
     suite_add_tcase(s, tc);
     return s;

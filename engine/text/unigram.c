@@ -1,0 +1,481 @@
+/* unigram.c: the Unigram tokenizer's encode and decode (engine/text/
+ * unigram.h): added tokens split off the raw text (lstrip/rstrip taking
+ * the whitespace beside them), each other segment normalized
+ * (unigram_norm.c), normalized added tokens split off that, WhitespaceSplit
+ * and Metaspace, then Viterbi over each piece (tokenizers' forward pass:
+ * starts in order, the pieces of each start shortest first, a later
+ * candidate only when strictly better; a character no piece covers alone
+ * gets <unk> at the lowest score - 10; runs of <unk> fused and looked up
+ * again, or spelled as <0xNN> bytes with byte_fallback), the template's
+ * tokens and truncation; decode runs the decoder's steps.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/text/unigram_internal.h"
+#include "engine/text/utf8.h"
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} ug_ids;
+
+static bool ug_push(ug_ids *o, int32_t id)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 256;
+        int32_t *v = realloc(o->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        o->v = v;
+        o->cap = cap;
+    }
+    o->v[o->n++] = id;
+    return true;
+}
+
+/* What one encode call reuses: the lattice of the longest piece so far and
+ * the buffers of the normalizer and Metaspace. */
+typedef struct {
+    double *best;
+    int32_t *from, *id, *pstart, *pid; /* the lattice; the best path */
+    size_t cap;
+    ug_buf norm, ms, tmp;
+} ug_work;
+
+static bool ug_work_fit(ug_work *w, size_t n)
+{
+    if (n + 1 <= w->cap)
+        return true;
+    size_t cap = w->cap ? w->cap : 256;
+    while (cap < n + 1)
+        cap *= 2;
+    free(w->best);
+    free(w->from);
+    free(w->id);
+    free(w->pstart);
+    free(w->pid);
+    w->best = malloc(cap * sizeof *w->best);
+    w->from = malloc(cap * sizeof *w->from);
+    w->id = malloc(cap * sizeof *w->id);
+    w->pstart = malloc(cap * sizeof *w->pstart);
+    w->pid = malloc(cap * sizeof *w->pid);
+    w->cap = w->best && w->from && w->id && w->pstart && w->pid ? cap : 0;
+    return w->cap != 0;
+}
+
+static void ug_work_free(ug_work *w)
+{
+    free(w->best);
+    free(w->from);
+    free(w->id);
+    free(w->pstart);
+    free(w->pid);
+    free(w->norm.b);
+    free(w->ms.b);
+    free(w->tmp.b);
+}
+
+/* ---- Viterbi ---- */
+
+static inline int32_t ug_step(const unigram_t *t, int32_t node, unsigned char b)
+{
+    if (node == 0)
+        return t->root[b];
+    uint32_t key = (uint32_t)node << 8 | b;
+    size_t h = (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 24) & t->emask;
+    for (;; h = (h + 1) & t->emask) {
+        if (t->edge[h].child < 0)
+            return -1;
+        if (t->edge[h].key == key)
+            return t->edge[h].child;
+    }
+}
+
+/* A run of <unk> s[0..n): its id looked up again, or its bytes' pieces
+ * with byte_fallback, else <unk>, as tokenizers' Unigram::tokenize. */
+static bool ug_unk_run(const unigram_t *t, const unsigned char *s, size_t n, ug_ids *o)
+{
+    int32_t id = ug_piece_id(t, s, n);
+    if (id >= 0)
+        return ug_push(o, id);
+    bool all = t->byte_fallback;
+    for (size_t k = 0; all && k < n; k++)
+        all = t->byte_id[s[k]] >= 0;
+    if (!all)
+        return ug_push(o, t->unk_id);
+    bool ok = true;
+    for (size_t k = 0; ok && k < n; k++)
+        ok = ug_push(o, t->byte_id[s[k]]);
+    return ok;
+}
+
+/* The forward pass over s[0..n): w->best/from/id of each end position. */
+static void ug_lattice(const unigram_t *t, const unsigned char *s, size_t n, ug_work *w)
+{
+    w->best[0] = 0;
+    for (size_t i = 1; i <= n; i++)
+        w->from[i] = -1;
+    for (size_t i = 0; i < n;) {
+        size_t mb = s[i] < 0x80 ? 1 : s[i] < 0xE0 ? 2 : s[i] < 0xF0 ? 3 : 4;
+        double base = w->best[i];
+        bool single = false;
+        int32_t node = 0;
+        for (size_t e = i; e < n && (node = ug_step(t, node, s[e])) >= 0; e++) {
+            int32_t id = t->node_id[node];
+            if (id < 0)
+                continue;
+            double c = t->score[id] + base;
+            if (w->from[e + 1] < 0 || c > w->best[e + 1]) {
+                w->best[e + 1] = c;
+                w->from[e + 1] = (int32_t)i;
+                w->id[e + 1] = id;
+            }
+            single |= e + 1 - i == mb;
+        }
+        if (!single) {
+            double c = t->unk_score + base;
+            if (w->from[i + mb] < 0 || c > w->best[i + mb]) {
+                w->best[i + mb] = c;
+                w->from[i + mb] = (int32_t)i;
+                w->id[i + mb] = t->unk_id;
+            }
+        }
+        i += mb;
+    }
+}
+
+/* The ids of one piece s[0..n). */
+static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, ug_work *w,
+                     ug_ids *o)
+{
+    if (n == 0)
+        return true;
+    if (!ug_work_fit(w, n))
+        return false;
+    ug_lattice(t, s, n, w);
+    size_t cnt = 0; /* the best path, back from the end */
+    for (int32_t e = (int32_t)n; e > 0; e = w->from[e])
+        cnt++;
+    int32_t *start = w->pstart, *ids = w->pid;
+    size_t k = cnt;
+    for (int32_t e = (int32_t)n; e > 0; e = w->from[e]) {
+        k--;
+        start[k] = w->from[e];
+        ids[k] = w->id[e];
+    }
+    start[cnt] = (int32_t)n;
+    bool ok = true;
+    for (size_t a = 0; ok && a < cnt;) {
+        if (ids[a] != t->unk_id) {
+            ok = ug_push(o, ids[a]);
+            a++;
+            continue;
+        }
+        size_t b = a;
+        while (b < cnt && ids[b] == t->unk_id)
+            b++;
+        ok = ug_unk_run(t, s + start[a], (size_t)(start[b] - start[a]), o);
+        a = b;
+    }
+    return ok;
+}
+
+/* ---- pre-tokenization ---- */
+
+static bool ug_starts(const char *s, size_t n, const char *p, size_t np)
+{
+    return n >= np && memcmp(s, p, np) == 0;
+}
+
+/* Metaspace over x[0..n): spaces to the replacement, the replacement put
+ * first (always; first: only at the text's start), split before each
+ * replacement when split; each piece through Viterbi. */
+static bool ug_metaspace(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
+                         ug_ids *o)
+{
+    ug_buf *b = &w->ms;
+    b->n = 0;
+    bool ok = true;
+    if (n && !ug_starts(x, n, " ", 1) && !ug_starts(x, n, t->repl, t->nrepl) &&
+        (t->prepend == UG_PREPEND_ALWAYS || (t->prepend == UG_PREPEND_FIRST && at_start)))
+        ok = ug_buf_put(b, t->repl, t->nrepl);
+    for (size_t i = 0, from = 0; ok && i <= n; i++) {
+        if (i < n && x[i] != ' ')
+            continue;
+        ok = ug_buf_put(b, x + from, i - from) && (i == n || ug_buf_put(b, t->repl, t->nrepl));
+        from = i + 1;
+    }
+    if (!ok)
+        return false;
+    const unsigned char *s = (const unsigned char *)b->b;
+    if (!t->ms_split)
+        return ug_piece(t, s, b->n, w, o);
+    size_t from = 0;
+    for (size_t i = 1; ok && i + t->nrepl <= b->n; i++)
+        if (s[i] == (unsigned char)t->repl[0] && memcmp(s + i, t->repl, t->nrepl) == 0) {
+            ok = ug_piece(t, s + from, i - from, w, o);
+            from = i;
+        }
+    return ok && ug_piece(t, s + from, b->n - from, w, o);
+}
+
+/* WhitespaceSplit (when the file has it), then Metaspace. */
+static bool ug_pretok(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
+                      ug_ids *o)
+{
+    if (!t->ws_split)
+        return ug_metaspace(t, x, n, at_start, w, o);
+    bool ok = true;
+    size_t i = 0, k;
+    while (ok && i < n) {
+        size_t a = i;
+        while (a < n && ug_is_space(ug_decode((const unsigned char *)x + a, &k)))
+            a += k;
+        size_t e = a;
+        while (e < n && !ug_is_space(ug_decode((const unsigned char *)x + e, &k)))
+            e += k;
+        if (e > a)
+            ok = ug_metaspace(t, x + a, e - a, at_start && a == 0, w, o);
+        i = e;
+    }
+    return ok;
+}
+
+/* ---- added tokens ---- */
+
+/* Where the whitespace that ends s[0..end) starts (end when none). */
+static size_t ug_space_back(const char *s, size_t end)
+{
+    size_t i = end;
+    while (i > 0) {
+        size_t j = i - 1, k;
+        while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80)
+            j--;
+        if (!ug_is_space(ug_decode((const unsigned char *)s + j, &k)))
+            break;
+        i = j;
+    }
+    return i;
+}
+
+/* Where the whitespace that starts s[from..n) ends. */
+static size_t ug_space_fwd(const char *s, size_t from, size_t n)
+{
+    size_t i = from, k;
+    while (i < n && ug_is_space(ug_decode((const unsigned char *)s + i, &k)))
+        i += k;
+    return i;
+}
+
+/* The longest normalized added token at s[0..n), or -1. */
+static int ug_norm_added_at(const unigram_t *t, const char *s, size_t n)
+{
+    int best = -1;
+    for (int k = 0; k < t->added.n; k++) {
+        const tok_added *a = &t->added.tok[k];
+        if (a->normalized && a->len <= n && memcmp(s, a->content, a->len) == 0 &&
+            (best < 0 || a->len > t->added.tok[best].len))
+            best = k;
+    }
+    return best;
+}
+
+/* The token a matched at [*start, *stop) of s (n bytes), its strips
+ * applied (lstrip not before floor, the end of the previous match). */
+static void ug_strip(const unigram_t *t, int a, const char *s, size_t n, size_t floor,
+                     size_t *start, size_t *stop)
+{
+    if (t->lstrip[a]) {
+        size_t ns = ug_space_back(s, *start);
+        *start = ns > floor ? ns : floor;
+    }
+    if (t->rstrip[a])
+        *stop = ug_space_fwd(s, *stop, n);
+}
+
+/* A normalized segment: normalized added tokens split off, the rest
+ * pre-tokenized. */
+static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
+                        ug_ids *o)
+{
+    if (!t->any_norm_added)
+        return ug_pretok(t, x, n, at_start, w, o);
+    bool ok = true;
+    size_t seg = 0;
+    for (size_t i = 0; ok && i < n;) {
+        int a = ug_norm_added_at(t, x + i, n - i);
+        if (a < 0) {
+            i++;
+            continue;
+        }
+        size_t start = i, stop = i + t->added.tok[a].len;
+        ug_strip(t, a, x, n, seg, &start, &stop);
+        if (start > seg)
+            ok = ug_pretok(t, x + seg, start - seg, at_start && seg == 0, w, o);
+        ok = ok && ug_push(o, t->added.tok[a].id);
+        i = seg = stop;
+    }
+    return ok && (seg >= n || ug_pretok(t, x + seg, n - seg, at_start && seg == 0, w, o));
+}
+
+/* A raw segment text[from..to): normalized, then the rest. */
+static mt_status ug_segment(const unigram_t *t, const char *text, size_t from, size_t to,
+                            ug_work *w, ug_ids *o, mt_err *err)
+{
+    mt_status s = ug_normalize(t, text + from, to - from, &w->norm, &w->tmp, err);
+    if (s == MT_OK && !ug_norm_seg(t, w->norm.b, w->norm.n, from == 0, w, o))
+        s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+    return s;
+}
+
+static mt_status ug_text_ids(const unigram_t *t, const char *text, size_t len, ug_ids *o,
+                             mt_err *err)
+{
+    ug_work w = {0};
+    mt_status s = MT_OK;
+    size_t seg = 0;
+    for (size_t i = 0; s == MT_OK && i < len;) {
+        unsigned char b = (unsigned char)text[i];
+        int a = (t->added.first[b >> 3] & (1u << (b & 7)))
+                    ? tok_added_raw_at(&t->added, text + i, len - i) : -1;
+        if (a < 0) {
+            i++;
+            continue;
+        }
+        size_t start = i, stop = i + t->added.tok[a].len;
+        ug_strip(t, a, text, len, seg, &start, &stop);
+        if (start > seg)
+            s = ug_segment(t, text, seg, start, &w, o, err);
+        if (s == MT_OK && !ug_push(o, t->added.tok[a].id))
+            s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+        i = seg = stop;
+    }
+    if (s == MT_OK && seg < len)
+        s = ug_segment(t, text, seg, len, &w, o, err);
+    ug_work_free(&w);
+    return s;
+}
+
+static mt_status ug_check_utf8(const char *text, size_t len, mt_err *err)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = mt_utf8_seq(u + i, len - i);
+        if (!k)
+            return mt_fail(err, MT_EUTF8, "text is not valid UTF-8 at byte %zu", i);
+        i += k;
+    }
+    return MT_OK;
+}
+
+mt_status unigram_pieces(const unigram_t *t, const char *text, size_t len, int32_t **ids, int *n,
+                         mt_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!t || (!text && len > 0))
+        return mt_fail(err, MT_EINVAL, "unigram_pieces: NULL argument");
+    mt_status s = ug_check_utf8(text, len, err);
+    ug_ids o = {0};
+    if (s == MT_OK)
+        s = ug_text_ids(t, text, len, &o, err);
+    if (s == MT_OK && o.n > 0x3FFFFFFF)
+        s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x3FFFFFFF);
+    if (s != MT_OK) {
+        free(o.v);
+        return s;
+    }
+    *ids = o.v;
+    *n = (int)o.n;
+    return MT_OK;
+}
+
+/* ---- templates ---- */
+
+mt_status unigram_encode(const unigram_t *t, const char *text, size_t len, int32_t *ids,
+                         int max_len, int *n, int *full_len, mt_err *err)
+{
+    if (!t || !ids || !n)
+        return mt_fail(err, MT_EINVAL, "unigram_encode: NULL argument");
+    int extra = t->nsingle - 1;
+    if (max_len < extra || max_len < 1)
+        return mt_fail(err, MT_EINVAL, "unigram_encode: max_len must be at least %d, not %d",
+                       extra > 1 ? extra : 1, max_len);
+    *n = 0;
+    if (full_len)
+        *full_len = 0;
+    int32_t *p = NULL;
+    int np = 0;
+    mt_status s = unigram_pieces(t, text, len, &p, &np, err);
+    if (s != MT_OK)
+        return s;
+    int kept = np < max_len - extra ? np : max_len - extra, w = 0;
+    for (int k = 0; k < t->nsingle; k++) {
+        if (t->single[k].id >= 0) {
+            ids[w++] = t->single[k].id;
+            continue;
+        }
+        if (kept)
+            memcpy(ids + w, p, (size_t)kept * sizeof *ids);
+        w += kept;
+    }
+    *n = w;
+    if (full_len)
+        *full_len = np + extra;
+    free(p);
+    return MT_OK;
+}
+
+int unigram_pair_added(const unigram_t *t) { return t->npair - 2; }
+
+void unigram_pair_layout(const unigram_t *t, const int32_t *a, int na, const int32_t *b, int nb,
+                         int32_t *ids, int *n, int *seg)
+{
+    int w = 0;
+    *seg = -1;
+    for (int k = 0; k < t->npair; k++) {
+        const ug_tmpl *e = &t->pair[k];
+        int cnt = e->id >= 0 ? 1 : e->id == -1 ? na : nb;
+        if (e->type_id == 1 && *seg < 0 && cnt > 0)
+            *seg = w;
+        if (e->id >= 0)
+            ids[w++] = e->id;
+        else if (cnt > 0) {
+            memcpy(ids + w, e->id == -1 ? a : b, (size_t)cnt * sizeof *ids);
+            w += cnt;
+        }
+    }
+    *n = w;
+    if (*seg < 0)
+        *seg = w;
+}
+
+/* ---- accessors ---- */
+
+int unigram_vocab_size(const unigram_t *t) { return t->ntok; }
+
+const char *unigram_token(const unigram_t *t, int32_t id)
+{
+    return id >= 0 && id < t->ntok ? t->tok[id] : NULL;
+}
+
+int32_t unigram_special_id(const unigram_t *t, const char *name)
+{
+    for (int k = 0; k < t->added.n; k++)
+        if (!strcmp(t->added.tok[k].content, name))
+            return t->added.tok[k].id;
+    return -1;
+}
+
+bool unigram_is_special(const unigram_t *t, int32_t id)
+{
+    for (int k = 0; k < t->added.n; k++)
+        if (t->added.tok[k].id == id)
+            return t->added.tok[k].special;
+    return false;
+}
