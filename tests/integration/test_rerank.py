@@ -183,3 +183,37 @@ def test_info_names_a_reranker_and_a_classifier_as_tei_does(srv):
     assert body["model_type"]["classifier"]["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
     resp, body = srv.request("GET", "/info", headers={"X-Mantissa-Model": "minilm"})
     assert body["model_type"] == {"embedding": {"pooling": "mean"}}, body
+
+
+@pytest.fixture(scope="module")
+def xlmr(tmp_path_factory):
+    """An XLM-RoBERTa embedder and reranker (tools/make-xlmr.py, a Unigram
+    tokenizer from tools/make-unigram-tokenizer.py), served together."""
+    tmp = tmp_path_factory.mktemp("xlmr")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-unigram-tokenizer.py"),
+                    str(tmp / "tok")], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-xlmr.py"),
+                    str(tmp / "tok" / "tokenizer.json"), str(tmp / "m")], check=True, cwd=ROOT)
+    with open(tmp / "m" / "reference.json") as f:
+        ref = json.load(f)
+    cfg = {"server": {"listen": "127.0.0.1:0"},
+           "models": [variant("xrr", str(tmp / "m" / "rerank")),
+                      variant("xemb", str(tmp / "m" / "embed"))]}
+    s = Server(cfg, tmp)
+    yield s, ref
+    assert s.stop() == 0, "".join(s.log)
+
+
+def test_an_xlm_roberta_reranker_and_embedder_serve_many_scripts(xlmr):
+    srv, ref = xlmr
+    resp, out = srv.request("POST", "/v1/rerank", {"model": "xrr", "query": ref["query"],
+                                                   "documents": ref["texts"]})
+    assert resp.status == 200, out
+    for r in out["results"]:
+        want = sigmoid(ref["logits"][r["index"]])
+        assert abs(r["relevance_score"] - want) < 1e-4, (r, want)
+    resp, out = srv.request("POST", "/v1/embeddings", {"model": "xemb", "input": ref["texts"]})
+    assert resp.status == 200, out
+    for d in out["data"]:
+        want = ref["vectors"][d["index"]]
+        assert max(abs(a - b) for a, b in zip(d["embedding"], want)) < 1e-5
