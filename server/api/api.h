@@ -280,6 +280,21 @@ int tei_bool_field(const cJSON *j, const char *where, const char *key, int dflt,
 /* truncate, truncation_direction and prompt_name into *o; false after 422. */
 bool tei_text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r);
 
+/* ---- rerank.c: KServe v2 infer on a reranker ---------------------------- */
+
+/* What kserve.c read of an infer request's top level. */
+typedef struct {
+    bool has_id, binary, raw_scores;
+    int truncate;      /* -1: the model's setting */
+    double timeout_us; /* 0: none */
+} api_kserve_opts;
+
+/* POST /v2/models/{m}/infer on a classifier (body j): BYTES inputs "query"
+ * (one) and "text" (the documents) -> FP32 output "score" [n], sigmoid or
+ * raw (parameters.raw_scores), in the documents' order. */
+void api_kserve_rerank(const http_app *app, const http_req *req, const cJSON *j, srv_model *m,
+                       srv_variant *v, const api_kserve_opts *k, http_resp *r);
+
 /* The hidden size and token cap of m's builds (0 when none serves). */
 void api_model_dims(srv_model *m, int *hidden, int *max_seq_len);
 

@@ -19,6 +19,19 @@ void api_model_dims(srv_model *m, int *hidden, int *max_seq_len)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* A classifier's label count from a build serving m (0: an embedder, or
+ * none serving). */
+static int model_labels(srv_model *m)
+{
+    int n = 0;
+    pthread_mutex_lock(&m->lock);
+    for (int i = 0; i < m->nslots && !n; i++)
+        if (m->slots[i]->cur)
+            n = m->slots[i]->cur->nlabels;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
 /* ========================================================================
  * health and metadata (KServe v2)
  * ====================================================================== */
@@ -71,12 +84,19 @@ API_HANDLER(api_model_metadata)
     api_model_dims(m, &hidden, &maxlen);
     sb_puts(b, "{\"name\":");
     sb_json_str(b, m->name, strlen(m->name));
-    sb_printf(b,
-              ",\"versions\":[\"1\"],\"platform\":\"mantissa_bert\","
-              "\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[-1]}],"
-              "\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\",\"shape\":[-1,%d]}],"
-              "\"parameters\":{\"max_seq_len\":%d,\"variants\":[",
-              hidden, maxlen);
+    if (model_labels(m) > 0) /* a reranker: api_kserve_rerank */
+        sb_puts(b, ",\"versions\":[\"1\"],\"platform\":\"mantissa_bert\",\"inputs\":["
+                   "{\"name\":\"query\",\"datatype\":\"BYTES\",\"shape\":[1]},"
+                   "{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[-1]}],"
+                   "\"outputs\":[{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[-1]}]");
+    else
+        sb_printf(b,
+                  ",\"versions\":[\"1\"],\"platform\":\"mantissa_bert\","
+                  "\"inputs\":[{\"name\":\"text\",\"datatype\":\"BYTES\",\"shape\":[-1]}],"
+                  "\"outputs\":[{\"name\":\"embedding\",\"datatype\":\"FP32\","
+                  "\"shape\":[-1,%d]}]",
+                  hidden);
+    sb_printf(b, ",\"parameters\":{\"max_seq_len\":%d,\"variants\":[", maxlen);
     pthread_mutex_lock(&m->lock);
     int first = 1;
     for (int k = 0; k < m->nslots; k++) {

@@ -146,6 +146,7 @@ typedef struct {
     bool has_id;
     int binary_out;           /* -1: not asked, else 0/1 */
     int truncate;             /* -1: the model's setting, else 0/1 */
+    int raw_scores;           /* a reranker's: -1 not asked, else 0/1 */
     double timeout_us;        /* 0: none */
     const cJSON *in;          /* the input "text" */
     long n;                   /* its elements */
@@ -208,7 +209,8 @@ static bool read_top(const cJSON *j, kreq *k, http_resp *r)
         return false;
     }
     if ((k->binary_out = bool_param(params, "binary_data_output", r)) == -2 ||
-        (k->truncate = bool_param(params, "truncate", r)) == -2)
+        (k->truncate = bool_param(params, "truncate", r)) == -2 ||
+        (k->raw_scores = bool_param(params, "raw_scores", r)) == -2)
         return false;
     const cJSON *to = cJSON_GetObjectItemCaseSensitive(params, "timeout");
     if (to && (!cJSON_IsNumber(to) || !(to->valuedouble >= 0) || !isfinite(to->valuedouble))) {
@@ -368,8 +370,17 @@ API_HANDLER(api_kserve_infer)
                   p[1]);
         goto done;
     }
-    if (!api_resolve(app, req, p[0], NULL, &m, &v, r) || !read_top(j, &k, r) ||
-        !read_input(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &k, r) ||
+    if (!api_resolve(app, req, p[0], NULL, &m, &v, r) || !read_top(j, &k, r))
+        goto done;
+    if (mt_model_get_info(v->model)->task == MT_TASK_CLASSIFY) {
+        const api_kserve_opts ko = {
+            .has_id = k.has_id, .raw_scores = k.raw_scores == 1, .truncate = k.truncate,
+            .timeout_us = k.timeout_us,
+            .binary = http_header(req, "Inference-Header-Content-Length") != NULL};
+        api_kserve_rerank(app, req, j, m, v, &ko, r);
+        goto done;
+    }
+    if (!read_input(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), &k, r) ||
         !read_outputs(cJSON_GetObjectItemCaseSensitive(j, "outputs"), &k, r))
         goto done;
     k.texts = malloc(sizeof *k.texts * (size_t)k.n);

@@ -528,3 +528,122 @@ API_HANDLER(api_v1_rerank)
         v1_rerank(app, req, j, r);
     cJSON_Delete(j);
 }
+
+/* ---- KServe v2: POST /v2/models/{m}/infer on a reranker ---------------- */
+
+/* {"model_name", "model_version", "id"?, "parameters", "outputs":
+ * [{"name": "score", "datatype": "FP32", "shape": [n], "data"}]}, in the
+ * documents' order. */
+static void kserve_respond(const http_app *app, http_deferred *d, http_resp *r)
+{
+    api_embed *e = (api_embed *)d;
+    if (!api_embed_result(e, r))
+        return;
+    sbuf *b = &r->body;
+    sb_puts(b, "{\"model_name\":");
+    sb_json_str(b, e->m->name, strlen(e->m->name));
+    sb_puts(b, ",\"model_version\":\"1\"");
+    if (e->has_id) {
+        sb_puts(b, ",\"id\":");
+        sb_json_str(b, e->id, strlen(e->id));
+    }
+    sb_printf(b, ",\"parameters\":{\"variant\":\"%s\",\"precision\":\"%s\",\"prompt_tokens\":%ld,"
+              "\"truncated_inputs\":%d}",
+              e->v->cfg.name, mt_precision_name(e->v->cfg.precision), e->tokens, e->truncated);
+    sb_printf(b, ",\"outputs\":[{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[%d],\"data\":[",
+              e->job.n);
+    for (int i = 0; i < e->job.n; i++) {
+        if (i)
+            sb_putc(b, ',');
+        sb_float(b, (float)squash(e->job.out + (size_t)i * e->v->nlabels, 1, 0, e->raw_scores));
+    }
+    sb_puts(b, "]}]}");
+}
+
+/* The strings of BYTES input `name` of inputs (JSON data, flat or one per
+ * row): *n of them into *t / *lens (pointing into j). False after 400. */
+static bool kserve_bytes(const cJSON *inputs, const char *name, const char ***t, size_t **lens,
+                         int *n, int max, http_resp *r)
+{
+    const cJSON *in = NULL, *it;
+    cJSON_ArrayForEach(it, inputs)
+    {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name))
+            in = it;
+    }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(in, "datatype");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
+    if (!in || !cJSON_IsString(dt) || strcmp(dt->valuestring, "BYTES") || !cJSON_IsArray(data) ||
+        cJSON_GetArraySize(data) < 1) {
+        api_error(r, 400, name, "a reranker takes two BYTES inputs, \"query\" (one string) and "
+                  "\"text\" (the documents), as JSON data: input \"%s\" is missing or not that",
+                  name);
+        return false;
+    }
+    *n = cJSON_GetArraySize(data);
+    if (*n > max) {
+        api_error(r, 413, "max_inputs", "input \"%s\" has %d elements; the limit is %d", name, *n,
+                  max);
+        return false;
+    }
+    *t = calloc((size_t)*n, sizeof **t);
+    *lens = calloc((size_t)*n, sizeof **lens);
+    if (!*t || !*lens) {
+        api_error(r, 500, NULL, "out of memory");
+        return false;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(it, data)
+    {
+        const cJSON *s = cJSON_IsArray(it) && cJSON_GetArraySize(it) == 1 ? it->child : it;
+        if (!cJSON_IsString(s)) {
+            api_error(r, 400, "data", "input \"%s\": data[%d] must be a string", name, i);
+            return false;
+        }
+        (*t)[i] = s->valuestring;
+        (*lens)[i++] = strlen(s->valuestring);
+    }
+    return true;
+}
+
+void api_kserve_rerank(const http_app *app, const http_req *req, const cJSON *j, srv_model *m,
+                       srv_variant *v, const api_kserve_opts *k, http_resp *r)
+{
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(j, "inputs"), *o;
+    const char **q = NULL, **docs = NULL;
+    size_t *ql = NULL, *lens = NULL;
+    int nq = 0, n = 0;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(j, "outputs"))
+    {
+        const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "name");
+        if (!cJSON_IsString(on) || strcmp(on->valuestring, "score")) {
+            api_error(r, 400, "outputs", "unknown output \"%s\"; a reranker has \"score\"",
+                      cJSON_IsString(on) ? on->valuestring : "(no name)");
+            return;
+        }
+    }
+    if (!is_reranker(v)) {
+        char kind[64];
+        kind_text(v, kind, sizeof kind);
+        api_error(r, 400, "model", "model %s is %s, not a reranker", m->name, kind);
+    } else if (k->binary) {
+        api_error(r, 400, "Inference-Header-Content-Length",
+                  "a reranker's inputs are JSON data; binary tensors are not supported");
+    } else if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) != 2) {
+        api_error(r, 400, "inputs", "a reranker takes two inputs, \"query\" and \"text\"");
+    } else if (kserve_bytes(inputs, "query", &q, &ql, &nq, 1, r) &&
+               kserve_bytes(inputs, "text", &docs, &lens, &n, app->cfg->max_inputs, r)) {
+        api_embed_opts eo = {.timeout_us = k->timeout_us, .truncate = k->truncate};
+        api_embed *e = pair_job(app, req, m, v, q[0], docs, lens, n, &eo, r);
+        if (e) {
+            e->has_id = k->has_id;
+            e->raw_scores = k->raw_scores;
+            api_embed_run(app, e, r, kserve_respond);
+        }
+    }
+    free(q);
+    free(ql);
+    free(docs);
+    free(lens);
+}

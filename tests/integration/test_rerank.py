@@ -217,3 +217,29 @@ def test_an_xlm_roberta_reranker_and_embedder_serve_many_scripts(xlmr):
     for d in out["data"]:
         want = ref["vectors"][d["index"]]
         assert max(abs(a - b) for a, b in zip(d["embedding"], want)) < 1e-5
+
+
+def test_kserve_infer_on_a_reranker_takes_query_and_text(srv, folders):
+    ref = folders[3]
+    q = ref["pairs"][0][0]
+    docs, logits = query_docs(ref, q)
+    body = {"id": "r1", "inputs": [{"name": "query", "datatype": "BYTES", "shape": [1], "data": [q]},
+                                   {"name": "text", "datatype": "BYTES", "shape": [len(docs)],
+                                    "data": docs}]}
+    resp, out = srv.request("POST", "/v2/models/rr/infer", body)
+    assert resp.status == 200, out
+    assert out["id"] == "r1" and out["outputs"][0]["name"] == "score"
+    assert out["outputs"][0]["shape"] == [len(docs)]
+    for got, lg in zip(out["outputs"][0]["data"], logits):
+        assert abs(got - sigmoid(lg)) < 1e-5
+    body["parameters"] = {"raw_scores": True}
+    resp, out = srv.request("POST", "/v2/models/rr/infer", body)
+    assert all(abs(a - b) < 1e-4 for a, b in zip(out["outputs"][0]["data"], logits)), out
+    resp, meta = srv.request("GET", "/v2/models/rr")
+    assert [i["name"] for i in meta["inputs"]] == ["query", "text"], meta
+    assert meta["outputs"][0]["name"] == "score"
+    bad = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}
+    resp, out = srv.request("POST", "/v2/models/rr/infer", bad)
+    assert resp.status == 400 and "two inputs" in str(out), out
+    resp, out = srv.request("POST", "/v2/models/rr3/infer", body)
+    assert resp.status == 400 and "not a reranker" in str(out), out
