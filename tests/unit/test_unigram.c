@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "engine/jsonfile.h"
+#include "engine/text/grapheme.h"
 #include "engine/text/unigram.h"
 #include "models/enc_tokenizer.h"
 
@@ -407,6 +408,35 @@ START_TEST(unigram_refusals_name_the_file_and_field)
 }
 END_TEST
 
+/* UAX #29's clusters as tokenizers cuts them, on cases its texts may miss:
+ * an Indic conjunct (consonant, virama, consonant: GB9c) is one cluster,
+ * as are an emoji ZWJ sequence, a flag (two regional indicators) and a
+ * Hangul syllable built of jamo; CR LF is one, a lone mark after a space
+ * joins the space. */
+START_TEST(unigram_grapheme_clusters_follow_uax29)
+{
+    static const struct {
+        const char *text;
+        size_t first; /* bytes of the first cluster */
+    } cases[] = {
+        {"\xe0\xa4\x95\xe0\xa5\x8d\xe0\xa4\xb7x", 9},    /* क्ष: ka virama ssa */
+        {"\xe0\xa6\x95\xe0\xa7\x8d\xe0\xa6\xb7x", 9},    /* Bengali kssa */
+        {"\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x92\xbbx", 11}, /* woman ZWJ laptop */
+        {"\xf0\x9f\x87\xab\xf0\x9f\x87\xb7\xf0\x9f\x87\xa9", 8}, /* FR, then D */
+        {"\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8x", 9},    /* L V T jamo */
+        {"\r\nx", 2},
+        {" \xcc\x81x", 3},                                    /* space + combining acute */
+        {"\xe0\xa4\x95\xe0\xa4\xb7", 3},                    /* ka ssa: two clusters */
+    };
+    gcb_init();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const size_t got = gcb_next((const unsigned char *)cases[i].text, strlen(cases[i].text));
+        ck_assert_msg(got == cases[i].first, "case %zu: first cluster %zu bytes, want %zu", i, got,
+                      cases[i].first);
+    }
+}
+END_TEST
+
 START_TEST(unigram_invalid_utf8_names_the_byte)
 {
     unigram_t *t = load(tok_path);
@@ -433,6 +463,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, unigram_decode_gives_tokenizers_decode);
     tcase_add_test(tc, unigram_refusals_name_the_file_and_field);
     tcase_add_test(tc, unigram_invalid_utf8_names_the_byte);
+    tcase_add_test(tc, unigram_grapheme_clusters_follow_uax29);
     suite_add_tcase(s, tc);
     return s;
 }
