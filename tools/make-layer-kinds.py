@@ -33,6 +33,11 @@
 # `tokenizers`, the EOS its post-processor appends included), kept in
 # reference.json's "texts".
 #
+# --transformers (llama, qwen3; torch and transformers, e.g. .venv-ref) also
+# runs transformers' own LlamaModel / Qwen3Model (float64, eager attention)
+# on the folder and prints the largest difference from the numpy hidden
+# states; it fails above 1e-9.
+#
 # Each folder gets config.json, model.safetensors (F32), a WordPiece
 # vocab.txt of the right size, modules.json (mean pooling, Normalize) and
 # reference.json: token id sequences, the last hidden states and the
@@ -281,6 +286,7 @@ def main():
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--shards", type=int, default=0)
     ap.add_argument("--tokenizer", default="")
+    ap.add_argument("--transformers", action="store_true")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     config, w, spec = {"llama": llama, "qwen3": qwen3, "fused": fused}[a.kind](rng)
@@ -338,6 +344,56 @@ def main():
     if tok:
         ref["texts"] = texts
     write_json(os.path.join(a.out, "reference.json"), ref)
+    if a.transformers and check_transformers(a.out, config, ref) > 1e-9:
+        raise SystemExit("transformers disagrees with the numpy reference")
+
+
+def check_transformers(out, config, ref):
+    """transformers' model of the folder's architecture against the numpy
+    hidden states of every reference sequence."""
+    import torch
+    import transformers
+
+    cls = {"LlamaModel": transformers.LlamaModel, "Qwen3Model": transformers.Qwen3Model}
+    arch = config["architectures"][0]
+    if arch not in cls:
+        raise SystemExit("--transformers: no transformers model for " + arch)
+    if arch == "LlamaModel":  # transformers knows the shape as "llama"
+        with open(os.path.join(out, "config.json")) as f:
+            c = json.load(f)
+        c["model_type"] = "llama"
+        write_json(os.path.join(out, "config.json"), c)
+    model = cls[arch].from_pretrained(out, dtype=torch.float64, attn_implementation="eager").eval()
+    # transformers computes the rotary angles, each RMSNorm and the
+    # attention's softmax in float32 whatever the dtype (about 1e-7 off);
+    # here all in float64, as the numpy forward, so that what differs is
+    # what the model does
+    softmax = torch.nn.functional.softmax
+    torch.nn.functional.softmax = lambda x, dim=None, dtype=None, **kw: softmax(x, dim=dim)
+    for mod in model.modules():
+        if type(mod).__name__.endswith("RMSNorm"):
+            mod.forward = (lambda m: lambda x: m.weight * x / torch.sqrt(
+                (x * x).mean(-1, keepdim=True) + m.variance_epsilon))(mod)
+    dh, theta = config["head_dim"], config["rope_theta"]
+    inv = 1.0 / theta ** (torch.arange(0, dh, 2, dtype=torch.float64) / dh)
+
+    def rotary64(x, position_ids):
+        ang = position_ids[..., None].to(torch.float64) * inv
+        emb = torch.cat((ang, ang), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    model.rotary_emb.forward = rotary64
+    worst = 0.0
+    with torch.no_grad():
+        for ids, hs in zip(ref["ids"], ref["hidden_states"]):
+            got = model(input_ids=torch.tensor([ids])).last_hidden_state[0].reshape(-1)
+            worst = max(worst, float((got - torch.tensor(hs, dtype=torch.float64)).abs().max()))
+    print("transformers %s (float64) against the numpy forward: %d sequences, largest "
+          "|hidden state difference| %.3g" % (arch, len(ref["ids"]), worst))
+    if arch == "LlamaModel":
+        c["model_type"] = "test-llama"
+        write_json(os.path.join(out, "config.json"), c)
+    return worst
 
 
 if __name__ == "__main__":
