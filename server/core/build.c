@@ -10,6 +10,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -334,6 +337,19 @@ done:
     return st;
 }
 
+/* What a build freed (the FP32 copies of a BF16 checkpoint's tensors, the
+ * load check's FP32 reference model: together more than the build keeps)
+ * back to the system: glibc keeps freed heap memory in the process (blocks
+ * under its mmap threshold, which a freed large block raises to 32 MiB, so
+ * a model's per-layer weights), and a process that loaded a 1.4 GiB model
+ * otherwise stays at 3.8 GiB (bench/results/qwen3-load-2026-11-29.md). */
+static void release_freed_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 /* ========================================================================
  * the load check (engine/model.h)
  * ====================================================================== */
@@ -592,6 +608,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     }
     space_id(v, mc->name);
     srv_measure_team(v);
+    release_freed_memory();
     v->build_s = mono_s() - t0;
     if (vc->gate_probes[0] && (st = srv_run_gate(v, ref, err)) != MT_OK) {
         srv_variant_unref(v);
