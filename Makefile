@@ -115,11 +115,12 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # int8 kernels at the ISA level in force; bench/int8_remedies.c: the drift
 # of each remedy for int8 without VNNI; bench/int8_avx2_ab.c: the AVX2 int8
 # forms and FP32 in alternating rounds; bench/trace_cost.c: the CPU time
-# tracing adds to a request; bench/attention.c: the attention op alone);
+# tracing adds to a request; bench/attention.c: the attention op alone;
+# bench/forward_instr.c: a model's forwards, for callgrind's counts);
 # built by `all` so they keep up.
 CPU_BENCH_BIN := $(BUILD)/bench/int8_kernels $(BUILD)/bench/int8_remedies \
                  $(BUILD)/bench/int8_avx2_ab $(BUILD)/bench/trace_cost \
-                 $(BUILD)/bench/attention
+                 $(BUILD)/bench/attention $(BUILD)/bench/forward_instr
 
 .PHONY: all build unit-bins clean distclean
 all build: $(BIN) $(UNIT_BIN) $(CPU_BENCH_BIN)
