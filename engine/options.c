@@ -89,8 +89,8 @@ static const mt_opt_def table[MT_OPT_COUNT] = {
                             "CPU: force the int8 GEMM kernel (tests; onednn even where it is not "
                             "exact)"},
     [MT_OPT_NO_H16_KERNEL] = {"MANTISSA_NO_H16_KERNEL", NULL, MT_OPT_BOOL, "0|1", 0, 1, "0",
-                              "CPU: 1: fp16/fp8 weights decoded into sgemm, not our AVX-512 "
-                              "kernel"},
+                              "CPU: 1: fp16/bf16/fp8 weights decoded into sgemm, not our "
+                              "AVX-512 or AVX2 kernel"},
     [MT_OPT_NO_BF16_MATMUL] = {"MANTISSA_NO_BF16_MATMUL", NULL, MT_OPT_BOOL, "0|1", 0, 1, "0",
                                "CPU: 1: bf16 weights as fp16's path, not oneDNN's bf16 matmul"},
     [MT_OPT_MAX_CPU_ISA] = {"ONEDNN_MAX_CPU_ISA", NULL, MT_OPT_CHOICE, ISA_VALUES, 0, 0,

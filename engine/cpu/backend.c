@@ -87,7 +87,7 @@ typedef struct {
     kc_f32_weight *f32; /* FP32, and BF16 where the CPU has AVX512_BF16: W reordered for
                          * oneDNN's matmul, the only copy */
     kc_h16_weight *h16; /* FP16, FP8, and BF16 where oneDNN's bf16 matmul is not, on a CPU
-                         * with AVX-512: W in 32-column panels, the only copy */
+                         * with AVX-512 or AVX2 (+ FMA, F16C): W in panels, the only copy */
 } cpu_weight;
 
 /* A qgemm status as an mt_status with a message naming the shape. */
@@ -128,9 +128,10 @@ static mt_status matmul_copy(mt_backend *be, cpu_weight *cw, mt_err *err)
 }
 
 /* FP16, FP8, and BF16 that oneDNN's matmul did not take: W packed into the
- * AVX-512 kernel's panels (kernels/cpu/gemm_h16.c), which then hold the one
- * copy (bytes: ->data's). Where the CPU has no AVX-512 (or memory is short)
- * ->data stays for the panel GEMMs of qgemm.c. */
+ * panels of kernels/cpu/gemm_h16.c (its AVX-512 or AVX2 form, by the ISA
+ * level), which then hold the one copy (bytes: ->data's). Where neither
+ * runs (MANTISSA_NO_H16_KERNEL=1, or memory is short) ->data stays for the
+ * panel GEMMs of qgemm.c. */
 static void panel_copy(cpu_weight *cw, size_t bytes)
 {
     mt_weight *wt = &cw->pub;
@@ -402,7 +403,7 @@ static const char *cpu_isa(const mt_backend *be)
  * falls back, which this does not name). */
 static const char *cpu_gemm_kernel(const mt_backend *be, mt_precision p)
 {
-    const char *panels = kc_h16_available() ? "avx512_h16" : "decode_sgemm";
+    const char *panels = kc_h16_available() ? kc_h16_kernel_name() : "decode_sgemm";
     switch (form_of(p)) {
     case MT_GEMM_FLOAT:
         if (mt_prec(p)->format == NF_F32)

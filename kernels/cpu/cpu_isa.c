@@ -49,12 +49,14 @@ static kc_isa cpu_features(void)
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
         return f;
+    const unsigned avx_fma_f16c = (1u << 28) | (1u << 12) | (1u << 29), ecx1 = c;
     uint32_t lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     const uint64_t xcr0 = ((uint64_t)hi << 32) | lo;
     if ((xcr0 & 0x6) != 0x6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
         return f;
     const unsigned ebx7 = b, ecx7 = c, edx7 = d;
+    f.avx2 = (ecx1 & avx_fma_f16c) == avx_fma_f16c && (ebx7 & (1u << 5));
     unsigned eax7_1 = 0;
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d))
         eax7_1 = a;
@@ -106,6 +108,7 @@ static void isa_probe(void)
     return;
 #endif
     const dnnl_cpu_isa_t eff = dnnl_get_effective_cpu_isa();
+    isa.avx2 = f.avx2; /* the floor: no cap takes our kernels below it */
     isa.avx512 = f.avx512 && onednn_allows(eff, dnnl_cpu_isa_avx512_core);
     isa.vnni512 = isa.avx512 && f.vnni512 && onednn_allows(eff, dnnl_cpu_isa_avx512_core_vnni);
     isa.bf16 = isa.vnni512 && f.bf16 && onednn_allows(eff, dnnl_cpu_isa_avx512_core_bf16);

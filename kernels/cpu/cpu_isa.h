@@ -36,6 +36,8 @@ typedef enum {
 /* What the kernels may use at the level in force. */
 typedef struct {
     kc_isa_level level;
+    bool avx2;    /* AVX2, FMA and F16C with the OS saving the ymm state (CPUID; the
+                   * binary's x86-64-v3 floor, asked anyway by the kernels that need it) */
     bool avx512;  /* AVX-512 F/DQ/BW/VL */
     bool vnni256; /* 256-bit vpdpbusd (VEX AVX-VNNI) */
     bool vnni512; /* 512-bit vpdpbusd (AVX512_VNNI) */

@@ -207,17 +207,22 @@ bool kc_bf16_matmul_available(void);
 void kc_bf16_matmul_set_enabled(bool on);
 int kc_bf16_weight_create(const uint16_t *w, int n, int k, int threads, kc_f32_weight **out);
 
-/* FP16, BF16 and FP8 (E4M3) weights on CPUs with AVX-512 (gemm_h16.c): W
- * packed once into panels of 32 columns (k-major, the same bytes per
- * value), widened in registers by the GEMM; FP32 activations and sums.
- * kc_h16_available: the CPU has AVX-512 (kc_h16_set_enabled(false), the
- * engine's MANTISSA_NO_H16_KERNEL=1, says no); elsewhere create returns KC_EDNNL and callers keep the panel GEMMs
- * (kc_gemm_f16, kc_gemm_bf16, kc_gemm_fp8). scale: FP8's per-channel
- * scales (n), NULL for the 16-bit formats. FP8 codes must hold no NaN
- * (kc_e4m3_has_nan), as for kc_gemm_fp8. */
+/* FP16, BF16 and FP8 (E4M3) weights (gemm_h16.c): W packed once into
+ * panels (k-major, the same bytes per value), widened in registers by the
+ * GEMM; FP32 activations and sums. Two forms, by the ISA level in force
+ * when the weight is created: AVX-512 (32-column panels) and AVX2 + FMA +
+ * F16C (16-column panels, at the avx2 and avx2_vnni levels).
+ * kc_h16_available: one of the two runs here (kc_h16_set_enabled(false),
+ * the engine's MANTISSA_NO_H16_KERNEL=1, says no); elsewhere create returns
+ * KC_EDNNL and callers keep the panel GEMMs (kc_gemm_f16, kc_gemm_bf16,
+ * kc_gemm_fp8). kc_h16_kernel_name: "avx512_h16", "avx2_h16", or NULL where
+ * none is available. scale: FP8's per-channel scales (n), NULL for the
+ * 16-bit formats. FP8 codes must hold no NaN (kc_e4m3_has_nan), as for
+ * kc_gemm_fp8. */
 typedef enum { KC_H16_F16, KC_H16_BF16, KC_H16_E4M3 } kc_h16_fmt;
 typedef struct kc_h16_weight kc_h16_weight;
 bool kc_h16_available(void);
+const char *kc_h16_kernel_name(void);
 void kc_h16_set_enabled(bool on);
 int kc_h16_weight_create(const void *w, int n, int k, kc_h16_fmt fmt, kc_h16_weight **out);
 void kc_h16_weight_destroy(kc_h16_weight *w);

@@ -119,6 +119,9 @@ def test_the_settings_reach_the_kernels():
     assert at_avx2.returncode == 0, at_avx2.stderr
     assert re.search(r"^isa: avx2 \(ONEDNN_MAX_CPU_ISA=avx2\)$", at_avx2.stdout, re.M)
     assert re.search(r"^  int8 +avx2_signc$", at_avx2.stdout, re.M), at_avx2.stdout
+    assert re.search(r"^  fp16 +avx2_h16$", at_avx2.stdout, re.M), at_avx2.stdout
+    off2 = run(["cpu"], ONEDNN_MAX_CPU_ISA="avx2", MANTISSA_NO_H16_KERNEL="1").stdout
+    assert re.search(r"^  fp16 +decode_sgemm$", off2, re.M), off2
     forced = run(["cpu"], ONEDNN_MAX_CPU_ISA="AVX2", MANTISSA_INT8_KERNEL="avx2_i16")
     assert re.search(r"^  int8 +avx2_i16$", forced.stdout, re.M), forced.stdout
     top = run(["cpu"]).stdout

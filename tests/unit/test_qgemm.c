@@ -780,8 +780,6 @@ START_TEST(avx2_forms_are_the_sign_form_under_concurrent_calls_with_different_m)
 }
 END_TEST
 
-/* More FP32 shapes than gemm_f32.c's table holds: the first are blocked for
- * the matmul, the rest keep a plain copy on sgemm; all must be right. */
 /* FP16, BF16 and FP8: the AVX-512 kernel (panels of 32 columns, where the
  * CPU has it) and the panel GEMM (decoded panels into sgemm, which
  * kc_h16_set_enabled(false), the engine's MANTISSA_NO_H16_KERNEL=1, selects)
@@ -796,7 +794,7 @@ START_TEST(h16_kernel_and_panel_gemm_agree)
     kc_h16_set_enabled(true);
     kc_bf16_matmul_set_enabled(false);
     printf("fp16/bf16/fp8: kernel form %s\n",
-           kc_h16_available() ? "AVX-512 panels" : "none (panel GEMM)");
+           kc_h16_available() ? kc_h16_kernel_name() : "none (panel GEMM)");
     mt_backend *be;
     mt_err err;
     ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
@@ -834,6 +832,140 @@ START_TEST(h16_kernel_and_panel_gemm_agree)
 }
 END_TEST
 
+/* The codes of format fmt for w (n, k), and in deq the values they stand
+ * for in double (FP8: code times its channel scale cs[c] = absmax / 448). */
+static void *h16_codes(const float *w, int n, int k, kc_h16_fmt fmt, float *cs, double *deq)
+{
+    const size_t count = (size_t)n * k;
+    uint16_t *h = fmt == KC_H16_E4M3 ? NULL : malloc(sizeof(uint16_t) * count);
+    uint8_t *b = fmt == KC_H16_E4M3 ? malloc(count) : NULL;
+    for (int c = 0; c < n; c++) {
+        float amax = 0;
+        for (int i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(w[(size_t)c * k + i]));
+        cs[c] = amax > 0 ? amax / 448.0f : 1.0f;
+        for (int i = 0; i < k; i++) {
+            const size_t e = (size_t)c * k + i;
+            if (fmt == KC_H16_F16)
+                h[e] = nf_f32_to_f16(w[e]), deq[e] = nf_f16_to_f32(h[e]);
+            else if (fmt == KC_H16_BF16)
+                h[e] = nf_f32_to_bf16(w[e]), deq[e] = nf_bf16_to_f32(h[e]);
+            else
+                b[e] = nf_f32_to_e4m3(w[e] / cs[c]), deq[e] = (double)nf_e4m3_to_f32(b[e]) * cs[c];
+        }
+    }
+    return h ? (void *)h : (void *)b;
+}
+
+/* One shape of kc_gemm_h16 against the double twin: y poisoned with a
+ * guard row (every element written, none past row m), bias and GELU as
+ * asked, relative error within the twin test's bound. */
+static void h16_twin_on(kc_h16_fmt fmt, int n, int k, int m, bool with_bias, bool gelu)
+{
+    float *w = rand_vec((size_t)n * k, 0.1f), *x = rand_vec((size_t)m * k, 2.0f);
+    float *bias = rand_vec(n, 0.5f), *cs = malloc(sizeof(float) * n);
+    double *deq = malloc(sizeof(double) * n * k), *ref = malloc(sizeof(double) * m * n);
+    void *codes = h16_codes(w, n, k, fmt, cs, deq);
+    kc_h16_weight *hw = NULL;
+    ck_assert_int_eq(kc_h16_weight_create(codes, n, k, fmt, &hw), KC_OK);
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < n; c++) {
+            double a = with_bias ? bias[c] : 0.0;
+            for (int e = 0; e < k; e++)
+                a += (double)x[(size_t)i * k + e] * deq[(size_t)c * k + e];
+            ref[(size_t)i * n + c] = gelu ? gelu_d(a) : a;
+        }
+    float *y = poisoned((size_t)(m + 1) * n);
+    ck_assert_int_eq(kc_gemm_h16(x, m, hw, fmt == KC_H16_E4M3 ? cs : NULL,
+                                 with_bias ? bias : NULL, gelu, y), KC_OK);
+    for (size_t e = 0; e < (size_t)m * n; e++)
+        ck_assert_msg(!isnan(y[e]), "%s fmt %d n=%d k=%d m=%d: element %zu not written (seed %llu)",
+                      kc_h16_kernel_name(), fmt, n, k, m, e, fresh_seed);
+    for (int c = 0; c < n; c++)
+        ck_assert_msg(isnan(y[(size_t)m * n + c]), "%s n=%d m=%d: wrote past row %d",
+                      kc_h16_kernel_name(), n, m, m);
+    const double e = rel_err(y, ref, (size_t)m * n, 1e-3);
+    ck_assert_msg(e <= 1e-5, "%s fmt %d n=%d k=%d m=%d bias=%d gelu=%d: relative error %g (seed %llu)",
+                  kc_h16_kernel_name(), fmt, n, k, m, with_bias, gelu, e, fresh_seed);
+    kc_h16_weight_destroy(hw);
+    free(w), free(x), free(bias), free(cs), free(deq), free(ref), free(codes), free(y);
+}
+
+/* The 16-bit kernel of the ISA level in force (AVX-512's 32-column panels
+ * or AVX2's 16-column ones: tests/run.sh runs this at every level) against
+ * the double twin, each format, every m from 1 to 44 (every register block
+ * and its remainders, one and two tiles of rows) on n and k picked per m
+ * (n off the panel widths, k odd or 1), with and without bias and GELU;
+ * then tiles on both sides of the AVX2 form's row threshold (47 and 48
+ * rows for FP16 and BF16; FP8's 8 falls in the loop), and widened slices
+ * of 256 lines with a last one of 1 and of 88. */
+START_TEST(h16_kernel_matches_the_double_twin_on_odd_shapes_and_every_small_m)
+{
+    static const int ns[] = {1, 5, 8, 15, 16, 17, 31, 33, 47, 64, 100};
+    static const int ks[] = {1, 2, 7, 16, 33, 129, 385};
+    const kc_h16_fmt fmt = (kc_h16_fmt)_i;
+    kc_h16_set_enabled(true);
+    if (!kc_h16_available()) {
+        printf("h16 kernel: none at this level; nothing to test\n");
+        return;
+    }
+    printf("h16 kernel: %s (fmt %d)\n", kc_h16_kernel_name(), fmt);
+    tu_rng = fresh_seed ^ (0x2545f4914f6cdd1dULL * (unsigned)(_i + 1));
+    for (int m = 1; m <= (emulated() ? 14 : 44); m++)
+        h16_twin_on(fmt, ns[pick((int)(sizeof ns / sizeof *ns))],
+                    ks[pick((int)(sizeof ks / sizeof *ks))], m, m % 2, m % 4 >= 2);
+    h16_twin_on(fmt, 130, 385, 130, true, true); /* three row tiles of the thread split */
+    h16_twin_on(fmt, 768, 64, 7, false, true);   /* many panels over the threads */
+    h16_twin_on(fmt, 33, 300, 47, true, false);  /* the last tile that widens per block */
+    h16_twin_on(fmt, 47, 257, 48, false, true);  /* the first by slices; a slice of 1 line */
+    h16_twin_on(fmt, 17, 600, 64, true, true);   /* slices of 256, 256, 88 */
+    h16_twin_on(fmt, 40, 129, 200, true, false); /* four tiles of 50 rows */
+    kc_h16_set_enabled(!mt_opt_int(MT_OPT_NO_H16_KERNEL));
+}
+END_TEST
+
+/* The CPU backend names the 16-bit form of the level in force (the same
+ * test at ONEDNN_MAX_CPU_ISA=AVX2 must say avx2_h16), and an FP16 weight
+ * uploaded there keeps no plain codes (the panels hold them); with the
+ * kernel switched off it is the decoding sgemm again. */
+START_TEST(backend_names_the_h16_kernel_of_the_isa_level)
+{
+    mt_backend *be;
+    mt_err err;
+    ck_assert_int_eq(mt_backend_cpu_create(0, &be, &err), MT_OK);
+    const kc_isa *isa = kc_isa_get();
+    kc_h16_set_enabled(true);
+#if defined(__x86_64__)
+    ck_assert(isa->avx2); /* CPUID's AVX2, FMA, F16C: the binary's floor, at every level */
+    const char *want = isa->avx512 ? "avx512_h16" : "avx2_h16";
+    if (isa->level == KC_ISA_AVX2 || isa->level == KC_ISA_AVX2_VNNI) {
+        ck_assert_str_eq(want, "avx2_h16");
+        ck_assert(!kc_bf16_matmul_available()); /* bf16 takes the panels too */
+    }
+#else
+    const char *want = "decode_sgemm";
+#endif
+    printf("isa %s: fp16 %s, bf16 %s, fp8 %s\n", kc_isa_name(isa->level),
+           be->ops->gemm_kernel(be, MT_PREC_FP16), be->ops->gemm_kernel(be, MT_PREC_BF16),
+           be->ops->gemm_kernel(be, MT_PREC_FP8));
+    ck_assert_str_eq(be->ops->gemm_kernel(be, MT_PREC_FP16), want);
+    ck_assert_str_eq(be->ops->gemm_kernel(be, MT_PREC_FP8), want);
+    ck_assert_str_eq(be->ops->gemm_kernel(be, MT_PREC_BF16),
+                     kc_bf16_matmul_available() ? "onednn_bf16" : want);
+    float *w = rand_vec(40 * 24, 0.1f), *deq = malloc(sizeof(float) * 40 * 24);
+    mt_weight *a = make_weight(be, w, 40, 24, MT_PREC_FP16, deq);
+    ck_assert(kc_h16_available() ? a->data == NULL : a->data != NULL);
+    be->ops->weight_destroy(be, a);
+    kc_h16_set_enabled(false);
+    ck_assert_str_eq(be->ops->gemm_kernel(be, MT_PREC_FP16), "decode_sgemm");
+    kc_h16_set_enabled(!mt_opt_int(MT_OPT_NO_H16_KERNEL));
+    mt_backend_destroy(be);
+    free(w), free(deq);
+}
+END_TEST
+
+/* More FP32 shapes than gemm_f32.c's table holds: the first are blocked for
+ * the matmul, the rest keep a plain copy on sgemm; all must be right. */
 START_TEST(fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree)
 {
     const int k = 40, m = 19, nshapes = 40;
@@ -1037,6 +1169,8 @@ static Suite *test_suite(void)
     tcase_add_loop_test(tc, avx2_forms_are_the_sign_form_under_concurrent_calls_with_different_m,
                         0, 2);
     tcase_add_test(tc, h16_kernel_and_panel_gemm_agree);
+    tcase_add_loop_test(tc, h16_kernel_matches_the_double_twin_on_odd_shapes_and_every_small_m, 0, 3);
+    tcase_add_test(tc, backend_names_the_h16_kernel_of_the_isa_level);
     tcase_add_test(tc, int8_kernel_option_values_are_the_kernel_names_in_order);
     tcase_add_test(tc, fp32_weights_past_the_shape_table_fall_back_to_sgemm_and_agree);
     tcase_add_test(tc, print_gemm_throughput_of_each_precision);
