@@ -250,6 +250,11 @@ cJSON *api_parse_body(const http_app *app, const http_req *req, http_resp *resp)
 /* The same on the first len bytes of the body (the JSON part of a KServe
  * binary request); the Content-Type is not checked. */
 cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_resp *resp);
+/* Splits n BYTES elements out of a KServe binary tensor (u32 LE length +
+ * bytes each) of input name, which must be exactly size bytes, into texts
+ * and lens (pointing into p). False after answering 400. */
+bool api_split_bytes(const unsigned char *p, size_t size, long n, const char *name,
+                     const char **texts, size_t *lens, http_resp *r);
 
 /* ---- the handlers --------------------------------------------------------- */
 
@@ -284,7 +289,12 @@ bool tei_text_options(const cJSON *j, const char *where, api_embed_opts *o, http
 
 /* What kserve.c read of an infer request's top level. */
 typedef struct {
-    bool has_id, binary, raw_scores;
+    bool has_id, raw_scores;
+    bool binary_out;          /* parameters.binary_data_output */
+    const unsigned char *bin; /* the binary tensor data after the JSON header (the
+                               * binary extension: Inference-Header-Content-Length),
+                               * bin_len bytes; NULL: none */
+    size_t bin_len;
     int truncate;      /* -1: the model's setting */
     double timeout_us; /* 0: none */
 } api_kserve_opts;

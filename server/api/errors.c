@@ -1,7 +1,8 @@
 /* errors.c: errors in each protocol's own shape (KServe {"error": "..."},
  * OpenAI {"error": {"message", "type", "param", "code"}}), for the handlers
- * and for the transport's own refusals; and JSON request bodies, checked
- * strictly before a handler reads them. */
+ * and for the transport's own refusals; and request bodies, checked
+ * strictly before a handler reads them: JSON, and the BYTES elements of
+ * KServe's binary tensors. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,4 +233,38 @@ cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_re
         return NULL;
     }
     return j;
+}
+
+/* ---- KServe's binary tensors ---------------------------------------- */
+
+bool api_split_bytes(const unsigned char *p, size_t size, long n, const char *name,
+                     const char **texts, size_t *lens, http_resp *r)
+{
+    size_t at = 0;
+    for (long i = 0; i < n; i++) {
+        if (size - at < 4) {
+            api_error(r, 400, "binary_data_size",
+                      "input \"%s\": binary data ends inside element %ld's length", name, i);
+            return false;
+        }
+        uint32_t len = (uint32_t)p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16 |
+                       (uint32_t)p[at + 3] << 24;
+        at += 4;
+        if (len > size - at) {
+            api_error(r, 400, "binary_data_size",
+                      "input \"%s\": element %ld says %u bytes but only %zu remain", name, i,
+                      len, size - at);
+            return false;
+        }
+        texts[i] = (const char *)p + at;
+        lens[i] = len;
+        at += len;
+    }
+    if (at != size) {
+        api_error(r, 400, "binary_data_size",
+                  "input \"%s\": %zu bytes of binary data are left after %ld elements",
+                  name, size - at, n);
+        return false;
+    }
+    return true;
 }

@@ -404,15 +404,17 @@ static bool infer_inputs(const Inference__ModelInferRequest *m, cJSON *top, sbuf
     return true;
 }
 
-/* Outputs: the ones asked for (or "embedding"), each asked as binary. */
+/* Outputs: the ones asked for, each asked as binary; none asked: the
+ * model's own (its "embedding", a reranker's "score"), binary by the
+ * request's binary_data_output. */
 static void infer_outputs(const Inference__ModelInferRequest *m, cJSON *top)
 {
-    cJSON *outputs = cJSON_AddArrayToObject(top, "outputs");
-    for (size_t i = 0; outputs && i < (m->n_outputs ? m->n_outputs : 1); i++) {
+    cJSON *outputs = m->n_outputs ? cJSON_AddArrayToObject(top, "outputs") : NULL;
+    for (size_t i = 0; outputs && i < m->n_outputs; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON *p = m->n_outputs ? params_of(&m->outputs[i]->base) : cJSON_CreateObject();
+        cJSON *p = params_of(&m->outputs[i]->base);
         cJSON_AddItemToArray(outputs, o);
-        cJSON_AddStringToObject(o, "name", m->n_outputs ? m->outputs[i]->name : "embedding");
+        cJSON_AddStringToObject(o, "name", m->outputs[i]->name);
         cJSON_DeleteItemFromObjectCaseSensitive(p, "binary_data");
         cJSON_AddBoolToObject(p, "binary_data", true);
         cJSON_AddItemToObject(o, "parameters", p);

@@ -107,40 +107,6 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
     }
 }
 
-/* Splits n BYTES elements out of a binary tensor (u32 LE length + bytes
- * each), which must be exactly size bytes. False after answering 400. */
-static bool split_bytes(const unsigned char *p, size_t size, long n, const char **texts,
-                        size_t *lens, http_resp *r)
-{
-    size_t at = 0;
-    for (long i = 0; i < n; i++) {
-        if (size - at < 4) {
-            api_error(r, 400, "binary_data_size",
-                      "input \"text\": binary data ends inside element %ld's length", i);
-            return false;
-        }
-        uint32_t len = (uint32_t)p[at] | (uint32_t)p[at + 1] << 8 | (uint32_t)p[at + 2] << 16 |
-                       (uint32_t)p[at + 3] << 24;
-        at += 4;
-        if (len > size - at) {
-            api_error(r, 400, "binary_data_size",
-                      "input \"text\": element %ld says %u bytes but only %zu remain", i, len,
-                      size - at);
-            return false;
-        }
-        texts[i] = (const char *)p + at;
-        lens[i] = len;
-        at += len;
-    }
-    if (at != size) {
-        api_error(r, 400, "binary_data_size",
-                  "input \"text\": %zu bytes of binary data are left after %ld elements",
-                  size - at, n);
-        return false;
-    }
-    return true;
-}
-
 /* What an inference request asks, as read from its JSON. */
 typedef struct {
     bool has_id;
@@ -315,7 +281,7 @@ static bool texts_from_binary(kreq *k, const cJSON *bds, bool binary, const unsi
                   bds->valuedouble, binary ? bin_len : 0);
         return false;
     }
-    return split_bytes(bin, bin_len, k->n, k->texts, k->lens, r);
+    return api_split_bytes(bin, bin_len, k->n, "text", k->texts, k->lens, r);
 }
 
 /* The texts from JSON "data": flat, or nested one level per the shape
@@ -373,10 +339,12 @@ API_HANDLER(api_kserve_infer)
     if (!api_resolve(app, req, p[0], NULL, &m, &v, r) || !read_top(j, &k, r))
         goto done;
     if (mt_model_get_info(v->model)->task == MT_TASK_CLASSIFY) {
+        const bool binary = http_header(req, "Inference-Header-Content-Length") != NULL;
         const api_kserve_opts ko = {
             .has_id = k.has_id, .raw_scores = k.raw_scores == 1, .truncate = k.truncate,
-            .timeout_us = k.timeout_us,
-            .binary = http_header(req, "Inference-Header-Content-Length") != NULL};
+            .timeout_us = k.timeout_us, .binary_out = k.binary_out == 1,
+            .bin = binary ? (const unsigned char *)req->body + json_len : NULL,
+            .bin_len = binary ? bin_len : 0};
         api_kserve_rerank(app, req, j, m, v, &ko, r);
         goto done;
     }

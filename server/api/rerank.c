@@ -98,10 +98,9 @@ static bool keep_texts(api_embed *e, const char *const *t, const size_t *lens, i
  * answering. The query's own limits are checked here (the pairs' texts
  * are the documents, named by text_name in errors). */
 static api_embed *pair_job(const http_app *app, const http_req *req, srv_model *m,
-                           srv_variant *v, const char *query, const char *const *docs,
+                           srv_variant *v, const char *query, size_t ql, const char *const *docs,
                            const size_t *lens, int n, api_embed_opts *o, http_resp *r)
 {
-    const size_t ql = strlen(query);
     const int bad = r->call->style == API_TEI ? 422 : 400;
     if (ql == 0) {
         api_error(r, bad, "query", "\"query\" is empty");
@@ -197,7 +196,8 @@ static void tei_rerank(const http_app *app, const http_req *req, const cJSON *j,
                             "model");
         else if (o.prompt_name)
             api_error(r, 422, "prompt_name", "a re-ranker takes no prompt_name");
-        else if ((e = pair_job(app, req, m, v, query->valuestring, t, lens, n, &o, r))) {
+        else if ((e = pair_job(app, req, m, v, query->valuestring, strlen(query->valuestring), t,
+                                 lens, n, &o, r))) {
             e->raw_scores = raw;
             if (!ret || keep_texts(e, t, lens, n, r))
                 api_embed_run(app, e, r, tei_rerank_respond);
@@ -504,7 +504,7 @@ static void v1_rerank(const http_app *app, const http_req *req, const cJSON *j, 
         if (!is_reranker(v))
             api_error(r, 400, "model", "model %s is %s, not a reranker (a cross-encoder with "
                       "one label)", m->name, kind);
-        else if ((e = pair_job(app, req, m, v, query, docs, lens, n, &o, r))) {
+        else if ((e = pair_job(app, req, m, v, query, strlen(query), docs, lens, n, &o, r))) {
             e->top_n = top_n;
             if (!(e->model_name = strdup(model)) || (ret && !keep_texts(e, docs, lens, n, r))) {
                 if (!e->model_name)
@@ -533,7 +533,8 @@ API_HANDLER(api_v1_rerank)
 
 /* {"model_name", "model_version", "id"?, "parameters", "outputs":
  * [{"name": "score", "datatype": "FP32", "shape": [n], "data"}]}, in the
- * documents' order. */
+ * documents' order; with binary_data_output, the scores as raw
+ * little-endian floats after the JSON header (the binary extension). */
 static void kserve_respond(const http_app *app, http_deferred *d, http_resp *r)
 {
     api_embed *e = (api_embed *)d;
@@ -550,20 +551,83 @@ static void kserve_respond(const http_app *app, http_deferred *d, http_resp *r)
     sb_printf(b, ",\"parameters\":{\"variant\":\"%s\",\"precision\":\"%s\",\"prompt_tokens\":%ld,"
               "\"truncated_inputs\":%d}",
               e->v->cfg.name, mt_precision_name(e->v->cfg.precision), e->tokens, e->truncated);
-    sb_printf(b, ",\"outputs\":[{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[%d],\"data\":[",
+    sb_printf(b, ",\"outputs\":[{\"name\":\"score\",\"datatype\":\"FP32\",\"shape\":[%d]",
               e->job.n);
-    for (int i = 0; i < e->job.n; i++) {
-        if (i)
-            sb_putc(b, ',');
-        sb_float(b, (float)squash(e->job.out + (size_t)i * e->v->nlabels, 1, 0, e->raw_scores));
+    float *s = malloc(sizeof *s * (size_t)(e->job.n > 0 ? e->job.n : 1));
+    if (!s) {
+        b->len = 0;
+        api_error(r, 500, NULL, "out of memory");
+        return;
     }
-    sb_puts(b, "]}]}");
+    for (int i = 0; i < e->job.n; i++)
+        s[i] = (float)squash(e->job.out + (size_t)i * e->v->nlabels, 1, 0, e->raw_scores);
+    if (e->binary_out) {
+        sb_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}]}", sizeof *s * (size_t)e->job.n);
+        const size_t json_len = b->len;
+        sb_putn(b, s, sizeof *s * (size_t)e->job.n); /* x86: already little-endian */
+        http_set_header(r, "Inference-Header-Content-Length", "%zu", json_len);
+        r->content_type = "application/octet-stream";
+    } else {
+        sb_puts(b, ",\"data\":");
+        sb_float_array(b, s, (size_t)e->job.n);
+        sb_puts(b, "}]}");
+    }
+    free(s);
+}
+
+/* Where a request's binary tensor data stands: the bytes after its JSON
+ * header, and how many of them the inputs read so far took. */
+typedef struct {
+    const unsigned char *p;
+    size_t len, at;
+} kserve_bin;
+
+/* The element count of input in's shape ([n] or [n, 1]); -1 when it is not
+ * one of those. */
+static long shape_rows(const cJSON *in)
+{
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(in, "shape");
+    const int dims = cJSON_GetArraySize(sh);
+    const cJSON *d0 = cJSON_GetArrayItem(sh, 0), *d1 = cJSON_GetArrayItem(sh, 1);
+    if (!cJSON_IsArray(sh) || dims < 1 || dims > 2 || !cJSON_IsNumber(d0) ||
+        d0->valuedouble < 1 || d0->valuedouble > 1 << 20 ||
+        d0->valuedouble != (long)d0->valuedouble || (dims == 2 && (!cJSON_IsNumber(d1) ||
+                                                                   d1->valuedouble != 1)))
+        return -1;
+    return (long)d0->valuedouble;
+}
+
+/* Input in's elements from the binary tensor data (its binary_data_size
+ * bytes, next in bin), as many as its shape says, into t and lens. False
+ * after answering 400. */
+static bool binary_bytes(const cJSON *in, const cJSON *bds, const char *name, kserve_bin *bin,
+                         int n, const char **t, size_t *lens, http_resp *r)
+{
+    if (cJSON_GetObjectItemCaseSensitive(in, "data")) {
+        api_error(r, 400, "data", "input \"%s\" has both \"data\" and binary_data_size", name);
+        return false;
+    }
+    if (!cJSON_IsNumber(bds) || bds->valuedouble < 0 ||
+        bds->valuedouble != (double)(size_t)bds->valuedouble || !bin->p ||
+        bds->valuedouble > (double)(bin->len - bin->at)) {
+        api_error(r, 400, "binary_data_size",
+                  "input \"%s\": binary_data_size must be a byte count within the %zu bytes of "
+                  "binary data left after the JSON header (Inference-Header-Content-Length)",
+                  name, bin->p ? bin->len - bin->at : 0);
+        return false;
+    }
+    const size_t size = (size_t)bds->valuedouble;
+    if (!api_split_bytes(bin->p + bin->at, size, n, name, t, lens, r))
+        return false;
+    bin->at += size;
+    return true;
 }
 
 /* The strings of BYTES input `name` of inputs (JSON data, flat or one per
- * row): *n of them into *t / *lens (pointing into j). False after 400. */
-static bool kserve_bytes(const cJSON *inputs, const char *name, const char ***t, size_t **lens,
-                         int *n, int max, http_resp *r)
+ * row, or binary tensor data): *n of them into *t / *lens (pointing into j
+ * or the body). False after 400. */
+static bool kserve_bytes(const cJSON *inputs, const char *name, kserve_bin *bin,
+                         const char ***t, size_t **lens, int *n, int max, http_resp *r)
 {
     const cJSON *in = NULL, *it;
     cJSON_ArrayForEach(it, inputs)
@@ -574,25 +638,30 @@ static bool kserve_bytes(const cJSON *inputs, const char *name, const char ***t,
     }
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(in, "datatype");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(in, "data");
-    if (!in || !cJSON_IsString(dt) || strcmp(dt->valuestring, "BYTES") || !cJSON_IsArray(data) ||
-        cJSON_GetArraySize(data) < 1) {
+    const cJSON *bds = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(in, "parameters"), "binary_data_size");
+    const long rows = bds ? shape_rows(in) : (long)cJSON_GetArraySize(data);
+    if (!in || !cJSON_IsString(dt) || strcmp(dt->valuestring, "BYTES") ||
+        (!bds && !cJSON_IsArray(data)) || rows < 1) {
         api_error(r, 400, name, "a reranker takes two BYTES inputs, \"query\" (one string) and "
-                  "\"text\" (the documents), as JSON data: input \"%s\" is missing or not that",
-                  name);
+                  "\"text\" (the documents), as JSON data or binary tensors of shape [n] or "
+                  "[n, 1]: input \"%s\" is missing or not that", name);
         return false;
     }
-    *n = cJSON_GetArraySize(data);
-    if (*n > max) {
-        api_error(r, 413, "max_inputs", "input \"%s\" has %d elements; the limit is %d", name, *n,
-                  max);
+    if (rows > max) {
+        api_error(r, 413, "max_inputs", "input \"%s\" has %ld elements; the limit is %d", name,
+                  rows, max);
         return false;
     }
+    *n = (int)rows;
     *t = calloc((size_t)*n, sizeof **t);
     *lens = calloc((size_t)*n, sizeof **lens);
     if (!*t || !*lens) {
         api_error(r, 500, NULL, "out of memory");
         return false;
     }
+    if (bds)
+        return binary_bytes(in, bds, name, bin, *n, *t, *lens, r);
     int i = 0;
     cJSON_ArrayForEach(it, data)
     {
@@ -607,38 +676,60 @@ static bool kserve_bytes(const cJSON *inputs, const char *name, const char ***t,
     return true;
 }
 
-void api_kserve_rerank(const http_app *app, const http_req *req, const cJSON *j, srv_model *m,
-                       srv_variant *v, const api_kserve_opts *k, http_resp *r)
+/* A reranker's outputs: only "score", its parameters.binary_data into
+ * *binary. False after answering 400. */
+static bool score_outputs(const cJSON *outputs, bool *binary, http_resp *r)
 {
-    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(j, "inputs"), *o;
-    const char **q = NULL, **docs = NULL;
-    size_t *ql = NULL, *lens = NULL;
-    int nq = 0, n = 0;
-    cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(j, "outputs"))
+    const cJSON *o;
+    cJSON_ArrayForEach(o, outputs)
     {
         const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "name");
+        const cJSON *bd = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(o, "parameters"), "binary_data");
         if (!cJSON_IsString(on) || strcmp(on->valuestring, "score")) {
             api_error(r, 400, "outputs", "unknown output \"%s\"; a reranker has \"score\"",
                       cJSON_IsString(on) ? on->valuestring : "(no name)");
-            return;
+            return false;
         }
+        if (bd && !cJSON_IsBool(bd)) {
+            api_error(r, 400, "binary_data", "parameter \"binary_data\" must be true or false");
+            return false;
+        }
+        if (bd)
+            *binary = cJSON_IsTrue(bd);
     }
+    return true;
+}
+
+void api_kserve_rerank(const http_app *app, const http_req *req, const cJSON *j, srv_model *m,
+                       srv_variant *v, const api_kserve_opts *k, http_resp *r)
+{
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(j, "inputs");
+    const char **q = NULL, **docs = NULL;
+    size_t *ql = NULL, *lens = NULL;
+    int nq = 0, n = 0;
+    bool binary_out = k->binary_out;
+    kserve_bin bin = {k->bin, k->bin_len, 0};
+    if (!score_outputs(cJSON_GetObjectItemCaseSensitive(j, "outputs"), &binary_out, r))
+        return;
     if (!is_reranker(v)) {
         char kind[64];
         kind_text(v, kind, sizeof kind);
         api_error(r, 400, "model", "model %s is %s, not a reranker", m->name, kind);
-    } else if (k->binary) {
-        api_error(r, 400, "Inference-Header-Content-Length",
-                  "a reranker's inputs are JSON data; binary tensors are not supported");
     } else if (!cJSON_IsArray(inputs) || cJSON_GetArraySize(inputs) != 2) {
         api_error(r, 400, "inputs", "a reranker takes two inputs, \"query\" and \"text\"");
-    } else if (kserve_bytes(inputs, "query", &q, &ql, &nq, 1, r) &&
-               kserve_bytes(inputs, "text", &docs, &lens, &n, app->cfg->max_inputs, r)) {
+    } else if (kserve_bytes(inputs, "query", &bin, &q, &ql, &nq, 1, r) &&
+               kserve_bytes(inputs, "text", &bin, &docs, &lens, &n, app->cfg->max_inputs, r)) {
         api_embed_opts eo = {.timeout_us = k->timeout_us, .truncate = k->truncate};
-        api_embed *e = pair_job(app, req, m, v, q[0], docs, lens, n, &eo, r);
-        if (e) {
+        api_embed *e = NULL;
+        if (bin.at != bin.len)
+            api_error(r, 400, "Inference-Header-Content-Length",
+                      "%zu bytes of binary data after the JSON header, but the inputs' "
+                      "binary_data_size add up to %zu", bin.len, bin.at);
+        else if ((e = pair_job(app, req, m, v, q[0], ql[0], docs, lens, n, &eo, r))) {
             e->has_id = k->has_id;
             e->raw_scores = k->raw_scores;
+            e->binary_out = binary_out;
             api_embed_run(app, e, r, kserve_respond);
         }
     }

@@ -21,6 +21,18 @@ BIN = os.environ.get("MANTISSA_BIN", os.path.join(ROOT, "build", "release", "man
 MODEL = os.path.join(ROOT, "models", "all-MiniLM-L6-v2")
 
 
+def make_xlmr(tmp):
+    """XLM-RoBERTa folders under tmp/m (tools/make-xlmr.py on a Unigram
+    tokenizer from tools/make-unigram-tokenizer.py): embed, rerank and m3
+    (the embedder with bge-m3's heads), and their reference.json."""
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-unigram-tokenizer.py"),
+                    str(tmp / "tok")], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-xlmr.py"),
+                    str(tmp / "tok" / "tokenizer.json"), str(tmp / "m")], check=True, cwd=ROOT)
+    with open(tmp / "m" / "reference.json") as f:
+        return json.load(f)
+
+
 def default_config(**server):
     cfg = {
         "server": {"listen": "127.0.0.1:0", "max_body_bytes": 1 << 20,

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from conftest import MODEL, ROOT, Server
+from conftest import MODEL, ROOT, Server, make_xlmr
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
                                 reason="model not fetched (run make model)")
@@ -50,9 +50,11 @@ def folders(tmp_path_factory):
 @pytest.fixture(scope="module")
 def srv(folders):
     tmp, one, three, _ = folders
-    cfg = {"server": {"listen": "127.0.0.1:0", "max_inputs": 32},
+    cfg = {"server": {"listen": "127.0.0.1:0", "max_inputs": 32, "grpc_listen": "127.0.0.1:0"},
            "models": [variant("rr", one), variant("minilm", MODEL), variant("rr3", three)]}
     s = Server(cfg, tmp)
+    s.grpc = next(("127.0.0.1:%d" % e["grpc_port"] for e in s.events("serving on")
+                   if "grpc_port" in e), None)
     yield s
     assert s.stop() == 0, "".join(s.log)
 
@@ -190,12 +192,7 @@ def xlmr(tmp_path_factory):
     """An XLM-RoBERTa embedder and reranker (tools/make-xlmr.py, a Unigram
     tokenizer from tools/make-unigram-tokenizer.py), served together."""
     tmp = tmp_path_factory.mktemp("xlmr")
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-unigram-tokenizer.py"),
-                    str(tmp / "tok")], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-xlmr.py"),
-                    str(tmp / "tok" / "tokenizer.json"), str(tmp / "m")], check=True, cwd=ROOT)
-    with open(tmp / "m" / "reference.json") as f:
-        ref = json.load(f)
+    ref = make_xlmr(tmp)
     cfg = {"server": {"listen": "127.0.0.1:0"},
            "models": [variant("xrr", str(tmp / "m" / "rerank")),
                       variant("xemb", str(tmp / "m" / "embed"))]}
@@ -243,3 +240,60 @@ def test_kserve_infer_on_a_reranker_takes_query_and_text(srv, folders):
     assert resp.status == 400 and "two inputs" in str(out), out
     resp, out = srv.request("POST", "/v2/models/rr3/infer", body)
     assert resp.status == 400 and "not a reranker" in str(out), out
+
+
+def test_kserve_binary_tensors_on_a_reranker(srv, folders):
+    """The binary tensor extension: query and documents as BYTES elements
+    (u32 length + bytes) after the JSON header, the scores back as raw
+    floats; binary_data_size that does not add up is refused."""
+    import struct
+    ref = folders[3]
+    q = ref["pairs"][0][0]
+    docs, logits = query_docs(ref, q)
+    qb = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in [q])
+    db = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in docs)
+    head = json.dumps({"inputs": [
+        {"name": "query", "datatype": "BYTES", "shape": [1],
+         "parameters": {"binary_data_size": len(qb)}},
+        {"name": "text", "datatype": "BYTES", "shape": [len(docs), 1],
+         "parameters": {"binary_data_size": len(db)}}],
+        "parameters": {"binary_data_output": True}}).encode()
+    hdr = {"Inference-Header-Content-Length": str(len(head)),
+           "Content-Type": "application/octet-stream"}
+    resp, out = srv.request("POST", "/v2/models/rr/infer", head + qb + db, headers=hdr, raw=True)
+    assert resp.status == 200, out
+    n = int(resp.getheader("Inference-Header-Content-Length"))
+    meta = json.loads(out[:n])
+    assert meta["outputs"][0]["parameters"]["binary_data_size"] == 4 * len(docs)
+    scores = struct.unpack("<%df" % len(docs), out[n:])
+    assert all(abs(a - sigmoid(b)) < 1e-5 for a, b in zip(scores, logits)), (scores, logits)
+    hdr["Inference-Header-Content-Length"] = str(len(head))
+    resp, out = srv.request("POST", "/v2/models/rr/infer", head + qb + db + b"xx", headers=hdr)
+    assert resp.status == 400 and "add up to" in str(out), out
+
+
+def test_kserve_grpc_infer_on_a_reranker(srv, folders):
+    """tritonclient over gRPC: the same two BYTES inputs, the same scores
+    as over REST; a reranker's metadata names them."""
+    tgrpc = pytest.importorskip("tritonclient.grpc")
+    np = pytest.importorskip("numpy")
+    from tritonclient.utils import InferenceServerException
+    if not srv.grpc:
+        pytest.skip("this build has no gRPC (GRPC=0)")
+    ref = folders[3]
+    q = ref["pairs"][0][0]
+    docs, logits = query_docs(ref, q)
+    c = tgrpc.InferenceServerClient(srv.grpc)
+    query, text = tgrpc.InferInput("query", [1], "BYTES"), tgrpc.InferInput("text", [len(docs)],
+                                                                            "BYTES")
+    query.set_data_from_numpy(np.array([q.encode()], dtype=object))
+    text.set_data_from_numpy(np.array([d.encode() for d in docs], dtype=object))
+    got = c.infer("rr", [query, text], request_id="g1").as_numpy("score")
+    assert got.shape == (len(docs),) and got.dtype == np.float32
+    for g, lg in zip(got, logits):
+        assert abs(float(g) - sigmoid(lg)) < 1e-5
+    meta = c.get_model_metadata("rr", as_json=True)
+    assert [i["name"] for i in meta["inputs"]] == ["query", "text"], meta
+    assert meta["outputs"][0]["name"] == "score"
+    with pytest.raises(InferenceServerException, match="not a reranker"):
+        c.infer("rr3", [query, text])
