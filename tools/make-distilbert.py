@@ -2,7 +2,7 @@
 # make-distilbert.py: DistilBERT model folders for the tests of the
 # "distilbert" architecture row (models/distilbert.c), made here since no
 # real DistilBERT can be downloaded: safetensors are read and written by
-# hand (numpy only), nothing is committed.
+# hand (numpy only, tools/st_io.py), nothing is committed.
 #
 #   make-distilbert.py from-minilm SRC OUT [--bare]
 #       all-MiniLM-L6-v2 (BERT) in DistilBERT's layout: tensors renamed
@@ -22,47 +22,12 @@ import json
 import math
 import os
 import shutil
-import struct
 import sys
 
 import numpy as np
 
-# ---- safetensors by hand -------------------------------------------------------
-
-DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
-
-
-def read_safetensors(path):
-    """name -> numpy array (a copy), in the file's order."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        arr = np.frombuffer(data[a:b], dtype=DTYPES[t["dtype"]]).reshape(t["shape"])
-        out[name] = arr.copy()
-    return out
-
-
-def write_safetensors(path, tensors):
-    """tensors: name -> float32 array; written F32, 8-byte aligned header."""
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_io import read_safetensors, write_safetensors  # noqa: E402
 
 
 def distil_config(vocab, dim, layers, heads, hidden, max_pos):

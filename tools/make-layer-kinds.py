@@ -51,26 +51,12 @@ import json
 import math
 import os
 import shutil
-import struct
+import sys
 
 import numpy as np
 
-
-def write_safetensors(path, tensors):
-    """tensors: name -> array; written F32 with an 8-byte aligned header."""
-    header, blobs, off = {}, [], 0
-    for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_io import write_safetensors  # noqa: E402
 
 
 def bf16_round(a):
@@ -87,21 +73,9 @@ def write_bf16_shards(out, tensors, nshards):
     for s in range(nshards):
         part = names[s::nshards]
         fname = "model-%05d-of-%05d.safetensors" % (s + 1, nshards)
-        header, blobs, off = {}, [], 0
         for name in part:
-            b = (np.ascontiguousarray(tensors[name], dtype="<f4").view("<u4") >> 16).astype("<u2").tobytes()
-            header[name] = {"dtype": "BF16", "shape": list(tensors[name].shape),
-                            "data_offsets": [off, off + len(b)]}
-            blobs.append(b)
-            off += len(b)
             weight_map[name] = fname
-        h = json.dumps(header, separators=(",", ":")).encode()
-        h += b" " * (-len(h) % 8)
-        with open(os.path.join(out, fname), "wb") as f:
-            f.write(struct.pack("<Q", len(h)))
-            f.write(h)
-            for b in blobs:
-                f.write(b)
+        write_safetensors(os.path.join(out, fname), {n: tensors[n] for n in part}, "BF16")
     write_json(os.path.join(out, "model.safetensors.index.json"),
                {"metadata": {"total_size": sum(t.size * 2 for t in tensors.values())},
                 "weight_map": weight_map})

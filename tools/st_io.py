@@ -24,12 +24,24 @@ def read_safetensors(path):
     return out
 
 
-def write_safetensors(path, tensors):
-    """tensors: name -> array; written F32 with an 8-byte aligned header."""
+def _bytes(arr, dtype):
+    """arr's values as dtype's little-endian bytes: F32, or BF16 (the top half
+    of each float32: the values must be BF16-exact, nothing is rounded)."""
+    f = np.ascontiguousarray(arr, dtype="<f4")
+    if dtype == "F32":
+        return f.tobytes()
+    if dtype == "BF16":
+        return (f.view("<u4") >> 16).astype("<u2").tobytes()
+    raise ValueError("write_safetensors: dtype %r (F32 or BF16)" % dtype)
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: name -> array; written as dtype (F32, or BF16 of BF16-exact
+    values) with an 8-byte aligned header."""
     header, blobs, off = {}, [], 0
     for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        b = _bytes(arr, dtype)
+        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
