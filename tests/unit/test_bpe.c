@@ -25,39 +25,24 @@
 
 #include "engine/jsonfile.h"
 #include "engine/text/bpe.h"
+#include "tests/unit/tu_files.h"
 
 #define MAX_IDS 20000
 
 static char work[64];
 static char tok_path[128], ref_path[128];
 
-/* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
-static const char *python(void)
-{
-    const char *p = getenv("PYTHON");
-    if (p && *p)
-        return p;
-    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
-}
-
 static void make_folder(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-bpe-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-bpe");
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", work);
     snprintf(ref_path, sizeof ref_path, "%s/reference.json", work);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tools/make-bpe-tokenizer.py %s --seed 20261129", python(), work);
+    snprintf(cmd, sizeof cmd, "%s tools/make-bpe-tokenizer.py %s --seed 20261129", tu_python(), work);
     ck_assert_msg(system(cmd) == 0, "tools/make-bpe-tokenizer.py failed: %s", cmd);
 }
 
-static void remove_folder(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
-}
+static void remove_folder(void) { tu_rmwork(work); }
 
 static bpe_t *load(const char *path)
 {
@@ -65,24 +50,6 @@ static bpe_t *load(const char *path)
     mt_err err = {{0}};
     ck_assert_msg(bpe_load(path, &t, &err) == MT_OK, "%s", err.msg);
     return t;
-}
-
-static cJSON *load_json(const char *path)
-{
-    cJSON *j = NULL;
-    mt_err err;
-    ck_assert_msg(mt_json_load(path, &j, &err) == MT_OK, "%s", err.msg);
-    return j;
-}
-
-static void save_json(const cJSON *j, const char *path)
-{
-    char *s = cJSON_PrintUnformatted(j);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(s, f);
-    fclose(f);
-    free(s);
 }
 
 /* Whether the JSON array want holds the n ids got. */
@@ -136,7 +103,7 @@ static int count_differing(const bpe_t *t, const cJSON *refs, const char *key, i
 START_TEST(bpe_ids_equal_tokenizers_on_every_reference_text)
 {
     bpe_t *t = load(tok_path);
-    cJSON *refs = load_json(ref_path);
+    cJSON *refs = tu_load_json(ref_path);
     int total = 0, bad = count_differing(t, refs, "ids", &total);
     printf("bpe: %d reference texts, %d differ\n", total, bad);
     ck_assert_int_gt(total, 300);
@@ -154,7 +121,7 @@ END_TEST
 
 START_TEST(bpe_merges_as_strings_give_the_same_ids)
 {
-    cJSON *j = load_json(tok_path);
+    cJSON *j = tu_load_json(tok_path);
     cJSON *merges = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "model"), "merges");
     cJSON *strs = cJSON_CreateArray();
     for (const cJSON *e = merges->child; e; e = e->next) {
@@ -165,10 +132,10 @@ START_TEST(bpe_merges_as_strings_give_the_same_ids)
     cJSON_ReplaceItemInObject(cJSON_GetObjectItem(j, "model"), "merges", strs);
     char path[160];
     snprintf(path, sizeof path, "%s/strings.json", work);
-    save_json(j, path);
+    tu_save_json(path, j, false);
     cJSON_Delete(j);
     bpe_t *t = load(path);
-    cJSON *refs = load_json(ref_path);
+    cJSON *refs = tu_load_json(ref_path);
     int total = 0;
     ck_assert_int_eq(count_differing(t, refs, "ids", &total), 0);
     cJSON_Delete(refs);
@@ -179,7 +146,7 @@ END_TEST
 START_TEST(bpe_truncation_keeps_the_eos_as_tokenizers_does)
 {
     bpe_t *t = load(tok_path);
-    cJSON *refs = load_json(ref_path);
+    cJSON *refs = tu_load_json(ref_path);
     static int32_t ids[MAX_IDS];
     int checked = 0;
     for (const cJSON *e = refs->child; e; e = e->next) {
@@ -208,7 +175,7 @@ END_TEST
 START_TEST(bpe_decode_gives_tokenizers_decode)
 {
     bpe_t *t = load(tok_path);
-    cJSON *refs = load_json(ref_path);
+    cJSON *refs = tu_load_json(ref_path);
     static int32_t ids[MAX_IDS];
     int total = 0, nfc = 0;
     for (const cJSON *e = refs->child; e; e = e->next, total++) {
@@ -238,10 +205,10 @@ END_TEST
 /* Loads tokenizer.json after edit(); returns the load's status, err filled. */
 static mt_status load_edited(void (*edit)(cJSON *), char *path, size_t cap, mt_err *err)
 {
-    cJSON *j = load_json(tok_path);
+    cJSON *j = tu_load_json(tok_path);
     edit(j);
     snprintf(path, cap, "%s/edited.json", work);
-    save_json(j, path);
+    tu_save_json(path, j, false);
     cJSON_Delete(j);
     bpe_t *t = NULL;
     mt_status s = bpe_load(path, &t, err);
@@ -361,7 +328,7 @@ START_TEST(bpe_ignore_merges_takes_whole_words_from_the_vocabulary)
     char path[160];
     snprintf(path, sizeof path, "%s/tokenizer-im.json", work);
     bpe_t *t = load(path);
-    cJSON *refs = load_json(ref_path);
+    cJSON *refs = tu_load_json(ref_path);
     int total = 0, changed = 0;
     ck_assert_int_eq(count_differing(t, refs, "ids_im", &total), 0);
     for (const cJSON *e = refs->child; e; e = e->next)

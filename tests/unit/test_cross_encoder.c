@@ -27,6 +27,7 @@
 #include "engine/precision.h"
 #include "models/enc_tokenizer.h"
 #include "tests/unit/tu_files.h"
+#include "tests/unit/tu_model.h"
 
 #define MINILM_DIR "models/all-MiniLM-L6-v2"
 
@@ -36,8 +37,7 @@ static cJSON *ref; /* one_dir/reference.json */
 
 static void make_folders(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-cross-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-cross");
     snprintf(one_dir, sizeof one_dir, "%s/one", work);
     snprintf(three_dir, sizeof three_dir, "%s/three", work);
     char cmd[1024];
@@ -47,36 +47,21 @@ static void make_folders(void)
              tu_python(), one_dir, tu_python(), three_dir);
     ck_assert_msg(system(cmd) == 0, "tools/make-cross-encoder.py failed: %s", cmd);
     char path[200];
-    mt_err err;
     snprintf(path, sizeof path, "%s/reference.json", one_dir);
-    ck_assert_msg(mt_json_load(path, &ref, &err) == MT_OK, "%s", err.msg);
+    ref = tu_load_json(path);
 }
 
 static void remove_folders(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
+    tu_rmwork(work);
     cJSON_Delete(ref);
 }
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void) { mt_backend_destroy(be); }
 
-static mt_model *load(const char *dir, mt_precision p)
-{
-    mt_err err = {{0}};
-    mt_model *m = NULL;
-    mt_model_opts o = {.precision = p, .calib = {MT_CALIB_ABSMAX, 100.0}};
-    ck_assert_msg(mt_model_load(dir, be, &o, &m, &err) == MT_OK, "%s: %s", dir, err.msg);
-    return m;
-}
+static mt_model *load(const char *dir, mt_precision p) { return tu_load_model(dir, be, p); }
 
 static const char *pair_text(int i, int k)
 {

@@ -22,6 +22,8 @@
 #include "engine/precision.h"
 #include "models/encoder.h"
 #include "tests/unit/ref_sentences.h"
+#include "tests/unit/tu_files.h"
+#include "tests/unit/tu_model.h"
 
 #define MINILM_DIR "models/all-MiniLM-L6-v2"
 #define H 384
@@ -30,53 +32,30 @@ static char work[64]; /* the folders the tool made: work/minilm, work/random */
 static char minilm_distil[128], random_dir[128];
 static mt_backend *be;
 
-/* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
-static const char *python(void)
-{
-    const char *p = getenv("PYTHON");
-    if (p && *p)
-        return p;
-    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
-}
-
 /* Once for the suite (in the parent, before any fork): both folders. */
 static void make_folders(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-distilbert-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-distilbert");
     snprintf(minilm_distil, sizeof minilm_distil, "%s/minilm", work);
     snprintf(random_dir, sizeof random_dir, "%s/random", work);
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s tools/make-distilbert.py from-minilm " MINILM_DIR " %s && "
              "%s tools/make-distilbert.py random %s --seed 20251127",
-             python(), minilm_distil, python(), random_dir);
+             tu_python(), minilm_distil, tu_python(), random_dir);
     ck_assert_msg(system(cmd) == 0, "tools/make-distilbert.py failed: %s", cmd);
 }
 
-static void remove_folders(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
-}
+static void remove_folders(void) { tu_rmwork(work); }
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void) { mt_backend_destroy(be); }
 
 static mt_model *load(const char *dir, mt_precision p)
 {
-    mt_err err = {{0}};
-    mt_model *m = NULL;
     mt_model_opts o = {.precision = p, .calib = {p == MT_PREC_INT8 ? MT_CALIB_MSE : MT_CALIB_ABSMAX, 100.0}};
-    ck_assert_msg(mt_model_load(dir, be, &o, &m, &err) == MT_OK, "%s: %s", dir, err.msg);
-    return m;
+    return tu_load_opts(dir, be, &o);
 }
 
 /* Texts [0, n) embedded by m in batches of 16 into out (n, H). */
@@ -281,24 +260,12 @@ END_TEST
  * config.json. */
 static void expect_config_refused(const char *key, const char *value, const char *want)
 {
-    char dir[160], cmd[512], path[200];
+    char dir[160], path[200];
     snprintf(dir, sizeof dir, "%s/bad", work);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, random_dir, dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(tu_copy_dir(random_dir, dir), 0);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    cJSON *j;
+    ck_assert_int_eq(tu_rewrite_json(path, key, value), 0);
     mt_err err = {{0}};
-    ck_assert_int_eq(mt_json_load(path, &j, &err), MT_OK);
-    cJSON_DeleteItemFromObjectCaseSensitive(j, key);
-    if (value)
-        cJSON_AddItemToObject(j, key, cJSON_Parse(value));
-    char *text = cJSON_Print(j);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    free(text);
-    cJSON_Delete(j);
     mt_model *m = NULL;
     mt_model_opts o = {.precision = MT_PREC_FP32};
     ck_assert_int_ne(mt_model_load(dir, be, &o, &m, &err), MT_OK);

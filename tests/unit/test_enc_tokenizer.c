@@ -29,6 +29,7 @@
 #include "engine/jsonfile.h"
 #include "engine/text/tokenizer.h"
 #include "models/enc_tokenizer.h"
+#include "tests/unit/tu_files.h"
 
 #define MINILM_DIR "models/all-MiniLM-L6-v2"
 #define MPNET_DIR "models/all-mpnet-base-v2"
@@ -38,55 +39,21 @@
 static char work[64]; /* the tool's folders: work/<variant> */
 static const char *const variants[] = {"cased", "cased-strip", "lower-keep", "none"};
 
-/* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
-static const char *python(void)
-{
-    const char *p = getenv("PYTHON");
-    if (p && *p)
-        return p;
-    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
-}
-
 /* Once for the suite (in the parent, before any fork). */
 static void make_folders(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-enctok-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-enctok");
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tools/make-cased-wordpiece.py %s --seed 20251129", python(),
+    snprintf(cmd, sizeof cmd, "%s tools/make-cased-wordpiece.py %s --seed 20251129", tu_python(),
              work);
     ck_assert_msg(system(cmd) == 0, "tools/make-cased-wordpiece.py failed: %s", cmd);
 }
 
-static void remove_folders(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
-}
+static void remove_folders(void) { tu_rmwork(work); }
 
 /* ---------------------------------------------------------------------- */
 /* Helpers                                                                  */
 /* ---------------------------------------------------------------------- */
-
-static cJSON *load_json(const char *path)
-{
-    cJSON *j = NULL;
-    mt_err err = {{0}};
-    ck_assert_msg(mt_json_load(path, &j, &err) == MT_OK, "%s", err.msg);
-    return j;
-}
-
-static void save_json(const char *path, const cJSON *j)
-{
-    char *text = cJSON_Print(j);
-    FILE *f = fopen(path, "w");
-    ck_assert_msg(f && text, "cannot write %s", path);
-    fputs(text, f);
-    fclose(f);
-    free(text);
-}
 
 /* A fresh folder work/name with vocab.txt linked from work/from. */
 static void new_folder(char *dir, size_t cap, const char *name, const char *from)
@@ -104,7 +71,7 @@ static int ref_vocab(const char *variant)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s/reference.json", work, variant);
-    cJSON *r = load_json(path);
+    cJSON *r = tu_load_json(path);
     int n = cJSON_GetObjectItemCaseSensitive(r, "vocab_size")->valueint;
     cJSON_Delete(r);
     return n;
@@ -126,7 +93,7 @@ static int reference_mismatches(const tok_t *t, const char *variant, int *texts)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/%s/reference.json", work, variant);
-    cJSON *r = load_json(path);
+    cJSON *r = tu_load_json(path);
     const cJSON *tx = cJSON_GetObjectItemCaseSensitive(r, "texts");
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(r, "ids");
     ck_assert_int_eq(cJSON_GetArraySize(tx), cJSON_GetArraySize(ids));
@@ -176,10 +143,10 @@ static void edited_folder(char *dir, size_t cap, const char *name, void (*edit)(
     new_folder(dir, cap, name, "cased");
     if (edit) {
         snprintf(path, sizeof path, "%s/cased/tokenizer.json", work);
-        cJSON *j = load_json(path);
+        cJSON *j = tu_load_json(path);
         edit(j);
         snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        save_json(path, j);
+        tu_save_json(path, j, true);
         cJSON_Delete(j);
     }
     if (cfg) {
@@ -297,7 +264,7 @@ static void check_uncased(const char *dir, const char *cls, const char *sep, con
     ck_assert_int_ge(n, 100);
     char path[256];
     snprintf(path, sizeof path, "%s/cased/reference.json", work);
-    cJSON *r = load_json(path);
+    cJSON *r = tu_load_json(path);
     for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "texts")->child; e; e = e->next)
         ck_assert_msg(same_encoding(old, t, e->valuestring, strlen(e->valuestring)),
                       "%s: \"%s\" differs", dir, e->valuestring);

@@ -32,6 +32,8 @@
 #include "engine/precision.h"
 #include "models/arch.h"
 #include "models/encoder.h"
+#include "tests/unit/tu_files.h"
+#include "tests/unit/tu_model.h"
 
 static const enc_arch row_llama = {
     .model_type = "test-llama",
@@ -67,19 +69,9 @@ static char bf16_dir[128], shards_dir[128]; /* qwen3 in BF16 values: one F32 fil
 static char bpe_dir[160];                    /* qwen3 with a byte-level BPE tokenizer.json */
 static mt_backend *be;
 
-/* The Python the tool runs under: $PYTHON, the repo's .venv, or python3. */
-static const char *python(void)
-{
-    const char *p = getenv("PYTHON");
-    if (p && *p)
-        return p;
-    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
-}
-
 static void make_folders(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-layer-kinds-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-layer-kinds");
     snprintf(llama_dir, sizeof llama_dir, "%s/llama", work);
     snprintf(fused_dir, sizeof fused_dir, "%s/fused", work);
     snprintf(qwen3_dir, sizeof qwen3_dir, "%s/qwen3", work);
@@ -87,7 +79,7 @@ static void make_folders(void)
     snprintf(shards_dir, sizeof shards_dir, "%s/qwen3-shards", work);
     snprintf(bpe_dir, sizeof bpe_dir, "%s/qwen3-bpe", work);
     char cmd[3072];
-    const char *py = python();
+    const char *py = tu_python();
     snprintf(cmd, sizeof cmd,
              "%s tools/make-layer-kinds.py llama %s && %s tools/make-layer-kinds.py fused %s && "
              "%s tools/make-layer-kinds.py qwen3 %s && "
@@ -100,19 +92,9 @@ static void make_folders(void)
     ck_assert_msg(system(cmd) == 0, "tools/make-layer-kinds.py failed: %s", cmd);
 }
 
-static void remove_folders(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
-}
+static void remove_folders(void) { tu_rmwork(work); }
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void) { mt_backend_destroy(be); }
 
@@ -135,9 +117,8 @@ static kase open_case(int which)
               .dir = which == LLAMA ? llama_dir : which == FUSED ? fused_dir : qwen3_dir,
               .name = which == LLAMA ? "test-llama" : which == FUSED ? "test-fused" : "qwen3"};
     char path[160];
-    mt_err err = {{0}};
     snprintf(path, sizeof path, "%s/reference.json", k.dir);
-    ck_assert_msg(mt_json_load(path, &k.j, &err) == MT_OK, "%s", err.msg);
+    k.j = tu_load_json(path);
     k.h = cJSON_GetObjectItem(k.j, "hidden")->valueint;
     const cJSON *jids = cJSON_GetObjectItem(k.j, "ids"), *v;
     k.nseq = cJSON_GetArraySize(jids);
@@ -359,29 +340,22 @@ static float *vectors_of(const kase *k, const char *dir, mt_precision p)
  * naming another shard for norm.weight: refused, naming the index and want. */
 static void broken_shards_refused(bool remove, const char *want)
 {
-    char dir[160], cmd[512], path[200];
+    char dir[160], path[200];
     snprintf(dir, sizeof dir, "%s/bad-shards", work);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, shards_dir, dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(tu_copy_dir(shards_dir, dir), 0);
     mt_err err = {{0}};
     if (remove) {
         snprintf(path, sizeof path, "%s/model-00002-of-00003.safetensors", dir);
         ck_assert_int_eq(unlink(path), 0);
     } else {
         snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        cJSON *j;
-        ck_assert_int_eq(mt_json_load(path, &j, &err), MT_OK);
+        cJSON *j = tu_load_json(path);
         cJSON *map = cJSON_GetObjectItem(j, "weight_map"), *at = cJSON_GetObjectItem(map, "norm.weight");
         const char *other = strcmp(at->valuestring, "model-00001-of-00003.safetensors")
                                 ? "model-00001-of-00003.safetensors"
                                 : "model-00002-of-00003.safetensors";
         cJSON_ReplaceItemInObject(map, "norm.weight", cJSON_CreateString(other));
-        char *text = cJSON_Print(j);
-        FILE *f = fopen(path, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs(text, f);
-        fclose(f);
-        free(text);
+        tu_save_json(path, j, true);
         cJSON_Delete(j);
     }
     mt_model *m = NULL;
@@ -403,8 +377,7 @@ START_TEST(qwen3_with_a_bpe_tokenizer_embeds_texts)
     char path[200];
     mt_err err = {{0}};
     snprintf(path, sizeof path, "%s/reference.json", bpe_dir);
-    cJSON *j;
-    ck_assert_msg(mt_json_load(path, &j, &err) == MT_OK, "%s", err.msg);
+    cJSON *j = tu_load_json(path);
     mt_model *m = load_as(&k, MT_PREC_FP32, NULL);
     const cJSON *texts = cJSON_GetObjectItem(j, "texts"), *ids = cJSON_GetObjectItem(j, "ids");
     const int n = cJSON_GetArraySize(texts), h = m->info.hidden;
@@ -462,27 +435,12 @@ END_TEST
 static void expect_refused_in(const char *src, const char *file, const char *key,
                               const char *value, const char *want)
 {
-    char dir[160], cmd[512], path[200];
+    char dir[160], path[200];
     snprintf(dir, sizeof dir, "%s/bad", work);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, src, dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(tu_copy_dir(src, dir), 0);
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    cJSON *j = cJSON_CreateObject();
+    ck_assert_int_eq(tu_edit_json(path, key, value, true), 0); /* made if src lacks it */
     mt_err err = {{0}};
-    if (access(path, R_OK) == 0) {
-        cJSON_Delete(j);
-        ck_assert_int_eq(mt_json_load(path, &j, &err), MT_OK);
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(j, key);
-    if (value)
-        cJSON_AddItemToObject(j, key, cJSON_Parse(value));
-    char *text = cJSON_Print(j);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    free(text);
-    cJSON_Delete(j);
     mt_model *m = NULL;
     mt_model_opts o = {.precision = MT_PREC_FP32};
     ck_assert_int_ne(src == llama_dir ? enc_load_model(dir, &row_llama, be, &o, &m, &err)

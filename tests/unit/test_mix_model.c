@@ -16,6 +16,7 @@
 #include "engine/text/calib_text.h"
 #include "engine/model.h"
 #include "engine/quant/mix_search.h"
+#include "tests/unit/tu_model.h"
 
 #define MODEL_DIR "models/all-MiniLM-L6-v2"
 
@@ -24,11 +25,7 @@ static const char *texts[] = {"A man is playing a guitar.", "Mixed precision, la
                               "The cat sits on the mat near the window.", "Ünïcödé and 中文"};
 enum { NT = 4, H = 384 };
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void)
 {

@@ -19,6 +19,8 @@
 #include "engine/model.h"
 #include "models/encoder.h"
 #include "models/mpnet.h"
+#include "tests/unit/tu_files.h"
+#include "tests/unit/tu_model.h"
 
 #define MODEL_DIR "models/all-mpnet-base-v2"
 #define REF_DIR "tests/fixtures/reference"
@@ -26,11 +28,7 @@
 
 static mt_backend *be;
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void) { mt_backend_destroy(be); }
 
@@ -232,8 +230,7 @@ static const char *variant_dir(const char *file, const char *content)
                                         "1_Pooling/config.json"};
     char cwd[4096], a[4600], b[256];
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
-    snprintf(dir, sizeof dir, "/tmp/mt-mpnet-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    tu_mkwork(dir, sizeof dir, "mt-mpnet");
     snprintf(b, sizeof b, "%s/1_Pooling", dir);
     ck_assert_int_eq(mkdir(b, 0755), 0);
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
@@ -251,12 +248,7 @@ static const char *variant_dir(const char *file, const char *content)
     return dir;
 }
 
-static void remove_dir(const char *dir)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+static void remove_dir(const char *dir) { ck_assert_int_eq(tu_rmwork(dir), 0); }
 
 static void expect_refused(const char *file, const char *content, const char *want)
 {

@@ -30,6 +30,7 @@
 #include "engine/text/grapheme.h"
 #include "engine/text/unigram.h"
 #include "models/enc_tokenizer.h"
+#include "tests/unit/tu_files.h"
 
 #define MAX_IDS 40000
 
@@ -37,42 +38,22 @@ static char work[64];
 static char tok_path[128], ref_path[128];
 static cJSON *ref;
 
-static const char *python(void)
-{
-    const char *p = getenv("PYTHON");
-    if (p && *p)
-        return p;
-    return access(".venv/bin/python", X_OK) == 0 ? ".venv/bin/python" : "python3";
-}
-
-static cJSON *load_json(const char *path)
-{
-    cJSON *j = NULL;
-    mt_err err;
-    ck_assert_msg(mt_json_load(path, &j, &err) == MT_OK, "%s", err.msg);
-    return j;
-}
-
 static void make_folder(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-unigram-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-unigram");
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", work);
     snprintf(ref_path, sizeof ref_path, "%s/reference.json", work);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s tools/make-unigram-tokenizer.py %s --seed 20261129", python(),
+    snprintf(cmd, sizeof cmd, "%s tools/make-unigram-tokenizer.py %s --seed 20261129", tu_python(),
              work);
     ck_assert_msg(system(cmd) == 0, "tools/make-unigram-tokenizer.py failed: %s", cmd);
-    ref = load_json(ref_path);
+    ref = tu_load_json(ref_path);
 }
 
 static void remove_folder(void)
 {
     cJSON_Delete(ref);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
+    tu_rmwork(work);
 }
 
 static unigram_t *load(const char *path)
@@ -81,16 +62,6 @@ static unigram_t *load(const char *path)
     mt_err err = {{0}};
     ck_assert_msg(unigram_load(path, &t, &err) == MT_OK, "%s", err.msg);
     return t;
-}
-
-static void save_json(const cJSON *j, const char *path)
-{
-    char *s = cJSON_PrintUnformatted(j);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(s, f);
-    fclose(f);
-    free(s);
 }
 
 static bool same_ids(const cJSON *want, const int32_t *got, int n)
@@ -307,10 +278,10 @@ END_TEST
 
 static mt_status load_edited(void (*edit)(cJSON *), char *path, size_t cap, mt_err *err)
 {
-    cJSON *j = load_json(tok_path);
+    cJSON *j = tu_load_json(tok_path);
     edit(j);
     snprintf(path, cap, "%s/edited.json", work);
-    save_json(j, path);
+    tu_save_json(path, j, false);
     cJSON_Delete(j);
     unigram_t *t = NULL;
     mt_status s = unigram_load(path, &t, err);

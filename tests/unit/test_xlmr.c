@@ -24,6 +24,7 @@
 #include "engine/jsonfile.h"
 #include "engine/model.h"
 #include "tests/unit/tu_files.h"
+#include "tests/unit/tu_model.h"
 
 static char work[64], embed_dir[128], rerank_dir[128];
 static mt_backend *be;
@@ -31,8 +32,7 @@ static cJSON *ref;
 
 static void make_folders(void)
 {
-    snprintf(work, sizeof work, "/tmp/mt-xlmr-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(work));
+    tu_mkwork(work, sizeof work, "mt-xlmr");
     snprintf(embed_dir, sizeof embed_dir, "%s/m/embed", work);
     snprintf(rerank_dir, sizeof rerank_dir, "%s/m/rerank", work);
     char cmd[1024];
@@ -42,36 +42,21 @@ static void make_folders(void)
              tu_python(), work, tu_python(), work, work);
     ck_assert_msg(system(cmd) == 0, "making the folders failed: %s", cmd);
     char path[200];
-    mt_err err;
     snprintf(path, sizeof path, "%s/m/reference.json", work);
-    ck_assert_msg(mt_json_load(path, &ref, &err) == MT_OK, "%s", err.msg);
+    ref = tu_load_json(path);
 }
 
 static void remove_folders(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (work[0] && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", work);
+    tu_rmwork(work);
     cJSON_Delete(ref);
 }
 
-static void setup(void)
-{
-    mt_err err;
-    ck_assert_msg(mt_backend_cpu_create(0, &be, &err) == MT_OK, "%s", err.msg);
-}
+static void setup(void) { be = tu_cpu_backend(); }
 
 static void teardown(void) { mt_backend_destroy(be); }
 
-static mt_model *load(const char *dir)
-{
-    mt_err err = {{0}};
-    mt_model *m = NULL;
-    mt_model_opts o = {.precision = MT_PREC_FP32};
-    ck_assert_msg(mt_model_load(dir, be, &o, &m, &err) == MT_OK, "%s: %s", dir, err.msg);
-    return m;
-}
+static mt_model *load(const char *dir) { return tu_load_model(dir, be, MT_PREC_FP32); }
 
 /* ids (n of them) against the JSON list want */
 static void same_ids(const int32_t *ids, int n, const cJSON *want, const char *what, int i)
