@@ -18,9 +18,15 @@
  * The writer builds the header with cJSON (so strings are escaped properly),
  * pads it with spaces so the data starts 8-byte aligned, and writes through a
  * temporary file that is fsynced and renamed into place.
+ *
+ * st_parse (and through it st_open) hands an image that starts as a zip
+ * file does to the PyTorch checkpoint reader (torch_pt.c) and indexes its
+ * tensors here as it does a safetensors file's; torch.save's legacy format
+ * is refused with a message.
  */
 #include "engine/weights/safetensors.h"
 #include "engine/weights/st_internal.h"
+#include "engine/weights/pt_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -358,6 +364,24 @@ static mt_status st_check_tiling(const st_file *f, uint64_t data_size, mt_err *e
     return MT_OK;
 }
 
+/* What every reader does last: f's entries (n of them) sorted by offset,
+ * by_name built (allocated here when the reader did not) and sorted, and a
+ * name twice refused (cJSON keeps duplicate keys; a pickle may set one). */
+static mt_status st_index(st_file *f, mt_err *err)
+{
+    if (!f->by_name && !(f->by_name = calloc(f->n ? f->n : 1, sizeof *f->by_name)))
+        return mt_fail(err, MT_ENOMEM, "%s: out of memory for %zu tensors", f->label, f->n);
+    qsort(f->entries, f->n, sizeof *f->entries, st_cmp_offsets);
+    for (size_t i = 0; i < f->n; i++)
+        f->by_name[i] = &f->entries[i].t;
+    qsort(f->by_name, f->n, sizeof *f->by_name, st_cmp_names);
+    for (size_t i = 1; i < f->n; i++)
+        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
+            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': duplicate tensor name", f->label,
+                           ST_SHOW(f->by_name[i]->name));
+    return MT_OK;
+}
+
 /* Validates the whole header and fills f's tables (entries sorted by
  * offset, names and metadata sorted for lookup); data/data_size describe
  * the data area after the header. */
@@ -367,17 +391,9 @@ static mt_status st_build(st_file *f, const cJSON *root, const unsigned char *da
     const cJSON *meta;
     mt_status st;
     if ((st = st_count_entries(f, root, &meta, err)) ||
-        (st = st_read_entries(f, root, meta, data, data_size, err)))
+        (st = st_read_entries(f, root, meta, data, data_size, err)) ||
+        (st = st_index(f, err)))
         return st;
-    /* Names are unique (cJSON keeps duplicate keys, so check). */
-    qsort(f->entries, f->n, sizeof *f->entries, st_cmp_offsets);
-    for (size_t i = 0; i < f->n; i++)
-        f->by_name[i] = &f->entries[i].t;
-    qsort(f->by_name, f->n, sizeof *f->by_name, st_cmp_names);
-    for (size_t i = 1; i < f->n; i++)
-        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
-            return mt_fail(err, MT_EFORMAT, "%s: tensor '%s': duplicate tensor name", f->label,
-                           ST_SHOW(f->by_name[i]->name));
     return st_check_tiling(f, data_size, err);
 }
 
@@ -393,18 +409,11 @@ static uint64_t st_load_u64le(const unsigned char *p)
     return v;
 }
 
-/* The whole validation, shared by st_parse (memory) and st_open (mapping). */
-mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out, mt_err *err)
+/* A safetensors image: the header length, then st_build. */
+static mt_status st_parse_safetensors(st_file *f, const unsigned char *p, size_t len,
+                                      mt_err *err)
 {
-    if (!out)
-        return mt_fail(err, MT_EINVAL, "st_parse: out is NULL");
-    *out = NULL;
-    if (!label)
-        label = "<memory>";
-    if (!buf && len)
-        return mt_fail(err, MT_EINVAL, "%s: buffer is NULL", label);
-    const unsigned char *p = buf;
-
+    const char *label = f->label;
     if (len < 8)
         return mt_fail(err, MT_EFORMAT,
                        "%s: file is %zu bytes, too short for the 8-byte header length", label, len);
@@ -416,6 +425,32 @@ mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out
         return mt_fail(err, MT_EFORMAT,
                        "%s: header length %" PRIu64 " runs past the end of the file (%zu bytes)",
                        label, n, len);
+    cJSON *root = NULL;
+    mt_status st = st_parse_header(label, p + 8, (size_t)n, &root, err);
+    if (st == MT_OK)
+        st = st_build(f, root, p + 8 + n, (uint64_t)(len - 8 - n), err);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The whole validation, shared by st_parse (memory) and st_open (mapping):
+ * a PyTorch checkpoint by its zip magic (torch_pt.c), else safetensors. */
+mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out, mt_err *err)
+{
+    if (!out)
+        return mt_fail(err, MT_EINVAL, "st_parse: out is NULL");
+    *out = NULL;
+    if (!label)
+        label = "<memory>";
+    if (!buf && len)
+        return mt_fail(err, MT_EINVAL, "%s: buffer is NULL", label);
+    const unsigned char *p = buf;
+    const pt_kind kind = pt_sniff(p, len);
+    if (kind == PT_LEGACY)
+        return mt_fail(err, MT_EFORMAT,
+                       "%s: a PyTorch checkpoint in the legacy format (torch.save before 1.6, or "
+                       "_use_new_zipfile_serialization=False), which is not read: re-save it "
+                       "with torch >= 1.6, or convert it to safetensors", label);
 
     st_file *f = calloc(1, sizeof *f);
     if (!f)
@@ -425,11 +460,9 @@ mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out
         free(f);
         return mt_fail(err, MT_ENOMEM, "%s: out of memory", label);
     }
-    cJSON *root = NULL;
-    mt_status st = st_parse_header(f->label, p + 8, (size_t)n, &root, err);
-    if (st == MT_OK)
-        st = st_build(f, root, p + 8 + n, (uint64_t)(len - 8 - n), err);
-    cJSON_Delete(root);
+    mt_status st = kind == PT_ZIP ? pt_read(f, p, len, err) : st_parse_safetensors(f, p, len, err);
+    if (st == MT_OK && kind == PT_ZIP)
+        st = st_index(f, err);
     if (st != MT_OK) {
         st_close(f);
         return st;
@@ -503,6 +536,7 @@ void st_close(st_file *f)
     free(f->by_name);
     free(f->meta);
     free(f->strings);
+    free(f->owned);
     free(f->label);
     free(f);
 }

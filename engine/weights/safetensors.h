@@ -1,4 +1,5 @@
-/* safetensors.h: read and write the safetensors format.
+/* safetensors.h: read and write the safetensors format; read PyTorch
+ * checkpoints as the same st_file.
  *
  * A file is an 8-byte little-endian header length N, N bytes of JSON
  * ({"name": {"dtype", "shape", "data_offsets": [begin, end]}, ...,
@@ -7,6 +8,17 @@
  * header length bound, known dtypes, shape x dtype size == byte range,
  * ranges inside the data and not overlapping, no integer overflow. A bad
  * file is an error naming the file and the tensor, never a crash.
+ *
+ * A file that starts as a zip file does ("PK\3\4") is read as a PyTorch
+ * checkpoint in torch.save's format of torch >= 1.6 (`*.pt`,
+ * `pytorch_model.bin`; engine/weights/torch_pt.c): its data.pkl is run on a
+ * restricted unpickler that knows only a state dict's opcodes and globals
+ * (a flat dict of names to contiguous tensors; any other global, such as
+ * os.system, is refused by name, and nothing is ever called), and each
+ * tensor points into the mapping like a safetensors one (tensors may share
+ * bytes: views, tied weights; one not aligned to its element size in the
+ * file is copied). Such an st_file has no metadata (st_meta is NULL). The
+ * format before torch 1.6 is refused with a message saying so.
  */
 #ifndef MT_SAFETENSORS_H
 #define MT_SAFETENSORS_H
@@ -37,16 +49,19 @@ typedef struct {
 
 typedef struct st_file st_file;
 
-/* Maps and validates path. Errors name the file (and the tensor, where one is at fault).
+/* Maps and validates path: a safetensors file or a PyTorch checkpoint (by
+ * its first bytes, whatever its name). Errors name the file (and the
+ * tensor or archive entry, where one is at fault).
  * A path ending in ".index.json" is a sharded checkpoint (Hugging Face's
- * model.safetensors.index.json: "weight_map" names each tensor's shard, a
- * file beside the index): every shard is opened and validated, every
- * tensor of the map must be in the shard it names, no tensor may be in two
- * shards, and the result is one st_file over all of them (st_path: the
- * index; st_meta: none). */
+ * model.safetensors.index.json or pytorch_model.bin.index.json:
+ * "weight_map" names each tensor's shard, a file beside the index): every
+ * shard is opened and validated, every tensor of the map must be in the
+ * shard it names, no tensor may be in two shards, and the result is one
+ * st_file over all of them (st_path: the index; st_meta: none). */
 mt_status st_open(const char *path, st_file **out, mt_err *err);
-/* Validates an in-memory image (for tests and fuzzing); buf must outlive the st_file.
- * label names the buffer in error messages. */
+/* Validates an in-memory image of either format, as st_open does a file's
+ * (for tests and fuzzing); buf must outlive the st_file. label names the
+ * buffer in error messages. */
 mt_status st_parse(const void *buf, size_t len, const char *label, st_file **out, mt_err *err);
 void st_close(st_file *f);
 /* Drops the mapped file's pages from this process's resident set (a loader
@@ -56,13 +71,17 @@ void st_close(st_file *f);
  * made. No-op for st_parse's in-memory images. */
 void st_drop_pages(st_file *f);
 
-/* A model folder's weights: dir/model.safetensors, or where the folder has
- * only a sharded checkpoint, dir/model.safetensors.index.json (st_open
- * reads either), into buf (cap bytes). */
+/* A model folder's weights, into buf (cap bytes): the first the folder has
+ * of dir/model.safetensors, dir/model.safetensors.index.json,
+ * dir/pytorch_model.bin and dir/pytorch_model.bin.index.json (as
+ * transformers prefers them; st_open reads each), or dir/model.safetensors
+ * when it has none (so that st_open's error names it). */
 void st_model_path(const char *dir, char *buf, size_t cap);
 
 size_t st_count(const st_file *f);
 const st_tensor *st_get(const st_file *f, size_t i);       /* in file order of offsets */
+/* (tensors of a PyTorch checkpoint may share bytes: st_get orders them by
+ * where they start in the file, then by size, then by name) */
 const st_tensor *st_find(const st_file *f, const char *name);
 /* A string from "__metadata__", or NULL when absent. */
 const char *st_meta(const st_file *f, const char *key);

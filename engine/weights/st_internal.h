@@ -1,5 +1,7 @@
 /* st_internal.h: what the safetensors reader (safetensors.c), its strict
- * header syntax check (st_json.c) and the writer (st_write.c) share. */
+ * header syntax check (st_json.c), the writer (st_write.c), the sharded
+ * checkpoint (st_shards.c) and the PyTorch checkpoint reader (torch_pt.c,
+ * pt_internal.h) share. */
 #ifndef MT_ENGINE_ST_INTERNAL_H
 #define MT_ENGINE_ST_INTERNAL_H
 
@@ -24,7 +26,8 @@ typedef struct {
     const char *value;
 } st_kv;
 
-/* A tensor plus its byte range in the data area, while validating. */
+/* A tensor plus its byte range in the data area, while validating (a
+ * PyTorch checkpoint's: its bytes' range in the file). */
 typedef struct {
     st_tensor t;
     uint64_t begin, end;
@@ -42,7 +45,9 @@ struct st_file {
     char *strings;            /* names, metadata keys and values */
     st_file **shards;         /* a sharded checkpoint's files (st_shards.c), owned; or NULL */
     size_t nshards;
+    void *owned;              /* copies of a PyTorch checkpoint's unaligned tensors, or NULL */
 };
+
 
 /* st_shards.c: opens a model.safetensors.index.json and its shards as one
  * st_file (st_open calls it for a path ending in ".index.json"). */
@@ -61,6 +66,9 @@ bool st_utf8_valid(const char *s);
 #define ST_SHOW_CAP 160
 #define ST_SHOW(s) st_show((s), (char[ST_SHOW_CAP]){0})
 const char *st_show(const char *s, char *buf);
+/* The same for n bytes that may hold NULs (shown as '?'): strings from a pickle. */
+#define ST_SHOW_N(s, n) st_show_n((s), (n), (char[ST_SHOW_CAP]){0})
+const char *st_show_n(const void *s, size_t n, char *buf);
 
 /* Element and byte counts of a shape with overflow checks. Returns 0, or
  * -1 when a dim is negative, 1 when the element count overflows and 2 when

@@ -48,6 +48,23 @@ const char *st_show(const char *s, char *buf)
     return buf;
 }
 
+/* st_show for n bytes that need not end in a NUL nor be free of one (a
+ * string from a pickle): NUL bytes are shown as '?' like control bytes. */
+const char *st_show_n(const void *s, size_t n, char *buf)
+{
+    const unsigned char *p = s;
+    size_t keep = n;
+    if (keep > ST_SHOW_CAP - 4) {
+        keep = ST_SHOW_CAP - 4;
+        while (keep > 0 && (p[keep] & 0xC0) == 0x80)
+            keep--;
+    }
+    for (size_t i = 0; i < keep; i++)
+        buf[i] = p[i] < 0x20 || p[i] == 0x7F ? '?' : (char)p[i];
+    strcpy(buf + keep, keep < n ? "..." : "");
+    return buf;
+}
+
 /* Cursor of the JSON syntax check; why/i say what failed where, key is the
  * raw text of the top-level key being read (the tensor, for messages), and
  * num_len is set when the failure is a number that is not a plain integer. */

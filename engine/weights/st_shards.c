@@ -1,11 +1,13 @@
-/* st_shards.c: a sharded safetensors checkpoint (Hugging Face's
- * model.safetensors.index.json) opened as one st_file: the index's
+/* st_shards.c: a sharded checkpoint (Hugging Face's
+ * model.safetensors.index.json, or pytorch_model.bin.index.json whose
+ * shards are PyTorch checkpoints) opened as one st_file: the index's
  * "weight_map" (tensor name -> shard file) is read strictly (engine/
  * jsonfile.h), each shard named there is opened and validated by st_open
  * (a shard is a plain file name beside the index: no directories, so an
  * index cannot reach elsewhere), every mapped tensor must be in its shard,
  * and no tensor may be in two shards. The combined file owns the shards;
- * its tensors point into their mappings, by name as st_find expects.
+ * its tensors point into their mappings, by name as st_find expects. Also
+ * st_model_path, which picks a model folder's weights file.
  */
 #include <cJSON.h>
 #include <stdio.h>
@@ -102,17 +104,20 @@ static mt_status combine(st_file *f, const char *path, const cJSON *map,
     return MT_OK;
 }
 
+/* The first of the weights files transformers looks for that the folder
+ * has; model.safetensors (for the message) when it has none. */
 void st_model_path(const char *dir, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s/model.safetensors.index.json", dir);
-    if (access(buf, F_OK) != 0)
-        snprintf(buf, cap, "%s/model.safetensors", dir);
-    else {
-        char one[4096];
-        snprintf(one, sizeof one, "%s/model.safetensors", dir);
-        if (access(one, F_OK) == 0) /* both: the single file, as transformers prefers */
-            snprintf(buf, cap, "%s", one);
+    static const char *const names[] = {
+        "model.safetensors", "model.safetensors.index.json",
+        "pytorch_model.bin", "pytorch_model.bin.index.json",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(buf, cap, "%s/%s", dir, names[i]);
+        if (access(buf, F_OK) == 0)
+            return;
     }
+    snprintf(buf, cap, "%s/%s", dir, names[0]);
 }
 
 mt_status st_open_index(const char *path, st_file **out, mt_err *err)
