@@ -2,7 +2,8 @@
 """make-seeds.py: writes the committed seed corpora of the libFuzzer
 harnesses (tests/fuzz/corpus/<target>/) and their dictionaries
 (tests/fuzz/<target>.dict). The seeds are small real inputs: configs like
-config/mantissa.json, tiny safetensors files, texts with accents, CJK and
+config/mantissa.json, tiny safetensors files, the small PyTorch checkpoints
+of tests/fixtures/torch (real torch.save output), texts with accents, CJK and
 emoji, and OpenAI / KServe request bodies as clients send them; a few are
 near-misses (one field wrong) so the fuzzer starts at the error paths too.
 
@@ -143,6 +144,31 @@ write_dict("safetensors", [
     "I16", "U16", "I32", "U32", "I64", "U64", "BOOL", "F8_E4M3", "F8_E5M2", "{", "}", "[", "]",
     ":", ",", '"', "18446744073709551615", "9007199254740992", "-1", "0",
     "\x08\x00\x00\x00\x00\x00\x00\x00", "\xff\xff\xff\xff\xff\xff\xff\xff",
+])
+
+# ---- torch_pt -----------------------------------------------------------------
+# The PyTorch checkpoints torch.save wrote (tests/fixtures/torch/, made by
+# tools/make-torch-fixtures.py, committed): good ones and near-misses (a
+# non-contiguous tensor, a nested state dict, the legacy format).
+
+TORCH_FIX = os.path.join(HERE, "..", "fixtures", "torch")
+pt_seeds = []
+for d in (TORCH_FIX, os.path.join(TORCH_FIX, "sharded")):
+    for name in sorted(os.listdir(d)):
+        if name.endswith((".pt", ".bin")):
+            with open(os.path.join(d, name), "rb") as f:
+                pt_seeds.append((name, f.read()))
+write_corpus("torch_pt", pt_seeds)
+write_dict("torch_pt", [
+    "PK\x03\x04", "PK\x01\x02", "PK\x05\x06", "PK\x06\x06", "PK\x06\x07", "\xff\xff\xff\xff",
+    "\x01\x00\x18\x00", "data.pkl", "data/", "byteorder", "little", "version",
+    "ctorch._utils\n_rebuild_tensor_v2\n", "ctorch._utils\n_rebuild_tensor_v3\n",
+    "ctorch._utils\n_rebuild_parameter\n", "ccollections\nOrderedDict\n",
+    "ctorch\nFloatStorage\n", "ctorch\nHalfStorage\n", "ctorch\nBFloat16Storage\n",
+    "ctorch.storage\nUntypedStorage\n", "ctorch\nfloat8_e4m3fn\n", "storage", "cpu",
+    "\x80\x02", "\x80\x04\x95", "(", ")", "}", "]", "t", "R", "Q", "s", "u", "a", "e", "b", ".",
+    "\x85", "\x86", "\x87", "\x88", "\x89", "\x8a\x08", "\x8c", "\x93", "\x94", "h", "q",
+    "j", "r", "K", "M", "J", "X",
 ])
 
 # ---- tokenizer ----------------------------------------------------------------
