@@ -85,6 +85,12 @@ typedef struct {
     int nlabels;
     const char *const *labels;
     bool pairs;
+    /* Token heads beside the pooled vector (bge-m3's sparse_linear.pt and
+     * colbert_linear.pt): sparse, a lexical weight per token; colbert_dim >
+     * 0, a ColBERT vector of that width per token. forward_outputs gives
+     * them with the pooled vector, from one forward. None: false, 0. */
+    bool sparse;
+    int colbert_dim;
     size_t gemm_bytes;      /* resident GEMM weights, scales included */
     size_t resident_bytes;  /* everything the model keeps in its backend */
 } mt_model_info;
@@ -142,12 +148,33 @@ typedef struct mt_model_ops {
      * scores (logits). NULL: not a classifier. Thread-safe like forward. */
     mt_status (*forward_scores)(mt_model *m, const int32_t *ids, const int32_t *offsets,
                                 const int32_t *segs, int nseq, float *out, mt_err *err);
+    /* A model with token heads (info.sparse or info.colbert_dim): one
+     * forward of nseq packed sequences (as forward takes them) gives every
+     * output. out gets offsets[nseq] rows of mt_outputs_width(info) floats,
+     * one per token t: out[t][0] its sparse weight (the ReLU of
+     * sparse_linear on its hidden state; 0 for a special token, and 0 with
+     * no sparse head), out[t][1 ..] its ColBERT vector (colbert_linear of
+     * its hidden state, L2-normalised; colbert_dim floats, zero with no
+     * such head), except each sequence's first token (CLS, which has no
+     * ColBERT vector): its row holds 0 then the sequence's pooled vector
+     * (hidden floats), as forward gives it, and norms[s] (may be NULL) its
+     * norm before normalisation. The rest of a row is zero. NULL: the
+     * model has no token heads. Thread-safe like forward. */
+    mt_status (*forward_outputs)(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                 int nseq, float *out, float *norms, mt_err *err);
 } mt_model_ops;
 
 struct mt_model {
     const mt_model_ops *ops;
     mt_model_info info;
 };
+
+/* The floats of one row of forward_outputs: the sparse weight, then the
+ * wider of the ColBERT vector and the pooled vector. */
+static inline int mt_outputs_width(const mt_model_info *info)
+{
+    return 1 + (info->colbert_dim > info->hidden ? info->colbert_dim : info->hidden);
+}
 
 /* ---- by folder (models/registry.c) ---------------------------------- */
 
@@ -215,6 +242,16 @@ static inline mt_status mt_model_forward_scores(mt_model *m, const int32_t *ids,
     if (!m->ops->forward_scores)
         return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) is not a classifier", m->info.arch);
     return m->ops->forward_scores(m, ids, offsets, segs, nseq, out, err);
+}
+
+static inline mt_status mt_model_forward_outputs(mt_model *m, const int32_t *ids,
+                                                 const int32_t *offsets, int nseq, float *out,
+                                                 float *norms, mt_err *err)
+{
+    if (!m->ops->forward_outputs)
+        return mt_fail(err, MT_EUNSUPPORTED,
+                       "this model (%s) has no sparse or ColBERT head", m->info.arch);
+    return m->ops->forward_outputs(m, ids, offsets, nseq, out, norms, err);
 }
 
 /* ---- the load check ---------------------------------------------------

@@ -53,6 +53,8 @@ static void fill_info(enc_model *m)
                                    .nlabels = m->cfg.nlabels,
                                    .labels = enc_head_labels(m->head),
                                    .pairs = m->cfg.pairs,
+                                   .sparse = enc_outputs_sparse(m->outputs),
+                                   .colbert_dim = enc_outputs_colbert_dim(m->outputs),
                                    .gemm_bytes = m->gemm_bytes,
                                    .resident_bytes = m->gemm_bytes + m->other_bytes};
 }
@@ -488,7 +490,8 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     if ((st = load_tokenizer(m, dir, err)) != MT_OK || (st = read_prompts(m, dir, err)) != MT_OK ||
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
         (st = enc_load_embeddings(m, f, err)) != MT_OK ||
-        (st = enc_load_head(m, dir, f, err)) != MT_OK)
+        (st = enc_load_head(m, dir, f, err)) != MT_OK ||
+        (st = enc_load_outputs(m, dir, err)) != MT_OK)
         goto fail;
     pages_done(m, f);
     m->layer = calloc((size_t)m->cfg.layers, sizeof *m->layer);
@@ -561,6 +564,7 @@ static void enc_free(mt_model *base)
             be->ops->free(be, v[i]);
     enc_tok_free(m->tok);
     enc_head_free(m->head);
+    enc_outputs_free(m->outputs);
     for (int i = 0; i < m->nprompts; i++)
         free(m->prompt_names[i]), free(m->prompt_texts[i]);
     free(m->prompt_names);
@@ -645,6 +649,12 @@ static mt_status enc_forward_scores(mt_model *base, const int32_t *ids, const in
     return st;
 }
 
+static mt_status enc_forward_outputs(mt_model *base, const int32_t *ids, const int32_t *offsets,
+                                     int nseq, float *out, float *norms, mt_err *err)
+{
+    return enc_outputs_forward((enc_model *)base, ids, offsets, nseq, out, norms, err);
+}
+
 static const mt_model_ops enc_ops = {
     .free = enc_free,
     .tokenize = enc_tokenize,
@@ -654,4 +664,5 @@ static const mt_model_ops enc_ops = {
     .forward_tokens = enc_forward_tokens,
     .tokenize_pair = enc_tokenize_pair,
     .forward_scores = enc_forward_scores,
+    .forward_outputs = enc_forward_outputs,
 };

@@ -88,7 +88,7 @@ static mt_status row_pool(enc_model *m, const float *x, const int32_t *offsets, 
  * sentence-transformers (torch's F.normalize, eps 1e-12), in the float
  * arithmetic kernels/cpu/ops.c's kc_mean_pool used, so vectors are the
  * same bits as when the CPU op normalised them. */
-static void normalize_rows(float *out, int nseq, int h, bool normalize, float *norms)
+void enc_normalize_rows(float *out, int nseq, int h, bool normalize, float *norms)
 {
     for (int s = 0; s < nseq; s++) {
         float *o = out + (size_t)s * h, n2 = 0.f;
@@ -123,7 +123,7 @@ static mt_status finish(enc_model *m, const float *x, const int32_t *d_off,
     else if (ready || (st = op->mean_pool(m->be, x, d_off, nseq, h, false, pooled, err)) == MT_OK)
         st = op->download(m->be, out, pooled, sizeof(float) * (size_t)nseq * h, err);
     if (st == MT_OK)
-        normalize_rows(out, nseq, h, m->cfg.normalize, norms);
+        enc_normalize_rows(out, nseq, h, m->cfg.normalize, norms);
     return st;
 }
 

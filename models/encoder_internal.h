@@ -17,7 +17,8 @@
 #include "models/enc_tokenizer.h"
 #include "models/encoder.h"
 
-typedef struct enc_head enc_head; /* models/enc_head.c */
+typedef struct enc_head enc_head;       /* models/enc_head.c */
+typedef struct enc_outputs enc_outputs; /* models/enc_outputs.c */
 
 typedef struct {
     mt_weight *qkv, *attn_out, *inter, *out; /* (3h,h) (h,h) (i,h) (h,i) */
@@ -48,6 +49,8 @@ struct enc_model {
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory; pos, the norm: or NULL */
     float *type1; /* the second token type (a classifier's pairs; backend memory), or NULL */
     enc_head *head; /* a classifier's head (models/enc_head.c), or NULL */
+    enc_outputs *outputs; /* token heads (models/enc_outputs.c: bge-m3's sparse and
+                           * ColBERT), or NULL */
     float *final_g, *final_b; /* the norm after the last layer (pre-norm rows), or NULL */
     /* every layer's attention op's parameters: heads, masks, and a row's
      * relative position bias (heads, 2*maxrel+1; pos_bias backend memory, or NULL) */
@@ -98,6 +101,9 @@ mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, cons
  * later); then whether m's backend runs every op m's row needs, else an
  * error naming the op, the row and the backend. */
 mt_status enc_prepare_ops(enc_model *m, mt_err *err);
+/* The pooled rows' L2 norms into norms (may be NULL), and the rows
+ * divided by them when normalize (sentence-transformers' Normalize). */
+void enc_normalize_rows(float *out, int nseq, int h, bool normalize, float *norms);
 
 /* encoder.c */
 mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt_err *err);
@@ -119,6 +125,17 @@ mt_status enc_head_scores(const enc_head *hd, const float *first, int nseq, floa
                           mt_err *err);
 const char *const *enc_head_labels(const enc_head *hd);
 void enc_head_free(enc_head *hd);
+
+/* enc_outputs.c: token heads beside the pooled vector (bge-m3's
+ * sparse_linear and colbert_linear files in the folder). enc_load_outputs
+ * reads them into m->outputs where the folder has them (an embedder only);
+ * enc_outputs_forward is mt_model_ops.forward_outputs. */
+mt_status enc_load_outputs(enc_model *m, const char *dir, mt_err *err);
+mt_status enc_outputs_forward(enc_model *m, const int32_t *ids, const int32_t *offsets,
+                              int nseq, float *out, float *norms, mt_err *err);
+bool enc_outputs_sparse(const enc_outputs *o);
+int enc_outputs_colbert_dim(const enc_outputs *o);
+void enc_outputs_free(enc_outputs *o);
 
 /* roberta_pos.c: RoBERTa's position ids (pad_id + 1 + index, <pad> at
  * pad_id) as a row's embed and recordable hooks (MPNet, XLM-RoBERTa). */

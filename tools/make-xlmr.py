@@ -10,13 +10,19 @@
 #   make-xlmr.py TOKENIZER_JSON OUT [--seed N] [--transformers]
 #
 # OUT/embed: XLMRobertaModel with CLS pooling and Normalize (bge-m3's dense
-# output); OUT/rerank: XLMRobertaForSequenceClassification with one label
-# (the bge-reranker shape). OUT/reference.json: texts and pairs, their ids
-# from Hugging Face `tokenizers`, the embedder's normalized CLS vectors and
-# the reranker's logits from a numpy float64 forward (tools/bert_ref.py).
-# --transformers (torch and transformers, e.g. .venv-ref) also runs
-# transformers' own XLMRobertaModel / ...ForSequenceClassification on the
-# folders and prints the largest differences.
+# output); OUT/m3: the same with bge-m3's sparse and ColBERT heads beside it
+# (sparse_linear.pt, colbert_linear.pt: torch.save files made by
+# tools/make-m3-heads.py and committed in tests/fixtures/bge-m3-heads);
+# OUT/rerank: XLMRobertaForSequenceClassification with one label (the
+# bge-reranker shape). OUT/reference.json: texts and pairs, their ids from
+# Hugging Face `tokenizers`, the embedder's normalized CLS vectors, bge-m3's
+# lexical weights ({id: weight}) and ColBERT vectors, and the reranker's
+# logits, from a numpy float64 forward (tools/bert_ref.py; the heads read
+# by tools/torch_pt.py). --transformers (torch and transformers, e.g.
+# .venv-ref) also runs transformers' own XLMRobertaModel /
+# ...ForSequenceClassification on the folders, and --flagembedding
+# FlagEmbedding's BGEM3FlagModel (the reference implementation of bge-m3's
+# three outputs) on OUT/m3, and prints the largest differences.
 import argparse
 import json
 import os
@@ -27,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bert_ref  # noqa: E402
+import torch_pt  # noqa: E402
 from st_io import write_safetensors  # noqa: E402
 
 TEXTS = ["The cat sleeps on the sofa.", "Кошка спит на диване.", "猫はソファで寝ている。",
@@ -96,6 +103,46 @@ def write_folder(d, tok_json, cfg, w, embedder):
             json.dump({"max_seq_length": MAXLEN}, f)
 
 
+HEADS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures",
+                     "bge-m3-heads")
+
+
+def m3_outputs(heads, x, ids, special):
+    """bge-m3's lexical weights ({id: w}, the largest per id, above 0,
+    special tokens left out) and ColBERT vectors (every token but the
+    first, normalized) from the hidden states x (t, H), in float64."""
+    sw, sb = (heads["sparse"][k].astype(np.float64) for k in ("weight", "bias"))
+    cw, cb = (heads["colbert"][k].astype(np.float64) for k in ("weight", "bias"))
+    lex = {}
+    for t, i in enumerate(ids):
+        w = max(float(x[t] @ sw[0] + sb[0]), 0.0)
+        if i not in special and w > 0 and w > lex.get(str(i), 0.0):
+            lex[str(i)] = w
+    col = x[1:] @ cw.T + cb
+    col /= np.linalg.norm(col, axis=1, keepdims=True)
+    return lex, col.tolist()
+
+
+def check_flagembedding(out, ref):
+    from FlagEmbedding import BGEM3FlagModel
+
+    m = BGEM3FlagModel(os.path.join(out, "m3"), use_fp16=False, devices="cpu")
+    got = m.encode(ref["texts"], max_length=MAXLEN, return_dense=True, return_sparse=True,
+                   return_colbert_vecs=True)
+    wd = float(np.abs(np.array(got["dense_vecs"]) - np.array(ref["vectors"])).max())
+    ws = wc = 0.0
+    for g, want in zip(got["lexical_weights"], ref["sparse"]):
+        if sorted(g) != sorted(want):
+            sys.exit("FlagEmbedding's lexical weights name other tokens: %s / %s" % (
+                sorted(g), sorted(want)))
+        ws = max([ws] + [abs(float(g[k]) - want[k]) for k in want])
+    for g, want in zip(got["colbert_vecs"], ref["colbert"]):
+        wc = max(wc, float(np.abs(np.array(g) - np.array(want)).max()))
+    print("FlagEmbedding BGEM3FlagModel (float32) against the numpy float64 forward: dense %.3g, "
+          "lexical weights %.3g, ColBERT vectors %.3g" % (wd, ws, wc))
+    return max(wd, ws, wc)
+
+
 def check_transformers(out, ref):
     import torch
     from transformers import AutoModel, AutoModelForSequenceClassification
@@ -123,6 +170,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--transformers", action="store_true")
+    ap.add_argument("--flagembedding", action="store_true")
     a = ap.parse_args()
     from tokenizers import Tokenizer
 
@@ -132,17 +180,28 @@ def main():
     emb_w, rr_w = weights(rng, vocab, False), weights(rng, vocab, True)
     write_folder(os.path.join(a.out, "embed"), a.tokenizer_json,
                  config(vocab, "XLMRobertaModel"), emb_w, True)
+    write_folder(os.path.join(a.out, "m3"), a.tokenizer_json,
+                 config(vocab, "XLMRobertaModel"), emb_w, True)
+    for name in ("sparse_linear.pt", "colbert_linear.pt"):
+        shutil.copy(os.path.join(HEADS_DIR, name), os.path.join(a.out, "m3", name))
+    heads = {k: torch_pt.load(os.path.join(HEADS_DIR, k + "_linear.pt")) for k in ("sparse", "colbert")}
+    special = {i for i, t in tok.get_added_tokens_decoder().items() if t.special}
     write_folder(os.path.join(a.out, "rerank"), a.tokenizer_json,
                  config(vocab, "XLMRobertaForSequenceClassification", labels=1), rr_w, False)
     tok.enable_truncation(max_length=MAXLEN)
     ecfg = config(vocab, "XLMRobertaModel")
-    ref = {"texts": TEXTS, "query": QUERY, "ids": [], "vectors": [], "pairs": [], "logits": []}
+    ref = {"texts": TEXTS, "query": QUERY, "ids": [], "vectors": [], "sparse": [],
+           "colbert": [], "pairs": [], "logits": []}
     for t in TEXTS:
         ids = tok.encode(t).ids
-        x = bert_ref.hidden_states(emb_w, ecfg, np.array(ids), np.zeros(len(ids), int),
-                                   "roberta.", PAD + 1)[0]
+        xs = bert_ref.hidden_states(emb_w, ecfg, np.array(ids), np.zeros(len(ids), int),
+                                    "roberta.", PAD + 1)
+        x = xs[0]
         ref["ids"].append(ids)
         ref["vectors"].append((x / np.linalg.norm(x)).tolist())
+        lex, col = m3_outputs(heads, xs, ids, special)
+        ref["sparse"].append(lex)
+        ref["colbert"].append(col)
         e = tok.encode(QUERY, t)
         hs = bert_ref.hidden_states(rr_w, ecfg, np.array(e.ids), np.array(e.type_ids), "roberta.",
                                     PAD + 1)
@@ -153,6 +212,9 @@ def main():
         json.dump(ref, f)
     if a.transformers and check_transformers(a.out, ref) > 1e-9:
         sys.exit("transformers disagrees with the numpy reference")
+    # FlagEmbedding's encode runs the model in float32 (use_fp16 False)
+    if a.flagembedding and check_flagembedding(a.out, ref) > 1e-5:
+        sys.exit("FlagEmbedding disagrees with the numpy reference")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@
  *   tei.c      text-embeddings-inference's routes
  *   rerank.c   the classifier routes: TEI's /rerank and /predict, the
  *              Cohere/Jina POST /v1/rerank
+ *   outputs.c  per-token outputs: TEI's /embed_all and /embed_sparse, our
+ *              /embed_multivector, the OpenAI route's "outputs" (a model's
+ *              token heads: bge-m3)
  *   kserve.c   POST /v2/models/{m}/infer (JSON and binary tensors)
  *   grpc_kserve.c  KServe v2's gRPC service, as messages to and from the
  *              REST routes (pbjson.c: protobuf <-> their JSON)
@@ -158,8 +161,14 @@ typedef struct api_embed {
     bool raw_scores;        /* logits as they are (else sigmoid or softmax) */
     bool batch;             /* /predict: a list of inputs (else one) */
     int top_n;              /* /v1/rerank: the results kept (0: all) */
+    unsigned outputs;       /* API_OUT_* bits asked for (0: a pooled vector per text) */
     char **texts;           /* job.n copies of the documents to answer with, or NULL */
 } api_embed;
+
+/* The outputs of a model with token heads (bge-m3) a request asks for
+ * (api_embed_opts.outputs): its pooled vector, its lexical weights, its
+ * ColBERT vectors. */
+enum { API_OUT_DENSE = 1, API_OUT_SPARSE = 2, API_OUT_COLBERT = 4 };
 
 /* How an embedding request wants its texts treated. */
 typedef struct {
@@ -179,6 +188,11 @@ typedef struct {
      * none) the pairs (texts[i], pair_b[i]) of lengths pair_blens, cut
      * longest first where truncation is on. No prompt is put before them. */
     bool scores;
+    /* API_OUT_* bits, not 0: the model's token heads (SCHED_KIND_OUTPUTS:
+     * the job's out is (tokens, srv_variant.outputs_width), model.h's
+     * forward_outputs layout; capped like token_rows). The caller has
+     * checked that the model has them. */
+    unsigned outputs;
     const char *const *pair_b;
     const size_t *pair_blens;
     /* How errors name text i (TEI's similarity: "inputs.sentences[2]");
@@ -284,6 +298,23 @@ bool tei_known_fields(const cJSON *j, const char *where, const char *const *keys
 int tei_bool_field(const cJSON *j, const char *where, const char *key, int dflt, http_resp *r);
 /* truncate, truncation_direction and prompt_name into *o; false after 422. */
 bool tei_text_options(const cJSON *j, const char *where, api_embed_opts *o, http_resp *r);
+
+/* ---- outputs.c: a model's token heads (bge-m3) ------------------------- */
+
+/* The request field "outputs" (f: NULL or null when absent) into API_OUT_*
+ * bits (0 when absent): a non-empty list of "dense", "sparse", "colbert",
+ * each once, each one v's model gives (model names it in errors). False
+ * after answering 400. */
+bool api_outputs_parse(const cJSON *f, const srv_variant *v, const char *model, unsigned *out,
+                       http_resp *r);
+/* Text i's pooled vector in c's job (either layout: a row per text, or
+ * forward_outputs' rows). */
+const float *api_dense_row(const api_embed *c, int i);
+/* Text i's lexical weights: TEI's [{"index": id, "value": w}, ...] (tei),
+ * else {"id": w, ...}; ordered by token id. False when out of memory. */
+bool api_write_sparse(sbuf *b, const api_embed *c, int i, bool tei);
+/* Text i's ColBERT vectors (every token but the first), a list of lists. */
+void api_write_colbert(sbuf *b, const api_embed *c, int i);
 
 /* ---- rerank.c: KServe v2 infer on a reranker ---------------------------- */
 

@@ -626,20 +626,23 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
     int32_t *segs = o->scores ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
     float *vec = NULL, *norms = o->norms ? malloc(sizeof(float) * (size_t)n) : NULL;
     const sched_kind kind = o->scores       ? SCHED_KIND_SCORE
+                            : o->outputs    ? SCHED_KIND_OUTPUTS
                             : o->token_rows ? SCHED_KIND_TOKENS
                                             : SCHED_KIND_EMBED;
+    const bool per_token = sched_kinds[kind].per_token;
     if (!e || !ids || !off || (o->norms && !norms) || (o->scores && !segs)) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;
     }
     e->m = m;
     e->v = v;
+    e->outputs = o->outputs;
     if (!tokenize(e, texts, lens, n, o, ids, off, segs, resp))
         goto fail;
-    if (o->token_rows && !token_rows_fit(m, off[n], resp))
+    if (per_token && !token_rows_fit(m, off[n], resp))
         goto fail;
     /* a vector per text, or per token */
-    const size_t rows = (size_t)(o->token_rows ? off[n] : n);
+    const size_t rows = (size_t)(per_token ? off[n] : n);
     if (!(vec = malloc(sizeof(float) * rows * (size_t)sched_row_width(kind, v)))) {
         api_error(resp, 500, NULL, "out of memory for %d inputs", n);
         goto fail;

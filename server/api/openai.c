@@ -1,8 +1,12 @@
 /* api_openai.c: the OpenAI embeddings API (POST /v1/embeddings, GET
  * /v1/models), so the OpenAI SDKs work with base_url pointed here. The SDKs
  * ask for base64 (little-endian float32) by default; float is the other
- * encoding. Token-id inputs are refused with a clear message. One field
- * OpenAI does not have: "truncate" (the SDKs send it with extra_body). */
+ * encoding. Token-id inputs are refused with a clear message. Fields
+ * OpenAI does not have (the SDKs send them with extra_body): "truncate",
+ * "prompt_name", and "outputs" (a model with token heads, bge-m3: any of
+ * "dense", "sparse", "colbert", all from one forward; each data item then
+ * has "embedding", "sparse_embedding" and "colbert_embedding" as asked,
+ * outputs.c; base64 applies to "embedding" alone). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +20,7 @@ static void shorten(api_embed *c, int dims)
 {
     const int h = c->v->hidden;
     for (int i = 0; dims < h && c->v->model->info.normalize && i < c->job.n; i++) {
-        float *e = c->job.out + (size_t)i * h;
+        float *e = (float *)api_dense_row(c, i);
         double ss = 0;
         for (int k = 0; k < dims; k++)
             ss += (double)e[k] * e[k];
@@ -24,6 +28,22 @@ static void shorten(api_embed *c, int dims)
         for (int k = 0; k < dims; k++)
             e[k] *= inv;
     }
+}
+
+/* Text i's sparse and ColBERT outputs where the request asked for them
+ * (as ,"key":value; nothing else); false when out of memory. */
+static bool extra_outputs(sbuf *b, const api_embed *c, int i)
+{
+    if (c->outputs & API_OUT_SPARSE) {
+        sb_puts(b, ",\"sparse_embedding\":");
+        if (!api_write_sparse(b, c, i, false))
+            return false;
+    }
+    if (c->outputs & API_OUT_COLBERT) {
+        sb_puts(b, ",\"colbert_embedding\":");
+        api_write_colbert(b, c, i);
+    }
+    return true;
 }
 
 /* The answer once the job has run: the vectors (the first dimensions of
@@ -35,20 +55,26 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
         return;
     const srv_variant *v = c->v;
     const int n = c->job.n, h = v->hidden, hidden = c->dimensions ? c->dimensions : h;
-    const float *vec = c->job.out;
+    const bool dense = !c->outputs || (c->outputs & API_OUT_DENSE);
     shorten(c, hidden);
     sbuf *b = &r->body;
     sb_reserve(b, (size_t)n * (c->base64 ? (size_t)hidden * 6 : (size_t)hidden * 12) + 512);
     sb_puts(b, "{\"object\":\"list\",\"data\":[");
     for (int i = 0; i < n; i++) {
-        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-        const float *e = vec + (size_t)i * h;
-        if (c->base64) {
-            sb_putc(b, '"');
+        sb_printf(b, "%s{\"object\":\"embedding\",\"index\":%d", i ? "," : "", i);
+        const float *e = api_dense_row(c, i);
+        if (dense && c->base64) {
+            sb_puts(b, ",\"embedding\":\"");
             sb_base64(b, e, sizeof(float) * (size_t)hidden); /* x86: already little-endian */
             sb_putc(b, '"');
-        } else {
+        } else if (dense) {
+            sb_puts(b, ",\"embedding\":");
             sb_float_array(b, e, (size_t)hidden);
+        }
+        if (!extra_outputs(b, c, i)) {
+            b->len = 0;
+            api_error(r, 500, NULL, "out of memory");
+            return;
         }
         sb_putc(b, '}');
     }
@@ -86,8 +112,8 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
  * as -1); "prompt_name" (an extension, as TEI's) a string or null. */
 static bool read_fields(const cJSON *j, bool *base64, api_embed_opts *o, http_resp *r)
 {
-    static const char *const known[] = {"input", "model",    "encoding_format", "dimensions",
-                                        "user",  "truncate", "prompt_name"};
+    static const char *const known[] = {"input",    "model",       "encoding_format", "dimensions",
+                                        "user",     "truncate",    "prompt_name",     "outputs"};
     const cJSON *pn = cJSON_GetObjectItemCaseSensitive(j, "prompt_name");
     if (pn && !cJSON_IsNull(pn) && !cJSON_IsString(pn)) {
         api_error(r, 400, "prompt_name", "\"prompt_name\" must be a string naming one of the "
@@ -159,6 +185,11 @@ API_HANDLER(api_openai_embeddings)
                       "shorten embeddings: its config declares no matryoshka_min_dim)", v->hidden);
         goto done;
     }
+    if (!api_outputs_parse(cJSON_GetObjectItemCaseSensitive(j, "outputs"), v, model, &o.outputs,
+                           r))
+        goto done;
+    if (o.outputs == API_OUT_DENSE) /* the pooled vector alone: the plain forward */
+        o.outputs = 0;
     int n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "input"), "input", 400, &texts,
                             &lens, r);
     api_embed *c = n < 0 ? NULL : api_embed_new(app, req, m, v, texts, lens, n, &o, r);

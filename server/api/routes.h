@@ -60,7 +60,7 @@
       "TEI embed (similarity when inputs is {source_sentence, sentences})")                        \
     X("POST", "/similarity", api_tei_similarity, API_TEI, 0, "TEI sentence similarity (cosines)")  \
     X("POST", "/embed_all", api_tei_embed_all, API_TEI, 0,                                         \
-      "TEI token embeddings (a vector per token, before pooling)")                                 \
+      "TEI token embeddings (a vector per token; a ColBERT head's where the model has one)")      \
     X("POST", "/tokenize", api_tei_tokenize, API_TEI, 0, "TEI tokenize")                           \
     X("POST", "/decode", api_tei_decode, API_TEI, 0, "TEI decode: token ids back into text")       \
     X("POST", "/rerank", api_tei_rerank, API_TEI, 0,                                               \
@@ -68,7 +68,9 @@
     X("POST", "/predict", api_tei_predict, API_TEI, 0,                                             \
       "TEI predict: a classifier's labels for texts or text pairs")                                \
     X("POST", "/embed_sparse", api_tei_embed_sparse, API_TEI, 0,                                   \
-      "TEI sparse embeddings (424: no model served is a SPLADE model)")                            \
+      "TEI sparse embeddings: a model's lexical weights (bge-m3's sparse head)")                   \
+    X("POST", "/embed_multivector", api_tei_embed_multivector, API_TEI, 0,                         \
+      "ColBERT multi-vectors: a vector per token (bge-m3's ColBERT head)")                         \
     X("GET", "/info", api_tei_info, API_TEI, 0, "TEI model info")                                  \
     X("GET", "/health", api_tei_health, API_TEI, API_PROBE, "TEI health")                          \
     X("GET", "/", api_index, API_TEI, HTTP_ROUTE_QUIET | HTTP_ROUTE_PROBE,                         \

@@ -1,14 +1,13 @@
 /* tei.c: the text-embeddings-inference (TEI) routes, so that clients
  * written for Hugging Face's TEI work unchanged: POST /embed (and POST /,
  * TEI's default route for an embedding model; a body whose inputs is an
- * object is a similarity request there), POST /embed_all (a vector per
- * token), POST /similarity, POST /tokenize, POST /decode, GET /info,
- * GET /health (GET /, the index in routes.c, is a health check too); and
- * POST /embed_sparse, answered as TEI answers it for a model without such
- * a head (/rerank and /predict: rerank.c). Errors are TEI's {"error", "error_type"} with TEI's
- * statuses: a refused input or field (an empty string, too long with
- * truncate false, more than max_inputs) is 422 Validation, an empty inputs
- * array 400 Empty.
+ * object is a similarity request there), POST /similarity, POST
+ * /tokenize, POST /decode, GET /info, GET /health (GET /, the index in
+ * routes.c, is a health check too). The per-token routes (/embed_all,
+ * /embed_sparse): outputs.c; /rerank and /predict: rerank.c. Errors are
+ * TEI's {"error", "error_type"} with TEI's statuses: a refused input or
+ * field (an empty string, too long with truncate false, more than
+ * max_inputs) is 422 Validation, an empty inputs array 400 Empty.
  *
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
@@ -200,63 +199,6 @@ static void embed(const http_app *app, const http_req *req, const cJSON *j, http
 API_HANDLER(api_tei_embed)
 {
     tei_with_body(app, req, r, embed);
-}
-
-/* The /embed_all answer: per input, the vector of each of its tokens (the
- * special ones too), as the last layer gave them, before pooling. */
-static void embed_all_respond(const http_app *app, http_deferred *d, http_resp *r)
-{
-    api_embed *c = (api_embed *)d;
-    if (!api_embed_result(c, r))
-        return;
-    const int h = c->v->hidden;
-    const int32_t *off = c->job.off;
-    sbuf *b = &r->body;
-    sb_reserve(b, (size_t)off[c->job.n] * (size_t)h * 12 + 16);
-    sb_putc(b, '[');
-    for (int i = 0; i < c->job.n; i++) {
-        sb_puts(b, i ? ",[" : "[");
-        for (int t = off[i]; t < off[i + 1]; t++) {
-            if (t > off[i])
-                sb_putc(b, ',');
-            sb_float_array(b, c->job.out + (size_t)t * h, (size_t)h);
-        }
-        sb_putc(b, ']');
-    }
-    sb_putc(b, ']');
-}
-
-/* POST /embed_all: TEI's EmbedAllRequest (inputs, truncate,
- * truncation_direction, prompt_name); one job whose texts are batched with
- * other token-row jobs (the scheduler runs them without pooling). */
-static void embed_all(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
-{
-    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
-                                       "prompt_name"};
-    const char **texts = NULL;
-    size_t *lens = NULL;
-    srv_model *m;
-    srv_variant *v;
-    api_embed_opts o = {.token_rows = true};
-    int n;
-    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && tei_text_options(j, "", &o, r) &&
-        (n = api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422,
-                              &texts, &lens, r)) > 0 &&
-        tei_resolve(app, req, &m, &v, r)) {
-        api_embed *c;
-        if (!v->model->ops->forward_tokens) /* TEI's answer for a model without them */
-            api_error_typed(r, 424, "Backend", NULL,
-                            "Backend error: `embed_all` is not available for this model");
-        else if ((c = api_embed_new(app, req, m, v, texts, lens, n, &o, r)))
-            api_embed_run(app, c, r, embed_all_respond);
-    }
-    free(texts);
-    free(lens);
-}
-
-API_HANDLER(api_tei_embed_all)
-{
-    tei_with_body(app, req, r, embed_all);
 }
 
 /* How similarity's errors name its texts: the source first, then the
@@ -473,43 +415,6 @@ API_HANDLER(api_tei_tokenize)
     tei_with_body(app, req, r, tokenize);
 }
 
-/* ---- the route of a head no served model has ---------------------------
- * No model served here has a sparse (SPLADE) head: TEI answers
- * /embed_sparse for such a model with 424 and error_type Backend, after
- * checking the request's shape. So does this, with TEI's message.
- * (/rerank and /predict: rerank.c.) */
-
-/* 424 Backend for the served model (404 when X-Mantissa-Model names none). */
-static void no_head(const http_app *app, const http_req *req, const char *why, http_resp *r)
-{
-    srv_model *m;
-    srv_variant *v;
-    if (tei_resolve(app, req, &m, &v, r))
-        api_error_typed(r, 424, "Backend", NULL, "Backend error: %s", why);
-}
-
-/* POST /embed_sparse: TEI's EmbedSparseRequest (inputs, truncate,
- * truncation_direction, prompt_name), checked; then 424. */
-static void embed_sparse(const http_app *app, const http_req *req, const cJSON *j, http_resp *r)
-{
-    static const char *const keys[] = {"inputs", "truncate", "truncation_direction",
-                                       "prompt_name"};
-    const char **t = NULL;
-    size_t *lens = NULL;
-    api_embed_opts o = {0};
-    if (tei_known_fields(j, "", keys, sizeof keys / sizeof *keys, r) && tei_text_options(j, "", &o, r) &&
-        api_text_inputs(app, cJSON_GetObjectItemCaseSensitive(j, "inputs"), "inputs", 422, &t,
-                        &lens, r) > 0)
-        no_head(app, req, "Model is not an embedding model with SPLADE pooling", r);
-    free(t);
-    free(lens);
-}
-
-API_HANDLER(api_tei_embed_sparse)
-{
-    tei_with_body(app, req, r, embed_sparse);
-}
-
 /* One list of token ids (field names it in errors) back into text, as a
  * JSON string into r's body; false after answering 422 (400 Empty for an
  * empty list). */
@@ -662,6 +567,9 @@ API_HANDLER(api_tei_info)
     } else {
         sb_printf(b, ",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}}",
                   mt_pooling_name(mi->pooling));
+        /* a field of ours: what a model with token heads (bge-m3) gives */
+        sb_printf(b, ",\"outputs\":[\"dense\"%s%s]", mi->sparse ? ",\"sparse\"" : "",
+                  mi->colbert_dim ? ",\"colbert\"" : "");
     }
     sb_printf(b,
               ",\"max_concurrent_requests\":%d,\"max_input_length\":%d,\"max_batch_tokens\":%d,"

@@ -582,6 +582,8 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     }
     v->hidden = v->model->info.hidden;
     v->nlabels = v->model->info.nlabels;
+    const mt_model_info *mi = &v->model->info;
+    v->outputs_width = mi->sparse || mi->colbert_dim ? mt_outputs_width(mi) : 0;
     v->max_seq_len = v->model->info.max_seq_len;
     if ((st = pick_prompt(mc, v, err)) != MT_OK) {
         mt_model_free(v->model);

@@ -19,13 +19,16 @@ typedef enum {
     SCHED_KIND_TOKENS,    /* a vector per token, not pooled (TEI's /embed_all) */
     SCHED_KIND_SHADOW,    /* a client's texts run again on the reference (shadow.c) */
     SCHED_KIND_SCORE,     /* a classifier's scores per text or text pair (/rerank, /predict) */
+    SCHED_KIND_OUTPUTS,   /* a row per token of every output a model's token heads give
+                           * (bge-m3: sparse, ColBERT and the pooled vector; model.h's
+                           * forward_outputs) */
     SCHED_KINDS
 } sched_kind;
 
 struct srv_variant;
 
 typedef struct {
-    const char *name; /* "embed", "tokens", "shadow", "score": for logs */
+    const char *name; /* "embed", "tokens", "shadow", "score", "outputs": for logs */
     /* the forward of a batch: out gets a row per text, or per token where
      * per_token; segs (NULL: none) where each text pair's second text
      * starts (mt_model_forward_scores); norms (NULL where the kind has
@@ -34,6 +37,7 @@ typedef struct {
                          const int32_t *segs, int nseq, float *out, float *norms, mt_err *err);
     bool per_token;  /* the output has a row per token (else one per text) */
     bool scores;     /* a row is the model's nlabels scores (else a hidden-wide vector) */
+    bool outputs;    /* a row is mt_outputs_width floats (forward_outputs) */
     bool shadowable; /* its client jobs may be run again on the reference */
     bool background; /* not a client's: runs on workers no client batch wants,
                       * is not counted as served, and is dropped by a drain */

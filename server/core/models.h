@@ -76,6 +76,7 @@ typedef struct srv_variant {
     mt_model *model;
     int hidden, max_seq_len;
     int nlabels;              /* a classifier's scores per input (0: an embedder) */
+    int outputs_width;        /* a token heads' row (mt_outputs_width; 0: no such heads) */
     const char *prompt;       /* the text put before inputs that name no prompt (the
                                * config's prompt_name, else the model's default), or NULL */
     int min_dims;             /* the config's matryoshka_min_dim (0: vectors are whole) */

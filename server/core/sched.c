@@ -264,6 +264,14 @@ static mt_status forward_scores(mt_model *m, const int32_t *ids, const int32_t *
     return mt_model_forward_scores(m, ids, offsets, segs, nseq, out, err);
 }
 
+/* A batch of a model with token heads: every output, a row per token. */
+static mt_status forward_outputs(mt_model *m, const int32_t *ids, const int32_t *offsets,
+                                 const int32_t *segs, int nseq, float *out, float *norms,
+                                 mt_err *err)
+{
+    return mt_model_forward_outputs(m, ids, offsets, nseq, out, norms, err);
+}
+
 /* The job kinds (server/core/kinds.h), one row each. */
 const sched_kind_row sched_kinds[SCHED_KINDS] = {
     [SCHED_KIND_EMBED] = {.name = "embed", .forward = forward_pooled, .shadowable = true},
@@ -271,11 +279,15 @@ const sched_kind_row sched_kinds[SCHED_KINDS] = {
     [SCHED_KIND_SHADOW] = {.name = "shadow", .forward = forward_pooled, .background = true,
                            .late = "shadow run waited too long"},
     [SCHED_KIND_SCORE] = {.name = "score", .forward = forward_scores, .scores = true},
+    [SCHED_KIND_OUTPUTS] = {.name = "outputs", .forward = forward_outputs, .per_token = true,
+                            .outputs = true},
 };
 
 int sched_row_width(sched_kind k, const srv_variant *v)
 {
-    return sched_kinds[k].scores ? v->nlabels : v->hidden;
+    return sched_kinds[k].scores    ? v->nlabels
+           : sched_kinds[k].outputs ? v->outputs_width
+                                    : v->hidden;
 }
 
 /* ========================================================================
