@@ -52,10 +52,8 @@ static int read_ids(const char *path, int32_t **ids, int32_t **off, int *n)
     return 0;
 }
 
-/* Runs batches of b sequences (3 warm-up runs, then until `seconds` have
- * passed, at least 5) and gives the median run time; -1 on failure. */
-static double median_run(mt_model *m, const int32_t *ids, const int32_t *off, int nseq, int b,
-                         double seconds, size_t *runs)
+double cmd_median_run(mt_model *m, const int32_t *ids, const int32_t *off, int nseq, int b,
+                      double seconds, size_t *runs)
 {
     float *out = malloc(sizeof(float) * (size_t)b * m->info.hidden);
     int32_t *boff = malloc(sizeof(int32_t) * ((size_t)b + 1));
@@ -262,7 +260,7 @@ int cmd_bench(int argc, char **argv)
            v ? v->be->threads : 0);
     for (int i = 0; i < nb && !rc; i++) {
         size_t runs = 0;
-        double med = median_run(v->model, ids, off, nseq, batches[i], o.seconds, &runs);
+        double med = cmd_median_run(v->model, ids, off, nseq, batches[i], o.seconds, &runs);
         if (med < 0)
             rc = 1;
         else

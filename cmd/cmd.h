@@ -4,8 +4,11 @@
 #ifndef MT_CMD_CMD_H
 #define MT_CMD_CMD_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "engine/model.h"
 #include "engine/quant/quant.h"
 #include "server/core/config.h"
 #include "server/core/models.h"
@@ -24,6 +27,7 @@ typedef struct {
     int skip_blank;    /* embed --skip-blank */
     int autom;         /* quantize --auto */
     int levels;        /* cpu --levels */
+    int measure;       /* cpu --measure */
 } cmd_opts;
 
 /* Parses argv (argv[0] is the subcommand) into o with the defaults; prints
@@ -51,6 +55,18 @@ mt_calib_opts cmd_calib(const cfg_variant *v);
 
 /* Monotonic seconds. */
 double cmd_now(void);
+
+/* Runs m's forward on batches of b of the nseq packed sequences (ids,
+ * off), in turn (3 warm-up runs, then until `seconds` have passed, at
+ * least 5), and gives the median run time, *runs the timed runs; -1 on
+ * failure, after printing why (cmd/bench.c). */
+double cmd_median_run(mt_model *m, const int32_t *ids, const int32_t *off, int nseq, int b,
+                      double seconds, size_t *runs);
+
+/* mantissa cpu --measure (cmd/cpu_measure.c): each precision's speed
+ * against FP32 at batch 1 and 32 on the probe texts, its resident memory
+ * and its drift, for the model folder --model on be. */
+int cmd_cpu_measure(const cmd_opts *o, mt_backend *be, double seconds);
 
 int cmd_serve(int argc, char **argv);
 int cmd_embed(int argc, char **argv);

@@ -22,7 +22,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         {"high", required_argument, 0, 'H'},    {"levels", no_argument, 0, 'L'},
         {"skip-blank", no_argument, 0, 'K'},   {"make-ids", required_argument, 0, 'M'},
         {"log-format", required_argument, 0, 'F'},
-        {"grpc-listen", required_argument, 0, 'G'},
+        {"grpc-listen", required_argument, 0, 'G'}, {"measure", no_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
     *o = (cmd_opts){.config = "config/mantissa.json", .batches = "1,32", .seconds = 3,
@@ -50,6 +50,7 @@ int cmd_parse(int argc, char **argv, cmd_opts *o, const char *usage)
         case 'M': o->make_ids = optarg; break;
         case 'F': o->log_format = optarg; break;
         case 'G': o->grpc_listen = optarg; break;
+        case 'E': o->measure = 1; break;
         case 'h': printf("%s", usage); exit(0);
         default: fprintf(stderr, "%s", usage); return -1;
         }

@@ -3,7 +3,8 @@
  * lowers it, for oneDNN and our kernels alike), the levels this CPU can
  * be stepped down to, and the kernel of each precision's GEMMs at the
  * level in force. --levels prints the levels alone, one per line, for
- * scripts (tests/run.sh runs the numeric tests at each). */
+ * scripts (tests/run.sh runs the numeric tests at each); --measure what
+ * each precision buys on this CPU (cpu_measure.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +15,16 @@
 #include "engine/registry.h"
 
 static const char usage[] =
-    "usage: mantissa cpu [--levels]\n"
+    "usage: mantissa cpu [--levels] [--measure [--model DIR] [--seconds S]]\n"
     "The CPU the engine runs on: its instruction-set level (ONEDNN_MAX_CPU_ISA=LEVEL\n"
     "steps it down, for oneDNN and Mantissa's own kernels alike), the levels this CPU\n"
     "can run, and the kernel each precision's GEMMs run on at the level in force.\n"
-    "  --levels   only the levels this CPU can run, lowest first, one per line\n";
+    "  --levels   only the levels this CPU can run, lowest first, one per line\n"
+    "  --measure  then what each precision buys here: its speed against fp32 at\n"
+    "             batch 1 and 32 on the built-in probe texts, its resident memory and\n"
+    "             its drift from fp32, for the model folder DIR (default\n"
+    "             models/all-MiniLM-L6-v2), S seconds a figure (default 0.5); a warning\n"
+    "             for a precision slower than fp32 at both batch sizes\n";
 
 /* The "model name" line of /proc/cpuinfo, or "unknown". */
 static void cpu_model(char *buf, size_t cap)
@@ -71,6 +77,14 @@ int cmd_cpu(int argc, char **argv)
         const char *k = be->ops->gemm_kernel(be, (mt_precision)p);
         printf("  %-6s %s\n", mt_precision_name((mt_precision)p), k ? k : "- (not on the CPU)");
     }
+    int rc = 0;
+    if (o.measure) {
+        bool timed = false; /* --seconds given: else half a second a figure */
+        for (int i = 1; i < argc; i++)
+            timed |= !strncmp(argv[i], "--seconds", 9);
+        printf("\n");
+        rc = cmd_cpu_measure(&o, be, timed ? o.seconds : 0.5);
+    }
     mt_backend_destroy(be);
-    return 0;
+    return rc;
 }

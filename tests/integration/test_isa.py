@@ -49,6 +49,43 @@ def test_mantissa_cpu_names_the_level_in_force_and_each_precisions_kernel():
     assert ("isa: %s\n" % lv[-1]) in top, top
 
 
+ROW = re.compile(r"^(\w+) +([0-9.]+) +([0-9.]+)x +([0-9.]+) +([0-9.]+)x +([0-9.]+) +([0-9.]+) "
+                 r"+([0-9.]+)$", re.M)
+
+
+@pytest.mark.parametrize("level", [None, "AVX2"])
+def test_mantissa_cpu_measure_gives_each_precisions_speed_memory_and_drift(level):
+    """Figures, not their values (the machine is shared): a row per precision
+    the CPU runs, FP32's own ratios 1 and cosines 1, the others' memory below
+    FP32's and drift within the load check's bounds; a warning line names the
+    ISA wherever a precision is slower than fp32 at both batch sizes."""
+    env = env_at(level) if level else None
+    out = subprocess.run([BIN, "cpu", "--measure", "--model", MODEL, "--seconds", "0.05"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    rows = {m[0]: m[1:] for m in ROW.findall(out.stdout)}
+    assert set(rows) == {"fp32", "fp16", "bf16", "int8", "fp8", "int8g"}, out.stdout
+    f = [float(x) for x in rows["fp32"]]
+    assert f[1] == 1.0 and f[3] == 1.0 and f[5] == 1.0 and f[6] == 1.0, out.stdout
+    for p, r in rows.items():
+        v = [float(x) for x in r]
+        assert v[0] > 0 and v[2] > 0, (p, out.stdout)
+        if p != "fp32":
+            assert v[4] < f[4] and v[5] > 0.99 and v[6] > 0.98, (p, out.stdout)
+            warned = re.search(r"^warning: %s is slower than fp32 on this CPU at ISA \S+ "
+                               % p, out.stdout, re.M)
+            if v[1] < 1.0 and v[3] < 1.0:  # (the ratios print rounded: 1.00 may be either)
+                assert warned, (p, out.stdout)
+            elif v[1] > 1.0 or v[3] > 1.0:
+                assert not warned, (p, out.stdout)
+
+
+def test_mantissa_cpu_measure_names_a_folder_it_cannot_load(tmp_path):
+    out = subprocess.run([BIN, "cpu", "--measure", "--model", str(tmp_path / "nope")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and str(tmp_path / "nope") in out.stderr, out.stderr
+
+
 def test_each_build_names_its_isa_and_kernel_and_passes_the_load_check(tmp_path):
     cfg = server_cfg([model_cfg([dict(name="f", precision="fp32", traffic=50),
                                  dict(name="q", precision="int8", traffic=50)])])
