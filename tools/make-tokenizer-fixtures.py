@@ -3,15 +3,19 @@
 
   tests/fixtures/tokenizer/corpus.jsonl    one JSON string per line: the texts
   tests/fixtures/tokenizer/expected.jsonl  one object per line, same order:
-                                           {"ids": [...], "full_len": N}
+                                           {"ids": [...], "full_len": N,
+                                            "offsets": [[start, end], ...]}
   tests/fixtures/tokenizer/README.md       tokenizers version, how to regenerate
 
 The expected ids come from Hugging Face `tokenizers` (the Rust library)
 loading models/all-MiniLM-L6-v2/tokenizer.json, with truncation to 256 and
 no padding (the file itself configures truncation 128 and padding 128, which
 the test does not want). full_len is the length of the same encoding without
-truncation, [CLS] and [SEP] included. tests/unit/test_tokenizer.c encodes each
-text with engine/text/tokenizer.c and compares.
+truncation, [CLS] and [SEP] included. offsets are each token's span in the
+text as `tokenizers` gives them (encoding.offsets, in characters), turned
+into UTF-8 byte offsets, the unit of tok_encode_offsets.
+tests/unit/test_tokenizer.c encodes each text with engine/text/tokenizer.c
+and compares.
 
 The corpus is built here, deterministically (no randomness but a seeded
 random.Random), so the fixtures can be regenerated and diffed:
@@ -582,6 +586,22 @@ SPECIAL_TEXTS = [
 ]
 
 
+def byte_offsets(s, offsets):
+    """tokenizers' character offsets into s as UTF-8 byte offsets."""
+    pos = [0]
+    for ch in s:
+        pos.append(pos[-1] + len(ch.encode("utf-8")))
+    return [[pos[a], pos[b]] for a, b in offsets]
+
+
+def row(tok, full, s):
+    """The expected object of text s: ids, offsets (bytes), untruncated length."""
+    enc = tok.encode(s)
+    n = len(full.encode(s).ids)
+    assert len(enc.ids) == min(n, MAX_LEN)
+    return {"ids": enc.ids, "full_len": n, "offsets": byte_offsets(s, enc.offsets)}
+
+
 def encode_all(model_json, texts):
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(model_json)
@@ -590,13 +610,7 @@ def encode_all(model_json, texts):
     full = Tokenizer.from_file(model_json)
     full.no_padding()
     full.no_truncation()
-    out = []
-    for s in texts:
-        ids = tok.encode(s).ids
-        n = len(full.encode(s).ids)
-        assert len(ids) == min(n, MAX_LEN)
-        out.append({"ids": ids, "full_len": n})
-    return out
+    return [row(tok, full, s) for s in texts]
 
 
 def write_expected(path, rows):
@@ -611,6 +625,7 @@ def main_models():
     with open(os.path.join(OUT, "corpus.jsonl"), encoding="utf-8") as f:
         corpus = [json.loads(line) for line in f]
     mpnet = os.path.join(ROOT, "models", "all-mpnet-base-v2", "tokenizer.json")
+    write_expected(os.path.join(OUT, "expected.jsonl"), encode_all(MODEL, corpus))
     write_expected(os.path.join(OUT, "expected-mpnet.jsonl"), encode_all(mpnet, corpus))
     with open(os.path.join(OUT, "specials.jsonl"), "w", encoding="utf-8", newline="\n") as f:
         for s in SPECIAL_TEXTS:
@@ -637,11 +652,8 @@ def main():
     with open(os.path.join(OUT, "corpus.jsonl"), "w", encoding="utf-8", newline="\n") as fc, \
             open(os.path.join(OUT, "expected.jsonl"), "w", encoding="utf-8", newline="\n") as fe:
         for s in corpus:
-            ids = tok.encode(s).ids
-            n = len(full.encode(s).ids)
-            assert len(ids) == min(n, MAX_LEN)
             fc.write(escape_json(s) + "\n")
-            fe.write(json.dumps({"ids": ids, "full_len": n}, separators=(",", ":")) + "\n")
+            fe.write(json.dumps(row(tok, full, s), separators=(",", ":")) + "\n")
     with open(os.path.join(OUT, "README.md"), "w", encoding="utf-8") as f:
         f.write(README % {"version": tokenizers.__version__, "n": len(corpus),
                           "python": sys.version.split()[0], "unidata": ud.unidata_version})
@@ -655,11 +667,12 @@ Made by `tools/make-tokenizer-fixtures.py`; checked by `tests/unit/test_tokenize
 (`tokenizer_matches_hf_on_corpus`).
 
 - `corpus.jsonl`: %(n)d texts, one JSON string per line.
-- `expected.jsonl`: for each text, in order, `{"ids": [...], "full_len": N}`:
-  the ids Hugging Face `tokenizers` gives with
+- `expected.jsonl`: for each text, in order, `{"ids": [...], "full_len": N,
+  "offsets": [[start, end], ...]}`: the ids Hugging Face `tokenizers` gives with
   `Tokenizer.from_file("models/all-MiniLM-L6-v2/tokenizer.json")`,
-  `enable_truncation(256)` and `no_padding()`, and the length without truncation
-  ([CLS] and [SEP] included).
+  `enable_truncation(256)` and `no_padding()`, the length without truncation
+  ([CLS] and [SEP] included), and each token's offsets (`encoding.offsets`,
+  characters in Python) as UTF-8 byte offsets.
 
 Generated with tokenizers %(version)s (Python %(python)s, unicodedata %(unidata)s).
 
@@ -672,7 +685,8 @@ To regenerate (needs the model, `make model`):
 `models/all-mpnet-base-v2/tokenizer.json`), `specials.jsonl` (texts spelling
 special and added tokens) and `specials-minilm.jsonl` / `specials-mpnet.jsonl`
 (their ids) come from `tools/make-tokenizer-fixtures.py --models` (needs both
-models: `make model-all`).
+models: `make model-all`), which also rewrites `expected.jsonl` from the
+committed corpus (ids and offsets) without rebuilding the corpus.
 
 The corpus is deterministic, but its code-point sweeps skip what unicodedata
 calls unassigned, so a Python with another Unicode version (here %(unidata)s)

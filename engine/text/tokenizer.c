@@ -19,13 +19,13 @@
  * generated engine/text/unicode_data.c, which also records where the Rust crates
  * HF uses lag behind current Unicode.
  *
+ * The vocabulary and its load are tok_vocab.c's (tok_internal.h).
  * A loaded tok_t is never written again, so any number of threads may
  * encode with one; each encode owns its scratch buffers (heap, sized to the
  * input).
  */
-#include "engine/text/tokenizer.h"
+#include "engine/text/tok_internal.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,301 +37,6 @@
 /* Code points above Unicode stand for special tokens found in the raw text
  * while the normalized text is a code point array: TOK_MARK + index. */
 #define TOK_MARK 0x110000u
-
-/* BERT's special tokens, which HF matches in raw text (its tokenizer.json
- * "added_tokens", normalized=false), used when no tokenizer.json is given. */
-static const char *const tok_bert_specials[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-
-struct tok {
-    tok_options opt;
-    int n;              /* vocabulary size */
-    char *pool;         /* the file's bytes, each token NUL-terminated in place */
-    size_t *off;        /* (n) start of token i in pool */
-    size_t *len;        /* (n) byte length of token i */
-    uint64_t *hash;     /* (n) tok_poly hash of token i */
-    int32_t *slots;     /* hash table of ids, -1 empty; size mask + 1 */
-    size_t mask;
-    size_t max_bytes;   /* longest token, bytes: WordPiece never tries longer */
-    uint64_t *pow;      /* (max_bytes + 1) TOK_HB^k, to combine hashes */
-    uint64_t cont_hash; /* tok_poly of "##" */
-    int32_t pad, unk, cls, sep;
-    tok_added_list added; /* special tokens matched in the text */
-    bool any_normalized;  /* some added token is matched in normalized text */
-    bool strip;           /* strip accents: opt.strip_accents resolved */
-};
-
-/* ======================================================================
- * Vocabulary: a hash table of byte strings
- * ====================================================================== */
-
-/* Keys hash as polynomials, h = h * B + (byte + 1), so that WordPiece can
- * get the hash of any piece of a word in O(1) from the word's prefix hashes
- * (tok_flush), and of "##" + piece without building that string. */
-#define TOK_HB 0x100000001B3ull
-
-/* Continues hash h over len bytes of s. */
-static uint64_t tok_poly(uint64_t h, const char *s, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        h = h * TOK_HB + (unsigned char)s[i] + 1;
-    return h;
-}
-
-/* Spreads a polynomial hash over the table's bits. */
-static size_t tok_slot(const tok_t *t, uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    h ^= h >> 33;
-    return (size_t)h & t->mask;
-}
-
-/* Id of the vocab entry equal to pre + s, whose hash is h, or -1. The one
- * lookup the tokenizer uses, for whole words and "##" continuations alike. */
-static int32_t tok_find(const tok_t *t, uint64_t h, const char *pre, size_t plen,
-                        const char *s, size_t len)
-{
-    for (size_t i = tok_slot(t, h);; i = (i + 1) & t->mask) {
-        int32_t id = t->slots[i];
-        if (id < 0)
-            return -1;
-        if (t->hash[id] != h || t->len[id] != plen + len)
-            continue;
-        const char *k = t->pool + t->off[id];
-        if (memcmp(k, pre, plen) == 0 && memcmp(k + plen, s, len) == 0)
-            return id;
-    }
-}
-
-/* Puts id into the table; a repeated token takes the later line's id, as
- * HF's WordPiece::read_file (a HashMap insert) does. */
-static void tok_insert(tok_t *t, int32_t id)
-{
-    const char *k = t->pool + t->off[id];
-    t->hash[id] = tok_poly(0, k, t->len[id]);
-    for (size_t i = tok_slot(t, t->hash[id]);; i = (i + 1) & t->mask) {
-        int32_t cur = t->slots[i];
-        if (cur < 0 || (t->hash[cur] == t->hash[id] && t->len[cur] == t->len[id] &&
-                        memcmp(t->pool + t->off[cur], k, t->len[id]) == 0)) {
-            t->slots[i] = id;
-            return;
-        }
-    }
-}
-
-/* Reads a whole file into a NUL-terminated heap buffer. */
-static mt_status tok_read_file(const char *path, char **out, size_t *out_len, mt_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mt_fail(err, MT_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return mt_fail(err, MT_ENOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        if (cap - n < 2) {
-            if (cap > SIZE_MAX / 2) {
-                free(buf);
-                fclose(f);
-                return mt_fail(err, MT_ELIMIT, "%s: file too large", path);
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return mt_fail(err, MT_ENOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return mt_fail(err, MT_EIO, "%s: read error", path);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *out_len = n;
-    return MT_OK;
-}
-
-/* Indexes the vocabulary read into t->pool (size bytes): one entry per
- * line (trailing blanks dropped), the hash table, the powers of the hash
- * base. On failure the caller frees t. */
-static mt_status tok_index(tok_t *t, size_t size, const char *vocab_path, mt_err *err)
-{
-    size_t lines = 0;
-    for (size_t i = 0; i < size; i++)
-        lines += t->pool[i] == '\n';
-    if (size > 0 && t->pool[size - 1] != '\n')
-        lines++;
-    if (lines > (size_t)INT32_MAX / 2)
-        return mt_fail(err, MT_ELIMIT, "%s: too many lines (%zu)", vocab_path, lines);
-    t->n = (int)lines;
-    size_t cap = 16;
-    while (cap < lines * 2)
-        cap *= 2;
-    t->mask = cap - 1;
-    t->off = malloc((lines ? lines : 1) * sizeof *t->off);
-    t->len = malloc((lines ? lines : 1) * sizeof *t->len);
-    t->hash = malloc((lines ? lines : 1) * sizeof *t->hash);
-    t->slots = malloc(cap * sizeof *t->slots);
-    if (!t->off || !t->len || !t->hash || !t->slots)
-        return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    memset(t->slots, 0xff, cap * sizeof *t->slots);
-
-    size_t pos = 0;
-    for (int id = 0; id < t->n; id++) {
-        char *line = t->pool + pos;
-        char *nl = memchr(line, '\n', size - pos);
-        size_t l = nl ? (size_t)(nl - line) : size - pos;
-        pos += l + (nl != NULL);
-        while (l > 0 && (line[l - 1] == ' ' || line[l - 1] == '\t' || line[l - 1] == '\r' ||
-                         line[l - 1] == '\v' || line[l - 1] == '\f'))
-            l--;
-        line[l] = '\0';
-        t->off[id] = (size_t)(line - t->pool);
-        t->len[id] = l;
-        if (l > t->max_bytes)
-            t->max_bytes = l;
-        tok_insert(t, id);
-    }
-    t->pow = malloc((t->max_bytes + 1) * sizeof *t->pow);
-    if (!t->pow)
-        return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    t->pow[0] = 1;
-    for (size_t i = 1; i <= t->max_bytes; i++)
-        t->pow[i] = t->pow[i - 1] * TOK_HB;
-    t->cont_hash = tok_poly(0, "##", 2);
-    return MT_OK;
-}
-
-/* The added tokens (tokenizer.json, or BERT's names the vocabulary has),
- * each of which must be the vocabulary's entry at its id, and the tokens of
- * the four roles, which must be in the vocabulary. */
-static mt_status tok_find_specials(tok_t *t, const char *vocab_path, mt_err *err)
-{
-    const tok_options *o = &t->opt;
-    mt_status s = MT_OK;
-    if (o->added_tokens_json) {
-        s = tok_added_load(o->added_tokens_json, &t->added, err);
-    } else {
-        for (int k = 0; k < 5 && s == MT_OK; k++) {
-            int32_t id = tok_lookup(t, tok_bert_specials[k], strlen(tok_bert_specials[k]));
-            if (id >= 0)
-                s = tok_added_push(&t->added, tok_bert_specials[k], id, false, true, err);
-        }
-    }
-    for (int k = 0; k < t->added.n && s == MT_OK; k++) {
-        const tok_added *a = &t->added.tok[k];
-        const char *v = tok_token(t, a->id);
-        if (!v || strcmp(v, a->content) != 0)
-            return mt_fail(err, MT_EFORMAT, "%s: added token \"%s\" has id %d, but %s has %s%s%s there",
-                           o->added_tokens_json, a->content, a->id, vocab_path, v ? "\"" : "",
-                           v ? v : "no entry", v ? "\"" : "");
-        t->any_normalized |= a->normalized;
-    }
-    const char *names[4] = {o->pad_token ? o->pad_token : "[PAD]", o->unk_token ? o->unk_token : "[UNK]",
-                            o->cls_token ? o->cls_token : "[CLS]", o->sep_token ? o->sep_token : "[SEP]"};
-    int32_t *req[] = {&t->pad, &t->unk, &t->cls, &t->sep};
-    for (int k = 0; k < 4 && s == MT_OK; k++) {
-        *req[k] = tok_lookup(t, names[k], strlen(names[k]));
-        if (*req[k] < 0)
-            return mt_fail(err, MT_EFORMAT, "%s: vocabulary has no %s token", vocab_path, names[k]);
-    }
-    return s;
-}
-
-/* Loads vocab.txt: one token a line, its id the line number. Trailing ASCII
- * whitespace is trimmed (HF trims the line end). */
-mt_status tok_load(const char *vocab_path, const tok_options *opt, tok_t **out, mt_err *err)
-{
-    if (!vocab_path || !out)
-        return mt_fail(err, MT_EINVAL, "tok_load: NULL argument");
-    *out = NULL;
-    tok_options o = {.lowercase = true, .chinese_chars = true, .max_word_chars = 100};
-    if (opt)
-        o = *opt;
-    if (o.max_word_chars <= 0)
-        return mt_fail(err, MT_EINVAL, "tok_load: max_word_chars must be positive, not %d",
-                       o.max_word_chars);
-    tok_t *t = calloc(1, sizeof *t);
-    if (!t)
-        return mt_fail(err, MT_ENOMEM, "%s: out of memory", vocab_path);
-    t->opt = o;
-    t->strip = o.strip_accents == TOK_ACCENTS_AUTO ? o.lowercase
-                                                    : o.strip_accents == TOK_ACCENTS_STRIP;
-    size_t size = 0;
-    mt_status s = tok_read_file(vocab_path, &t->pool, &size, err);
-    if (s != MT_OK) {
-        free(t);
-        return s;
-    }
-    if ((s = tok_index(t, size, vocab_path, err)) != MT_OK ||
-        (s = tok_find_specials(t, vocab_path, err)) != MT_OK) {
-        tok_free(t);
-        return s;
-    }
-    /* The caller's strings were needed for the load only. */
-    t->opt.added_tokens_json = t->opt.cls_token = t->opt.sep_token = NULL;
-    t->opt.pad_token = t->opt.unk_token = NULL;
-    *out = t;
-    return MT_OK;
-}
-
-/* Frees a tokenizer (NULL is fine). */
-void tok_free(tok_t *t)
-{
-    if (!t)
-        return;
-    free(t->pool);
-    free(t->off);
-    free(t->len);
-    free(t->hash);
-    free(t->pow);
-    free(t->slots);
-    tok_added_free(&t->added);
-    free(t);
-}
-
-/* Accessors: the model and the server need the vocab size and the ids of
- * the special tokens (padding, attention masks). */
-int tok_vocab_size(const tok_t *t) { return t->n; }
-int32_t tok_pad_id(const tok_t *t) { return t->pad; }
-int32_t tok_cls_id(const tok_t *t) { return t->cls; }
-int32_t tok_sep_id(const tok_t *t) { return t->sep; }
-int32_t tok_unk_id(const tok_t *t) { return t->unk; }
-
-/* Exact lookup, for callers and tests that name a token. */
-int32_t tok_lookup(const tok_t *t, const char *token, size_t len)
-{
-    return tok_find(t, tok_poly(0, token, len), "", 0, token, len);
-}
-
-/* The text of an id, for debugging and decoding. */
-const char *tok_token(const tok_t *t, int32_t id)
-{
-    if (id < 0 || id >= t->n)
-        return NULL;
-    return t->pool + t->off[id];
-}
-
-bool tok_is_special(const tok_t *t, int32_t id)
-{
-    for (int k = 0; k < t->added.n; k++)
-        if (t->added.tok[k].id == id && t->added.tok[k].special)
-            return true;
-    return false;
-}
 
 /* ======================================================================
  * Scratch buffers of one encode
@@ -449,7 +154,68 @@ typedef struct {
     int last_ccc;       /* class of the last mark of the run */
     bool unsorted;      /* the run is out of canonical order */
     tok_vec tmp;        /* uint32_t scratch for sorting a run */
+    bool track;         /* offsets wanted: org follows out */
+    uint64_t cur;       /* the input character being normalized: TOK_SPAN */
+    tok_vec org;        /* uint64_t per code point of out: its TOK_SPAN */
+    bool flagged;       /* the run holds TOK_DROP or TOK_NEXT code points */
+    tok_vec queue;      /* uint64_t scratch: spans of a run's characters */
 } tok_norm;
+
+/* With offsets wanted, marks carry flags in the run until it is sorted:
+ * TOK_DROP, a nonspacing mark that accent stripping drops (tokenizers
+ * sorts marks, NFD, before it drops them, and its spans go by position,
+ * not with the characters); TOK_NEXT, a mark that is not the first code
+ * point of its character's decomposition. */
+#define TOK_DROP 0x40000000u
+#define TOK_NEXT 0x20000000u
+#define TOK_FLAGS (TOK_DROP | TOK_NEXT)
+
+/* A byte span [s, e) of the input in one uint64_t. */
+#define TOK_SPAN(s, e) ((uint64_t)(s) << 32 | (uint32_t)(e))
+
+/* Records that the code point just appended came from nm->cur. */
+static inline bool tok_org(tok_norm *nm)
+{
+    if (!nm->track)
+        return true;
+    if (!tok_vec_grow(&nm->org, 1))
+        return false;
+    ((uint64_t *)nm->org.p)[nm->org.n++] = nm->cur;
+    return true;
+}
+
+/* Before sorting a run with offsets wanted: the spans of the characters
+ * whose first code point is in the run, in text order. */
+static bool tok_spans_before(tok_norm *nm)
+{
+    const uint32_t *buf = TOK_U32(&nm->out);
+    const uint64_t *org = nm->org.p;
+    nm->queue.n = 0;
+    if (!tok_vec_grow(&nm->queue, nm->out.n - nm->run))
+        return false;
+    uint64_t *q = nm->queue.p;
+    for (size_t i = nm->run; i < nm->out.n; i++)
+        if (!(buf[i] & TOK_NEXT))
+            q[nm->queue.n++] = org[i];
+    return true;
+}
+
+/* After sorting: spans by position, as tokenizers' NFD aligns them. Each
+ * code point that begins a character takes the next character's span in
+ * text order; one that continues a decomposition, the last span taken. */
+static void tok_spans_after(tok_norm *nm)
+{
+    const uint32_t *buf = TOK_U32(&nm->out);
+    uint64_t *org = nm->org.p;
+    const uint64_t *q = nm->queue.p;
+    size_t k = 0;
+    uint64_t prev = nm->run > 0 ? org[nm->run - 1] : q[0];
+    for (size_t i = nm->run; i < nm->out.n; i++) {
+        if (!(buf[i] & TOK_NEXT) && k < nm->queue.n)
+            prev = q[k++];
+        org[i] = prev;
+    }
+}
 
 /* Puts the trailing run of marks in canonical order: a stable sort by
  * combining class (a counting sort, so a megabyte of marks stays linear).
@@ -459,9 +225,11 @@ static bool tok_sort_run(tok_norm *nm)
     uint32_t *buf = TOK_U32(&nm->out);
     size_t n = nm->out.n - nm->run;
     if (nm->unsorted && n > 1) {
+        if (nm->track && !tok_spans_before(nm))
+            return false;
         size_t count[257] = {0};
         for (size_t i = nm->run; i < nm->out.n; i++)
-            count[ucd_ccc(buf[i]) + 1]++;
+            count[ucd_ccc(buf[i] & ~TOK_FLAGS) + 1]++;
         for (int c = 1; c < 257; c++)
             count[c] += count[c - 1];
         nm->tmp.n = 0;
@@ -469,8 +237,19 @@ static bool tok_sort_run(tok_norm *nm)
             return false;
         uint32_t *tmp = TOK_U32(&nm->tmp);
         for (size_t i = nm->run; i < nm->out.n; i++)
-            tmp[count[ucd_ccc(buf[i])]++] = buf[i];
+            tmp[count[ucd_ccc(buf[i] & ~TOK_FLAGS)]++] = buf[i];
         memcpy(buf + nm->run, tmp, n * sizeof *tmp);
+        if (nm->track)
+            tok_spans_after(nm);
+    }
+    if (nm->flagged) { /* the dropped marks go, spans and all; flags cleared */
+        uint64_t *org = nm->org.p;
+        size_t w = nm->run;
+        for (size_t i = nm->run; i < nm->out.n; i++)
+            if (!(buf[i] & TOK_DROP))
+                buf[w] = buf[i] & ~TOK_FLAGS, org[w] = org[i], w++;
+        nm->out.n = nm->org.n = w;
+        nm->flagged = false;
     }
     nm->run = nm->out.n;
     nm->last_ccc = 0;
@@ -482,7 +261,7 @@ static bool tok_sort_run(tok_norm *nm)
  * track of the run of marks. f is its ucd_flags. */
 static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
 {
-    int cc = (f & UCD_CCC) ? ucd_ccc(c) : 0;
+    int cc = (f & UCD_CCC) ? ucd_ccc(c & ~TOK_FLAGS) : 0;
     if (cc == 0) {
         if (nm->out.n > nm->run && !tok_sort_run(nm))
             return false;
@@ -490,7 +269,7 @@ static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
             return false;
         TOK_U32(&nm->out)[nm->out.n++] = c;
         nm->run = nm->out.n;
-        return true;
+        return tok_org(nm);
     }
     if (cc < nm->last_ccc)
         nm->unsorted = true;
@@ -498,7 +277,19 @@ static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
     if (!tok_vec_grow(&nm->out, 1))
         return false;
     TOK_U32(&nm->out)[nm->out.n++] = c;
-    return true;
+    return tok_org(nm);
+}
+
+/* A nonspacing mark c (flags f) that accent stripping drops: at once,
+ * unless offsets are wanted and canonical ordering may move it. */
+static inline bool tok_drop(tok_norm *nm, uint32_t c, unsigned f)
+{
+    if (!nm->track)
+        return true;
+    if (!(f & UCD_CCC) || ucd_ccc(c & ~TOK_FLAGS) == 0) /* a starter: ends the run */
+        return nm->out.n == nm->run || tok_sort_run(nm);
+    nm->flagged = true;
+    return tok_push(nm, c | TOK_DROP, f);
 }
 
 /* Appends c (flags f) to the normalized text. Stripping accents: its NFD
@@ -511,15 +302,19 @@ static bool tok_emit(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
         if (!tok_vec_grow(&nm->out, 1))
             return false;
         TOK_U32(&nm->out)[nm->out.n++] = c;
-        return true;
+        return tok_org(nm);
     }
     if (!(f & UCD_DECOMP))
-        return (f & UCD_MN) || tok_push(nm, c, f);
+        return (f & UCD_MN) ? tok_drop(nm, c, f) : tok_push(nm, c, f);
     uint32_t d[UCD_MAX_DECOMP];
     int nd = ucd_decompose(c, d);
     for (int i = 0; i < nd; i++) {
         unsigned fd = ucd_flags(d[i]);
-        if (!(fd & UCD_MN) && !tok_push(nm, d[i], fd))
+        if (i > 0 && nm->track && (fd & UCD_CCC) && ucd_ccc(d[i]) > 0) {
+            d[i] |= TOK_NEXT;
+            nm->flagged = true;
+        }
+        if (!((fd & UCD_MN) ? tok_drop(nm, d[i], fd) : tok_push(nm, d[i], fd)))
             return false;
     }
     return true;
@@ -535,6 +330,7 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
         uint32_t c;
         int k = tok_added_raw_at(&t->added, text + i, len - i);
         if (k >= 0) {
+            nm->cur = TOK_SPAN(i, i + t->added.tok[k].len);
             if (!tok_emit(t, nm, TOK_MARK + (uint32_t)k, 0))
                 return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
             i += t->added.tok[k].len;
@@ -544,6 +340,7 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
         size_t l = tok_utf8_next(s + i, len - i, &c, &why);
         if (l == 0)
             return mt_fail(err, MT_EUTF8, "invalid UTF-8 at byte offset %zu: %s", i, why);
+        nm->cur = TOK_SPAN(i, i + l);
         i += l;
         unsigned f = ucd_flags(c);
         bool ok;
@@ -577,13 +374,23 @@ typedef struct {
     int32_t *ids;      /* caller's array; ids[1 + k] is word piece k */
     size_t room;       /* pieces that fit: max_len - 2 */
     size_t total;      /* pieces produced, kept or not */
+    int32_t *offs;     /* caller's offsets (2 per id), or NULL: no spans kept */
+    uint64_t cur;      /* TOK_SPAN of the character being fed */
+    uint64_t wspan;    /* TOK_SPAN of the word so far */
+    tok_vec worg;      /* uint64_t TOK_SPAN of each stored char of the word */
 } tok_pass2;
 
-/* Records one word piece: stored while there is room, always counted. */
-static inline void tok_put(tok_pass2 *p, int32_t id)
+/* Records one word piece and its TOK_SPAN: stored while there is room,
+ * always counted. */
+static inline void tok_put(tok_pass2 *p, int32_t id, uint64_t span)
 {
-    if (p->total < p->room)
+    if (p->total < p->room) {
         p->ids[1 + p->total] = id;
+        if (p->offs) {
+            p->offs[2 + 2 * p->total] = (int32_t)(span >> 32);
+            p->offs[3 + 2 * p->total] = (int32_t)(uint32_t)span;
+        }
+    }
     p->total++;
 }
 
@@ -592,6 +399,14 @@ static inline void tok_put(tok_pass2 *p, int32_t id)
 static inline bool tok_add_char(tok_pass2 *p, uint32_t c)
 {
     p->chars++;
+    if (p->offs) {
+        p->wspan = p->chars == 1 ? p->cur : (p->wspan & ~0xFFFFFFFFull) | (uint32_t)p->cur;
+        if (p->chars <= (size_t)p->t->opt.max_word_chars) {
+            if (!tok_vec_grow(&p->worg, 1))
+                return false;
+            ((uint64_t *)p->worg.p)[p->worg.n++] = p->cur;
+        }
+    }
     if (p->chars > (size_t)p->t->opt.max_word_chars)
         return true;
     if (!tok_vec_grow(&p->word, 4) || !tok_vec_grow(&p->starts, 2))
@@ -630,8 +445,10 @@ static bool tok_flush(tok_pass2 *p)
     if (nc == 0)
         return true;
     p->chars = 0;
+    const uint64_t *wo = p->worg.p;
+    p->worg.n = 0;
     if (nc > (size_t)t->opt.max_word_chars) {
-        tok_put(p, t->unk);
+        tok_put(p, t->unk, p->wspan);
         p->word.n = p->starts.n = 0;
         return true;
     }
@@ -665,10 +482,10 @@ static bool tok_flush(tok_pass2 *p)
         }
         if (id < 0) {
             p->total = first;
-            tok_put(p, t->unk);
+            tok_put(p, t->unk, p->wspan);
             break;
         }
-        tok_put(p, id);
+        tok_put(p, id, p->offs ? (wo[start] & ~0xFFFFFFFFull) | (uint32_t)wo[end - 1] : 0);
         start = end;
     }
     p->word.n = p->starts.n = 0;
@@ -689,11 +506,14 @@ static inline bool tok_feed(tok_pass2 *p, uint32_t c, unsigned f)
 
 /* Pass 2 over the normalized text: lowercase (after accent stripping, as
  * HF orders them), pre-tokenize, WordPiece. */
-static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, size_t n, mt_err *err)
+static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, const uint64_t *org, size_t n,
+                           mt_err *err)
 {
     const tok_t *t = p->t;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = cps[i];
+        if (org)
+            p->cur = org[i];
         bool ok;
         size_t used = 0;
         int sp = c >= TOK_MARK ? (int)(c - TOK_MARK)
@@ -702,7 +522,8 @@ static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, size_t n, mt_err *
                                     : -1;
         if (sp >= 0) {
             ok = tok_flush(p);
-            tok_put(p, t->added.tok[sp].id);
+            tok_put(p, t->added.tok[sp].id,
+                    org ? (org[i] & ~0xFFFFFFFFull) | (uint32_t)org[i + (used ? used : 1) - 1] : 0);
             if (used > 0)
                 i += used - 1;
         } else {
@@ -725,19 +546,24 @@ static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, size_t n, mt_err *
     return MT_OK;
 }
 
-/* Encodes text as [CLS] pieces... [SEP]; see tokenizer.h. */
-mt_status tok_encode(const tok_t *t, const char *text, size_t len,
-                     int32_t *ids, int max_len, int *n, int *full_len, mt_err *err)
+/* Encodes text as [CLS] pieces... [SEP] with each one's byte span when
+ * offsets is not NULL; see tokenizer.h. */
+mt_status tok_encode_offsets(const tok_t *t, const char *text, size_t len, int32_t *ids,
+                             int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err)
 {
     if (!t || !ids || !n || (!text && len > 0))
         return mt_fail(err, MT_EINVAL, "tok_encode: NULL argument");
     if (max_len < 2)
         return mt_fail(err, MT_EINVAL, "tok_encode: max_len must be at least 2, not %d", max_len);
+    if (offsets && len > INT32_MAX)
+        return mt_fail(err, MT_ELIMIT, "tok_encode: offsets of a text over %d bytes", INT32_MAX);
     *n = 0;
     if (full_len)
         *full_len = 0;
 
-    tok_norm nm = {.out = {.elem = sizeof(uint32_t)}, .tmp = {.elem = sizeof(uint32_t)}};
+    tok_norm nm = {.out = {.elem = sizeof(uint32_t)}, .tmp = {.elem = sizeof(uint32_t)},
+                   .track = offsets != NULL, .org = {.elem = sizeof(uint64_t)},
+                   .queue = {.elem = sizeof(uint64_t)}};
     tok_pass2 p = {
         .t = t,
         .word = {.elem = 1},
@@ -745,6 +571,8 @@ mt_status tok_encode(const tok_t *t, const char *text, size_t len,
         .prefix = {.elem = sizeof(uint64_t)},
         .ids = ids,
         .room = (size_t)max_len - 2,
+        .offs = offsets,
+        .worg = {.elem = sizeof(uint64_t)},
     };
     /* Most text keeps its length; reserve that much up front. */
     mt_status s = MT_OK;
@@ -753,12 +581,15 @@ mt_status tok_encode(const tok_t *t, const char *text, size_t len,
     if (s == MT_OK)
         s = tok_normalize(t, text, len, &nm, err);
     if (s == MT_OK)
-        s = tok_split(&p, TOK_U32(&nm.out), nm.out.n, err);
+        s = tok_split(&p, TOK_U32(&nm.out), offsets ? nm.org.p : NULL, nm.out.n, err);
     free(nm.out.p);
     free(nm.tmp.p);
+    free(nm.org.p);
+    free(nm.queue.p);
     free(p.word.p);
     free(p.starts.p);
     free(p.prefix.p);
+    free(p.worg.p);
     if (s != MT_OK)
         return s;
 
@@ -767,8 +598,16 @@ mt_status tok_encode(const tok_t *t, const char *text, size_t len,
     size_t kept = p.total < p.room ? p.total : p.room;
     ids[0] = t->cls;
     ids[kept + 1] = t->sep;
+    if (offsets) /* the template's tokens span nothing, as in tokenizers */
+        offsets[0] = offsets[1] = offsets[2 * kept + 2] = offsets[2 * kept + 3] = 0;
     *n = (int)kept + 2;
     if (full_len)
         *full_len = (int)p.total + 2;
     return MT_OK;
+}
+
+mt_status tok_encode(const tok_t *t, const char *text, size_t len, int32_t *ids, int max_len,
+                     int *n, int *full_len, mt_err *err)
+{
+    return tok_encode_offsets(t, text, len, ids, NULL, max_len, n, full_len, err);
 }

@@ -68,6 +68,15 @@ bool tok_is_special(const tok_t *t, int32_t id);
 mt_status tok_encode(const tok_t *t, const char *text, size_t len,
                      int32_t *ids, int max_len, int *n, int *full_len, mt_err *err);
 
+/* tok_encode, and with offsets (not NULL; room for 2 * max_len) each
+ * token's byte span [start, end) in text as Hugging Face tokenizers aligns
+ * it through normalization (a piece of an accented, lowercased or
+ * decomposed character spans that whole character; a word's [UNK] the
+ * whole word); [CLS] and [SEP] get 0, 0. A text over INT32_MAX bytes is
+ * MT_ELIMIT with offsets. */
+mt_status tok_encode_offsets(const tok_t *t, const char *text, size_t len, int32_t *ids,
+                             int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err);
+
 /* Decodes n ids into text as Hugging Face's tokenizers does with the
  * WordPiece decoder (prefix "##", cleanup on: BERT's and MPNet's
  * tokenizer.json): the pieces joined by spaces, a "##" piece (but the

@@ -204,8 +204,12 @@ static void assert_utf8_error(const tok_t *t, const char *bytes, size_t len, siz
 /* Parity with Hugging Face tokenizers                                      */
 /* ---------------------------------------------------------------------- */
 
-/* Encodes every text of corpus_path with t and compares with the ids and
- * lengths Hugging Face gave (expected_path); prints the first mismatches.
+/* Tokens whose offsets corpus_mismatches compared, for its report. */
+static long g_tokens;
+
+/* Encodes every text of corpus_path with t and compares with the ids,
+ * lengths and byte offsets Hugging Face gave (expected_path; tok_encode for
+ * the ids, tok_encode_offsets for both); prints the first mismatches.
  * Returns how many lines differ; *nlines gets the number of lines. */
 static int corpus_mismatches(const tok_t *t, const char *corpus_path, const char *expected_path,
                              int *nlines)
@@ -232,20 +236,46 @@ static int corpus_mismatches(const tok_t *t, const char *corpus_path, const char
         ck_assert_msg(obj != NULL, "%s:%d: bad JSON", expected_path, lines);
         cJSON *jids = cJSON_GetObjectItemCaseSensitive(obj, "ids");
         cJSON *jfull = cJSON_GetObjectItemCaseSensitive(obj, "full_len");
-        ck_assert_msg(cJSON_IsArray(jids) && cJSON_IsNumber(jfull), "%s:%d: bad object",
-                      expected_path, lines);
+        cJSON *joff = cJSON_GetObjectItemCaseSensitive(obj, "offsets");
+        ck_assert_msg(cJSON_IsArray(jids) && cJSON_IsNumber(jfull) && cJSON_IsArray(joff) &&
+                          cJSON_GetArraySize(joff) == cJSON_GetArraySize(jids),
+                      "%s:%d: bad object", expected_path, lines);
         int want_n = cJSON_GetArraySize(jids);
         ck_assert_int_le(want_n, FIXTURE_MAX_LEN);
         int32_t want[FIXTURE_MAX_LEN], got[FIXTURE_MAX_LEN];
         int i = 0;
         cJSON *it;
         cJSON_ArrayForEach(it, jids) want[i++] = (int32_t)it->valueint;
+        int32_t want_off[2 * FIXTURE_MAX_LEN], got_off[2 * FIXTURE_MAX_LEN];
+        i = 0;
+        cJSON_ArrayForEach(it, joff) {
+            ck_assert_msg(cJSON_GetArraySize(it) == 2, "%s:%d: bad offsets", expected_path, lines);
+            want_off[i++] = (int32_t)cJSON_GetArrayItem(it, 0)->valueint;
+            want_off[i++] = (int32_t)cJSON_GetArrayItem(it, 1)->valueint;
+        }
 
         int got_n = 0, got_full = 0;
         mt_err err = {{0}};
         mt_status s = tok_encode(t, text, tlen, got, FIXTURE_MAX_LEN, &got_n, &got_full, &err);
         bool same = s == MT_OK && got_n == want_n && got_full == jfull->valueint &&
                     memcmp(got, want, (size_t)want_n * sizeof *want) == 0;
+        /* The same encode with offsets: the same ids, and tokenizers' spans. */
+        int off_n = 0;
+        memset(got_off, 0xff, sizeof got_off);
+        mt_status so = tok_encode_offsets(t, text, tlen, got, got_off, FIXTURE_MAX_LEN, &off_n,
+                                          NULL, &err);
+        same = same && so == MT_OK && off_n == want_n &&
+               memcmp(got, want, (size_t)want_n * sizeof *want) == 0;
+        for (int k = 0; so == MT_OK && k < want_n && k < off_n; k++) {
+            g_tokens++;
+            if (got_off[2 * k] == want_off[2 * k] && got_off[2 * k + 1] == want_off[2 * k + 1])
+                continue;
+            if (bad < 20)
+                fprintf(stderr, "%s:%d: token %d (id %d): offsets hf [%d, %d), ours [%d, %d): %s\n",
+                        corpus_path, lines, k, want[k], want_off[2 * k], want_off[2 * k + 1],
+                        got_off[2 * k], got_off[2 * k + 1], cl);
+            same = false;
+        }
         if (!same) {
             if (bad < 20) {
                 fprintf(stderr, "%s:%d: mismatch: %s\n", corpus_path, lines, cl);
@@ -291,8 +321,11 @@ START_TEST(tokenizer_matches_hf_on_corpus)
 {
     tok_t *t = load_minilm();
     int lines = 0;
+    g_tokens = 0;
     int bad = corpus_mismatches(t, CORPUS, EXPECTED, &lines);
+    fprintf(stderr, "corpus: %d texts, offsets of %ld tokens compared\n", lines, g_tokens);
     ck_assert_int_ge(lines, 500);
+    ck_assert_int_ge(g_tokens, 10000);
     ck_assert_msg(bad == 0, "%d of %d corpus lines differ from Hugging Face", bad, lines);
     tok_free(t);
 }
@@ -328,6 +361,34 @@ END_TEST
 /* ---------------------------------------------------------------------- */
 /* Invalid UTF-8                                                            */
 /* ---------------------------------------------------------------------- */
+
+/* Truncated encodes keep the untruncated encode's first spans; the
+ * template's tokens span nothing; the spans are byte offsets. */
+START_TEST(tokenizer_offsets_truncate_and_specials)
+{
+    tok_t *t = load_minilm();
+    const char *s = "H\xc3\xa9llo w\xc3\xb6rld, CAF\xc3\x89 [SEP] x";
+    int32_t ids[32], off[64], tids[4], toff[8];
+    int n = 0, tn = 0, full = 0;
+    mt_err err = {{0}};
+    ck_assert_int_eq(tok_encode_offsets(t, s, strlen(s), ids, off, 32, &n, NULL, &err), MT_OK);
+    ck_assert_int_eq(tok_encode_offsets(t, s, strlen(s), tids, toff, 4, &tn, &full, &err), MT_OK);
+    ck_assert_int_eq(tn, 4);
+    ck_assert_int_eq(full, n);
+    /* [CLS] hello world , cafe [SEP] x [SEP]: h\xc3\xa9llo is bytes 0..6 */
+    ck_assert_int_eq(n, 8);
+    const int32_t want[16] = {0, 0, 0, 6, 7, 13, 13, 14, 15, 20, 21, 26, 27, 28, 0, 0};
+    for (int k = 0; k < 16; k++)
+        ck_assert_msg(off[k] == want[k], "offset %d: %d, not %d", k, off[k], want[k]);
+    ck_assert_int_eq(toff[2], 0);
+    ck_assert_int_eq(toff[3], 6);
+    ck_assert_int_eq(toff[4], 7);
+    ck_assert_int_eq(toff[5], 13);
+    ck_assert_int_eq(toff[6], 0);
+    ck_assert_int_eq(toff[7], 0);
+    tok_free(t);
+}
+END_TEST
 
 START_TEST(tokenizer_rejects_overlong_utf8)
 {
@@ -928,6 +989,7 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, tokenizer_matches_hf_on_corpus);
     tcase_add_test(tc, tokenizer_added_tokens_match_hf);
     tcase_add_test(tc, tokenizer_added_token_id_mismatch_refused);
+    tcase_add_test(tc, tokenizer_offsets_truncate_and_specials);
     tcase_add_test(tc, tokenizer_rejects_overlong_utf8);
     tcase_add_test(tc, tokenizer_rejects_surrogate_utf8);
     tcase_add_test(tc, tokenizer_rejects_truncated_utf8);
