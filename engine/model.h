@@ -112,6 +112,14 @@ typedef struct mt_model_ops {
      * *special says whether it is a special token the tokenizer adds around
      * a text ([CLS], [SEP]). */
     const char *(*token_text)(const mt_model *m, int32_t id, bool *special);
+    /* tokenize, and each token's byte span [start, end) in text into
+     * offsets (2 per token, room for 2 * max_len), as Hugging Face
+     * tokenizers aligns it through normalization; the special tokens the
+     * template adds get 0, 0. Truncation as tokenize. NULL, or
+     * MT_EUNSUPPORTED, where the tokenizer gives no offsets. */
+    mt_status (*tokenize_offsets)(const mt_model *m, const char *text, size_t len, int32_t *ids,
+                                  int32_t *offsets, int max_len, int *n, int *full_len,
+                                  mt_err *err);
     /* Token ids back into text, as the model's Hugging Face tokenizer
      * decodes them (WordPiece: "##" pieces glued on, no space before
      * . , ? !), special tokens left out when skip_special. *out gets a new
@@ -207,6 +215,16 @@ static inline mt_status mt_model_tokenize(const mt_model *m, const char *text, s
                                           mt_err *err)
 {
     return m->ops->tokenize(m, text, len, ids, max_len, n, full_len, err);
+}
+
+static inline mt_status mt_model_tokenize_offsets(const mt_model *m, const char *text,
+                                                  size_t len, int32_t *ids, int32_t *offsets,
+                                                  int max_len, int *n, int *full_len, mt_err *err)
+{
+    if (!m->ops->tokenize_offsets)
+        return mt_fail(err, MT_EUNSUPPORTED, "this model (%s) gives no token offsets",
+                       m->info.arch);
+    return m->ops->tokenize_offsets(m, text, len, ids, offsets, max_len, n, full_len, err);
 }
 
 static inline mt_status mt_model_forward(mt_model *m, const int32_t *ids, const int32_t *offsets,

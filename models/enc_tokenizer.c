@@ -358,6 +358,16 @@ mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t
                     : unigram_encode(t->ug, text, len, ids, max_len, n, full_len, err);
 }
 
+mt_status enc_tok_encode_offsets(const enc_tok *t, const char *text, size_t len, int32_t *ids,
+                                 int32_t *offsets, int max_len, int *n, int *full_len,
+                                 mt_err *err)
+{
+    if (!t->wp)
+        return mt_fail(err, MT_EUNSUPPORTED, "offsets are not yet given by %s tokenizers",
+                       t->bpe ? "byte-level BPE" : "Unigram");
+    return tok_encode_offsets(t->wp, text, len, ids, offsets, max_len, n, full_len, err);
+}
+
 /* ======================================================================
  * Pairs
  * ====================================================================== */

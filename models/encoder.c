@@ -585,6 +585,14 @@ static mt_status enc_tokenize(const mt_model *base, const char *text, size_t len
                           err);
 }
 
+static mt_status enc_tokenize_offsets(const mt_model *base, const char *text, size_t len,
+                                      int32_t *ids, int32_t *offsets, int max_len, int *n,
+                                      int *full_len, mt_err *err)
+{
+    return enc_tok_encode_offsets(((const enc_model *)base)->tok, text, len, ids, offsets, max_len,
+                                  n, full_len, err);
+}
+
 static const char *enc_token_text(const mt_model *base, int32_t id, bool *special)
 {
     return enc_tok_token(((const enc_model *)base)->tok, id, special);
@@ -659,6 +667,7 @@ static const mt_model_ops enc_ops = {
     .free = enc_free,
     .tokenize = enc_tokenize,
     .token_text = enc_token_text,
+    .tokenize_offsets = enc_tokenize_offsets,
     .decode = enc_decode,
     .forward = enc_forward,
     .forward_tokens = enc_forward_tokens,

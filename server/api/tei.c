@@ -12,7 +12,10 @@
  * TEI serves one model: these routes serve the first model of the config,
  * or the one the X-Mantissa-Model header names; X-Mantissa-Variant pins a
  * variant as on the other routes. Token-id inputs and prompt names are
- * refused; tokenize has no character offsets (start and stop are null).
+ * refused. /tokenize's start and stop are each token's UTF-8 byte offsets
+ * in the text, TEI's unit (null for the template's special tokens, as TEI
+ * gives them, and where the model's tokenizer gives no offsets: BPE and
+ * Unigram for now).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -345,19 +348,29 @@ API_HANDLER(api_tei_root)
     tei_with_body(app, req, r, root);
 }
 
-/* One text's tokens as TEI lists them. */
+/* One text's tokens as TEI lists them: start and stop are the token's
+ * UTF-8 byte offsets in the text, as TEI gives them (its into_tokens hands
+ * on the Rust tokenizers' Encoding offsets, which are bytes), null for a
+ * token the template adds (TEI: the special ones) and for a tokenizer
+ * that gives no offsets (MT_EUNSUPPORTED). */
 static bool tokens_json(sbuf *b, const srv_variant *v, const char *text, size_t len,
                         bool specials, int i, http_resp *r)
 {
     const int maxlen = v->max_seq_len;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)maxlen);
+    int32_t *offs = malloc(sizeof(int32_t) * 2 * (size_t)maxlen);
     int got = 0;
     mt_err err;
-    mt_status st = ids ? mt_model_tokenize(v->model, text, len, ids, maxlen, &got, NULL, &err)
-                       : mt_fail(&err, MT_ENOMEM, "out of memory");
+    mt_status st = ids && offs ? mt_model_tokenize_offsets(v->model, text, len, ids, offs, maxlen,
+                                                           &got, NULL, &err)
+                               : mt_fail(&err, MT_ENOMEM, "out of memory");
+    bool spans = st == MT_OK;
+    if (st == MT_EUNSUPPORTED)
+        st = mt_model_tokenize(v->model, text, len, ids, maxlen, &got, NULL, &err);
     if (st != MT_OK) {
         api_error(r, st == MT_EUTF8 ? 422 : 500, "inputs", "inputs[%d]: %s", i, err.msg);
         free(ids);
+        free(offs);
         return false;
     }
     sb_putc(b, '[');
@@ -370,10 +383,15 @@ static bool tokens_json(sbuf *b, const srv_variant *v, const char *text, size_t 
         sb_printf(b, "%s{\"id\":%d,\"text\":", first ? "" : ",", (int)ids[k]);
         first = 0;
         sb_json_str(b, t ? t : "", t ? strlen(t) : 0);
-        sb_printf(b, ",\"special\":%s,\"start\":null,\"stop\":null}", special ? "true" : "false");
+        sb_printf(b, ",\"special\":%s", special ? "true" : "false");
+        if (spans && offs[2 * k + 1] > offs[2 * k])
+            sb_printf(b, ",\"start\":%d,\"stop\":%d}", (int)offs[2 * k], (int)offs[2 * k + 1]);
+        else
+            sb_puts(b, ",\"start\":null,\"stop\":null}");
     }
     sb_putc(b, ']');
     free(ids);
+    free(offs);
     return true;
 }
 

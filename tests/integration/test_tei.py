@@ -143,12 +143,49 @@ def test_tokenize_matches_the_tokenizer_fixtures(tei):
     with open(os.path.join(ROOT, "tests", "fixtures", "tokenizer", "corpus.jsonl")) as f:
         texts = [json.loads(l) for _, l in zip(range(40), f)]
     with open(os.path.join(ROOT, "tests", "fixtures", "tokenizer", "expected.jsonl")) as f:
-        expected = [json.loads(l)["ids"] for _, l in zip(range(40), f)]
+        expected = [json.loads(l) for _, l in zip(range(40), f)]
     resp, data = tei.request("POST", "/tokenize", {"inputs": texts})
     assert resp.status == 200, data
-    for toks, ids in zip(data, expected):
-        assert [t["id"] for t in toks] == ids
+    for text, toks, want in zip(texts, data, expected):
+        assert [t["id"] for t in toks] == want["ids"]
         assert toks[0]["special"] and toks[-1]["special"]
+        # start/stop: tokenizers' offsets in UTF-8 bytes (TEI's unit), null
+        # for the template's [CLS] and [SEP]
+        spans = [None if (a, b) == (0, 0) else [a, b] for a, b in want["offsets"]]
+        got = [None if t["start"] is None else [t["start"], t["stop"]] for t in toks]
+        assert got == spans, text
+
+
+def byte_spans(text, offsets):
+    """tokenizers' character offsets as UTF-8 byte offsets (TEI's unit)."""
+    pos = [0]
+    for ch in text:
+        pos.append(pos[-1] + len(ch.encode("utf-8")))
+    return [[pos[a], pos[b]] for a, b in offsets]
+
+
+def test_tokenize_offsets_match_tokenizers(tei):
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(256)
+    texts = ["Ærøskøbing's CAFÉ crème brûlée", "我爱北京天安门 — 東京 😀 e\u0301 ﬁne",
+             "x = f(42) // 3.14;\n\tdef g():  return [1, 2]", "ＦＵＬＬ width and İstanbul",
+             "a [SEP] in the text, and [MASK]"]
+    resp, data = tei.request("POST", "/tokenize", {"inputs": texts})
+    assert resp.status == 200, data
+    for text, toks in zip(texts, data):
+        enc = tok.encode(text)
+        assert [t["id"] for t in toks] == enc.ids, text
+        want = byte_spans(text, enc.offsets)
+        assert len(toks) == len(want) > 2
+        for k, (t, w) in enumerate(zip(toks, want)):
+            if w == [0, 0]:  # the template's [CLS] and [SEP]: null, as TEI
+                assert t["special"] and t["start"] is None and t["stop"] is None, (text, k, t)
+                continue
+            assert [t["start"], t["stop"]] == w, (text, k, t)
+            raw = text.encode("utf-8")[w[0]:w[1]].decode("utf-8")
+            assert raw == text[enc.offsets[k][0]:enc.offsets[k][1]]
     resp, data = tei.request("POST", "/tokenize", {"inputs": "Hello unbelievableness",
                                                    "add_special_tokens": False})
     assert [t["text"] for t in data[0]] == ["hello", "unbelievable", "##ness"]
