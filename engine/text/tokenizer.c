@@ -34,6 +34,13 @@
 #include "engine/text/tok_special.h"
 #include "engine/text/unicode_data.h"
 
+/* Offsets cost the encode without them nothing: the per-character
+ * functions take a `const bool track` (offsets wanted) and are always
+ * inlined, down to a pair of callers that pass it as a literal (as
+ * tok_emit_plain and tok_emit_track do), so the compiler drops the
+ * tracking from the copy without offsets. One body, two machine copies. */
+#define TOK_INLINE static inline __attribute__((always_inline))
+
 /* Code points above Unicode stand for special tokens found in the raw text
  * while the normalized text is a code point array: TOK_MARK + index. */
 #define TOK_MARK 0x110000u
@@ -81,7 +88,7 @@ static inline bool tok_vec_grow(tok_vec *v, size_t more)
 
 /* Decodes one code point at s (n bytes left). Returns its length, or 0 with
  * *why saying what is wrong: the caller turns that into MT_EUTF8. */
-static size_t tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp, const char **why)
+TOK_INLINE size_t tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp, const char **why)
 {
     unsigned char b = s[0];
     if (b < 0x80) {
@@ -138,7 +145,7 @@ static size_t tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp, cons
 
 /* HF's is_chinese_char: the CJK ideograph blocks (not kana or hangul).
  * These are HF's ranges, not Unicode's: 2B820-2B91F is left out. */
-static bool tok_is_cjk(uint32_t c)
+TOK_INLINE bool tok_is_cjk(uint32_t c)
 {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
            (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
@@ -174,9 +181,9 @@ typedef struct {
 #define TOK_SPAN(s, e) ((uint64_t)(s) << 32 | (uint32_t)(e))
 
 /* Records that the code point just appended came from nm->cur. */
-static inline bool tok_org(tok_norm *nm)
+TOK_INLINE bool tok_org(tok_norm *nm, const bool track)
 {
-    if (!nm->track)
+    if (!track)
         return true;
     if (!tok_vec_grow(&nm->org, 1))
         return false;
@@ -259,7 +266,7 @@ static bool tok_sort_run(tok_norm *nm)
 
 /* Appends one code point, already NFD, to the normalized text, keeping
  * track of the run of marks. f is its ucd_flags. */
-static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
+TOK_INLINE bool tok_push(tok_norm *nm, uint32_t c, unsigned f, const bool track)
 {
     int cc = (f & UCD_CCC) ? ucd_ccc(c & ~TOK_FLAGS) : 0;
     if (cc == 0) {
@@ -269,7 +276,7 @@ static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
             return false;
         TOK_U32(&nm->out)[nm->out.n++] = c;
         nm->run = nm->out.n;
-        return tok_org(nm);
+        return tok_org(nm, track);
     }
     if (cc < nm->last_ccc)
         nm->unsorted = true;
@@ -277,52 +284,69 @@ static inline bool tok_push(tok_norm *nm, uint32_t c, unsigned f)
     if (!tok_vec_grow(&nm->out, 1))
         return false;
     TOK_U32(&nm->out)[nm->out.n++] = c;
-    return tok_org(nm);
+    return tok_org(nm, track);
 }
 
 /* A nonspacing mark c (flags f) that accent stripping drops: at once,
  * unless offsets are wanted and canonical ordering may move it. */
-static inline bool tok_drop(tok_norm *nm, uint32_t c, unsigned f)
+TOK_INLINE bool tok_drop(tok_norm *nm, uint32_t c, unsigned f, const bool track)
 {
-    if (!nm->track)
+    if (!track)
         return true;
     if (!(f & UCD_CCC) || ucd_ccc(c & ~TOK_FLAGS) == 0) /* a starter: ends the run */
         return nm->out.n == nm->run || tok_sort_run(nm);
     nm->flagged = true;
-    return tok_push(nm, c | TOK_DROP, f);
+    return tok_push(nm, c | TOK_DROP, f, true);
 }
 
 /* Appends c (flags f) to the normalized text. Stripping accents: its NFD
  * without nonspacing marks (dropping Mn before the canonical ordering gives
  * the same order as after it, since that ordering is a stable sort). Else
  * c itself. */
-static bool tok_emit(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
+TOK_INLINE bool tok_emit_with(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f,
+                              const bool track)
 {
     if (!t->strip) {
         if (!tok_vec_grow(&nm->out, 1))
             return false;
         TOK_U32(&nm->out)[nm->out.n++] = c;
-        return tok_org(nm);
+        return tok_org(nm, track);
     }
     if (!(f & UCD_DECOMP))
-        return (f & UCD_MN) ? tok_drop(nm, c, f) : tok_push(nm, c, f);
+        return (f & UCD_MN) ? tok_drop(nm, c, f, track) : tok_push(nm, c, f, track);
     uint32_t d[UCD_MAX_DECOMP];
     int nd = ucd_decompose(c, d);
     for (int i = 0; i < nd; i++) {
         unsigned fd = ucd_flags(d[i]);
-        if (i > 0 && nm->track && (fd & UCD_CCC) && ucd_ccc(d[i]) > 0) {
+        if (i > 0 && track && (fd & UCD_CCC) && ucd_ccc(d[i]) > 0) {
             d[i] |= TOK_NEXT;
             nm->flagged = true;
         }
-        if (!((fd & UCD_MN) ? tok_drop(nm, d[i], fd) : tok_push(nm, d[i], fd)))
+        if (!((fd & UCD_MN) ? tok_drop(nm, d[i], fd, track) : tok_push(nm, d[i], fd, track)))
             return false;
     }
     return true;
 }
 
+/* tok_emit_with without offsets, and with them: one function each. */
+static bool tok_emit_plain(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
+{
+    return tok_emit_with(t, nm, c, f, false);
+}
+
+static bool tok_emit_track(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f)
+{
+    return tok_emit_with(t, nm, c, f, true);
+}
+
+TOK_INLINE bool tok_emit(const tok_t *t, tok_norm *nm, uint32_t c, unsigned f, const bool track)
+{
+    return track ? tok_emit_track(t, nm, c, f) : tok_emit_plain(t, nm, c, f);
+}
+
 /* Pass 1 over the whole input into nm (code points and TOK_MARK+k). */
-static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok_norm *nm,
-                               mt_err *err)
+TOK_INLINE mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok_norm *nm,
+                                   mt_err *err, const bool track)
 {
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
@@ -330,8 +354,9 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
         uint32_t c;
         int k = tok_added_raw_at(&t->added, text + i, len - i);
         if (k >= 0) {
-            nm->cur = TOK_SPAN(i, i + t->added.tok[k].len);
-            if (!tok_emit(t, nm, TOK_MARK + (uint32_t)k, 0))
+            if (track)
+                nm->cur = TOK_SPAN(i, i + t->added.tok[k].len);
+            if (!tok_emit(t, nm, TOK_MARK + (uint32_t)k, 0, track))
                 return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
             i += t->added.tok[k].len;
             continue;
@@ -340,18 +365,20 @@ static mt_status tok_normalize(const tok_t *t, const char *text, size_t len, tok
         size_t l = tok_utf8_next(s + i, len - i, &c, &why);
         if (l == 0)
             return mt_fail(err, MT_EUTF8, "invalid UTF-8 at byte offset %zu: %s", i, why);
-        nm->cur = TOK_SPAN(i, i + l);
+        if (track)
+            nm->cur = TOK_SPAN(i, i + l);
         i += l;
         unsigned f = ucd_flags(c);
         bool ok;
         if ((f & UCD_REMOVE) && !t->opt.keep_controls)
             continue;
         if (f & UCD_SPACE)
-            ok = tok_emit(t, nm, ' ', 0);
+            ok = tok_emit(t, nm, ' ', 0, track);
         else if (t->opt.chinese_chars && c >= 0x3400 && tok_is_cjk(c))
-            ok = tok_emit(t, nm, ' ', 0) && tok_emit(t, nm, c, f) && tok_emit(t, nm, ' ', 0);
+            ok = tok_emit(t, nm, ' ', 0, track) && tok_emit(t, nm, c, f, track) &&
+                 tok_emit(t, nm, ' ', 0, track);
         else
-            ok = tok_emit(t, nm, c, f);
+            ok = tok_emit(t, nm, c, f, track);
         if (!ok)
             return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     }
@@ -382,11 +409,11 @@ typedef struct {
 
 /* Records one word piece and its TOK_SPAN: stored while there is room,
  * always counted. */
-static inline void tok_put(tok_pass2 *p, int32_t id, uint64_t span)
+TOK_INLINE void tok_put(tok_pass2 *p, int32_t id, uint64_t span, const bool track)
 {
     if (p->total < p->room) {
         p->ids[1 + p->total] = id;
-        if (p->offs) {
+        if (track) {
             p->offs[2 + 2 * p->total] = (int32_t)(span >> 32);
             p->offs[3 + 2 * p->total] = (int32_t)(uint32_t)span;
         }
@@ -396,10 +423,10 @@ static inline void tok_put(tok_pass2 *p, int32_t id, uint64_t span)
 
 /* Adds one character to the current word. Past max_word_chars only the
  * count grows: the word is [UNK] whatever follows. */
-static inline bool tok_add_char(tok_pass2 *p, uint32_t c)
+TOK_INLINE bool tok_add_char_with(tok_pass2 *p, uint32_t c, const bool track)
 {
     p->chars++;
-    if (p->offs) {
+    if (track) {
         p->wspan = p->chars == 1 ? p->cur : (p->wspan & ~0xFFFFFFFFull) | (uint32_t)p->cur;
         if (p->chars <= (size_t)p->t->opt.max_word_chars) {
             if (!tok_vec_grow(&p->worg, 1))
@@ -433,12 +460,28 @@ static inline bool tok_add_char(tok_pass2 *p, uint32_t c)
     return true;
 }
 
+/* tok_add_char_with without offsets, and with them. */
+static bool tok_add_char_plain(tok_pass2 *p, uint32_t c)
+{
+    return tok_add_char_with(p, c, false);
+}
+
+static bool tok_add_char_track(tok_pass2 *p, uint32_t c)
+{
+    return tok_add_char_with(p, c, true);
+}
+
+TOK_INLINE bool tok_add_char(tok_pass2 *p, uint32_t c, const bool track)
+{
+    return track ? tok_add_char_track(p, c) : tok_add_char_plain(p, c);
+}
+
 /* WordPiece on the collected word, then starts a new one. Greedy: from
  * each position take the longest vocab entry ("##"-prefixed after the
  * first piece); if some position has none, the whole word is one [UNK].
  * Candidates longer than the longest vocab entry are not tried, and each
  * candidate's hash comes from the prefix hashes in O(1). */
-static bool tok_flush(tok_pass2 *p)
+TOK_INLINE bool tok_flush_with(tok_pass2 *p, const bool track)
 {
     const tok_t *t = p->t;
     size_t nc = p->chars;
@@ -448,7 +491,7 @@ static bool tok_flush(tok_pass2 *p)
     const uint64_t *wo = p->worg.p;
     p->worg.n = 0;
     if (nc > (size_t)t->opt.max_word_chars) {
-        tok_put(p, t->unk, p->wspan);
+        tok_put(p, t->unk, p->wspan, track);
         p->word.n = p->starts.n = 0;
         return true;
     }
@@ -482,37 +525,53 @@ static bool tok_flush(tok_pass2 *p)
         }
         if (id < 0) {
             p->total = first;
-            tok_put(p, t->unk, p->wspan);
+            tok_put(p, t->unk, p->wspan, track);
             break;
         }
-        tok_put(p, id, p->offs ? (wo[start] & ~0xFFFFFFFFull) | (uint32_t)wo[end - 1] : 0);
+        tok_put(p, id, track ? (wo[start] & ~0xFFFFFFFFull) | (uint32_t)wo[end - 1] : 0, track);
         start = end;
     }
     p->word.n = p->starts.n = 0;
     return true;
 }
 
+/* tok_flush_with without offsets, and with them. */
+static bool tok_flush_plain(tok_pass2 *p)
+{
+    return tok_flush_with(p, false);
+}
+
+static bool tok_flush_track(tok_pass2 *p)
+{
+    return tok_flush_with(p, true);
+}
+
+TOK_INLINE bool tok_flush(tok_pass2 *p, const bool track)
+{
+    return track ? tok_flush_track(p) : tok_flush_plain(p);
+}
+
 /* Feeds one lowercased code point (flags f) to the pre-tokenizer:
  * BertPreTokenizer splits on whitespace (dropped) and punctuation (each
  * its own word). */
-static inline bool tok_feed(tok_pass2 *p, uint32_t c, unsigned f)
+TOK_INLINE bool tok_feed(tok_pass2 *p, uint32_t c, unsigned f, const bool track)
 {
     if (f & UCD_SPACE)
-        return tok_flush(p);
+        return tok_flush(p, track);
     if (f & UCD_PUNCT)
-        return tok_flush(p) && tok_add_char(p, c) && tok_flush(p);
-    return tok_add_char(p, c);
+        return tok_flush(p, track) && tok_add_char(p, c, track) && tok_flush(p, track);
+    return tok_add_char(p, c, track);
 }
 
 /* Pass 2 over the normalized text: lowercase (after accent stripping, as
  * HF orders them), pre-tokenize, WordPiece. */
-static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, const uint64_t *org, size_t n,
-                           mt_err *err)
+TOK_INLINE mt_status tok_split(tok_pass2 *p, const uint32_t *cps, const uint64_t *org, size_t n,
+                               mt_err *err, const bool track)
 {
     const tok_t *t = p->t;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = cps[i];
-        if (org)
+        if (track)
             p->cur = org[i];
         bool ok;
         size_t used = 0;
@@ -521,9 +580,11 @@ static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, const uint64_t *or
                                                         t->opt.lowercase, &used)
                                     : -1;
         if (sp >= 0) {
-            ok = tok_flush(p);
-            tok_put(p, t->added.tok[sp].id,
-                    org ? (org[i] & ~0xFFFFFFFFull) | (uint32_t)org[i + (used ? used : 1) - 1] : 0);
+            ok = tok_flush(p, track);
+            uint64_t span = 0;
+            if (track)
+                span = (org[i] & ~0xFFFFFFFFull) | (uint32_t)org[i + (used ? used : 1) - 1];
+            tok_put(p, t->added.tok[sp].id, span, track);
             if (used > 0)
                 i += used - 1;
         } else {
@@ -533,17 +594,35 @@ static mt_status tok_split(tok_pass2 *p, const uint32_t *cps, const uint64_t *or
                 int nl = ucd_lower(c, lo);
                 ok = true;
                 for (int k = 0; k < nl && ok; k++)
-                    ok = tok_feed(p, lo[k], ucd_flags(lo[k]));
+                    ok = tok_feed(p, lo[k], ucd_flags(lo[k]), track);
             } else {
-                ok = tok_feed(p, c, f);
+                ok = tok_feed(p, c, f, track);
             }
         }
         if (!ok)
             return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     }
-    if (!tok_flush(p))
+    if (!tok_flush(p, track))
         return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     return MT_OK;
+}
+
+/* Both passes, without offsets and with them: a function each, so that each
+ * copy is inlined (and optimized) on its own. */
+static __attribute__((noinline)) mt_status tok_passes_plain(const tok_t *t, const char *text,
+                                                           size_t len, tok_norm *nm,
+                                                           tok_pass2 *p, mt_err *err)
+{
+    mt_status s = tok_normalize(t, text, len, nm, err, false);
+    return s == MT_OK ? tok_split(p, TOK_U32(&nm->out), NULL, nm->out.n, err, false) : s;
+}
+
+static __attribute__((noinline)) mt_status tok_passes_track(const tok_t *t, const char *text,
+                                                           size_t len, tok_norm *nm,
+                                                           tok_pass2 *p, mt_err *err)
+{
+    mt_status s = tok_normalize(t, text, len, nm, err, true);
+    return s == MT_OK ? tok_split(p, TOK_U32(&nm->out), nm->org.p, nm->out.n, err, true) : s;
 }
 
 /* Encodes text as [CLS] pieces... [SEP] with each one's byte span when
@@ -579,9 +658,8 @@ mt_status tok_encode_offsets(const tok_t *t, const char *text, size_t len, int32
     if (len > 0 && !tok_vec_grow(&nm.out, len < SIZE_MAX / 8 ? len + len / 8 : len))
         s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory for %zu bytes of text", len);
     if (s == MT_OK)
-        s = tok_normalize(t, text, len, &nm, err);
-    if (s == MT_OK)
-        s = tok_split(&p, TOK_U32(&nm.out), offsets ? nm.org.p : NULL, nm.out.n, err);
+        s = offsets ? tok_passes_track(t, text, len, &nm, &p, err)
+                    : tok_passes_plain(t, text, len, &nm, &p, err);
     free(nm.out.p);
     free(nm.tmp.p);
     free(nm.org.p);
