@@ -14,6 +14,7 @@
  *   tei.c      text-embeddings-inference's routes
  *   rerank.c   the classifier routes: TEI's /rerank and /predict, the
  *              Cohere/Jina POST /v1/rerank
+ *   chunks.c   late chunking: POST /embed_chunks
  *   outputs.c  per-token outputs: TEI's /embed_all and /embed_sparse, our
  *              /embed_multivector, the OpenAI route's "outputs" (a model's
  *              token heads: bge-m3)
@@ -162,6 +163,9 @@ typedef struct api_embed {
     bool batch;             /* /predict: a list of inputs (else one) */
     int top_n;              /* /v1/rerank: the results kept (0: all) */
     unsigned outputs;       /* API_OUT_* bits asked for (0: a pooled vector per text) */
+    /* chunks.c: each chunk's tokens [spans[2i], spans[2i+1]) of the one text */
+    int32_t *spans;
+    int nspans;
     char **texts;           /* job.n copies of the documents to answer with, or NULL */
 } api_embed;
 
@@ -176,6 +180,7 @@ typedef struct {
     int truncate;        /* -1: the model's setting; 0: refuse when too long; 1: truncate */
     bool truncate_left;  /* keep the end of a long text rather than its start */
     bool norms;          /* the job also gets each vector's norm (TEI's "normalize": false) */
+    bool no_prompt;      /* no prompt before the texts, not even the model's default */
     bool token_rows;     /* a vector per token, not pooled (TEI's /embed_all): the job's out
                           * is (tokens, hidden), text i's rows from job.off[i]; at most the
                           * model's max_batch_tokens tokens (else 422, a limit) */

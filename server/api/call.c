@@ -382,6 +382,7 @@ static void embed_free(sched_job *j)
     for (int i = 0; e->texts && i < j->n; i++)
         free(e->texts[i]);
     free(e->texts);
+    free(e->spans);
     srv_variant_unref(e->v);
     free(e);
 }
@@ -554,7 +555,7 @@ static bool tokenize(api_embed *e, const char *const *texts, const size_t *lens,
     const int maxlen = v->max_seq_len;
     const bool truncate = o->truncate < 0 ? atomic_load(&e->m->truncate) : o->truncate;
     const char *prompt = NULL;
-    if (!o->scores && !pick_prompt(v, o, &prompt, resp))
+    if (!o->scores && !o->no_prompt && !pick_prompt(v, o, &prompt, resp))
         return false;
     off[0] = 0;
     for (int i = 0; i < n; i++) {

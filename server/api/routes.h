@@ -51,6 +51,8 @@
     X("POST", "/embeddings", api_openai_embeddings, API_OPENAI, 0,                                 \
       "OpenAI embeddings (infinity's and TEI's path)")                                             \
     X("GET", "/v1/models", api_openai_models, API_OPENAI, 0, "OpenAI model list")                  \
+    X("POST", "/embed_chunks", api_embed_chunks, API_OPENAI, 0,                                    \
+      "late chunking: one forward over a text, a vector per chunk span")                           \
     X("POST", "/v1/rerank", api_v1_rerank, API_OPENAI, 0,                                          \
       "Cohere/Jina rerank: a query against documents, on a cross-encoder")                         \
     X("GET", "/metrics", api_metrics, API_KSERVE, HTTP_ROUTE_QUIET, "Prometheus metrics")          \

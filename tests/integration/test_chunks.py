@@ -1,0 +1,105 @@
+"""Late chunking, POST /embed_chunks, served for real on MiniLM:
+- each chunk's vector is the normalised mean of the last hidden states
+  (TEI's /embed_all of the whole text) of the tokens whose character spans
+  (Hugging Face `tokenizers`' offsets on the model's tokenizer.json) overlap
+  the chunk's, from one forward over the whole text; it differs from the
+  chunk embedded alone (its neighbours are in it);
+- spans out of range, covering no token, or a text over max_seq_len
+  without truncate are refused naming the field; with truncate the spans
+  past the cut are refused; a model whose tokenizer gives no offsets yet
+  (XLM-R's Unigram) is refused naming the model."""
+import math
+import os
+
+import pytest
+
+from conftest import MODEL, Server, make_xlmr
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(MODEL, "model.safetensors")),
+                                reason="model not fetched (run make model)")
+TEXT = ("Berlin is the capital of Germany. It has about 3.8 million inhabitants. "
+        "The city is known for its museums, its techno clubs and the Brandenburg Gate. "
+        "Café culture thrives there.")
+
+
+def spans_of(text):
+    """The sentences of text as [start, end] code point spans."""
+    out, start = [], 0
+    for i, ch in enumerate(text):
+        if ch == "." and (i + 1 == len(text) or text[i + 1] == " "):
+            out.append([start, i + 1])
+            start = i + 2
+    return out
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chunks")
+    make_xlmr(tmp)
+    one = [{"name": "fp32", "precision": "fp32", "traffic": 100}]
+    cfg = {"server": {"listen": "127.0.0.1:0"},
+           "models": [{"name": "minilm", "path": MODEL, "variants": one},
+                      {"name": "xemb", "path": str(tmp / "m" / "embed"), "variants": one}]}
+    s = Server(cfg, tmp)
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def unit(v):
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v]
+
+
+def test_each_chunk_pools_its_tokens_from_one_forward(srv):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
+    tok.no_padding()  # the file pads to 128
+    enc = tok.encode(TEXT)
+    spans = spans_of(TEXT)
+    resp, rows = srv.request("POST", "/embed_all", {"inputs": TEXT})
+    assert resp.status == 200 and len(rows[0]) == len(enc.ids), rows
+    resp, out = srv.request("POST", "/embed_chunks", {"model": "minilm", "input": TEXT,
+                                                      "chunks": spans})
+    assert resp.status == 200, out
+    assert out["usage"]["total_tokens"] == len(enc.ids) and out["model"] == "minilm"
+    for i, (s, e) in enumerate(spans):
+        toks = [t for t, (a, b) in enumerate(enc.offsets) if a < b and a < e and b > s]
+        want = unit([sum(rows[0][t][k] for t in toks) / len(toks) for k in range(384)])
+        got = out["data"][i]
+        assert got["index"] == i and got["tokens"] == len(toks), (got["tokens"], toks)
+        assert max(abs(a - b) for a, b in zip(got["embedding"], want)) < 1e-5
+        resp, alone = srv.request("POST", "/v1/embeddings", {"model": "minilm",
+                                                             "input": TEXT[s:e],
+                                                             "encoding_format": "float"})
+        cos = sum(a * b for a, b in zip(got["embedding"], alone["data"][0]["embedding"]))
+        assert cos < 0.9999, (i, cos)  # its neighbours are in it
+
+
+@pytest.mark.parametrize("body,status,param,words", [
+    ({"chunks": [[0, 10]]}, 400, "input", "non-empty string"),
+    ({"input": "a b c", "chunks": []}, 400, "chunks", "non-empty list"),
+    ({"input": "a b c", "chunks": [[0, 6]]}, 400, "chunks", "end <= 5"),
+    ({"input": "a b c", "chunks": [[2, 1]]}, 400, "chunks", "start < end"),
+    ({"input": "a b c", "chunks": [[1, 2]]}, 400, "chunks", "holds no token"),
+    ({"input": "a b c", "chunks": [[0, 1]], "normalize": True}, 400, "normalize", "unknown"),
+    ({"input": "word " * 400, "chunks": [[0, 4]], "truncate": False}, 400, "input", "at most 256"),
+    ({"input": "word " * 400, "chunks": [[1900, 1904]], "truncate": True}, 400, "chunks",
+     "as cut to the model's max_seq_len"),
+])
+def test_bad_requests_are_refused_naming_the_field(srv, body, status, param, words):
+    resp, out = srv.request("POST", "/embed_chunks", dict({"model": "minilm"}, **body))
+    assert resp.status == status and out["error"]["param"] == param, out
+    assert words in out["error"]["message"], out
+
+
+def test_a_long_text_with_truncate_chunks_what_fits(srv):
+    resp, out = srv.request("POST", "/embed_chunks", {"model": "minilm", "input": "word " * 400,
+                                                      "chunks": [[0, 4], [5, 9]],
+                                                      "truncate": True})
+    assert resp.status == 200 and [d["tokens"] for d in out["data"]] == [1, 1], out
+
+
+def test_a_tokenizer_without_offsets_is_refused_naming_the_model(srv):
+    resp, out = srv.request("POST", "/embed_chunks", {"model": "xemb", "input": "a b c",
+                                                      "chunks": [[0, 1]]})
+    assert resp.status == 400 and "model xemb cannot chunk late" in out["error"]["message"], out
