@@ -269,6 +269,9 @@ cJSON *api_parse_body(const http_app *app, const http_req *req, http_resp *resp)
 /* The same on the first len bytes of the body (the JSON part of a KServe
  * binary request); the Content-Type is not checked. */
 cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_resp *resp);
+/* Only the n known keys in object j; false after answering 400 naming the
+ * first other one ("unknown field"). */
+bool api_only_fields(const cJSON *j, const char *const *known, size_t n, http_resp *r);
 /* Splits n BYTES elements out of a KServe binary tensor (u32 LE length +
  * bytes each) of input name, which must be exactly size bytes, into texts
  * and lens (pointing into p). False after answering 400. */

@@ -139,15 +139,8 @@ static void respond(const http_app *app, http_deferred *d, http_resp *r)
 static bool read_fields(const http_app *app, const cJSON *j, api_embed_opts *o, http_resp *r)
 {
     static const char *const known[] = {"model", "input", "chunks", "truncate"};
-    for (const cJSON *it = j->child; it; it = it->next) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
-            k++;
-        if (k == sizeof known / sizeof *known) {
-            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
-            return false;
-        }
-    }
+    if (!api_only_fields(j, known, sizeof known / sizeof *known, r))
+        return false;
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "input");
     const cJSON *ch = cJSON_GetObjectItemCaseSensitive(j, "chunks");
     const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "truncate");

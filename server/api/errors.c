@@ -235,6 +235,20 @@ cJSON *api_parse_json(const http_app *app, const char *text, size_t len, http_re
     return j;
 }
 
+bool api_only_fields(const cJSON *j, const char *const *known, size_t n, http_resp *r)
+{
+    for (const cJSON *it = j->child; it; it = it->next) {
+        size_t k = 0;
+        while (k < n && strcmp(known[k], it->string))
+            k++;
+        if (k == n) {
+            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- KServe's binary tensors ---------------------------------------- */
 
 bool api_split_bytes(const unsigned char *p, size_t size, long n, const char *name,

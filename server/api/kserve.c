@@ -148,15 +148,8 @@ static cJSON *parse_request(const http_app *app, const http_req *req, size_t *js
 static bool read_top(const cJSON *j, kreq *k, http_resp *r)
 {
     static const char *const known[] = {"id", "parameters", "inputs", "outputs"};
-    for (const cJSON *it = j->child; it; it = it->next) {
-        size_t i = 0;
-        while (i < sizeof known / sizeof *known && strcmp(known[i], it->string))
-            i++;
-        if (i == sizeof known / sizeof *known) {
-            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
-            return false;
-        }
-    }
+    if (!api_only_fields(j, known, sizeof known / sizeof *known, r))
+        return false;
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(j, "parameters");
     if (id && !cJSON_IsString(id)) {

@@ -122,15 +122,8 @@ static bool read_fields(const cJSON *j, bool *base64, api_embed_opts *o, http_re
     }
     o->prompt_name = cJSON_IsString(pn) ? pn->valuestring : NULL;
     int *truncate = &o->truncate;
-    for (const cJSON *it = j->child; it; it = it->next) {
-        size_t k = 0;
-        while (k < sizeof known / sizeof *known && strcmp(known[k], it->string))
-            k++;
-        if (k == sizeof known / sizeof *known) {
-            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
-            return false;
-        }
-    }
+    if (!api_only_fields(j, known, sizeof known / sizeof *known, r))
+        return false;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "encoding_format");
     const cJSON *user = cJSON_GetObjectItemCaseSensitive(j, "user");
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(j, "truncate");

@@ -441,15 +441,8 @@ static bool v1_fields(const cJSON *j, const char **model, const char **query, in
 {
     static const char *const keys[] = {"model", "query", "documents", "top_n",
                                        "return_documents"};
-    for (const cJSON *it = j->child; it; it = it->next) {
-        size_t k = 0;
-        while (k < sizeof keys / sizeof *keys && strcmp(keys[k], it->string))
-            k++;
-        if (k == sizeof keys / sizeof *keys) {
-            api_error(r, 400, it->string, "unknown field \"%s\"", it->string);
-            return false;
-        }
-    }
+    if (!api_only_fields(j, keys, sizeof keys / sizeof *keys, r))
+        return false;
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(j, "model");
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(j, "query");
     const cJSON *tn = cJSON_GetObjectItemCaseSensitive(j, "top_n");
