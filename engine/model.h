@@ -197,6 +197,17 @@ mt_status mt_model_load(const char *dir, mt_backend *be, const mt_model_opts *o,
 mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
                                   const char *mix, const char *out_path, mt_err *err);
 
+/* FP32's vectors of the load check's probe texts for the model in dir
+ * (what mt_model_embed_probes gives from a whole FP32 model of dir loaded
+ * with this max_seq_len, the same bits on the CPU backend) into out
+ * (mt_probe_count() x hidden), computed on be without a whole FP32 model:
+ * the probes' hidden states stay between layers and the FP32 weights are
+ * read one layer at a time, run and freed; of the embedding table only
+ * the rows of the probes' token ids are read. A folder whose vectors are
+ * not hidden wide is an error. */
+mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len, int hidden,
+                                    float *out, mt_err *err);
+
 /* ---- any model (engine/model.c) --------------------------------------- */
 
 static inline void mt_model_free(mt_model *m)

@@ -5,10 +5,12 @@
  * The forward reads like the paper: embeddings + LayerNorm, then per layer
  * self-attention and a GELU MLP, each followed by residual + LayerNorm, then
  * mean (or CLS) pooling and L2 normalisation (sentence-transformers).
- * Here: the configuration files, loading and calibration, the forward
- * (plain, or recorded and replayed through the backend's graph slots where
- * engine/fwd_graph.h says so); encoder_weights.c reads the weights,
- * encoder_save.c writes quantized files.
+ * Here: the configuration files, loading, the model interface's table;
+ * encoder_forward.c runs the forward (plain, or recorded and replayed
+ * through the backend's graph slots where engine/fwd_graph.h says so),
+ * encoder_weights.c reads the weights, encoder_stream.c runs FP32's
+ * forward with the weights streamed a layer at a time (int8's calibration,
+ * the load check's reference), encoder_save.c writes quantized files.
  */
 #include "models/encoder.h"
 
@@ -20,7 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/text/calib_text.h"
 #include "engine/fwd_graph.h"
 #include "engine/jsonfile.h"
 #include "engine/quant/mix.h"
@@ -59,8 +60,6 @@ static void fill_info(enc_model *m)
                                    .resident_bytes = m->gemm_bytes + m->other_bytes};
 }
 
-static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
-                      const mt_model_opts *opts, enc_model **out, mt_err *err);
 static void enc_free(mt_model *base);
 
 /* ========================================================================
@@ -269,36 +268,6 @@ mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt
     return MT_OK;
 }
 
-/* Per-column activation maxima of every GEMM input of dir's FP32 model on
- * the built-in calibration text (engine/text/calib_text.c): the statistics that
- * INT8 activation smoothing needs. *out: layers x 4 x max(h, i) floats. */
-mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int max_seq_len,
-                        float **out, mt_err *err)
-{
-    enc_model *ref;
-    mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = max_seq_len};
-    mt_status st = load(dir, a, be, &o, &ref, err);
-    if (st != MT_OK)
-        return mt_prefix(err, st, "calibration model: ");
-    const enc_config *c = &ref->cfg;
-    const int maxk = enc_max_k(c);
-    ref->act_max = calloc((size_t)c->layers * GEMMS_PER_LAYER * maxk, sizeof(float));
-    float *vec = malloc(sizeof(float) * 16 * (size_t)c->hidden);
-    if (!ref->act_max || !vec)
-        st = mt_fail(err, MT_ENOMEM, "out of memory while calibrating");
-    for (int i = 0; st == MT_OK && i < mt_calib_sentences_n; i += 16) {
-        int nb = mt_calib_sentences_n - i < 16 ? mt_calib_sentences_n - i : 16;
-        st = mt_model_embed_texts(&ref->base, mt_calib_sentences + i, NULL, nb, vec, NULL, err);
-    }
-    free(vec);
-    if (st == MT_OK) {
-        *out = ref->act_max;
-        ref->act_max = NULL;
-    }
-    enc_free(&ref->base);
-    return st;
-}
-
 static const mt_model_ops enc_ops;
 static atomic_uint graph_ids; /* numbers models for their recorded forwards' keys */
 
@@ -454,8 +423,11 @@ static void pages_done(enc_model *m, st_file *f)
     enc_conv_release(m);
 }
 
+/* The model in dir; stats: int8's smoothing statistics where the caller
+ * has them (NULL: calibrated here when the variant needs them). */
 static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
-                      const mt_model_opts *opts, enc_model **out, mt_err *err)
+                      const mt_model_opts *opts, const float *given, enc_model **out,
+                      mt_err *err)
 {
     enc_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -477,19 +449,19 @@ static mt_status load(const char *dir, const enc_arch *a, mt_backend *be,
     if ((st = enc_setup_mix(m, opts ? opts->mix : NULL, err)) != MT_OK)
         goto fail;
 
-    /* Smoothing's statistics come from a whole FP32 model of the folder,
-     * loaded and freed before this model reads anything, so that the two
-     * are never resident together (the peak of an int8 load). */
+    /* Smoothing's statistics come from the folder's FP32 weights streamed
+     * a layer at a time (models/encoder_stream.c), run before this model
+     * reads anything: never a whole FP32 model beside this one. */
     if (!prequantized(opts) &&
         (enc_uses_precision(m, MT_PREC_INT8) || enc_uses_precision(m, MT_PREC_INT8G)) &&
         be->ops->weight_set_input_scale) {
-        if ((st = enc_calibrate(dir, a, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
+        if (!given && (st = enc_calibrate(dir, a, be, m->cfg.max_seq_len, &stats, err)) != MT_OK)
             goto fail;
-        m->smooth_stats = stats;
+        m->smooth_stats = given ? given : stats;
     }
     if ((st = load_tokenizer(m, dir, err)) != MT_OK || (st = read_prompts(m, dir, err)) != MT_OK ||
         (st = open_weights(m, dir, opts, &f, err)) != MT_OK ||
-        (st = enc_load_embeddings(m, f, err)) != MT_OK ||
+        (st = enc_load_embeddings(m, f, NULL, 0, err)) != MT_OK ||
         (st = enc_load_head(m, dir, f, err)) != MT_OK ||
         (st = enc_load_outputs(m, dir, err)) != MT_OK)
         goto fail;
@@ -528,33 +500,48 @@ fail:
 mt_status enc_load_model(const char *dir, const enc_arch *a, mt_backend *be,
                          const mt_model_opts *opts, mt_model **out, mt_err *err)
 {
+    return enc_load_smoothed(dir, a, be, opts, NULL, out, err);
+}
+
+mt_status enc_load_smoothed(const char *dir, const enc_arch *a, mt_backend *be,
+                            const mt_model_opts *opts, const float *stats, mt_model **out,
+                            mt_err *err)
+{
     enc_model *m;
-    mt_status st = load(dir, a, be, opts, &m, err);
+    mt_status st = load(dir, a, be, opts, stats, &m, err);
     if (st == MT_OK)
         *out = &m->base;
     return st;
 }
 
+void enc_layer_free(mt_backend *be, enc_layer *L)
+{
+    mt_weight *w[] = {L->qkv, L->attn_out, L->inter, L->out};
+    void *v[] = {L->b_qkv,  L->b_attn_out, L->b_inter, L->b_out,  L->ln1_g,
+                 L->ln1_b,  L->ln2_g,      L->ln2_b,   L->b16[0], L->b16[1],
+                 L->b16[2], L->b16[3],     L->q_norm,  L->k_norm};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+        if (w[i])
+            be->ops->weight_destroy(be, w[i]);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        if (v[i])
+            be->ops->free(be, v[i]);
+    memset(L, 0, sizeof *L);
+}
+
 static void enc_free(mt_model *base)
 {
-    enc_model *m = (enc_model *)base;
+    enc_model_free((enc_model *)base);
+}
+
+void enc_model_free(enc_model *m)
+{
     if (!m)
         return;
     mt_backend *be = m->be;
     if (m->layer) {
-        for (int l = 0; l < m->cfg.layers; l++) {
-            enc_layer *L = &m->layer[l];
-            mt_weight *w[] = {L->qkv, L->attn_out, L->inter, L->out};
-            void *v[] = {L->b_qkv,  L->b_attn_out, L->b_inter, L->b_out,  L->ln1_g,
-                         L->ln1_b,  L->ln2_g,      L->ln2_b,   L->b16[0], L->b16[1],
-                         L->b16[2], L->b16[3],     L->q_norm,  L->k_norm};
-            for (size_t i = 0; i < sizeof w / sizeof *w; i++)
-                if (w[i])
-                    be->ops->weight_destroy(be, w[i]);
-            for (size_t i = 0; i < sizeof v / sizeof *v; i++)
-                if (v[i])
-                    be->ops->free(be, v[i]);
-        }
+        for (int l = 0; l < m->cfg.layers; l++)
+            enc_layer_free(be, &m->layer[l]);
         free(m->layer);
     }
     void *v[] = {m->word,    m->pos,     m->type0,   m->type1,

@@ -6,10 +6,12 @@
  * parameters, output projection) and build_mlp (GELU, or a gated SiLU/GELU
  * MLP). A layer is post-norm (BERT: x = norm(x + f(x))) or pre-norm
  * (x = x + f(norm(x)), then a final norm). Calibration's recording of GEMM
- * inputs lives in gemm_at, out of the reading line. The forward runs plain,
- * or recorded and replayed through the backend's graph slots where
- * engine/fwd_graph.h says so; then mean or CLS pooling and L2
- * normalisation (sentence-transformers).
+ * inputs lives in gemm_at, out of the reading line. The forward runs plain
+ * (one enc_pass: embeddings, each layer, the end, which
+ * models/encoder_stream.c also drives a layer at a time with each layer's
+ * weights loaded just before it runs), or recorded and replayed through
+ * the backend's graph slots where engine/fwd_graph.h says so; then mean or
+ * CLS pooling and L2 normalisation (sentence-transformers).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -249,14 +251,14 @@ static mt_status build_layer(enc_model *m, int l, int nlayers, const fwd_bufs *b
     return op->add(m->be, x, y, th, x, err);
 }
 
-/* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
- * offsets already there; host copies in ids / offsets): x ends up holding
- * the hidden states (after the final norm when every layer ran). */
-static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
-                        int rows, int nlayers, const fwd_bufs *b, mt_err *err)
+/* The embeddings of a batch into b->x (ids: the host copies the row's
+ * embed hook reads; b->ids what the embed op indexes m->word with), then
+ * the embeddings' norm where the row has one. */
+static mt_status embed_stage(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                             int t, int nlayers, const fwd_bufs *b, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
-    const int t = rows, h = m->cfg.hidden;
+    const int h = m->cfg.hidden;
     const bool post = m->arch->kind.place == ENC_NORM_POST;
     mt_status st;
     if ((st = b->segs ? op->embed_types(m->be, b->ids, b->off, b->segs, nseq, m->word, m->pos,
@@ -264,46 +266,134 @@ static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets
               : m->arch->embed
                   ? m->arch->embed(m, ids, offsets, nseq, b->ids, b->off, b->x, err)
                   : op->embed(m->be, b->ids, b->off, nseq, m->word, m->pos, m->type0, h, b->x,
-                              err)) ||
-        (m->emb_ln_g && (st = build_norm(m, b->x, NULL, m->emb_ln_g, m->emb_ln_b, t, b->x,
-                                         post && nlayers > 0 ? m->layer[0].qkv : NULL, err))))
+                              err)))
         return st;
-    for (int l = 0; l < nlayers; l++)
-        if ((st = build_layer(m, l, nlayers, b, t, err)))
-            return st;
-    if (m->final_g && nlayers == m->cfg.layers)
-        st = build_norm(m, b->x, NULL, m->final_g, m->final_b, t, b->x, NULL, err);
+    if (m->emb_ln_g)
+        st = build_norm(m, b->x, NULL, m->emb_ln_g, m->emb_ln_b, t, b->x,
+                        post && nlayers > 0 ? m->layer[0].qkv : NULL, err);
     return st;
 }
 
-/* The plain forward: buffers allocated for these t tokens, inputs uploaded,
- * the ops issued as they come, the buffers freed. */
-static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets,
-                           const int32_t *segs, int nseq, int t, int nlayers, bool pool,
-                           int act16, float *out, float *norms, mt_err *err)
+/* The norm after the last layer, when the row has one and every layer ran. */
+static mt_status final_stage(enc_model *m, int nlayers, const fwd_bufs *b, int t, mt_err *err)
+{
+    if (!m->final_g || nlayers != m->cfg.layers)
+        return MT_OK;
+    return build_norm(m, b->x, NULL, m->final_g, m->final_b, t, b->x, NULL, err);
+}
+
+/* Embeddings, then the first nlayers layers, on `rows` rows of b (ids and
+ * offsets already there; host copies in ids / offsets): x ends up holding
+ * the hidden states (after the final norm when every layer ran). */
+static mt_status encode(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
+                        int rows, int nlayers, const fwd_bufs *b, mt_err *err)
+{
+    mt_status st = embed_stage(m, ids, offsets, nseq, rows, nlayers, b, err);
+    for (int l = 0; l < nlayers && st == MT_OK; l++)
+        st = build_layer(m, l, nlayers, b, rows, err);
+    return st != MT_OK ? st : final_stage(m, nlayers, b, rows, err);
+}
+
+/* ---- a forward a layer at a time (enc_pass, encoder_internal.h) ---- */
+
+/* The buffers only a layer uses (fwd_bufs' qkv, ctx, mid, glu), by their
+ * index in buf_sizes' order. */
+#define PASS_SCRATCH ((1u << 2) | (1u << 3) | (1u << 4) | (1u << 6))
+#define PASS_ALL 0x7fu
+
+/* The pass's buffers as fwd_bufs (a scratch one NULL while not held). */
+static fwd_bufs pass_bufs(const enc_pass *p)
+{
+    const int t = p->offsets[p->nseq];
+    int32_t *in = p->buf[0];
+    return (fwd_bufs){.ids = in, .off = in ? in + t : NULL,
+                      .segs = p->segs && in ? in + t + p->nseq + 1 : NULL,
+                      .x = p->buf[1], .qkv = p->buf[2], .ctx = p->buf[3], .mid = p->buf[4],
+                      .pooled = p->buf[5], .glu = p->buf[6], .act16 = p->act16,
+                      .nseq = p->nseq};
+}
+
+/* Allocates the buffers of mask (bits in buf_sizes' order) the pass lacks. */
+static mt_status pass_alloc(enc_model *m, enc_pass *p, unsigned mask, mt_err *err)
+{
+    size_t sz[7];
+    const int t = p->offsets[p->nseq];
+    const int nb = buf_sizes(&m->cfg, (size_t)t, p->nseq, p->segs != NULL, sz);
+    for (int i = 0; i < nb; i++)
+        if ((mask >> i & 1u) && !p->buf[i] && !(p->buf[i] = m->be->ops->alloc(m->be, sz[i])))
+            return mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens",
+                           m->be->device, t);
+    return MT_OK;
+}
+
+static void pass_release(enc_model *m, enc_pass *p, unsigned mask)
+{
+    for (int i = 0; i < 7; i++)
+        if ((mask >> i & 1u) && p->buf[i]) {
+            m->be->ops->free(m->be, p->buf[i]);
+            p->buf[i] = NULL;
+        }
+}
+
+mt_status enc_pass_begin(enc_model *m, enc_pass *p, mt_err *err)
 {
     const mt_backend_ops *op = m->be->ops;
-    mt_backend *be = m->be;
-    size_t sz[7];
-    const int nb = buf_sizes(&m->cfg, (size_t)t, nseq, segs != NULL, sz);
-    void *p[7] = {NULL};
-    mt_status st = MT_OK;
-    for (int i = 0; i < nb && st == MT_OK; i++)
-        if (!(p[i] = op->alloc(be, sz[i])))
-            st = mt_fail(err, MT_ENOMEM, "out of %s memory for a batch of %d tokens", be->device,
-                         t);
-    const fwd_bufs b = {.ids = p[0], .off = (int32_t *)p[0] + t,
-                        .segs = segs && p[0] ? (int32_t *)p[0] + t + nseq + 1 : NULL,
-                        .x = p[1], .qkv = p[2], .ctx = p[3], .mid = p[4], .pooled = p[5],
-                        .glu = p[6], .act16 = act16, .nseq = nseq};
+    const int t = p->offsets[p->nseq], nseq = p->nseq;
+    memset(p->buf, 0, sizeof p->buf);
+    mt_status st = pass_alloc(m, p, p->keep_scratch ? PASS_ALL : PASS_ALL & ~PASS_SCRATCH, err);
+    const fwd_bufs b = pass_bufs(p);
+    const int32_t *dev = p->dev_ids ? p->dev_ids : p->ids;
     if (st == MT_OK &&
-        !(st = op->upload(be, b.ids, ids, sizeof(int32_t) * (size_t)t, err)) &&
-        !(st = op->upload(be, b.off, offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) &&
-        (!segs || !(st = op->upload(be, b.segs, segs, sizeof(int32_t) * (size_t)nseq, err))) &&
-        !(st = encode(m, ids, offsets, nseq, t, nlayers, &b, err)))
-        st = finish(m, b.x, b.off, offsets, nseq, t, pool, false, b.pooled, out, norms, err);
-    for (int i = 0; i < nb; i++)
-        op->free(be, p[i]);
+        !(st = op->upload(m->be, b.ids, dev, sizeof(int32_t) * (size_t)t, err)) &&
+        !(st = op->upload(m->be, b.off, p->offsets, sizeof(int32_t) * ((size_t)nseq + 1), err)) &&
+        (!p->segs ||
+         !(st = op->upload(m->be, b.segs, p->segs, sizeof(int32_t) * (size_t)nseq, err))))
+        st = embed_stage(m, p->ids, p->offsets, nseq, t, p->nlayers, &b, err);
+    return st;
+}
+
+mt_status enc_pass_layer(enc_model *m, enc_pass *p, int l, mt_err *err)
+{
+    mt_status st = pass_alloc(m, p, PASS_SCRATCH, err);
+    if (st == MT_OK) {
+        const fwd_bufs b = pass_bufs(p);
+        st = build_layer(m, l, p->nlayers, &b, p->offsets[p->nseq], err);
+    }
+    if (!p->keep_scratch)
+        pass_release(m, p, PASS_SCRATCH);
+    return st;
+}
+
+mt_status enc_pass_end(enc_model *m, enc_pass *p, bool pool, float *out, float *norms,
+                       mt_err *err)
+{
+    const int t = p->offsets[p->nseq];
+    const fwd_bufs b = pass_bufs(p);
+    mt_status st = final_stage(m, p->nlayers, &b, t, err);
+    return st != MT_OK ? st
+                       : finish(m, b.x, b.off, p->offsets, p->nseq, t, pool, false, b.pooled, out,
+                                norms, err);
+}
+
+void enc_pass_free(enc_model *m, enc_pass *p)
+{
+    pass_release(m, p, PASS_ALL);
+}
+
+/* The plain forward: one pass (buffers allocated for these tokens, inputs
+ * uploaded, the ops issued as they come, the buffers freed). */
+static mt_status run_eager(enc_model *m, const int32_t *ids, const int32_t *offsets,
+                           const int32_t *segs, int nseq, int nlayers, bool pool, int act16,
+                           float *out, float *norms, mt_err *err)
+{
+    enc_pass p = {.ids = ids, .offsets = offsets, .segs = segs, .nseq = nseq,
+                  .nlayers = nlayers, .act16 = act16, .keep_scratch = true};
+    mt_status st = enc_pass_begin(m, &p, err);
+    for (int l = 0; l < nlayers && st == MT_OK; l++)
+        st = enc_pass_layer(m, &p, l, err);
+    if (st == MT_OK)
+        st = enc_pass_end(m, &p, pool, out, norms, err);
+    enc_pass_free(m, &p);
     return st;
 }
 
@@ -406,7 +496,7 @@ mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, cons
     if (p.graph)
         st = run_graph(m, ids, offsets, nseq, t, &p, act16, out, norms, &ran, err);
     if (st == MT_OK && !ran)
-        st = run_eager(m, ids, offsets, segs, nseq, t, nlayers, pool, act16, out, norms, err);
+        st = run_eager(m, ids, offsets, segs, nseq, nlayers, pool, act16, out, norms, err);
     if (act16)
         op->set_act_format(m->be, MT_ACTF_F32);
     return st;

@@ -1,9 +1,12 @@
 /* encoder_internal.h: what the shared encoder's files share, and what an
  * architecture row's hooks (models/arch.h) see of a model: encoder.c (the
- * configuration files, loading, calibration and the forward pass),
- * encoder_weights.c (each weight read into the backend in its GEMM's
- * precision) and encoder_save.c (quantized files). Nothing outside
- * models/ includes it. */
+ * configuration files and loading), encoder_forward.c (the forward pass,
+ * and a pass a layer at a time), encoder_stream.c (FP32's forward with the
+ * weights streamed a layer at a time: calibration, the load check's
+ * reference), encoder_weights.c (each weight read into the backend in its
+ * GEMM's precision) and encoder_save.c (quantized files). Nothing outside
+ * models/ includes it but tests/unit/test_stream_ref.c, which records a
+ * whole model's calibration as the loader did before streaming, to compare. */
 #ifndef MT_MODELS_ENCODER_INTERNAL_H
 #define MT_MODELS_ENCODER_INTERNAL_H
 
@@ -97,6 +100,31 @@ static inline int enc_max_k(const enc_config *c)
  * gives the hidden states (t, h) into out. */
 mt_status enc_run(enc_model *m, const int32_t *ids, const int32_t *offsets, const int32_t *segs,
                   int nseq, int nlayers, bool pool, float *out, float *norms, mt_err *err);
+/* One forward of a batch taken a layer at a time (encoder_forward.c): the
+ * plain forward is begin, every layer, end; a caller that loads each
+ * layer's weights into m->layer[l] just before enc_pass_layer and frees
+ * them after (models/encoder_stream.c) runs the same ops in the same order
+ * with one layer resident. The caller sets the inputs; enc_pass_begin
+ * allocates the backend buffers, uploads the inputs and runs the
+ * embeddings (and their norm); enc_pass_end the final norm (when nlayers
+ * is every layer) and pooling into out (pool false: the hidden states);
+ * enc_pass_free frees the buffers, whatever failed. */
+typedef struct {
+    const int32_t *ids;     /* (t) host ids, as the row's embed hook reads them */
+    const int32_t *dev_ids; /* (t) what the embed op indexes m->word with; NULL: ids */
+    const int32_t *offsets; /* nseq + 1, from 0 */
+    const int32_t *segs;    /* nseq token-type 1 starts, or NULL */
+    int nseq, nlayers;
+    int act16;              /* rows in m->actf (run) */
+    bool keep_scratch;      /* the layers' buffers held from begin to end (else each
+                             * enc_pass_layer allocates and frees its own) */
+    void *buf[7];           /* enc_pass_begin's: backend buffers */
+} enc_pass;
+mt_status enc_pass_begin(enc_model *m, enc_pass *p, mt_err *err);
+mt_status enc_pass_layer(enc_model *m, enc_pass *p, int l, mt_err *err);
+mt_status enc_pass_end(enc_model *m, enc_pass *p, bool pool, float *out, float *norms,
+                       mt_err *err);
+void enc_pass_free(enc_model *m, enc_pass *p);
 /* m->attn from m's config and row (MPNet's load_extras adds its bias
  * later); then whether m's backend runs every op m's row needs, else an
  * error naming the op, the row and the backend. */
@@ -107,8 +135,22 @@ void enc_normalize_rows(float *out, int nseq, int h, bool normalize, float *norm
 
 /* encoder.c */
 mt_status enc_read_configs(const char *dir, const enc_arch *a, enc_config *c, mt_err *err);
+/* enc_load_model with int8's smoothing statistics given (enc_calibrate's
+ * layout; NULL: calibrated while loading, as enc_load_model does): for
+ * tests that compare two ways of calibrating. */
+mt_status enc_load_smoothed(const char *dir, const enc_arch *a, mt_backend *be,
+                            const mt_model_opts *opts, const float *stats, mt_model **out,
+                            mt_err *err);
+/* Frees layer L's weights and vectors on be and zeroes it. */
+void enc_layer_free(mt_backend *be, enc_layer *L);
+/* Frees m and everything it holds (m may be partly loaded, or NULL). */
+void enc_model_free(enc_model *m);
+
+/* encoder_stream.c */
 /* Per-column activation maxima of every GEMM input of dir's FP32 model on
- * the built-in calibration text: *out gets layers x 4 x max(h, i) floats. */
+ * the built-in calibration text, in batches of 16 sentences as a whole
+ * FP32 model's forward would record them, with the weights streamed a
+ * layer at a time: *out gets layers x 4 x max(h, i) floats. */
 mt_status enc_calibrate(const char *dir, const enc_arch *a, mt_backend *be, int max_seq_len,
                         float **out, mt_err *err);
 
@@ -157,8 +199,10 @@ mt_status enc_load_vec(enc_model *m, const st_file *f, const char *name, int64_t
 void enc_conv_release(enc_model *m);
 mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err);
 /* The word, position and first token-type tables (or a zero row) and the
- * embedding LayerNorm. */
-mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err);
+ * embedding LayerNorm; rows (n; NULL: all): the only word-table rows to
+ * read, which the embed op then indexes 0..n-1 (encoder_stream.c). */
+mt_status enc_load_embeddings(enc_model *m, const st_file *f, const int32_t *rows, int n,
+                              mt_err *err);
 mt_status enc_check_quant_meta(const st_file *f, mt_precision p, const mt_calib_opts *c,
                                const char *mix, mt_err *err);
 bool enc_uses_precision(const enc_model *m, mt_precision p);

@@ -73,9 +73,9 @@ void enc_conv_release(enc_model *m)
 }
 
 /* Finds name (or the row's prefix + name) and checks it is F32 (or F16,
- * BF16: converted) of the given shape. */
-mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t d0, int64_t d1,
-                       const float **out, mt_err *err)
+ * BF16) of the given shape (d1 0: a vector). */
+static mt_status find_checked(const enc_model *m, const st_file *f, const char *name, int64_t d0,
+                              int64_t d1, const st_tensor **out, mt_err *err)
 {
     const st_tensor *t = enc_find(m->arch, f, name);
     if (!t)
@@ -87,7 +87,50 @@ mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t
                        "%s: tensor '%s' is %s with %d dims, expected F32 [%lld%s%lld]",
                        st_path(f), name, st_dtype_name(t->dtype), t->ndim, (long long)d0,
                        want_dims == 2 ? "," : "", want_dims == 2 ? (long long)d1 : 0LL);
-    return as_f32(m, t, out, err);
+    *out = t;
+    return MT_OK;
+}
+
+/* The same, its values as FP32 (F16, BF16 converted). */
+mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t d0, int64_t d1,
+                       const float **out, mt_err *err)
+{
+    const st_tensor *t;
+    mt_status st = find_checked(m, f, name, d0, d1, &t, err);
+    return st != MT_OK ? st : as_f32(m, t, out, err);
+}
+
+/* Rows rows[0..n) (each in [0, d0)) of the (d0, d1) table name, as FP32
+ * (16-bit rows converted one at a time, exactly), copied into backend
+ * memory: the rest of the table is never read or copied. */
+static mt_status gather_rows(enc_model *m, const st_file *f, const char *name, int64_t d0,
+                             int64_t d1, const int32_t *rows, int n, float **out, mt_err *err)
+{
+    const st_tensor *t;
+    mt_status st = find_checked(m, f, name, d0, d1, &t, err);
+    if (st != MT_OK)
+        return st;
+    const size_t w = (size_t)d1, esz = st_dtype_size(t->dtype);
+    float *host = malloc(sizeof(float) * w * (size_t)(n > 0 ? n : 1));
+    if (!host)
+        return mt_fail(err, MT_ENOMEM, "out of memory gathering rows of '%s'", name);
+    for (int i = 0; i < n && st == MT_OK; i++) {
+        if (rows[i] < 0 || rows[i] >= d0) {
+            st = mt_fail(err, MT_EINVAL, "row %d of tensor '%s' out of range [0, %lld)",
+                         rows[i], name, (long long)d0);
+            break;
+        }
+        const char *src = (const char *)t->data + (size_t)rows[i] * w * esz;
+        if (t->dtype == ST_F32)
+            memcpy(host + (size_t)i * w, src, sizeof(float) * w);
+        else
+            st = nf_decode(t->dtype == ST_BF16 ? NF_BF16 : NF_F16, src, host + (size_t)i * w, w,
+                           1.0f, err);
+    }
+    if (st == MT_OK)
+        st = enc_to_backend(m, host, w * (size_t)n, out, err);
+    free(host);
+    return st;
 }
 
 /* Copies a host FP32 vector/table into backend memory. */
@@ -531,21 +574,25 @@ mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err)
  * for a row without one); a zero row stands for the token types of a row
  * without them (the embed op adds one row); the second token type too
  * where the model takes text pairs and has two; the embeddings' norm and the
- * final norm where the row has them. */
-mt_status enc_load_embeddings(enc_model *m, const st_file *f, mt_err *err)
+ * final norm where the row has them. rows (n of them; NULL: every row):
+ * the word table's rows to keep, in the order the embed op is then to
+ * index them. */
+mt_status enc_load_embeddings(enc_model *m, const st_file *f, const int32_t *rows, int n,
+                              mt_err *err)
 {
     const enc_embed_names *e = &m->arch->emb;
     const int h = m->cfg.hidden;
-    const float *word, *pos = NULL, *type = NULL;
+    const float *word = NULL, *pos = NULL, *type = NULL;
     float *zero = NULL;
     mt_status st;
-    if ((st = enc_find_f32(m, f, e->word, m->cfg.vocab, h, &word, err)) ||
+    if ((!rows && (st = enc_find_f32(m, f, e->word, m->cfg.vocab, h, &word, err))) ||
+        (rows && (st = gather_rows(m, f, e->word, m->cfg.vocab, h, rows, n, &m->word, err))) ||
         (e->pos && (st = enc_find_f32(m, f, e->pos, m->cfg.max_positions, h, &pos, err))) ||
         (e->type && (st = enc_find_f32(m, f, e->type, m->cfg.type_vocab, h, &type, err))))
         return st;
     if (!type && !(type = zero = calloc((size_t)h, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    if (!(st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err)) &&
+    if (!(!rows && (st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err))) &&
         !(pos && (st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err))) &&
         !(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
         !(m->cfg.pairs && zero == NULL && m->cfg.type_vocab >= 2 &&

@@ -1,6 +1,7 @@
 /* registry.c: the architectures Mantissa can serve, one row each, and the
  * choice among them by a model folder's config.json "model_type"
- * (engine/model.h's mt_model_load and mt_model_save_quantized). A row is a
+ * (engine/model.h's mt_model_load, mt_model_save_quantized and
+ * mt_model_reference_probes). A row is a
  * const enc_arch (models/arch.h) defined in its own file; a new encoder
  * family is that one file and one line in ARCH_ROWS below. */
 #include <stdio.h>
@@ -68,4 +69,12 @@ mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_cali
     const enc_arch *a;
     mt_status st = find_arch(dir, &a, err);
     return st != MT_OK ? st : enc_save_quantized(dir, a, p, calib, mix, out_path, err);
+}
+
+mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len, int hidden,
+                                    float *out, mt_err *err)
+{
+    const enc_arch *a;
+    mt_status st = find_arch(dir, &a, err);
+    return st != MT_OK ? st : enc_reference_probes(dir, a, be, max_seq_len, hidden, out, err);
 }

@@ -26,7 +26,7 @@ done
 # so that a developer on an AMX or AVX-512 machine sees what a user on an
 # AVX2 CPU gets. ISA_LEVELS (a space-separated list) narrows it.
 ISA_TESTS=(test_qgemm test_bert test_mpnet test_mix_model test_quant test_cpu_ops test_cpu_layer_ops
-           test_layer_kinds)
+           test_layer_kinds test_stream_ref)
 levels=${ISA_LEVELS:-$("$MANTISSA_BIN" cpu --levels)}
 top=$("$MANTISSA_BIN" cpu --levels | tail -1)
 for lv in $levels; do

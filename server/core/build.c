@@ -338,7 +338,7 @@ done:
 }
 
 /* What a build freed (the FP32 copies of a BF16 checkpoint's tensors, the
- * load check's FP32 reference model: together more than the build keeps)
+ * load check's FP32 reference layers: together more than the build keeps)
  * back to the system: glibc keeps freed heap memory in the process (blocks
  * under its mmap threshold, which a freed large block raises to 32 MiB, so
  * a model's per-layer weights), and a process that loaded a 1.4 GiB model
@@ -354,27 +354,23 @@ static void release_freed_memory(void)
  * the load check (engine/model.h)
  * ====================================================================== */
 
-/* FP32's vectors of the probe texts for model mc into m's cache: made on
- * the CPU from the folder's FP32 weights once per model path and token
- * cap, then kept. Called with m->probe_lock held. */
-static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *mc, mt_err *err)
+/* FP32's vectors of the probe texts for model mc (h wide) into m's cache:
+ * made on the CPU from the folder's FP32 weights once per model path and
+ * token cap, then kept; streamed a layer at a time (engine/model.h's
+ * mt_model_reference_probes), so no whole FP32 model is ever resident
+ * beside the build. Called with m->probe_lock held. */
+static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *mc, int h,
+                                 mt_err *err)
 {
     char key[sizeof m->probe_key];
     snprintf(key, sizeof key, "%s#%d", mc->path, mc->max_seq_len);
     if (m->probe_ref && !strcmp(key, m->probe_key))
         return MT_OK;
-    mt_model_opts o = {.precision = MT_PREC_FP32, .max_seq_len = mc->max_seq_len};
-    mt_model *ref = NULL;
-    mt_status st = mt_model_load(mc->path, s->devices[0].be, &o, &ref, err);
-    if (st != MT_OK)
-        return mt_prefix(err, st, "its FP32 reference: ");
-    const int h = ref->info.hidden;
     float *vec = malloc(sizeof(float) * (size_t)mt_probe_count() * h);
     if (!vec)
-        st = mt_fail(err, MT_ENOMEM, "out of memory");
-    else
-        st = mt_model_embed_probes(ref, vec, err);
-    mt_model_free(ref);
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    mt_status st = mt_model_reference_probes(mc->path, s->devices[0].be, mc->max_seq_len, h, vec,
+                                             err);
     if (st != MT_OK) {
         free(vec);
         return mt_prefix(err, st, "its FP32 reference: ");
@@ -402,7 +398,7 @@ static mt_status load_check(srv_models *s, srv_model *m, const cfg_model *mc, sr
     mt_status st = mt_model_embed_probes(v->model, mine, err);
     pthread_mutex_lock(&m->probe_lock);
     if (st == MT_OK)
-        st = probe_reference(s, m, mc, err);
+        st = probe_reference(s, m, mc, h, err);
     if (st == MT_OK && m->probe_hidden != h)
         st = mt_fail(err, MT_EINTERNAL, "its FP32 reference has %d dimensions, it %d",
                      m->probe_hidden, h);

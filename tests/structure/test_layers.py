@@ -212,7 +212,8 @@ BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build/release"))
 # defining the symbol) -> reason. Each must still happen (else it is stale).
 CALLS_ALLOWED = {
     ("server/core", "models/registry.c"):
-        "the registry's entry points (mt_model_load) are declared in engine/model.h: the "
+        "the registry's entry points (mt_model_load, and the load check's streamed FP32 "
+        "reference mt_model_reference_probes) are declared in engine/model.h: the "
         "server loads a model by folder without naming an architecture; models/ never "
         "calls the server, so this makes no loop (engine/ may not: models/ is built on it)",
 }
@@ -221,6 +222,11 @@ CALLS_ALLOWED = {
 # why they are one. Keep the sets exact: the test names any loop that
 # differs from them.
 DECLARED_MODULES = {
+    frozenset({"models/encoder.c", "models/encoder_stream.c"}):
+        "the shared encoder's loading: encoder.c's loader takes int8's calibration from "
+        "encoder_stream.c's FP32 forward with the weights streamed a layer at a time, which "
+        "reads the folder's configuration files and frees its model (one without layers) "
+        "through encoder.c as the loader does",
     frozenset({"server/core/sched.c", "server/core/batch.c", "server/core/drain.c",
                "server/core/shadow.c"}):
         "the scheduler: one loop-thread state (sched_internal.h) in files by topic; sched.c's "
