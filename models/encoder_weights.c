@@ -100,6 +100,44 @@ mt_status enc_find_f32(enc_model *m, const st_file *f, const char *name, int64_t
     return st != MT_OK ? st : as_f32(m, t, out, err);
 }
 
+/* The (d0, d1) table name in backend memory as FP32, copied a block of
+ * rows at a time (16-bit rows converted per block): never a whole FP32
+ * copy of it on the host beside the backend's (a Qwen3 word table is
+ * 594 MiB in FP32). */
+static mt_status table_to_backend(enc_model *m, const st_file *f, const char *name, int64_t d0,
+                                  int64_t d1, float **out, mt_err *err)
+{
+    enum { BLOCK = 4096 }; /* rows */
+    const st_tensor *t;
+    mt_status st = find_checked(m, f, name, d0, d1, &t, err);
+    if (st != MT_OK)
+        return st;
+    if (t->dtype == ST_F32)
+        return enc_to_backend(m, t->data, (size_t)(d0 * d1), out, err);
+    const size_t w = (size_t)d1, bytes = sizeof(float) * w * (size_t)d0;
+    const size_t block = (size_t)(d0 < BLOCK ? d0 : BLOCK);
+    float *dev = m->be->ops->alloc(m->be, bytes), *host = malloc(sizeof(float) * w * block);
+    if (!dev || !host)
+        st = mt_fail(err, MT_ENOMEM, "out of %s memory for tensor '%s'",
+                     dev ? "host" : m->be->device, name);
+    const nf_format fmt = t->dtype == ST_BF16 ? NF_BF16 : NF_F16;
+    for (size_t r = 0; st == MT_OK && r < (size_t)d0; r += block) {
+        const size_t n = (size_t)d0 - r < block ? (size_t)d0 - r : block;
+        const uint16_t *src = (const uint16_t *)t->data + r * w;
+        if ((st = nf_decode(fmt, src, host, n * w, 1.0f, err)) == MT_OK)
+            st = m->be->ops->upload(m->be, dev + r * w, host, sizeof(float) * n * w, err);
+    }
+    free(host);
+    if (st != MT_OK) {
+        if (dev)
+            m->be->ops->free(m->be, dev);
+        return st;
+    }
+    m->other_bytes += bytes;
+    *out = dev;
+    return MT_OK;
+}
+
 /* Rows rows[0..n) (each in [0, d0)) of the (d0, d1) table name, as FP32
  * (16-bit rows converted one at a time, exactly), copied into backend
  * memory: the rest of the table is never read or copied. */
@@ -470,7 +508,10 @@ static mt_status load_layer_gemm(enc_model *m, const st_file *f, int l, int g,
                           ? m->smooth_stats + ((size_t)l * GEMMS_PER_LAYER + g) * maxk
                           : NULL;
     mt_status st = load_gemm(m, f, np, rows, nparts, k, sm, l, (mt_gemm_kind)g, w, err);
-    return st != MT_OK ? st : load_bias(m, f, names, rows, nparts, bias, err);
+    if (st == MT_OK)
+        st = load_bias(m, f, names, rows, nparts, bias, err);
+    enc_conv_release(m); /* what they converted is placed: one GEMM's FP32 copies at a time */
+    return st;
 }
 
 /* Q, K and V are packed into one weight (fused in the file, or three
@@ -582,19 +623,17 @@ mt_status enc_load_embeddings(enc_model *m, const st_file *f, const int32_t *row
 {
     const enc_embed_names *e = &m->arch->emb;
     const int h = m->cfg.hidden;
-    const float *word = NULL, *pos = NULL, *type = NULL;
+    const float *type = NULL;
     float *zero = NULL;
     mt_status st;
-    if ((!rows && (st = enc_find_f32(m, f, e->word, m->cfg.vocab, h, &word, err))) ||
+    if ((!rows && (st = table_to_backend(m, f, e->word, m->cfg.vocab, h, &m->word, err))) ||
         (rows && (st = gather_rows(m, f, e->word, m->cfg.vocab, h, rows, n, &m->word, err))) ||
-        (e->pos && (st = enc_find_f32(m, f, e->pos, m->cfg.max_positions, h, &pos, err))) ||
+        (e->pos && (st = table_to_backend(m, f, e->pos, m->cfg.max_positions, h, &m->pos, err))) ||
         (e->type && (st = enc_find_f32(m, f, e->type, m->cfg.type_vocab, h, &type, err))))
         return st;
     if (!type && !(type = zero = calloc((size_t)h, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    if (!(!rows && (st = enc_to_backend(m, word, (size_t)m->cfg.vocab * h, &m->word, err))) &&
-        !(pos && (st = enc_to_backend(m, pos, (size_t)m->cfg.max_positions * h, &m->pos, err))) &&
-        !(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
+    if (!(st = enc_to_backend(m, type, (size_t)h, &m->type0, err)) &&
         !(m->cfg.pairs && zero == NULL && m->cfg.type_vocab >= 2 &&
           (st = enc_to_backend(m, type + h, (size_t)h, &m->type1, err))) &&
         !(m->arch->load_extras && (st = m->arch->load_extras(m, f, err))) &&
