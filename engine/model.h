@@ -199,14 +199,14 @@ mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_cali
 
 /* FP32's vectors of the load check's probe texts for the model in dir
  * (what mt_model_embed_probes gives from a whole FP32 model of dir loaded
- * with this max_seq_len, the same bits on the CPU backend) into out
- * (mt_probe_count() x hidden), computed on be without a whole FP32 model:
- * the probes' hidden states stay between layers and the FP32 weights are
- * read one layer at a time, run and freed; of the embedding table only
- * the rows of the probes' token ids are read. A folder whose vectors are
- * not hidden wide is an error. */
-mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len, int hidden,
-                                    float *out, mt_err *err);
+ * with this max_seq_len, the same bits on the CPU backend), computed on be
+ * without a whole FP32 model: the probes' hidden states stay between
+ * layers and the FP32 weights are read one layer at a time, run and freed;
+ * of the embedding table only the rows of the probes' token ids are read.
+ * *out gets mt_probe_count() x *hidden floats (free() them), NaN before
+ * the forward writes them (a row left unwritten fails any drift bound). */
+mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len,
+                                    float **out, int *hidden, mt_err *err);
 
 /* ---- any model (engine/model.c) --------------------------------------- */
 

@@ -53,7 +53,7 @@ mt_status enc_load_model(const char *dir, const enc_arch *a, mt_backend *be,
  * weights streamed a layer at a time (models/encoder_stream.c;
  * engine/model.h's mt_model_reference_probes says the contract). */
 mt_status enc_reference_probes(const char *dir, const enc_arch *a, mt_backend *be,
-                               int max_seq_len, int hidden, float *out, mt_err *err);
+                               int max_seq_len, float **out, int *hidden, mt_err *err);
 
 /* The architecture of m, a model from enc_load_model. */
 const enc_config *enc_get_config(const mt_model *m);

@@ -16,6 +16,7 @@
  * are: tests/unit/test_stream_ref.c).
  */
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,19 +184,28 @@ static void stream_close(stream *s)
 }
 
 /* dir's FP32 vectors of the probe texts (one batch of them all, as
- * mt_model_embed_probes embeds them) into out (probes x hidden). */
+ * mt_model_embed_probes embeds them) into a new NaN-filled *out. */
 mt_status enc_reference_probes(const char *dir, const enc_arch *a, mt_backend *be,
-                               int max_seq_len, int hidden, float *out, mt_err *err)
+                               int max_seq_len, float **out, int *hidden, mt_err *err)
 {
     stream s = {0};
     const int n = mt_probe_texts_n;
+    float *vec = NULL;
     mt_status st = stream_open(&s, dir, a, be, max_seq_len, err);
-    if (st == MT_OK && s.m->cfg.hidden != hidden)
-        st = mt_fail(err, MT_EINVAL, "%s: its FP32 vectors have %d dimensions, not %d", dir,
-                     s.m->cfg.hidden, hidden);
+    const size_t len = st == MT_OK ? (size_t)n * s.m->cfg.hidden : 0;
+    if (st == MT_OK && !(vec = malloc(sizeof(float) * (len ? len : 1))))
+        st = mt_fail(err, MT_ENOMEM, "out of memory");
+    for (size_t i = 0; vec && i < len; i++)
+        vec[i] = NAN;
     if (st == MT_OK && (st = stream_tokenize(&s, mt_probe_texts, n, n, err)) == MT_OK &&
         (st = stream_rows(&s, err)) == MT_OK)
-        st = stream_run(&s, dir, n, out, err);
+        st = stream_run(&s, dir, n, vec, err);
+    if (st == MT_OK) {
+        *out = vec;
+        *hidden = s.m->cfg.hidden;
+    } else {
+        free(vec);
+    }
     stream_close(&s);
     return st;
 }

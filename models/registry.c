@@ -71,10 +71,10 @@ mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_cali
     return st != MT_OK ? st : enc_save_quantized(dir, a, p, calib, mix, out_path, err);
 }
 
-mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len, int hidden,
-                                    float *out, mt_err *err)
+mt_status mt_model_reference_probes(const char *dir, mt_backend *be, int max_seq_len,
+                                    float **out, int *hidden, mt_err *err)
 {
     const enc_arch *a;
     mt_status st = find_arch(dir, &a, err);
-    return st != MT_OK ? st : enc_reference_probes(dir, a, be, max_seq_len, hidden, out, err);
+    return st != MT_OK ? st : enc_reference_probes(dir, a, be, max_seq_len, out, hidden, err);
 }

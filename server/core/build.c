@@ -354,32 +354,47 @@ static void release_freed_memory(void)
  * the load check (engine/model.h)
  * ====================================================================== */
 
-/* FP32's vectors of the probe texts for model mc (h wide) into m's cache:
- * made on the CPU from the folder's FP32 weights once per model path and
- * token cap, then kept; streamed a layer at a time (engine/model.h's
- * mt_model_reference_probes), so no whole FP32 model is ever resident
- * beside the build. Called with m->probe_lock held. */
-static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *mc, int h,
-                                 mt_err *err)
+/* FP32's vectors of the probe texts for model mc into m's cache: made on
+ * the CPU from the folder's FP32 weights once per model path and token
+ * cap, then kept; streamed a layer at a time (engine/model.h's
+ * mt_model_reference_probes), so no whole FP32 model is ever resident.
+ * Called with m->probe_lock held. */
+static mt_status probe_reference(srv_models *s, srv_model *m, const cfg_model *mc, mt_err *err)
 {
     char key[sizeof m->probe_key];
     snprintf(key, sizeof key, "%s#%d", mc->path, mc->max_seq_len);
     if (m->probe_ref && !strcmp(key, m->probe_key))
         return MT_OK;
-    float *vec = malloc(sizeof(float) * (size_t)mt_probe_count() * h);
-    if (!vec)
-        return mt_fail(err, MT_ENOMEM, "out of memory");
-    mt_status st = mt_model_reference_probes(mc->path, s->devices[0].be, mc->max_seq_len, h, vec,
-                                             err);
-    if (st != MT_OK) {
-        free(vec);
+    float *vec = NULL;
+    int h = 0;
+    mt_status st = mt_model_reference_probes(mc->path, s->devices[0].be, mc->max_seq_len, &vec,
+                                             &h, err);
+    if (st != MT_OK)
         return mt_prefix(err, st, "its FP32 reference: ");
-    }
     free(m->probe_ref);
     m->probe_ref = vec;
     m->probe_hidden = h;
     snprintf(m->probe_key, sizeof m->probe_key, "%s", key);
     return MT_OK;
+}
+
+/* A variant whose GEMMs are not all FP32 will be load-checked: its model's
+ * reference is made before the variant loads, when only the reference's
+ * one FP32 layer and hidden states are resident, not beside the new build
+ * (the process's peak). Best effort: a reference that fails here is made
+ * again, and its error reported, by the load check itself. */
+static void probe_reference_first(srv_models *s, srv_model *m, const cfg_model *mc,
+                                  const cfg_variant *vc)
+{
+    if (vc->precision == MT_PREC_FP32 && !vc->mix[0])
+        return;
+    mt_err err = {0};
+    pthread_mutex_lock(&m->probe_lock);
+    if (probe_reference(s, m, mc, &err) != MT_OK)
+        log_msg(LOG_DEBUG, "model %s: its load check's reference, made before variant %s: %s",
+                mc->name, vc->name, err.msg);
+    pthread_mutex_unlock(&m->probe_lock);
+    release_freed_memory();
 }
 
 /* The load check of build v: when some of its GEMMs are not FP32, its
@@ -398,7 +413,7 @@ static mt_status load_check(srv_models *s, srv_model *m, const cfg_model *mc, sr
     mt_status st = mt_model_embed_probes(v->model, mine, err);
     pthread_mutex_lock(&m->probe_lock);
     if (st == MT_OK)
-        st = probe_reference(s, m, mc, h, err);
+        st = probe_reference(s, m, mc, err);
     if (st == MT_OK && m->probe_hidden != h)
         st = mt_fail(err, MT_EINTERNAL, "its FP32 reference has %d dimensions, it %d",
                      m->probe_hidden, h);
@@ -562,6 +577,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
                         .weights = vc->weights};
     mt_calib_parse(vc->calibration, &o.calib.method);
     double t0 = mono_s();
+    probe_reference_first(s, m, mc, vc);
     mt_status st = load_on(s, mc, vc, &o, v, err);
     if (st != MT_OK) {
         free(v);
@@ -600,6 +616,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
         srv_variant_unref(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
     }
+    release_freed_memory(); /* the load's copies, before the check's reference runs */
     if ((st = load_check(s, m, mc, v, err)) != MT_OK) {
         srv_variant_unref(v);
         return mt_prefix(err, st, "model %s, variant %s: ", mc->name, vc->name);
