@@ -8,14 +8,19 @@ real shapes (Qwen3-Embedding-0.6B's by default: 28 layers, hidden 1024,
 the real one is, with a byte-level BPE tokenizer from
 tools/make-bpe-tokenizer.py. Each precision is loaded by a fresh
 `mantissa serve` (device cpu); its `loaded` log line gives the model's
-resident MiB, the load time and the process's peak RSS, and /proc gives
-the RSS once serving.
+resident MiB and the load time, and /proc gives the process's peak RSS
+(VmHWM) and its RSS once serving. The log's own peak (getrusage's
+ru_maxrss) is printed too but not tabled: a forked child keeps its
+parent's high-water mark in ru_maxrss across exec, so it reads at least
+this script's own peak (2.4 GiB when the script made the folder in its
+own process, as it did before; it now makes it in a child process).
 
   bench/qwen3_load_rss.py [--bin build/release/mantissa] [--layers 28]
                           [--precisions bf16,fp8,int8,fp32] [--keep DIR] [--out FILE]
 """
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -118,18 +123,21 @@ def load_once(binary, folder, precision, tmp):
             loaded = rec
         if rec.get("msg") == "serving on" or (loaded and "failed" in line):
             break
-    rss = 0.0
+    rss = hwm = 0.0
     with open("/proc/%d/status" % p.pid) as f:
         for s in f:
             if s.startswith("VmRSS:"):
                 rss = int(s.split()[1]) / 1024.0
+            if s.startswith("VmHWM:"):
+                hwm = int(s.split()[1]) / 1024.0
     p.terminate()
     p.wait(timeout=60)
     if not loaded:
         raise SystemExit("no loaded line for %s:\n%s" % (precision, "".join(log[-20:])))
     num = lambda k: float(loaded[k])  # noqa: E731
     return {"resident_mib": num("resident_mib"), "gemm_mib": num("gemm_mib"),
-            "load_s": num("load_s"), "peak_rss_mib": num("peak_rss_mib"), "rss_serving_mib": rss}
+            "load_s": num("load_s"), "log_peak_rss_mib": num("peak_rss_mib"), "peak_rss_mib": hwm,
+            "rss_serving_mib": rss}
 
 
 def main():
@@ -143,7 +151,14 @@ def main():
     tmp = tempfile.mkdtemp()
     folder = a.keep or os.path.join(tmp, "qwen3")
     if not os.path.exists(os.path.join(folder, "config.json")):
-        make_folder(folder, a.layers, 20261129)
+        # in a child process: numpy's buffers would raise this one's peak
+        # RSS, which every server it starts inherits in its ru_maxrss
+        child = multiprocessing.get_context("fork").Process(target=make_folder,
+                                                            args=(folder, a.layers, 20261129))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise SystemExit("making the folder failed")
     with open(os.path.join(folder, "model.safetensors.index.json")) as f:
         shards = set(json.load(f)["weight_map"].values())
     disk = sum(os.path.getsize(os.path.join(folder, n)) for n in shards)
@@ -161,7 +176,7 @@ def main():
     lines = ["Qwen3-Embedding-0.6B shapes (%d layers), random BF16 weights in %d MiB of shards; "
              "%s, %d CPUs; `mantissa serve`, device cpu, one variant a process." %
              (a.layers, disk // 1048576, cpu, os.cpu_count()), "",
-             "| precision | model resident MiB | GEMM MiB | load s | process peak RSS MiB | "
+             "| precision | model resident MiB | GEMM MiB | load s | process peak RSS (VmHWM) MiB | "
              "RSS serving MiB | peak / model | serving / model |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for prec, r in rows:
