@@ -15,6 +15,9 @@
 #include "models/encoder.h"
 
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -416,11 +419,18 @@ static mt_status read_prompts(enc_model *m, const char *dir, mt_err *err)
 }
 
 /* What was read is in the backend: the file's pages need not stay
- * resident, and the FP32 copies of its 16-bit tensors are freed. */
+ * resident, the FP32 copies of its 16-bit tensors are freed, and so is
+ * what glibc would keep of the layer's freed copies (holes between the
+ * weights already placed, reused only in part by the next layer's: at
+ * Qwen3-0.6B's shapes they grew a bf16 load to 1.25x its model, fp32's to
+ * 1.27x). */
 static void pages_done(enc_model *m, st_file *f)
 {
     st_drop_pages(f);
     enc_conv_release(m);
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
 
 /* The model in dir; stats: int8's smoothing statistics where the caller
