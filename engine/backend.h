@@ -154,6 +154,13 @@ typedef struct mt_backend_ops {
     mt_status (*embed)(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
                        const float *word, const float *pos, const float *type0, int h,
                        float *out, mt_err *err);
+    /* Optional (NULL: a model keeps its word table in FP32): embed from a
+     * table of 16-bit codes (bf16: BF16, else FP16) as an LLM checkpoint
+     * has it, bitwise embed's result on the same values in FP32; word16 is
+     * backend memory. */
+    mt_status (*embed16)(mt_backend *be, const int32_t *ids, const int32_t *offsets, int nseq,
+                         const uint16_t *word16, bool bf16, const float *pos,
+                         const float *type0, int h, float *out, mt_err *err);
     /* Optional (MT_OPK_TOKEN_TYPES): embed, but token i of sequence b adds
      * type1 instead of type0 from its index segs[b] in the sequence on (a
      * cross-encoder's second text); segs: nseq ints of backend memory. */

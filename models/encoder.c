@@ -554,7 +554,7 @@ void enc_model_free(enc_model *m)
             enc_layer_free(be, &m->layer[l]);
         free(m->layer);
     }
-    void *v[] = {m->word,    m->pos,     m->type0,   m->type1,
+    void *v[] = {m->word,    m->word16,  m->pos,     m->type0,   m->type1,
                  m->emb_ln_g, m->emb_ln_b, m->final_g, m->final_b, (void *)m->attn.pos_bias};
     for (size_t i = 0; i < sizeof v / sizeof *v; i++)
         if (v[i])

@@ -252,7 +252,8 @@ static mt_status build_layer(enc_model *m, int l, int nlayers, const fwd_bufs *b
 }
 
 /* The embeddings of a batch into b->x (ids: the host copies the row's
- * embed hook reads; b->ids what the embed op indexes m->word with), then
+ * embed hook reads; b->ids what the embed op indexes m->word, or m->word16,
+ * with), then
  * the embeddings' norm where the row has one. */
 static mt_status embed_stage(enc_model *m, const int32_t *ids, const int32_t *offsets, int nseq,
                              int t, int nlayers, const fwd_bufs *b, mt_err *err)
@@ -265,8 +266,10 @@ static mt_status embed_stage(enc_model *m, const int32_t *ids, const int32_t *of
                                         m->type0, m->type1, h, b->x, err)
               : m->arch->embed
                   ? m->arch->embed(m, ids, offsets, nseq, b->ids, b->off, b->x, err)
-                  : op->embed(m->be, b->ids, b->off, nseq, m->word, m->pos, m->type0, h, b->x,
-                              err)))
+              : m->word16 ? op->embed16(m->be, b->ids, b->off, nseq, m->word16, m->word_bf16,
+                                        m->pos, m->type0, h, b->x, err)
+                          : op->embed(m->be, b->ids, b->off, nseq, m->word, m->pos, m->type0, h,
+                                      b->x, err)))
         return st;
     if (m->emb_ln_g)
         st = build_norm(m, b->x, NULL, m->emb_ln_g, m->emb_ln_b, t, b->x,

@@ -50,6 +50,12 @@ struct enc_model {
     int nprompts;
     char *prompt_default;
     float *word, *pos, *type0, *emb_ln_g, *emb_ln_b; /* backend memory; pos, the norm: or NULL */
+    /* The word table as the file's 16-bit codes (backend memory; word NULL)
+     * where the file has it so and the backend's embed16 reads it: an LLM
+     * checkpoint's table at half the FP32 copy's memory, the same values.
+     * NULL: word. word_bf16: BF16 codes, else FP16. */
+    uint16_t *word16;
+    bool word_bf16;
     float *type1; /* the second token type (a classifier's pairs; backend memory), or NULL */
     enc_head *head; /* a classifier's head (models/enc_head.c), or NULL */
     enc_outputs *outputs; /* token heads (models/enc_outputs.c: bge-m3's sparse and

@@ -618,6 +618,34 @@ mt_status enc_setup_mix(enc_model *m, const char *text, mt_err *err)
  * final norm where the row has them. rows (n of them; NULL: every row):
  * the word table's rows to keep, in the order the embed op is then to
  * index them. */
+/* The word table kept as the file's 16-bit codes (m->word16) where the
+ * file has it in BF16 or F16 and the backend's embed16 can read it for
+ * every forward of this model: no row hook of its own over the table, no
+ * second token type. Sets *kept; false *kept: load it in FP32. */
+static mt_status word_table16(enc_model *m, const st_file *f, const char *name, bool *kept,
+                              mt_err *err)
+{
+    const st_tensor *t;
+    *kept = false;
+    mt_status st = find_checked(m, f, name, m->cfg.vocab, m->cfg.hidden, &t, err);
+    if (st != MT_OK || !m->be->ops->embed16 || m->arch->embed ||
+        (m->cfg.pairs && m->cfg.type_vocab >= 2) || (t->dtype != ST_BF16 && t->dtype != ST_F16))
+        return st;
+    const size_t bytes = sizeof(uint16_t) * (size_t)m->cfg.vocab * (size_t)m->cfg.hidden;
+    uint16_t *dev = m->be->ops->alloc(m->be, bytes);
+    if (!dev)
+        return mt_fail(err, MT_ENOMEM, "out of %s memory for tensor '%s'", m->be->device, name);
+    if ((st = m->be->ops->upload(m->be, dev, t->data, bytes, err)) != MT_OK) {
+        m->be->ops->free(m->be, dev);
+        return st;
+    }
+    m->other_bytes += bytes;
+    m->word16 = dev;
+    m->word_bf16 = t->dtype == ST_BF16;
+    *kept = true;
+    return MT_OK;
+}
+
 mt_status enc_load_embeddings(enc_model *m, const st_file *f, const int32_t *rows, int n,
                               mt_err *err)
 {
@@ -626,7 +654,9 @@ mt_status enc_load_embeddings(enc_model *m, const st_file *f, const int32_t *row
     const float *type = NULL;
     float *zero = NULL;
     mt_status st;
-    if ((!rows && (st = table_to_backend(m, f, e->word, m->cfg.vocab, h, &m->word, err))) ||
+    bool w16 = false;
+    if ((!rows && (st = word_table16(m, f, e->word, &w16, err))) ||
+        (!rows && !w16 && (st = table_to_backend(m, f, e->word, m->cfg.vocab, h, &m->word, err))) ||
         (rows && (st = gather_rows(m, f, e->word, m->cfg.vocab, h, rows, n, &m->word, err))) ||
         (e->pos && (st = table_to_backend(m, f, e->pos, m->cfg.max_positions, h, &m->pos, err))) ||
         (e->type && (st = enc_find_f32(m, f, e->type, m->cfg.type_vocab, h, &type, err))))

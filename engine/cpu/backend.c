@@ -297,6 +297,15 @@ static mt_status cpu_embed(mt_backend *be, const int32_t *ids, const int32_t *of
     return MT_OK;
 }
 
+static mt_status cpu_embed16(mt_backend *be, const int32_t *ids, const int32_t *offsets,
+                             int nseq, const uint16_t *word16, bool bf16, const float *pos,
+                             const float *type0, int h, float *out, mt_err *err)
+{
+    bind_threads(be);
+    kc_embed16(ids, offsets, nseq, word16, bf16, pos, type0, h, out);
+    return MT_OK;
+}
+
 static mt_status cpu_embed_types(mt_backend *be, const int32_t *ids, const int32_t *offsets,
                                  const int32_t *segs, int nseq, const float *word,
                                  const float *pos, const float *type0, const float *type1, int h,
@@ -445,6 +454,7 @@ static const mt_backend_ops cpu_ops = {
     .mix_high = MT_PREC_FP32,
     .gemm = cpu_gemm,
     .embed = cpu_embed,
+    .embed16 = cpu_embed16,
     .embed_types = cpu_embed_types,
     .layernorm = cpu_layernorm,
     .attention = cpu_attention,

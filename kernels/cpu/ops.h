@@ -68,6 +68,13 @@ void kc_embed(const int32_t *ids, const int32_t *offsets, const int32_t *segs, i
 
 /* ---- the layer kinds beyond BERT's (ops_layer.c) ---- */
 
+/* kc_embed (no token types) from a table of 16-bit codes (bf16: BF16, else
+ * FP16; an LLM checkpoint's table kept as the file has it, at half the
+ * memory): each row widened exactly, so the result is bitwise kc_embed's
+ * on the same values in FP32. */
+void kc_embed16(const int32_t *ids, const int32_t *offsets, int nseq, const uint16_t *word,
+                bool bf16, const float *pos, const float *type0, int h, float *out);
+
 /* out (t, h) = (x + res) / sqrt(mean((x + res)^2) + eps) * g (the mean
  * square summed in double); res may be NULL; out may alias x or res. */
 void kc_rmsnorm(const float *x, const float *res, const float *g, int t, int h, float eps,

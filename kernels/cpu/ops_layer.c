@@ -1,11 +1,14 @@
 /* ops_layer.c: FP32 CPU kernels for the layer kinds beyond BERT's
  * (models/arch.h's layer description): RMSNorm, the residual add of
  * pre-norm layers, the gated MLP's activation (SwiGLU, GeGLU), rotary
- * position embeddings and the per-head query/key RMSNorm (Qwen3). Plain loops that GCC vectorises, threaded with
+ * position embeddings and the per-head query/key RMSNorm (Qwen3), and the
+ * embedding gather from a 16-bit word table (LLM checkpoints' BF16). Plain
+ * loops that GCC vectorises, threaded with
  * OpenMP over rows; tests/unit/test_cpu_ops.c checks each against a double
  * twin. The attention's causal and grouped-query modes are in ops.c.
  */
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/numfmt.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -112,4 +115,21 @@ int kc_rope(float *qkv, const int32_t *offsets, int nseq, int heads, int kv_head
         }
     }
     return 0;
+}
+
+void kc_embed16(const int32_t *ids, const int32_t *offsets, int nseq, const uint16_t *word,
+                bool bf16, const float *pos, const float *type0, int h, float *out)
+{
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < nseq; s++) {
+        for (int i = offsets[s]; i < offsets[s + 1]; i++) {
+            const uint16_t *w = word + (size_t)ids[i] * h;
+            const float *p = pos ? pos + (size_t)(i - offsets[s]) * h : NULL;
+            float *o = out + (size_t)i * h;
+            for (int c = 0; c < h; c++) {
+                const float v = bf16 ? nf_bf16_to_f32(w[c]) : nf_f16_to_f32(w[c]);
+                o[c] = p ? v + p[c] + type0[c] : v + type0[c]; /* kc_embed's order */
+            }
+        }
+    }
 }

@@ -409,7 +409,8 @@ END_TEST
 
 /* A checkpoint as LLMs ship them (BF16, three shards and
  * model.safetensors.index.json) loads to the vectors of the same values in
- * one F32 file, bit for bit, at FP32 and quantized; a shard the index
+ * one F32 file, bit for bit, at FP32 and quantized, its word table kept in
+ * BF16 (half the memory of the F32 file's); a shard the index
  * names that is missing, or a tensor not where the index says, is refused
  * naming the index. */
 START_TEST(bf16_shards_load_as_the_same_values_in_one_f32_file)
@@ -423,6 +424,18 @@ START_TEST(bf16_shards_load_as_the_same_values_in_one_f32_file)
                       mt_precision_name(precs[i]));
         free(a), free(b);
     }
+    /* the shards' BF16 word table stays BF16 on the CPU: half the F32
+     * file's copy, the same vectors (above) */
+    kase d = k;
+    d.dir = bf16_dir;
+    mt_model *f32 = load_as(&d, MT_PREC_INT8, NULL);
+    d.dir = shards_dir;
+    mt_model *b16 = load_as(&d, MT_PREC_INT8, NULL);
+    const mt_model_info *fi = mt_model_get_info(f32), *bi = mt_model_get_info(b16);
+    ck_assert_uint_eq(fi->resident_bytes - bi->resident_bytes,
+                      sizeof(uint16_t) * (size_t)fi->vocab * (size_t)fi->hidden);
+    mt_model_free(f32);
+    mt_model_free(b16);
     cJSON_Delete(k.j);
     broken_shards_refused(true, "model-00002-of-00003.safetensors");
     broken_shards_refused(false, "tensor 'norm.weight' is not in");
