@@ -362,9 +362,11 @@ mt_status enc_tok_encode_offsets(const enc_tok *t, const char *text, size_t len,
                                  int32_t *offsets, int max_len, int *n, int *full_len,
                                  mt_err *err)
 {
+    if (t->ug)
+        return unigram_encode_offsets(t->ug, text, len, ids, offsets, max_len, n, full_len, err);
     if (!t->wp)
         return mt_fail(err, MT_EUNSUPPORTED, "offsets are not yet given by %s tokenizers",
-                       t->bpe ? "byte-level BPE" : "Unigram");
+                       "byte-level BPE");
     return tok_encode_offsets(t->wp, text, len, ids, offsets, max_len, n, full_len, err);
 }
 

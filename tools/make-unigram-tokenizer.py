@@ -31,7 +31,9 @@ Precompiled normalizer. OUTDIR gets:
                       split false), Sequence[Replace("``" -> "\""),
                       Precompiled], an added token with rstrip
   reference.json      {"texts": [...], "variants": {name: {"file",
-                      "ids": [...], "decoded": [...]}}, "trunc": {max:
+                      "ids": [...], "offsets": [[start, end, ...]: each
+                      token's span in UTF-8 bytes of its text],
+                      "decoded": [...]}}, "trunc": {max:
                       [ids of texts[k], k % 5 == 0]} (xlmr),
                       "pairs": [[variant, a, b, max_len, ids, seg]]:
                       texts[a] and texts[b] as a pair, cut to max_len
@@ -302,6 +304,14 @@ def variants(j_plain, j_bf):
             "ws": ("tokenizer-ws.json", ws), "ns": ("tokenizer-ns.json", ns)}
 
 
+def byte_offsets(text, offsets):
+    """tokenizers' character offsets as UTF-8 byte offsets, flat."""
+    at = [0]
+    for c in text:
+        at.append(at[-1] + len(c.encode("utf-8")))
+    return [at[k] for o in offsets for k in o]
+
+
 def references(outdir, vs, texts, seed):
     ref = {"texts": texts, "variants": {}, "trunc": {}, "pairs": []}
     toks = {}
@@ -310,8 +320,11 @@ def references(outdir, vs, texts, seed):
         with open(os.path.join(outdir, fname), "w", encoding="utf-8") as f:
             f.write(s)
         tok = toks[name] = Tokenizer.from_file(os.path.join(outdir, fname))
-        ids = [e.ids for e in tok.encode_batch(texts)]
+        encs = tok.encode_batch(texts)
+        ids = [e.ids for e in encs]
         ref["variants"][name] = {"file": fname, "ids": ids,
+                                 "offsets": [byte_offsets(t, e.offsets)
+                                             for t, e in zip(texts, encs)],
                                  "decoded": [tok.decode(i, skip_special_tokens=True)
                                              for i in ids]}
     tok = toks["xlmr"]

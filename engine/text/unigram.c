@@ -15,22 +15,99 @@
 #include "engine/text/unigram_internal.h"
 #include "engine/text/utf8.h"
 
+/* The ids; with track, each one's byte span in text too (off: pairs),
+ * trimmed as RobertaProcessing's trim_offsets when the file asks. */
 typedef struct {
-    int32_t *v;
+    int32_t *v, *off;
     size_t n, cap;
+    bool track;
+    const char *text;
+    size_t len;
 } ug_ids;
 
-static bool ug_push(ug_ids *o, int32_t id)
+static bool ug_grow(ug_ids *o)
 {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v)
-            return false;
+    size_t cap = o->cap ? o->cap * 2 : 256;
+    int32_t *v = realloc(o->v, cap * sizeof *v);
+    if (v)
         o->v = v;
-        o->cap = cap;
-    }
+    int32_t *f = v && o->track ? realloc(o->off, 2 * cap * sizeof *f) : NULL;
+    if (f)
+        o->off = f;
+    if (!v || (o->track && !f))
+        return false;
+    o->cap = cap;
+    return true;
+}
+
+static inline bool ug_push(ug_ids *o, int32_t id)
+{
+    if (o->n == o->cap && !ug_grow(o))
+        return false;
     o->v[o->n++] = id;
+    return true;
+}
+
+/* The White_Space characters (or Ġ) that start (back: end) s[0..n). */
+static size_t ug_ws_run(const char *s, size_t n, bool back)
+{
+    size_t cnt = 0, k;
+    if (!back) {
+        for (size_t i = 0; i < n; i += k, cnt++) {
+            uint32_t c = ug_decode((const unsigned char *)s + i, &k);
+            if (!ug_is_space(c) && c != 0x120)
+                break;
+        }
+        return cnt;
+    }
+    for (size_t i = n; i > 0; cnt++) {
+        size_t j = i - 1;
+        while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80)
+            j--;
+        uint32_t c = ug_decode((const unsigned char *)s + j, &k);
+        if (!ug_is_space(c) && c != 0x120)
+            break;
+        i = j;
+    }
+    return cnt;
+}
+
+/* RobertaProcessing's trim_offsets on the last token, whose text is
+ * str[0..sn): its leading and trailing whitespace characters off its
+ * span, counted in characters of the original text as tokenizers does
+ * (a single leading one kept on the first token with add_prefix_space). */
+static void ug_trim(ug_ids *o, const char *str, size_t sn, bool prefix)
+{
+    int32_t *f = o->off + 2 * (o->n - 1);
+    size_t lead = ug_ws_run(str, sn, false), trail = ug_ws_run(str, sn, true);
+    if (lead > 0 && !((o->n == 1 || f[0] == 0) && prefix && lead == 1))
+        for (size_t k; lead > 0 && f[0] < f[1]; lead--) {
+            ug_decode((const unsigned char *)o->text + f[0], &k);
+            f[0] += (int32_t)k;
+        }
+    size_t e = (size_t)f[1], k = trail;
+    for (; k > 0 && e > 0; k--) {
+        e--;
+        while (e > 0 && ((unsigned char)o->text[e] & 0xC0) == 0x80)
+            e--;
+    }
+    if (trail > 0 && k == 0)
+        f[1] = (int32_t)e > f[0] ? (int32_t)e : f[0];
+}
+
+/* ug_push with the token's span [s, e) in text (when tracking) and its
+ * text str[0..sn) (for the trim). */
+static bool ug_push_at(const unigram_t *t, ug_ids *o, int32_t id, uint32_t s, uint32_t e,
+                       const char *str, size_t sn)
+{
+    if (!ug_push(o, id))
+        return false;
+    if (o->track) {
+        o->off[2 * (o->n - 1)] = (int32_t)s;
+        o->off[2 * (o->n - 1) + 1] = (int32_t)e;
+        if (t->trim)
+            ug_trim(o, str, sn, t->trim_prefix);
+    }
     return true;
 }
 
@@ -41,6 +118,7 @@ typedef struct {
     int32_t *from, *id, *pstart, *pid; /* the lattice; the best path */
     size_t cap;
     ug_buf norm, ms, tmp;
+    ug_spans nal, msal, tal; /* with offsets: the spans of norm, ms, tmp */
 } ug_work;
 
 static bool ug_work_fit(ug_work *w, size_t n)
@@ -74,6 +152,9 @@ static void ug_work_free(ug_work *w)
     free(w->norm.b);
     free(w->ms.b);
     free(w->tmp.b);
+    free(w->nal.v);
+    free(w->msal.v);
+    free(w->tal.v);
 }
 
 /* ---- Viterbi ---- */
@@ -93,20 +174,23 @@ static inline int32_t ug_step(const unigram_t *t, int32_t node, unsigned char b)
 }
 
 /* A run of <unk> s[0..n): its id looked up again, or its bytes' pieces
- * with byte_fallback, else <unk>, as tokenizers' Unigram::tokenize. */
-static bool ug_unk_run(const unigram_t *t, const unsigned char *s, size_t n, ug_ids *o)
+ * with byte_fallback, else <unk>, as tokenizers' Unigram::tokenize; each
+ * token spans the whole run [a.s, b.e). */
+static bool ug_unk_run(const unigram_t *t, const unsigned char *s, size_t n, ug_span a,
+                       ug_span b, ug_ids *o)
 {
+    const char *c = (const char *)s;
     int32_t id = ug_piece_id(t, s, n);
     if (id >= 0)
-        return ug_push(o, id);
+        return ug_push_at(t, o, id, a.s, b.e, c, n);
     bool all = t->byte_fallback;
     for (size_t k = 0; all && k < n; k++)
         all = t->byte_id[s[k]] >= 0;
     if (!all)
-        return ug_push(o, t->unk_id);
+        return ug_push_at(t, o, t->unk_id, a.s, b.e, c, n);
     bool ok = true;
     for (size_t k = 0; ok && k < n; k++)
-        ok = ug_push(o, t->byte_id[s[k]]);
+        ok = ug_push_at(t, o, t->byte_id[s[k]], a.s, b.e, "<", 1);
     return ok;
 }
 
@@ -145,9 +229,9 @@ static void ug_lattice(const unigram_t *t, const unsigned char *s, size_t n, ug_
     }
 }
 
-/* The ids of one piece s[0..n). */
-static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, ug_work *w,
-                     ug_ids *o)
+/* The ids of one piece s[0..n) (sa: its bytes' spans, with offsets). */
+static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, const ug_span *sa,
+                     ug_work *w, ug_ids *o)
 {
     if (n == 0)
         return true;
@@ -166,16 +250,21 @@ static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, ug_wo
     }
     start[cnt] = (int32_t)n;
     bool ok = true;
+    const ug_span none = {0, 0};
     for (size_t a = 0; ok && a < cnt;) {
         if (ids[a] != t->unk_id) {
-            ok = ug_push(o, ids[a]);
+            ok = !o->track ? ug_push(o, ids[a])
+                           : ug_push_at(t, o, ids[a], sa[start[a]].s, sa[start[a + 1] - 1].e,
+                                        (const char *)s + start[a],
+                                        (size_t)(start[a + 1] - start[a]));
             a++;
             continue;
         }
         size_t b = a;
         while (b < cnt && ids[b] == t->unk_id)
             b++;
-        ok = ug_unk_run(t, s + start[a], (size_t)(start[b] - start[a]), o);
+        ok = ug_unk_run(t, s + start[a], (size_t)(start[b] - start[a]),
+                        o->track ? sa[start[a]] : none, o->track ? sa[start[b] - 1] : none, o);
         a = b;
     }
     return ok;
@@ -188,44 +277,62 @@ static bool ug_starts(const char *s, size_t n, const char *p, size_t np)
     return n >= np && memcmp(s, p, np) == 0;
 }
 
-/* Metaspace over x[0..n): spaces to the replacement, the replacement put
- * first (always; first: only at the text's start), split before each
- * replacement when split; each piece through Viterbi. */
-static bool ug_metaspace(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
-                         ug_ids *o)
+/* With offsets: nb bytes just put in w->ms take the span a each (the
+ * replacement: the space's it replaces, or when prepended the first
+ * character's), or from xa (the bytes copied). */
+static bool ug_ms_spans(ug_work *w, const ug_span *xa, ug_span a, size_t nb)
+{
+    ug_spans *m = &w->msal;
+    if (!ug_spans_fit(m, m->n + nb))
+        return false;
+    for (size_t k = 0; k < nb; k++)
+        m->v[m->n++] = xa ? xa[k] : a;
+    return true;
+}
+
+/* Metaspace over x[0..n) (xa: its spans, with offsets): spaces to the
+ * replacement, the replacement put first (always; first: only at the
+ * text's start), split before each replacement when split; each piece
+ * through Viterbi. */
+static bool ug_metaspace(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
+                         bool at_start, ug_work *w, ug_ids *o)
 {
     ug_buf *b = &w->ms;
-    b->n = 0;
-    bool ok = true;
+    b->n = w->msal.n = 0;
+    bool ok = true, tr = o->track;
     if (n && !ug_starts(x, n, " ", 1) && !ug_starts(x, n, t->repl, t->nrepl) &&
         (t->prepend == UG_PREPEND_ALWAYS || (t->prepend == UG_PREPEND_FIRST && at_start)))
-        ok = ug_buf_put(b, t->repl, t->nrepl);
+        ok = ug_buf_put(b, t->repl, t->nrepl) && (!tr || ug_ms_spans(w, NULL, xa[0], t->nrepl));
     for (size_t i = 0, from = 0; ok && i <= n; i++) {
         if (i < n && x[i] != ' ')
             continue;
         ok = ug_buf_put(b, x + from, i - from) && (i == n || ug_buf_put(b, t->repl, t->nrepl));
+        if (ok && tr)
+            ok = ug_ms_spans(w, xa + from, (ug_span){0, 0}, i - from) &&
+                 (i == n || ug_ms_spans(w, NULL, xa[i], t->nrepl));
         from = i + 1;
     }
     if (!ok)
         return false;
     const unsigned char *s = (const unsigned char *)b->b;
+    const ug_span *sa = w->msal.v;
     if (!t->ms_split)
-        return ug_piece(t, s, b->n, w, o);
+        return ug_piece(t, s, b->n, sa, w, o);
     size_t from = 0;
     for (size_t i = 1; ok && i + t->nrepl <= b->n; i++)
         if (s[i] == (unsigned char)t->repl[0] && memcmp(s + i, t->repl, t->nrepl) == 0) {
-            ok = ug_piece(t, s + from, i - from, w, o);
+            ok = ug_piece(t, s + from, i - from, tr ? sa + from : NULL, w, o);
             from = i;
         }
-    return ok && ug_piece(t, s + from, b->n - from, w, o);
+    return ok && ug_piece(t, s + from, b->n - from, tr ? sa + from : NULL, w, o);
 }
 
 /* WhitespaceSplit (when the file has it), then Metaspace. */
-static bool ug_pretok(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
-                      ug_ids *o)
+static bool ug_pretok(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
+                      bool at_start, ug_work *w, ug_ids *o)
 {
     if (!t->ws_split)
-        return ug_metaspace(t, x, n, at_start, w, o);
+        return ug_metaspace(t, x, n, xa, at_start, w, o);
     bool ok = true;
     size_t i = 0, k;
     while (ok && i < n) {
@@ -236,7 +343,7 @@ static bool ug_pretok(const unigram_t *t, const char *x, size_t n, bool at_start
         while (e < n && !ug_is_space(ug_decode((const unsigned char *)x + e, &k)))
             e += k;
         if (e > a)
-            ok = ug_metaspace(t, x + a, e - a, at_start && a == 0, w, o);
+            ok = ug_metaspace(t, x + a, e - a, xa ? xa + a : NULL, at_start && a == 0, w, o);
         i = e;
     }
     return ok;
@@ -294,13 +401,13 @@ static void ug_strip(const unigram_t *t, int a, const char *s, size_t n, size_t 
         *stop = ug_space_fwd(s, *stop, n);
 }
 
-/* A normalized segment: normalized added tokens split off, the rest
- * pre-tokenized. */
-static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, bool at_start, ug_work *w,
-                        ug_ids *o)
+/* A normalized segment (xa: its spans, with offsets): normalized added
+ * tokens split off, the rest pre-tokenized. */
+static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
+                        bool at_start, ug_work *w, ug_ids *o)
 {
     if (!t->any_norm_added)
-        return ug_pretok(t, x, n, at_start, w, o);
+        return ug_pretok(t, x, n, xa, at_start, w, o);
     bool ok = true;
     size_t seg = 0;
     for (size_t i = 0; ok && i < n;) {
@@ -312,19 +419,26 @@ static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, bool at_sta
         size_t start = i, stop = i + t->added.tok[a].len;
         ug_strip(t, a, x, n, seg, &start, &stop);
         if (start > seg)
-            ok = ug_pretok(t, x + seg, start - seg, at_start && seg == 0, w, o);
-        ok = ok && ug_push(o, t->added.tok[a].id);
+            ok = ug_pretok(t, x + seg, start - seg, xa ? xa + seg : NULL, at_start && seg == 0,
+                           w, o);
+        ok = ok && ug_push_at(t, o, t->added.tok[a].id, xa ? xa[start].s : 0,
+                              xa ? xa[stop - 1].e : 0, x + start, stop - start);
         i = seg = stop;
     }
-    return ok && (seg >= n || ug_pretok(t, x + seg, n - seg, at_start && seg == 0, w, o));
+    return ok && (seg >= n || ug_pretok(t, x + seg, n - seg, xa ? xa + seg : NULL,
+                                        at_start && seg == 0, w, o));
 }
 
 /* A raw segment text[from..to): normalized, then the rest. */
 static mt_status ug_segment(const unigram_t *t, const char *text, size_t from, size_t to,
                             ug_work *w, ug_ids *o, mt_err *err)
 {
-    mt_status s = ug_normalize(t, text + from, to - from, &w->norm, &w->tmp, err);
-    if (s == MT_OK && !ug_norm_seg(t, w->norm.b, w->norm.n, from == 0, w, o))
+    mt_status s = !o->track
+                      ? ug_normalize(t, text + from, to - from, &w->norm, &w->tmp, err)
+                      : ug_normalize_track(t, text + from, to - from, from, &w->norm, &w->nal,
+                                           &w->tmp, &w->tal, err);
+    if (s == MT_OK && !ug_norm_seg(t, w->norm.b, w->norm.n, o->track ? w->nal.v : NULL,
+                                   from == 0, w, o))
         s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     return s;
 }
@@ -347,7 +461,8 @@ static mt_status ug_text_ids(const unigram_t *t, const char *text, size_t len, u
         ug_strip(t, a, text, len, seg, &start, &stop);
         if (start > seg)
             s = ug_segment(t, text, seg, start, &w, o, err);
-        if (s == MT_OK && !ug_push(o, t->added.tok[a].id))
+        if (s == MT_OK && !ug_push_at(t, o, t->added.tok[a].id, (uint32_t)start, (uint32_t)stop,
+                                      text + start, stop - start))
             s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
         i = seg = stop;
     }
@@ -373,23 +488,38 @@ static mt_status ug_check_utf8(const char *text, size_t len, mt_err *err)
     return MT_OK;
 }
 
+/* The text's own ids into o (o->track: their spans too). */
+static mt_status ug_pieces(const unigram_t *t, const char *text, size_t len, ug_ids *o,
+                           mt_err *err)
+{
+    if (!t || (!text && len > 0))
+        return mt_fail(err, MT_EINVAL, "unigram_pieces: NULL argument");
+    mt_status s = ug_check_utf8(text, len, err);
+    if (s == MT_OK && o->track && len > INT32_MAX)
+        s = mt_fail(err, MT_ELIMIT, "tokenizer: offsets of a text over %d bytes", INT32_MAX);
+    o->text = text;
+    o->len = len;
+    if (s == MT_OK)
+        s = ug_text_ids(t, text, len, o, err);
+    if (s == MT_OK && o->n > 0x3FFFFFFF)
+        s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x3FFFFFFF);
+    if (s != MT_OK) {
+        free(o->v);
+        free(o->off);
+        *o = (ug_ids){0};
+    }
+    return s;
+}
+
 mt_status unigram_pieces(const unigram_t *t, const char *text, size_t len, int32_t **ids, int *n,
                          mt_err *err)
 {
     *ids = NULL;
     *n = 0;
-    if (!t || (!text && len > 0))
-        return mt_fail(err, MT_EINVAL, "unigram_pieces: NULL argument");
-    mt_status s = ug_check_utf8(text, len, err);
     ug_ids o = {0};
-    if (s == MT_OK)
-        s = ug_text_ids(t, text, len, &o, err);
-    if (s == MT_OK && o.n > 0x3FFFFFFF)
-        s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x3FFFFFFF);
-    if (s != MT_OK) {
-        free(o.v);
+    mt_status s = ug_pieces(t, text, len, &o, err);
+    if (s != MT_OK)
         return s;
-    }
     *ids = o.v;
     *n = (int)o.n;
     return MT_OK;
@@ -397,8 +527,9 @@ mt_status unigram_pieces(const unigram_t *t, const char *text, size_t len, int32
 
 /* ---- templates ---- */
 
-mt_status unigram_encode(const unigram_t *t, const char *text, size_t len, int32_t *ids,
-                         int max_len, int *n, int *full_len, mt_err *err)
+/* unigram_encode, with offsets when not NULL. */
+static mt_status ug_encode(const unigram_t *t, const char *text, size_t len, int32_t *ids,
+                           int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err)
 {
     if (!t || !ids || !n)
         return mt_fail(err, MT_EINVAL, "unigram_encode: NULL argument");
@@ -409,26 +540,45 @@ mt_status unigram_encode(const unigram_t *t, const char *text, size_t len, int32
     *n = 0;
     if (full_len)
         *full_len = 0;
-    int32_t *p = NULL;
-    int np = 0;
-    mt_status s = unigram_pieces(t, text, len, &p, &np, err);
+    ug_ids o = {.track = offsets != NULL};
+    mt_status s = ug_pieces(t, text, len, &o, err);
     if (s != MT_OK)
         return s;
-    int kept = np < max_len - extra ? np : max_len - extra, w = 0;
+    int np = (int)o.n, kept = np < max_len - extra ? np : max_len - extra, w = 0;
     for (int k = 0; k < t->nsingle; k++) {
         if (t->single[k].id >= 0) {
+            if (offsets)
+                offsets[2 * w] = offsets[2 * w + 1] = 0;
             ids[w++] = t->single[k].id;
             continue;
         }
         if (kept)
-            memcpy(ids + w, p, (size_t)kept * sizeof *ids);
+            memcpy(ids + w, o.v, (size_t)kept * sizeof *ids);
+        if (kept && offsets)
+            memcpy(offsets + 2 * w, o.off, 2 * (size_t)kept * sizeof *offsets);
         w += kept;
     }
     *n = w;
     if (full_len)
         *full_len = np + extra;
-    free(p);
+    free(o.v);
+    free(o.off);
     return MT_OK;
+}
+
+mt_status unigram_encode(const unigram_t *t, const char *text, size_t len, int32_t *ids,
+                         int max_len, int *n, int *full_len, mt_err *err)
+{
+    return ug_encode(t, text, len, ids, NULL, max_len, n, full_len, err);
+}
+
+mt_status unigram_encode_offsets(const unigram_t *t, const char *text, size_t len, int32_t *ids,
+                                 int32_t *offsets, int max_len, int *n, int *full_len,
+                                 mt_err *err)
+{
+    if (!offsets)
+        return mt_fail(err, MT_EINVAL, "unigram_encode_offsets: NULL offsets");
+    return ug_encode(t, text, len, ids, offsets, max_len, n, full_len, err);
 }
 
 int unigram_pair_added(const unigram_t *t) { return t->npair - 2; }

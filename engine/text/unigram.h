@@ -46,6 +46,16 @@ bool unigram_is_special(const unigram_t *t, int32_t id);
  * MT_EUTF8 naming the byte offset. Thread-safe on a shared unigram_t. */
 mt_status unigram_encode(const unigram_t *t, const char *text, size_t len, int32_t *ids,
                          int max_len, int *n, int *full_len, mt_err *err);
+/* unigram_encode, and with offsets (not NULL; room for 2 * max_len) each
+ * token's byte span [start, end) in text as Hugging Face tokenizers
+ * aligns it through the normalizer and Metaspace (a piece spans the
+ * original characters its normalized ones come from, its ▁ the space it
+ * replaced or, prepended, the first character; <0xNN> pieces the whole
+ * unknown run; RobertaProcessing's trim_offsets applied); template tokens
+ * get 0, 0. A text over INT32_MAX bytes is MT_ELIMIT. */
+mt_status unigram_encode_offsets(const unigram_t *t, const char *text, size_t len, int32_t *ids,
+                                 int32_t *offsets, int max_len, int *n, int *full_len,
+                                 mt_err *err);
 /* The text's own ids, no template tokens, into a new array *ids (free()
  * it; NULL when *n is 0). */
 mt_status unigram_pieces(const unigram_t *t, const char *text, size_t len, int32_t **ids, int *n,

@@ -21,6 +21,20 @@ typedef struct {
 
 bool ug_buf_put(ug_buf *o, const void *s, size_t n);
 
+/* Where a normalized byte comes from: the byte span [s, e) of the
+ * original text (tokenizers' alignments), one per normalized byte. */
+typedef struct {
+    uint32_t s, e;
+} ug_span;
+
+typedef struct {
+    ug_span *v;
+    size_t n, cap;
+} ug_spans;
+
+/* Room for n spans (o->n unchanged). */
+bool ug_spans_fit(ug_spans *o, size_t n);
+
 /* SentencePiece's precompiled_charsmap: a double-array trie over the
  * bytes of what changes, whose values are offsets into the normalized
  * strings (NUL-ended). */
@@ -88,6 +102,7 @@ struct unigram {
     bool *lstrip, *rstrip; /* by index in added */
     bool any_norm_added;
     ug_tmpl single[UG_MAX_TMPL], pair[UG_MAX_TMPL];
+    bool trim, trim_prefix; /* RobertaProcessing's trim_offsets, add_prefix_space */
     int nsingle, npair;
     int dec[4];        /* the decoder's steps */
     int ndec;
@@ -107,6 +122,13 @@ void ug_charsmap_free(ug_charsmap *m);
  * the next call, free()d by the caller). */
 mt_status ug_normalize(const unigram_t *t, const char *text, size_t len, ug_buf *out,
                        ug_buf *scratch, mt_err *err);
+
+/* ug_normalize, and in *al each normalized byte's span in the original
+ * text as tokenizers aligns it (text is at byte base of it); sal is a
+ * second span buffer the steps alternate with. */
+mt_status ug_normalize_track(const unigram_t *t, const char *text, size_t len, size_t base,
+                             ug_buf *out, ug_spans *al, ug_buf *scratch, ug_spans *sal,
+                             mt_err *err);
 
 /* Whether the code point is White_Space (Rust's char::is_whitespace). */
 bool ug_is_space(uint32_t c);

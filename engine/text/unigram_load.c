@@ -560,6 +560,8 @@ static mt_status ug_read_post(unigram_t *t, const cJSON *pp, const char *path, m
     memcpy(t->pair, two, sizeof two);
     t->nsingle = 3;
     t->npair = 6;
+    t->trim = cJSON_IsTrue(ug_get(pp, "trim_offsets"));
+    t->trim_prefix = cJSON_IsTrue(ug_get(pp, "add_prefix_space"));
     return MT_OK;
 }
 

@@ -12,6 +12,10 @@
  *     fallback with TemplateProcessing, WhitespaceSplit + Metaspace
  *     "first" with a normalized added token, Metaspace "never" without
  *     split with a Replace before Precompiled and an rstrip token;
+ *   - every text's offsets (unigram_encode_offsets) equal tokenizers'
+ *     offsets in UTF-8 bytes in the four variants (the normalizer's
+ *     alignments, Metaspace's ▁, byte fallback, RobertaProcessing's
+ *     trim_offsets), printing text and token index on a mismatch;
  *   - truncation at several lengths keeps the first tokens and <s> </s>;
  *   - pairs through enc_tok_encode_pair (<s> a </s></s> b </s>, cut
  *     longest first) equal HF's for the plain and byte-fallback files;
@@ -137,6 +141,61 @@ START_TEST(unigram_ids_equal_tokenizers_in_every_variant)
         bad_all += bad;
     }
     ck_assert_msg(bad_all == 0, "%d texts differ from tokenizers", bad_all);
+}
+END_TEST
+
+/* The first offset of text k that differs from want (its token index),
+ * or -1; prints it. */
+static int offsets_differ(const char *name, const char *text, const cJSON *want,
+                          const int32_t *ids, const int32_t *off, int n)
+{
+    int k = 0;
+    const cJSON *e = want->child;
+    for (; e && k < 2 * n; e = e->next, k++)
+        if ((int32_t)e->valuedouble != off[k])
+            break;
+    if (!e && k == 2 * n && cJSON_GetArraySize(want) == 2 * n)
+        return -1;
+    int tok = k / 2;
+    fprintf(stderr, "%s offsets differ: \"%.80s\" token %d (id %d): got [%d, %d)", name, text,
+            tok, tok < n ? ids[tok] : -1, tok < n ? off[2 * tok] : -1,
+            tok < n ? off[2 * tok + 1] : -1);
+    const cJSON *w0 = cJSON_GetArrayItem(want, 2 * tok), *w1 = cJSON_GetArrayItem(want, 2 * tok + 1);
+    fprintf(stderr, ", want [%d, %d) of %d tokens\n", w0 ? (int)w0->valuedouble : -1,
+            w1 ? (int)w1->valuedouble : -1, cJSON_GetArraySize(want) / 2);
+    return tok;
+}
+
+START_TEST(unigram_offsets_equal_tokenizers_in_every_variant)
+{
+    static int32_t ids[MAX_IDS], off[2 * MAX_IDS];
+    static const char *const names[] = {"xlmr", "bf", "ws", "ns"};
+    int bad_all = 0;
+    for (size_t v = 0; v < sizeof names / sizeof names[0]; v++) {
+        unigram_t *t = load_variant(names[v]);
+        const cJSON *want = cJSON_GetObjectItem(variant(names[v]), "offsets")->child;
+        int bad = 0, texts = 0;
+        long toks = 0;
+        for (const cJSON *e = cJSON_GetObjectItem(ref, "texts")->child; e;
+             e = e->next, want = want->next, texts++) {
+            int n = 0, full = 0;
+            mt_err err;
+            ck_assert_msg(unigram_encode_offsets(t, e->valuestring, strlen(e->valuestring), ids,
+                                                 off, MAX_IDS, &n, &full, &err) == MT_OK,
+                          "%s", err.msg);
+            toks += n;
+            if (bad < 6 ? offsets_differ(names[v], e->valuestring, want, ids, off, n) >= 0
+                        : cJSON_GetArraySize(want) != 2 * n ||
+                              offsets_differ(names[v], "", want, ids, off, n) >= 0)
+                bad++;
+        }
+        printf("unigram %s offsets: %d texts, %ld tokens, %d differ\n", names[v], texts, toks,
+               bad);
+        ck_assert_int_gt(texts, 1000);
+        bad_all += bad;
+        unigram_free(t);
+    }
+    ck_assert_msg(bad_all == 0, "%d texts' offsets differ from tokenizers", bad_all);
 }
 END_TEST
 
@@ -428,6 +487,7 @@ static Suite *test_suite(void)
     tcase_add_unchecked_fixture(tc, make_folder, remove_folder);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, unigram_ids_equal_tokenizers_in_every_variant);
+    tcase_add_test(tc, unigram_offsets_equal_tokenizers_in_every_variant);
     tcase_add_test(tc, unigram_specials_and_accessors);
     tcase_add_test(tc, unigram_truncation_keeps_the_template_as_tokenizers_does);
     tcase_add_test(tc, unigram_pairs_equal_tokenizers_through_enc_tok);
