@@ -229,6 +229,36 @@ static void ug_lattice(const unigram_t *t, const unsigned char *s, size_t n, ug_
     }
 }
 
+/* The best path's cnt tokens (w->pstart, w->pid) of the piece s (sa: its
+ * spans when track): one body, inlined as two copies, the one without
+ * offsets free of their branches. */
+__attribute__((always_inline)) static inline bool ug_emit(const unigram_t *t,
+                                                          const unsigned char *s, size_t cnt,
+                                                          const ug_span *sa, ug_work *w,
+                                                          ug_ids *o, const bool track)
+{
+    const int32_t *start = w->pstart, *ids = w->pid;
+    const ug_span none = {0, 0};
+    bool ok = true;
+    for (size_t a = 0; ok && a < cnt;) {
+        if (ids[a] != t->unk_id) {
+            ok = !track ? ug_push(o, ids[a])
+                        : ug_push_at(t, o, ids[a], sa[start[a]].s, sa[start[a + 1] - 1].e,
+                                     (const char *)s + start[a],
+                                     (size_t)(start[a + 1] - start[a]));
+            a++;
+            continue;
+        }
+        size_t b = a;
+        while (b < cnt && ids[b] == t->unk_id)
+            b++;
+        ok = ug_unk_run(t, s + start[a], (size_t)(start[b] - start[a]),
+                        track ? sa[start[a]] : none, track ? sa[start[b] - 1] : none, o);
+        a = b;
+    }
+    return ok;
+}
+
 /* The ids of one piece s[0..n) (sa: its bytes' spans, with offsets). */
 static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, const ug_span *sa,
                      ug_work *w, ug_ids *o)
@@ -249,25 +279,7 @@ static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, const
         ids[k] = w->id[e];
     }
     start[cnt] = (int32_t)n;
-    bool ok = true;
-    const ug_span none = {0, 0};
-    for (size_t a = 0; ok && a < cnt;) {
-        if (ids[a] != t->unk_id) {
-            ok = !o->track ? ug_push(o, ids[a])
-                           : ug_push_at(t, o, ids[a], sa[start[a]].s, sa[start[a + 1] - 1].e,
-                                        (const char *)s + start[a],
-                                        (size_t)(start[a + 1] - start[a]));
-            a++;
-            continue;
-        }
-        size_t b = a;
-        while (b < cnt && ids[b] == t->unk_id)
-            b++;
-        ok = ug_unk_run(t, s + start[a], (size_t)(start[b] - start[a]),
-                        o->track ? sa[start[a]] : none, o->track ? sa[start[b] - 1] : none, o);
-        a = b;
-    }
-    return ok;
+    return o->track ? ug_emit(t, s, cnt, sa, w, o, true) : ug_emit(t, s, cnt, NULL, w, o, false);
 }
 
 /* ---- pre-tokenization ---- */
