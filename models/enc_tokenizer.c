@@ -364,9 +364,8 @@ mt_status enc_tok_encode_offsets(const enc_tok *t, const char *text, size_t len,
 {
     if (t->ug)
         return unigram_encode_offsets(t->ug, text, len, ids, offsets, max_len, n, full_len, err);
-    if (!t->wp)
-        return mt_fail(err, MT_EUNSUPPORTED, "offsets are not yet given by %s tokenizers",
-                       "byte-level BPE");
+    if (t->bpe)
+        return bpe_encode_offsets(t->bpe, text, len, ids, offsets, max_len, n, full_len, err);
     return tok_encode_offsets(t->wp, text, len, ids, offsets, max_len, n, full_len, err);
 }
 

@@ -39,7 +39,7 @@ mt_status enc_tok_encode(const enc_tok *t, const char *text, size_t len, int32_t
 /* enc_tok_encode, and each token's byte span [start, end) in text into
  * offsets (2 per token, room for 2 * max_len), as Hugging Face tokenizers
  * aligns it through normalization; the kind's template tokens 0, 0.
- * WordPiece and Unigram for now: the BPE kind is MT_EUNSUPPORTED. */
+ * Every kind: WordPiece, byte-level BPE and Unigram. */
 mt_status enc_tok_encode_offsets(const enc_tok *t, const char *text, size_t len, int32_t *ids,
                                  int32_t *offsets, int max_len, int *n, int *full_len,
                                  mt_err *err);

@@ -13,14 +13,20 @@ OUTDIR gets:
                    added tokens <|endoftext|> <|im_start|> <|im_end|>
                    (special) and <tool_call> (not special);
                    TemplateProcessing "$A <|endoftext|>"; ByteLevel decoder
-  reference.json   [{"text", "nfc", "ids", "ids_im", "decoded", "trunc":
-                   {max: ids}}]: ids with the appended <|endoftext|>; ids_im
+  reference.json   [{"text", "nfc", "ids", "offsets", "ids_im", "decoded",
+                   "trunc": {max: ids}}]: ids with the appended
+                   <|endoftext|>; offsets: each token's [start, end) in
+                   UTF-8 bytes of the text, flat (tokenizers' character
+                   offsets converted), offsets_im and offsets_trim those
+                   of tokenizer-im.json and tokenizer-trim.json; ids_im
                    tokenizer-im.json's;
                    decoded with skip_special_tokens; trunc from
                    enable_truncation
   tokenizer-im.json  the same with model.ignore_merges true and, from id
                    10000 on, whole pieces of the test texts that the merges
                    split (so that ignore_merges changes their ids)
+  tokenizer-trim.json  the same with a ByteLevel post-processor
+                   (trim_offsets true: no <|endoftext|>, offsets trimmed)
   bench.json       a larger list of texts (same generator, other seed) for
                    bench/bpe_speed.py
 """
@@ -174,6 +180,16 @@ def ignore_merges_variant(tok, texts, outdir):
     return Tokenizer.from_str(json.dumps(j))
 
 
+def trim_variant(tok, outdir):
+    """tokenizer-trim.json: post-processor ByteLevel with trim_offsets."""
+    j = json.loads(tok.to_str())
+    j["post_processor"] = {"type": "ByteLevel", "add_prefix_space": False,
+                           "trim_offsets": True, "use_regex": False}
+    with open(os.path.join(outdir, "tokenizer-trim.json"), "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    return Tokenizer.from_str(json.dumps(j))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
@@ -184,10 +200,18 @@ def main():
     tok = train(a.outdir, a.seed, a.vocab)
     texts = test_texts(a.seed)
     tok_im = ignore_merges_variant(tok, texts, a.outdir)
+    tok_trim = trim_variant(tok, a.outdir)
     refs = []
     for k, t in enumerate(texts):
-        ids = tok.encode(t).ids
+        enc = tok.encode(t)
+        ids = enc.ids
+        at = [0]
+        for c in t:
+            at.append(at[-1] + len(c.encode("utf-8")))
         e = {"text": t, "nfc": unicodedata.normalize("NFC", t), "ids": ids,
+             "offsets": [at[k] for o in enc.offsets for k in o],
+             "offsets_im": [at[k] for o in tok_im.encode(t).offsets for k in o],
+             "offsets_trim": [at[k] for o in tok_trim.encode(t).offsets for k in o],
              "ids_im": tok_im.encode(t).ids,
              "decoded": tok.decode(ids, skip_special_tokens=True)}
         if k % 7 == 0:

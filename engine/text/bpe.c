@@ -4,7 +4,8 @@
  * merged by rank (the lowest-ranked adjacent pair first, the leftmost of
  * equal ranks: a scan of the pairs for short pieces, a heap for long
  * ones), then the post-processor's tokens and truncation; decode maps the
- * tokens' characters back to bytes.
+ * tokens' characters back to bytes. With offsets (bpe_encode_offsets) each
+ * token spans the original characters of its first and last bytes.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,22 +13,94 @@
 #include "engine/text/bpe_internal.h"
 #include "engine/text/utf8.h"
 
+/* The ids; with track, each one's byte span in text too (off: pairs). */
 typedef struct {
-    int32_t *v;
+    int32_t *v, *off;
     size_t n, cap;
+    bool track;
+    const char *text;
 } bpe_ids;
 
-static bool bpe_push(bpe_ids *o, int32_t id)
+static bool bpe_grow(bpe_ids *o)
 {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 256;
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v)
-            return false;
+    size_t cap = o->cap ? o->cap * 2 : 256;
+    int32_t *v = realloc(o->v, cap * sizeof *v);
+    if (v)
         o->v = v;
-        o->cap = cap;
-    }
+    int32_t *f = v && o->track ? realloc(o->off, 2 * cap * sizeof *f) : NULL;
+    if (f)
+        o->off = f;
+    if (!v || (o->track && !f))
+        return false;
+    o->cap = cap;
+    return true;
+}
+
+static inline bool bpe_push(bpe_ids *o, int32_t id)
+{
+    if (o->n == o->cap && !bpe_grow(o))
+        return false;
     o->v[o->n++] = id;
+    return true;
+}
+
+/* The characters of the token's text that are Ġ (a space's byte) or
+ * White_Space, from its start (back: its end), as ByteLevel counts them. */
+static size_t bpe_ws_run(const char *s, bool back)
+{
+    size_t n = strlen(s), cnt = 0;
+    for (size_t i = back ? n : 0; back ? i > 0 : i < n; cnt++) {
+        size_t j = i;
+        if (back)
+            while (--j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80) {
+            }
+        uint32_t c = (unsigned char)s[j];
+        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        for (size_t b = 1; b < k; b++)
+            c = (b == 1 ? c & (0x7Fu >> k) : c) << 6 | ((unsigned char)s[j + b] & 0x3Fu);
+        bool ws = c == 0x120 || c == ' ' || (c >= 9 && c <= 13) || c == 0x85 || c == 0xA0 ||
+                  c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+                  c == 0x202F || c == 0x205F || c == 0x3000;
+        if (!ws)
+            break;
+        i = back ? j : i + k;
+    }
+    return cnt;
+}
+
+/* ByteLevel's trim_offsets on the last token: its leading and trailing
+ * spaces' characters off its span, counted in characters of the text (a
+ * single leading one kept on the first token with add_prefix_space). */
+static void bpe_trim(const bpe_t *t, bpe_ids *o, int32_t id)
+{
+    const char *s = t->tok[id];
+    int32_t *f = o->off + 2 * (o->n - 1);
+    size_t lead = bpe_ws_run(s, false), trail = bpe_ws_run(s, true);
+    if ((o->n == 1 || f[0] == 0) && t->trim_prefix && lead == 1)
+        lead = 0;
+    for (; lead > 0 && f[0] < f[1]; lead--) {
+        unsigned char b = (unsigned char)o->text[f[0]];
+        f[0] += b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    }
+    size_t e = (size_t)f[1], k = trail;
+    for (; k > 0 && e > 0; k--)
+        while (--e > 0 && ((unsigned char)o->text[e] & 0xC0) == 0x80) {
+        }
+    if (trail > 0 && k == 0)
+        f[1] = (int32_t)e > f[0] ? (int32_t)e : f[0];
+}
+
+/* bpe_push with the token's span [s, e) in text when tracking. */
+static bool bpe_push_at(const bpe_t *t, bpe_ids *o, int32_t id, uint32_t s, uint32_t e)
+{
+    if (!bpe_push(o, id))
+        return false;
+    if (o->track) {
+        o->off[2 * (o->n - 1)] = (int32_t)s;
+        o->off[2 * (o->n - 1) + 1] = (int32_t)e;
+        if (t->trim)
+            bpe_trim(t, o, id);
+    }
     return true;
 }
 
@@ -165,14 +238,45 @@ static size_t bpe_merge_long(const bpe_t *t, int32_t *s, size_t n, mt_err *err, 
     return *ok ? left : 0;
 }
 
-/* The ids of one piece's bytes w[0..m). */
-static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, bpe_ids *o,
-                          mt_err *err)
+/* The bytes of token id (one per character of its byte-level text). */
+static size_t bpe_tok_bytes(const bpe_t *t, int32_t id)
+{
+    size_t k = 0;
+    for (const unsigned char *s = (const unsigned char *)t->tok[id]; *s; s++)
+        k += (*s & 0xC0) != 0x80;
+    return k;
+}
+
+/* With offsets: the n tokens s[] merged from the piece's bytes w[0..m)
+ * (sp: their spans, pairs), each spanning its first byte's start to its
+ * last byte's end; bytes without a token are skipped as the ids skip them. */
+static bool bpe_word_spans(const bpe_t *t, const unsigned char *w, size_t m, const int32_t *s,
+                           size_t n, const uint32_t *sp, bpe_ids *o)
+{
+    size_t b = 0, k = 0;
+    bool ok = true;
+    for (; ok && k < n; k++) {
+        while (b < m && t->byte_id[w[b]] < 0)
+            b++;
+        size_t first = b;
+        for (size_t left = bpe_tok_bytes(t, s[k]); left > 0 && b < m; b++)
+            left -= t->byte_id[w[b]] >= 0;
+        ok = bpe_push_at(t, o, s[k], sp[2 * first], sp[2 * (b - 1) + 1]);
+    }
+    return ok;
+}
+
+/* The ids of one piece's bytes w[0..m) (sp: their spans with offsets). */
+static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp,
+                          bpe_ids *o, mt_err *err)
 {
     if (t->ignore_merges && m > 1) {
         int32_t id = bpe_vocab_find(t, w, m);
-        if (id >= 0)
+        if (id >= 0 && !o->track)
             return bpe_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+        if (id >= 0)
+            return bpe_push_at(t, o, id, sp[0], sp[2 * m - 1])
+                       ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     }
     int32_t small[64];
     int32_t *s = m <= 64 ? small : malloc(m * sizeof *s);
@@ -184,7 +288,9 @@ static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, bpe_
             s[n++] = t->byte_id[w[i]];
     bool ok = true;
     n = n <= 64 ? bpe_merge_short(t, s, n) : bpe_merge_long(t, s, n, err, &ok);
-    for (size_t i = 0; ok && i < n; i++)
+    if (o->track)
+        ok = ok && bpe_word_spans(t, w, m, s, n, sp, o);
+    for (size_t i = 0; ok && !o->track && i < n; i++)
         ok = bpe_push(o, s[i]);
     if (s != small)
         free(s);
@@ -193,21 +299,29 @@ static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, bpe_
     return MT_OK;
 }
 
-/* The ids of a segment between added tokens: NFC, split, merges. */
-static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, bpe_pieces *p,
-                             bpe_ids *o, mt_err *err)
+/* The ids of a segment between added tokens, at byte base of the text:
+ * NFC, split, merges. */
+static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, size_t base,
+                             bpe_pieces *p, bpe_ids *o, mt_err *err)
 {
     char *norm = NULL;
+    uint32_t *sp = NULL;
     size_t nlen = len;
-    mt_status s = t->nfc ? bpe_nfc(text, len, &norm, &nlen, err) : MT_OK;
+    mt_status s = MT_OK;
+    if (o->track)
+        s = bpe_nfc_track(text, len, base, t->nfc, &norm, &nlen, &sp, err);
+    else if (t->nfc)
+        s = bpe_nfc(text, len, &norm, &nlen, err);
     if (s != MT_OK)
         return s;
     const char *x = norm ? norm : text;
     p->n = 0;
     s = bpe_split(x, nlen, p, err);
     for (size_t k = 0; s == MT_OK && k < p->n; k++)
-        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k], o, err);
+        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k],
+                     sp ? sp + 2 * p->start[k] : NULL, o, err);
     free(norm);
+    free(sp);
     return s;
 }
 
@@ -244,21 +358,23 @@ static mt_status bpe_text_ids(const bpe_t *t, const char *text, size_t len, bpe_
             continue;
         }
         if (i > seg)
-            s = bpe_segment(t, text + seg, i - seg, &p, o, err);
-        if (s == MT_OK && !bpe_push(o, t->added.tok[a].id))
+            s = bpe_segment(t, text + seg, i - seg, seg, &p, o, err);
+        if (s == MT_OK && !bpe_push_at(t, o, t->added.tok[a].id, (uint32_t)i,
+                                       (uint32_t)(i + t->added.tok[a].len)))
             s = mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
         i += t->added.tok[a].len;
         seg = i;
     }
     if (s == MT_OK && seg < len)
-        s = bpe_segment(t, text + seg, len - seg, &p, o, err);
+        s = bpe_segment(t, text + seg, len - seg, seg, &p, o, err);
     free(p.start);
     free(p.end);
     return s;
 }
 
-mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids, int max_len,
-                     int *n, int *full_len, mt_err *err)
+/* bpe_encode, with offsets when not NULL. */
+static mt_status bpe_encode_at(const bpe_t *t, const char *text, size_t len, int32_t *ids,
+                               int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err)
 {
     if (!t || !ids || !n || (!text && len > 0))
         return mt_fail(err, MT_EINVAL, "bpe_encode: NULL argument");
@@ -272,12 +388,15 @@ mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids,
     mt_status s = bpe_check_utf8(text, len, err);
     if (s != MT_OK)
         return s;
-    bpe_ids o = {0};
+    if (offsets && len > INT32_MAX)
+        return mt_fail(err, MT_ELIMIT, "tokenizer: offsets of a text over %d bytes", INT32_MAX);
+    bpe_ids o = {.track = offsets != NULL, .text = text};
     s = bpe_text_ids(t, text, len, &o, err);
     if (s == MT_OK && o.n > (size_t)(0x7FFFFFFF - extra))
         s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x7FFFFFFF - extra);
     if (s != MT_OK) {
         free(o.v);
+        free(o.off);
         return s;
     }
     size_t room = (size_t)(max_len - extra), kept = o.n < room ? o.n : room;
@@ -286,10 +405,30 @@ mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids,
         memcpy(ids + t->npre, o.v, kept * sizeof *ids);
     memcpy(ids + t->npre + kept, t->post, (size_t)t->npost * sizeof *ids);
     *n = (int)kept + extra;
+    if (offsets) {
+        memset(offsets, 0, 2 * (size_t)*n * sizeof *offsets);
+        if (kept)
+            memcpy(offsets + 2 * t->npre, o.off, 2 * kept * sizeof *offsets);
+    }
     if (full_len)
         *full_len = (int)o.n + extra;
     free(o.v);
+    free(o.off);
     return MT_OK;
+}
+
+mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids, int max_len,
+                     int *n, int *full_len, mt_err *err)
+{
+    return bpe_encode_at(t, text, len, ids, NULL, max_len, n, full_len, err);
+}
+
+mt_status bpe_encode_offsets(const bpe_t *t, const char *text, size_t len, int32_t *ids,
+                             int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err)
+{
+    if (!offsets)
+        return mt_fail(err, MT_EINVAL, "bpe_encode_offsets: NULL offsets");
+    return bpe_encode_at(t, text, len, ids, offsets, max_len, n, full_len, err);
 }
 
 /* ---- decode ---- */

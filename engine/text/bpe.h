@@ -47,6 +47,16 @@ bool bpe_is_special(const bpe_t *t, int32_t id);
 mt_status bpe_encode(const bpe_t *t, const char *text, size_t len, int32_t *ids, int max_len,
                      int *n, int *full_len, mt_err *err);
 
+/* bpe_encode, and with offsets (not NULL; room for 2 * max_len) each
+ * token's byte span [start, end) in text as Hugging Face tokenizers
+ * aligns it: a byte-level token spans the original characters its bytes
+ * come from (a token holding part of a character spans the whole one),
+ * through NFC (a composed character spans its first source); the
+ * post-processor's tokens get 0, 0, and ByteLevel's trim_offsets is
+ * applied when the file asks. A text over INT32_MAX bytes is MT_ELIMIT. */
+mt_status bpe_encode_offsets(const bpe_t *t, const char *text, size_t len, int32_t *ids,
+                             int32_t *offsets, int max_len, int *n, int *full_len, mt_err *err);
+
 /* Decodes n ids into text as `tokenizers` does with the ByteLevel decoder
  * (the tokens' characters back to bytes, invalid UTF-8 replaced by U+FFFD);
  * special tokens left out when skip_special. *out gets a new NUL-terminated

@@ -44,6 +44,7 @@ struct bpe {
     tok_added_list added; /* matched verbatim in the raw text */
     int32_t pre[BPE_MAX_POST], post[BPE_MAX_POST]; /* the template's tokens */
     int npre, npost;
+    bool trim, trim_prefix; /* a ByteLevel post-processor's trim_offsets, add_prefix_space */
 };
 
 /* GPT-2's byte -> character mapping (ByteLevel): the code point of byte b. */
@@ -77,6 +78,14 @@ typedef struct {
 /* NFC of text (well-formed UTF-8) into a new buffer *out (free() it), or
  * *out = NULL when the text is NFC as it is (the common case). */
 mt_status bpe_nfc(const char *text, size_t len, char **out, size_t *out_len, mt_err *err);
+
+/* bpe_nfc (when nfc; else *out = NULL), and in *spans (a new array:
+ * free() it) each byte of the result (of text when *out is NULL) as
+ * [start, end) pairs: the original character it comes from, at byte
+ * base + its offset in text, as tokenizers aligns NFC (a composed
+ * character: its first source). */
+mt_status bpe_nfc_track(const char *text, size_t len, size_t base, bool nfc, char **out,
+                        size_t *out_len, uint32_t **spans, mt_err *err);
 
 /* Splits well-formed UTF-8 text by Qwen2's regex (behavior Isolated),
  * appending the pieces' byte ranges. */

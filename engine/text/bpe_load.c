@@ -452,8 +452,13 @@ static mt_status bpe_read_template(bpe_t *t, const cJSON *pp, const char *f, con
 
 static mt_status bpe_read_post(bpe_t *t, const cJSON *pp, const char *path, mt_err *err)
 {
-    if (bpe_null(pp) || !strcmp(bpe_type(pp), "ByteLevel"))
-        return MT_OK; /* ByteLevel's trim_offsets moves offsets, never ids */
+    if (bpe_null(pp))
+        return MT_OK;
+    if (!strcmp(bpe_type(pp), "ByteLevel")) { /* its trim_offsets moves offsets, never ids */
+        t->trim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pp, "trim_offsets"));
+        t->trim_prefix = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pp, "add_prefix_space"));
+        return MT_OK;
+    }
     if (!strcmp(bpe_type(pp), "TemplateProcessing"))
         return bpe_read_template(t, pp, "post_processor", path, err);
     if (strcmp(bpe_type(pp), "Sequence"))
@@ -465,8 +470,12 @@ static mt_status bpe_read_post(bpe_t *t, const cJSON *pp, const char *path, mt_e
     for (const cJSON *e = cJSON_IsArray(list) ? list->child : NULL; e; e = e->next, k++) {
         char f[64];
         snprintf(f, sizeof f, "post_processor.processors[%d]", k);
-        if (!strcmp(bpe_type(e), "ByteLevel"))
+        if (!strcmp(bpe_type(e), "ByteLevel")) {
+            t->trim |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "trim_offsets"));
+            t->trim_prefix |=
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "add_prefix_space"));
             continue;
+        }
         if (strcmp(bpe_type(e), "TemplateProcessing") || templates++)
             return mt_fail(err, MT_EUNSUPPORTED, "%s: %s.type \"%s\" is not supported "
                            "(ByteLevel, or one TemplateProcessing)", path, f, bpe_type(e));

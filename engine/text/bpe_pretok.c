@@ -6,6 +6,8 @@
  *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  * as a hand-written matcher with the regex engine's semantics (leftmost
  * alternative that matches, greedy with backtracking), the pieces isolated.
+ * With offsets, NFC also keeps each output byte's original character as
+ * tokenizers aligns it (bpe_nfc_track).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,136 @@ mt_status bpe_nfc(const char *text, size_t len, char **out, size_t *out_len, mt_
     free(d);
     *out = o;
     *out_len = w;
+    return MT_OK;
+}
+
+/* ---- NFC with spans (the offsets' path) ---- */
+
+/* bpe_decompose keeping each character's `changes` in ch (tokenizers'
+ * alignment: the first of a decomposition replaces its source, the
+ * others are inserted), moved with it by the canonical order. */
+static size_t bpe_decompose_chg(const unsigned char *s, size_t len, uint32_t *d, int32_t *ch)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t c;
+        i += bpe_cp(s + i, &c);
+        size_t m = c >= 0x80 && (ucd_flags(c) & UCD_DECOMP) ? (size_t)ucd_decompose(c, d + n)
+                                                             : (d[n] = c, 1);
+        for (size_t j = 0; j < m; j++)
+            ch[n + j] = j > 0;
+        n += m;
+    }
+    for (size_t i = 1; i < n; i++) {
+        int cc = bpe_ccc(d[i]);
+        for (size_t j = i; cc && j > 0; j--) {
+            int pc = bpe_ccc(d[j - 1]);
+            if (!pc || pc <= cc)
+                break;
+            uint32_t tmp = d[j - 1];
+            d[j - 1] = d[j];
+            d[j] = tmp;
+            int32_t tc = ch[j - 1];
+            ch[j - 1] = ch[j];
+            ch[j] = tc;
+        }
+    }
+    return n;
+}
+
+/* bpe_compose with the changes: a composed pair replaces one character
+ * fewer than its two did. */
+static size_t bpe_compose_chg(uint32_t *d, int32_t *ch, size_t n)
+{
+    size_t out = 0, st = SIZE_MAX;
+    int last = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = d[i];
+        int cc = bpe_ccc(c);
+        if (st != SIZE_MAX && (out - 1 == st || last < cc)) {
+            uint32_t comp = bpu_compose(d[st], c);
+            if (comp) {
+                d[st] = comp;
+                ch[st] += ch[i] - 1;
+                continue;
+            }
+        }
+        if (!cc)
+            st = out;
+        last = cc;
+        ch[out] = ch[i];
+        d[out++] = c;
+    }
+    return out;
+}
+
+/* The spans of the NFC'd characters d[0..n) (changes ch) over the
+ * original s[0..len) at base, as tokenizers' transform aligns them, into
+ * sp (pairs per output byte). Returns the output's bytes. */
+static size_t bpe_align(const unsigned char *s, size_t len, size_t base, const uint32_t *d,
+                        const int32_t *ch, size_t n, uint32_t *sp)
+{
+    size_t off = 0, w = 0, k;
+    uint32_t c, ps = (uint32_t)base, pe = (uint32_t)base; /* the previous original's */
+    for (size_t j = 0; j < n; j++) {
+        uint32_t a = ps, e = pe;
+        if (ch[j] <= 0 && off < len) {
+            k = bpe_cp(s + off, &c);
+            a = ps = (uint32_t)(base + off);
+            e = pe = (uint32_t)(base + off + k);
+            off += k;
+            for (int32_t r = ch[j]; r < 0 && off < len; r++) {
+                k = bpe_cp(s + off, &c);
+                ps = (uint32_t)(base + off);
+                pe = (uint32_t)(base + off + k);
+                off += k;
+            }
+        }
+        char tmp[4];
+        for (size_t b = bpe_put_utf8(tmp, d[j]); b > 0; b--, w++) {
+            sp[2 * w] = a;
+            sp[2 * w + 1] = e;
+        }
+    }
+    return w;
+}
+
+mt_status bpe_nfc_track(const char *text, size_t len, size_t base, bool nfc, char **out,
+                        size_t *out_len, uint32_t **spans, mt_err *err)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    *out = NULL;
+    mt_status st = nfc ? bpe_nfc(text, len, out, out_len, err) : MT_OK;
+    if (st != MT_OK)
+        return st;
+    size_t n = *out ? *out_len : len;
+    *spans = malloc((2 * n + 2) * sizeof **spans);
+    uint32_t *d = *out ? malloc((len * UCD_MAX_DECOMP + 1) * sizeof *d) : NULL;
+    int32_t *ch = *out ? malloc((len * UCD_MAX_DECOMP + 1) * sizeof *ch) : NULL;
+    if (!*spans || (*out && (!d || !ch))) {
+        free(d);
+        free(ch);
+        free(*out);
+        free(*spans);
+        *out = NULL;
+        *spans = NULL;
+        return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory for NFC of %zu bytes", len);
+    }
+    if (*out) {
+        size_t m = bpe_compose_chg(d, ch, bpe_decompose_chg(s, len, d, ch));
+        bpe_align(s, len, base, d, ch, m, *spans);
+    } else {
+        for (size_t i = 0, k; i < len; i += k) {
+            uint32_t c;
+            k = bpe_cp(s + i, &c);
+            for (size_t b = 0; b < k; b++) {
+                (*spans)[2 * (i + b)] = (uint32_t)(base + i);
+                (*spans)[2 * (i + b) + 1] = (uint32_t)(base + i + k);
+            }
+        }
+    }
+    free(d);
+    free(ch);
     return MT_OK;
 }
 

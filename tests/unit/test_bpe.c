@@ -7,6 +7,10 @@
  *     any case, Arabic/Hindi/Thai, NFD accents, special tokens written in
  *     the text, long texts) gives the ids `tokenizers` gives, EOS included,
  *     with merges stored as [a, b] pairs and as "a b" strings;
+ *   - every text's offsets (bpe_encode_offsets) equal tokenizers' offsets
+ *     in UTF-8 bytes, printing text and token index on a mismatch: the
+ *     file as made, with ignore_merges (tokenizer-im.json), and with a
+ *     ByteLevel post-processor's trim_offsets (tokenizer-trim.json);
  *   - truncation keeps the first tokens and the EOS, as HF's does;
  *   - decode gives HF's decode (skip_special), which is NFC(text) for all but
  *     texts with special tokens in them;
@@ -99,6 +103,72 @@ static int count_differing(const bpe_t *t, const cJSON *refs, const char *key, i
     }
     return bad;
 }
+
+/* Whether text's offsets off[0..2n) equal want's; prints the first
+ * token that differs. */
+static bool same_offsets(const char *text, const cJSON *want, const int32_t *ids,
+                         const int32_t *off, int n)
+{
+    int k = 0;
+    const cJSON *e = want->child;
+    for (; e && k < 2 * n; e = e->next, k++)
+        if ((int32_t)e->valuedouble != off[k])
+            break;
+    if (!e && k == 2 * n)
+        return true;
+    int tok = k / 2;
+    const cJSON *w0 = cJSON_GetArrayItem(want, 2 * tok), *w1 = cJSON_GetArrayItem(want, 2 * tok + 1);
+    fprintf(stderr, "offsets differ: \"%.80s\" token %d (id %d): got [%d, %d), want [%d, %d) "
+            "of %d tokens\n", text, tok, tok < n ? ids[tok] : -1, tok < n ? off[2 * tok] : -1,
+            tok < n ? off[2 * tok + 1] : -1, w0 ? (int)w0->valuedouble : -1,
+            w1 ? (int)w1->valuedouble : -1, cJSON_GetArraySize(want) / 2);
+    return false;
+}
+
+/* Encodes every reference text with the tool's file with offsets;
+ * returns how many texts' offsets differ from those under key. */
+static int count_offsets_differing(const char *file, const char *key, int *total, long *toks)
+{
+    static int32_t ids[MAX_IDS], off[2 * MAX_IDS];
+    char path[160];
+    snprintf(path, sizeof path, "%s/%s", work, file);
+    bpe_t *t = load(path);
+    cJSON *refs = tu_load_json(ref_path);
+    int bad = 0;
+    *total = 0;
+    *toks = 0;
+    for (const cJSON *e = refs->child; e; e = e->next, (*total)++) {
+        const char *text = cJSON_GetObjectItem(e, "text")->valuestring;
+        int n = 0, full = 0;
+        mt_err err;
+        ck_assert_msg(bpe_encode_offsets(t, text, strlen(text), ids, off, MAX_IDS, &n, &full,
+                                         &err) == MT_OK, "%s", err.msg);
+        *toks += n;
+        if (!same_offsets(bad < 8 ? text : "", cJSON_GetObjectItem(e, key), ids, off, n))
+            bad++;
+    }
+    printf("bpe %s offsets: %d reference texts, %ld tokens, %d differ\n", file, *total, *toks,
+           bad);
+    cJSON_Delete(refs);
+    bpe_free(t);
+    return bad;
+}
+
+START_TEST(bpe_offsets_equal_tokenizers_on_every_reference_text)
+{
+    static const char *const files[][2] = {{"tokenizer.json", "offsets"},
+                                           {"tokenizer-im.json", "offsets_im"},
+                                           {"tokenizer-trim.json", "offsets_trim"}};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        int total = 0;
+        long toks = 0;
+        bad += count_offsets_differing(files[k][0], files[k][1], &total, &toks);
+        ck_assert_int_gt(total, 300);
+    }
+    ck_assert_msg(bad == 0, "%d texts' offsets differ from tokenizers", bad);
+}
+END_TEST
 
 START_TEST(bpe_ids_equal_tokenizers_on_every_reference_text)
 {
@@ -348,6 +418,7 @@ static Suite *test_suite(void)
     tcase_add_unchecked_fixture(tc, make_folder, remove_folder);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, bpe_ids_equal_tokenizers_on_every_reference_text);
+    tcase_add_test(tc, bpe_offsets_equal_tokenizers_on_every_reference_text);
     tcase_add_test(tc, bpe_merges_as_strings_give_the_same_ids);
     tcase_add_test(tc, bpe_truncation_keeps_the_eos_as_tokenizers_does);
     tcase_add_test(tc, bpe_decode_gives_tokenizers_decode);
