@@ -14,8 +14,8 @@
  * variant as on the other routes. Token-id inputs and prompt names are
  * refused. /tokenize's start and stop are each token's UTF-8 byte offsets
  * in the text, TEI's unit (null for the template's special tokens, as TEI
- * gives them, and where the model's tokenizer gives no offsets: BPE and
- * Unigram for now).
+ * gives them, and where a model gives no offsets: every tokenizer kind
+ * gives them, WordPiece, BPE and Unigram).
  */
 #include <math.h>
 #include <stdatomic.h>

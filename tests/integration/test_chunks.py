@@ -1,13 +1,14 @@
-"""Late chunking, POST /embed_chunks, served for real on MiniLM:
+"""Late chunking, POST /embed_chunks, served for real on MiniLM (WordPiece)
+and on an XLM-R folder (a Unigram tokenizer from
+tools/make-unigram-tokenizer.py, tools/make-xlmr.py's weights):
 - each chunk's vector is the normalised mean of the last hidden states
   (TEI's /embed_all of the whole text) of the tokens whose character spans
   (Hugging Face `tokenizers`' offsets on the model's tokenizer.json) overlap
-  the chunk's, from one forward over the whole text; it differs from the
-  chunk embedded alone (its neighbours are in it);
+  the chunk's, from one forward over the whole text; on MiniLM it differs
+  from the chunk embedded alone (its neighbours are in it);
 - spans out of range, covering no token, or a text over max_seq_len
   without truncate are refused naming the field; with truncate the spans
-  past the cut are refused; a model whose tokenizer gives no offsets yet
-  (XLM-R's Unigram) is refused naming the model."""
+  past the cut are refused."""
 import math
 import os
 
@@ -41,6 +42,7 @@ def srv(tmp_path_factory):
            "models": [{"name": "minilm", "path": MODEL, "variants": one},
                       {"name": "xemb", "path": str(tmp / "m" / "embed"), "variants": one}]}
     s = Server(cfg, tmp)
+    s.xemb_tokenizer = str(tmp / "m" / "embed" / "tokenizer.json")
     yield s
     assert s.stop() == 0, "".join(s.log)
 
@@ -50,24 +52,35 @@ def unit(v):
     return [x / n for x in v]
 
 
-def test_each_chunk_pools_its_tokens_from_one_forward(srv):
+def check_chunks(srv, model, tokenizer_json, text):
+    """/embed_chunks of text's sentences on model against /embed_all's rows
+    pooled by tokenizers' offsets; returns the spans and the answer."""
     from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
-    tok.no_padding()  # the file pads to 128
-    enc = tok.encode(TEXT)
-    spans = spans_of(TEXT)
-    resp, rows = srv.request("POST", "/embed_all", {"inputs": TEXT})
+    tok = Tokenizer.from_file(tokenizer_json)
+    tok.no_padding()  # MiniLM's file pads to 128
+    enc = tok.encode(text)
+    spans = spans_of(text)
+    resp, rows = srv.request("POST", "/embed_all", {"inputs": text},
+                             headers={"X-Mantissa-Model": model})
     assert resp.status == 200 and len(rows[0]) == len(enc.ids), rows
-    resp, out = srv.request("POST", "/embed_chunks", {"model": "minilm", "input": TEXT,
+    dim = len(rows[0][0])
+    resp, out = srv.request("POST", "/embed_chunks", {"model": model, "input": text,
                                                       "chunks": spans})
     assert resp.status == 200, out
-    assert out["usage"]["total_tokens"] == len(enc.ids) and out["model"] == "minilm"
+    assert out["usage"]["total_tokens"] == len(enc.ids) and out["model"] == model
     for i, (s, e) in enumerate(spans):
         toks = [t for t, (a, b) in enumerate(enc.offsets) if a < b and a < e and b > s]
-        want = unit([sum(rows[0][t][k] for t in toks) / len(toks) for k in range(384)])
+        want = unit([sum(rows[0][t][k] for t in toks) / len(toks) for k in range(dim)])
         got = out["data"][i]
-        assert got["index"] == i and got["tokens"] == len(toks), (got["tokens"], toks)
+        assert got["index"] == i and got["tokens"] == len(toks), (i, got["tokens"], toks)
         assert max(abs(a - b) for a, b in zip(got["embedding"], want)) < 1e-5
+    return spans, out
+
+
+def test_each_chunk_pools_its_tokens_from_one_forward(srv):
+    spans, out = check_chunks(srv, "minilm", os.path.join(MODEL, "tokenizer.json"), TEXT)
+    for i, (s, e) in enumerate(spans):
+        got = out["data"][i]
         resp, alone = srv.request("POST", "/v1/embeddings", {"model": "minilm",
                                                              "input": TEXT[s:e],
                                                              "encoding_format": "float"})
@@ -99,7 +112,10 @@ def test_a_long_text_with_truncate_chunks_what_fits(srv):
     assert resp.status == 200 and [d["tokens"] for d in out["data"]] == [1, 1], out
 
 
-def test_a_tokenizer_without_offsets_is_refused_naming_the_model(srv):
-    resp, out = srv.request("POST", "/embed_chunks", {"model": "xemb", "input": "a b c",
-                                                      "chunks": [[0, 1]]})
-    assert resp.status == 400 and "model xemb cannot chunk late" in out["error"]["message"], out
+def test_a_unigram_model_chunks_by_its_offsets(srv):
+    """XLM-R's Unigram: Metaspace's ▁, the charsmap's full-width and NFKC
+    forms, whitespace runs and <mask> written in the text, all chunked by
+    the spans tokenizers gives."""
+    text = ("Berlin ist groß, die Straße ist lang. Привет мир,  как дела. "
+            "Ｆｕｌｌ ｗｉｄｔｈ ① and  crème brûlée. Un <mask> au café 😀 ok.")
+    check_chunks(srv, "xemb", srv.xemb_tokenizer, text)

@@ -11,8 +11,8 @@
  *     loader did before (lowercase true, tokenizer.json's added tokens);
  *   - tokenizer.json wins over tokenizer_config.json field by field;
  *   - a small Unigram tokenizer.json (XLM-R's shape) loads through the
- *     Unigram row: ids, the pair template, tokens, decode, the vocab_size
- *     check (the Unigram tokenizer itself: tests/unit/test_unigram.c);
+ *     Unigram row: ids, offsets, the pair template, tokens, decode, the
+ *     vocab_size check (the Unigram tokenizer itself: tests/unit/test_unigram.c);
  *   - a WordPiece file marked BPE or Unigram is refused by that kind's
  *     loader naming the field, an unknown kind and
  *     a field of the wrong type are refused naming the file and the field,
@@ -486,6 +486,18 @@ START_TEST(enc_tok_loads_a_unigram_folder)
     ck_assert_int_eq(enc_tok_encode(t, "a b", 3, ids, 16, &n, &full, &err), MT_OK);
     ck_assert_int_eq(n, 5);
     ck_assert_mem_eq(ids, ((int32_t[]){0, 4, 6, 5, 2}), 5 * sizeof *ids);
+    /* offsets as tokenizers gives them: "▁a" from the prepended ▁ (the
+     * first character's span), "▁" the space; "  ab ": the leading space
+     * is the text's own ▁, "▁a" then spans the second space and the a */
+    int32_t off[32];
+    ck_assert_int_eq(enc_tok_encode_offsets(t, "a b", 3, ids, off, 16, &n, &full, &err), MT_OK);
+    ck_assert_int_eq(n, 5);
+    ck_assert_mem_eq(off, ((int32_t[]){0, 0, 0, 1, 1, 2, 2, 3, 0, 0}), 10 * sizeof *off);
+    ck_assert_int_eq(enc_tok_encode_offsets(t, "  ab ", 5, ids, off, 16, &n, &full, &err),
+                     MT_OK);
+    ck_assert_int_eq(n, 6);
+    ck_assert_mem_eq(ids, ((int32_t[]){0, 6, 4, 5, 6, 2}), 6 * sizeof *ids);
+    ck_assert_mem_eq(off, ((int32_t[]){0, 0, 0, 1, 1, 3, 3, 4, 4, 5, 0, 0}), 12 * sizeof *off);
     ck_assert_int_eq(enc_tok_encode_pair(t, "a", 1, "b", 1, ids, 16, &n, &seg, &full, &err),
                      MT_OK);
     ck_assert_int_eq(n, 7);
