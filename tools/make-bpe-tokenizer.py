@@ -14,7 +14,8 @@ OUTDIR gets:
                    (special) and <tool_call> (not special);
                    TemplateProcessing "$A <|endoftext|>"; ByteLevel decoder
   reference.json   [{"text", "nfc", "ids", "offsets", "ids_im", "decoded",
-                   "trunc": {max: ids}}]: ids with the appended
+                   "trunc": {max: ids}, "trunc_offsets": {max:
+                   offsets}}]: ids with the appended
                    <|endoftext|>; offsets: each token's [start, end) in
                    UTF-8 bytes of the text, flat (tokenizers' character
                    offsets converted), offsets_im and offsets_trim those
@@ -215,12 +216,15 @@ def main():
              "ids_im": tok_im.encode(t).ids,
              "decoded": tok.decode(ids, skip_special_tokens=True)}
         if k % 7 == 0:
-            trunc = {}
+            trunc, trunc_off = {}, {}
             for m in (1, 2, 5, 17):
                 tok.enable_truncation(max_length=m)
-                trunc[str(m)] = tok.encode(t).ids
+                enc = tok.encode(t)
+                trunc[str(m)] = enc.ids
+                trunc_off[str(m)] = [at[k] for o in enc.offsets for k in o]
             tok.no_truncation()
             e["trunc"] = trunc
+            e["trunc_offsets"] = trunc_off
         refs.append(e)
     with open(os.path.join(a.outdir, "reference.json"), "w", encoding="utf-8") as f:
         json.dump(refs, f, ensure_ascii=False)

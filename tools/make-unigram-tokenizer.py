@@ -35,6 +35,7 @@ Precompiled normalizer. OUTDIR gets:
                       token's span in UTF-8 bytes of its text],
                       "decoded": [...]}}, "trunc": {max:
                       [ids of texts[k], k % 5 == 0]} (xlmr),
+                      "trunc_offsets": {max: [their offsets, as "offsets"]},
                       "pairs": [[variant, a, b, max_len, ids, seg]]:
                       texts[a] and texts[b] as a pair, cut to max_len
                       (6 or more: the template's 4 tokens + 2), seg the
@@ -313,7 +314,7 @@ def byte_offsets(text, offsets):
 
 
 def references(outdir, vs, texts, seed):
-    ref = {"texts": texts, "variants": {}, "trunc": {}, "pairs": []}
+    ref = {"texts": texts, "variants": {}, "trunc": {}, "trunc_offsets": {}, "pairs": []}
     toks = {}
     for name, (fname, j) in vs.items():
         s = json.dumps(j, ensure_ascii=False)
@@ -330,7 +331,10 @@ def references(outdir, vs, texts, seed):
     tok = toks["xlmr"]
     for m in (3, 4, 7, 32, 128, 512):
         tok.enable_truncation(max_length=m)
-        ref["trunc"][str(m)] = [tok.encode(t).ids for t in texts[::5]]
+        encs = [tok.encode(t) for t in texts[::5]]
+        ref["trunc"][str(m)] = [e.ids for e in encs]
+        ref["trunc_offsets"][str(m)] = [byte_offsets(t, e.offsets)
+                                        for t, e in zip(texts[::5], encs)]
     r = random.Random(seed + 3)
     for k in range(400):
         a, b = r.randrange(len(texts)), r.randrange(len(texts))

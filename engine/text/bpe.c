@@ -290,8 +290,9 @@ static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, cons
     n = n <= 64 ? bpe_merge_short(t, s, n) : bpe_merge_long(t, s, n, err, &ok);
     if (o->track)
         ok = ok && bpe_word_spans(t, w, m, s, n, sp, o);
-    for (size_t i = 0; ok && !o->track && i < n; i++)
-        ok = bpe_push(o, s[i]);
+    else
+        for (size_t i = 0; ok && i < n; i++)
+            ok = bpe_push(o, s[i]);
     if (s != small)
         free(s);
     if (!ok)

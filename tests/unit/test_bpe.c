@@ -11,7 +11,8 @@
  *     in UTF-8 bytes, printing text and token index on a mismatch: the
  *     file as made, with ignore_merges (tokenizer-im.json), and with a
  *     ByteLevel post-processor's trim_offsets (tokenizer-trim.json);
- *   - truncation keeps the first tokens and the EOS, as HF's does;
+ *   - truncation keeps the first tokens and the EOS, as HF's does, and
+ *     their offsets;
  *   - decode gives HF's decode (skip_special), which is NFC(text) for all but
  *     texts with special tokens in them;
  *   - a ByteLevel post-processor appends nothing; ignore_merges true takes
@@ -217,12 +218,13 @@ START_TEST(bpe_truncation_keeps_the_eos_as_tokenizers_does)
 {
     bpe_t *t = load(tok_path);
     cJSON *refs = tu_load_json(ref_path);
-    static int32_t ids[MAX_IDS];
+    static int32_t ids[MAX_IDS], off[2 * MAX_IDS];
     int checked = 0;
     for (const cJSON *e = refs->child; e; e = e->next) {
         const char *text = cJSON_GetObjectItem(e, "text")->valuestring;
         const cJSON *tr = cJSON_GetObjectItem(e, "trunc");
-        for (const cJSON *m = tr ? tr->child : NULL; m; m = m->next, checked++) {
+        const cJSON *to = tr ? cJSON_GetObjectItem(e, "trunc_offsets")->child : NULL;
+        for (const cJSON *m = tr ? tr->child : NULL; m; m = m->next, to = to->next, checked++) {
             int n = 0, full = 0;
             mt_err err;
             ck_assert_int_eq(bpe_encode(t, text, strlen(text), ids, atoi(m->string), &n, &full,
@@ -231,6 +233,10 @@ START_TEST(bpe_truncation_keeps_the_eos_as_tokenizers_does)
             if (!same_ids(m, ids, n))
                 print_diff(text, m, ids, n);
             ck_assert_msg(same_ids(m, ids, n), "max_len %s of \"%.40s\"", m->string, text);
+            ck_assert_int_eq(bpe_encode_offsets(t, text, strlen(text), ids, off, atoi(m->string),
+                                                &n, NULL, &err), MT_OK);
+            ck_assert_msg(same_ids(m, ids, n) && same_offsets(text, to, ids, off, n),
+                          "offsets at max_len %s of \"%.40s\"", m->string, text);
         }
     }
     ck_assert_int_gt(checked, 100);

@@ -16,7 +16,8 @@
  *     offsets in UTF-8 bytes in the four variants (the normalizer's
  *     alignments, Metaspace's ▁, byte fallback, RobertaProcessing's
  *     trim_offsets), printing text and token index on a mismatch;
- *   - truncation at several lengths keeps the first tokens and <s> </s>;
+ *   - truncation at several lengths keeps the first tokens and <s> </s>,
+ *     their offsets too;
  *   - pairs through enc_tok_encode_pair (<s> a </s></s> b </s>, cut
  *     longest first) equal HF's for the plain and byte-fallback files;
  *   - decode gives HF's decode (skip_special) in every variant;
@@ -219,13 +220,16 @@ END_TEST
 
 START_TEST(unigram_truncation_keeps_the_template_as_tokenizers_does)
 {
-    static int32_t ids[MAX_IDS];
+    static int32_t ids[MAX_IDS], off[2 * MAX_IDS];
     unigram_t *t = load(tok_path);
     const cJSON *texts = cJSON_GetObjectItem(ref, "texts");
+    const cJSON *wo = cJSON_GetObjectItem(ref, "trunc_offsets")->child;
     int checked = 0;
-    for (const cJSON *m = cJSON_GetObjectItem(ref, "trunc")->child; m; m = m->next) {
+    for (const cJSON *m = cJSON_GetObjectItem(ref, "trunc")->child; m;
+         m = m->next, wo = wo->next) {
         int k = 0;
-        for (const cJSON *w = m->child; w; w = w->next, k += 5, checked++) {
+        const cJSON *o = wo->child;
+        for (const cJSON *w = m->child; w; w = w->next, o = o->next, k += 5, checked++) {
             const char *text = cJSON_GetArrayItem(texts, k)->valuestring;
             int n = 0;
             mt_err err;
@@ -234,6 +238,11 @@ START_TEST(unigram_truncation_keeps_the_template_as_tokenizers_does)
             if (!same_ids(w, ids, n))
                 print_diff(m->string, text, w, ids, n);
             ck_assert_msg(same_ids(w, ids, n), "max_len %s of \"%.40s\"", m->string, text);
+            ck_assert_int_eq(unigram_encode_offsets(t, text, strlen(text), ids, off,
+                                                    atoi(m->string), &n, NULL, &err), MT_OK);
+            ck_assert_msg(same_ids(w, ids, n) &&
+                              offsets_differ(m->string, text, o, ids, off, n) < 0,
+                          "offsets at max_len %s of \"%.40s\"", m->string, text);
         }
     }
     ck_assert_int_gt(checked, 1000);
