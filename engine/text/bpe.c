@@ -118,7 +118,8 @@ static inline int32_t bpe_rank(const bpe_t *t, int32_t a, int32_t b, int32_t *id
 
 /* Merges n symbols s[] in place (short pieces): each round merges the
  * lowest-ranked pair, the leftmost of equals. Returns the count left. */
-static size_t bpe_merge_short(const bpe_t *t, int32_t *s, size_t n)
+__attribute__((always_inline)) static inline size_t bpe_merge_short(const bpe_t *t, int32_t *s,
+                                                                     size_t n)
 {
     int32_t rank[64], nid[64];
     for (size_t i = 0; i + 1 < n; i++)
@@ -267,12 +268,13 @@ static bool bpe_word_spans(const bpe_t *t, const unsigned char *w, size_t m, con
 }
 
 /* The ids of one piece's bytes w[0..m) (sp: their spans with offsets). */
-static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp,
-                          bpe_ids *o, mt_err *err)
+__attribute__((always_inline)) static inline mt_status
+bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, bpe_ids *o,
+         mt_err *err, const bool track)
 {
     if (t->ignore_merges && m > 1) {
         int32_t id = bpe_vocab_find(t, w, m);
-        if (id >= 0 && !o->track)
+        if (id >= 0 && !track)
             return bpe_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
         if (id >= 0)
             return bpe_push_at(t, o, id, sp[0], sp[2 * m - 1])
@@ -288,7 +290,7 @@ static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, cons
             s[n++] = t->byte_id[w[i]];
     bool ok = true;
     n = n <= 64 ? bpe_merge_short(t, s, n) : bpe_merge_long(t, s, n, err, &ok);
-    if (o->track)
+    if (track)
         ok = ok && bpe_word_spans(t, w, m, s, n, sp, o);
     else
         for (size_t i = 0; ok && i < n; i++)
@@ -298,6 +300,32 @@ static mt_status bpe_word(const bpe_t *t, const unsigned char *w, size_t m, cons
     if (!ok)
         return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
     return MT_OK;
+}
+
+/* Every piece of x through bpe_word: one body, two machine copies (with
+ * offsets: sp the spans of x's bytes), the one without offsets free of
+ * their branches. */
+static __attribute__((noinline)) mt_status bpe_words_plain(const bpe_t *t, const char *x,
+                                                           const bpe_pieces *p, bpe_ids *o,
+                                                           mt_err *err)
+{
+    mt_status s = MT_OK;
+    for (size_t k = 0; s == MT_OK && k < p->n; k++)
+        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k], NULL, o,
+                     err, false);
+    return s;
+}
+
+static __attribute__((noinline)) mt_status bpe_words_track(const bpe_t *t, const char *x,
+                                                           const bpe_pieces *p,
+                                                           const uint32_t *sp, bpe_ids *o,
+                                                           mt_err *err)
+{
+    mt_status s = MT_OK;
+    for (size_t k = 0; s == MT_OK && k < p->n; k++)
+        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k],
+                     sp + 2 * p->start[k], o, err, true);
+    return s;
 }
 
 /* The ids of a segment between added tokens, at byte base of the text:
@@ -318,9 +346,8 @@ static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, size_
     const char *x = norm ? norm : text;
     p->n = 0;
     s = bpe_split(x, nlen, p, err);
-    for (size_t k = 0; s == MT_OK && k < p->n; k++)
-        s = bpe_word(t, (const unsigned char *)x + p->start[k], p->end[k] - p->start[k],
-                     sp ? sp + 2 * p->start[k] : NULL, o, err);
+    if (s == MT_OK)
+        s = o->track ? bpe_words_track(t, x, p, sp, o, err) : bpe_words_plain(t, x, p, o, err);
     free(norm);
     free(sp);
     return s;
