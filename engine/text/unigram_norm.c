@@ -192,7 +192,8 @@ static bool ug_keep(const ug_span *ia, ug_spans *oa, size_t from, size_t to)
         return true;
     if (!ug_spans_fit(oa, oa->n + (to - from)))
         return false;
-    memcpy(oa->v + oa->n, ia + from, (to - from) * sizeof *ia);
+    if (to > from) /* (oa->v may still be NULL: memcpy takes no NULL, even for 0 bytes) */
+        memcpy(oa->v + oa->n, ia + from, (to - from) * sizeof *ia);
     oa->n += to - from;
     return true;
 }
