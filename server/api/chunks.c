@@ -7,8 +7,8 @@
  * (the tokenizer's offsets, engine/model.h's tokenize_offsets) overlap
  * it; the model's own prompt is not put before the text (it would shift
  * the spans). Body: {"model", "input": TEXT, "chunks": [[start, end],
- * ...] in Unicode code points, end exclusive, "truncate"}; errors in the
- * OpenAI shape. */
+ * ...] in Unicode code points, end exclusive, not overlapping, "truncate"};
+ * errors in the OpenAI shape. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,15 +50,29 @@ static bool read_span(const cJSON *c, int i, const size_t *at, size_t nc, size_t
     return true;
 }
 
+/* The earlier chunk (of i, byte spans be: 2 each) that chunk i overlaps,
+ * or -1. */
+static int overlapping(const size_t *be, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (be[2 * j] < be[2 * i + 1] && be[2 * i] < be[2 * j + 1])
+            return j;
+    return -1;
+}
+
 /* The tokens of each chunk: [span[2i], span[2i+1]) of the n tokens whose
  * byte offsets are off (the template's tokens span nothing: 0, 0); false
- * after answering 400. */
+ * after answering 400 (a bad span, one that overlaps another, one with no
+ * token). */
 static bool chunk_tokens(const cJSON *chunks, const char *text, size_t len, const int32_t *off,
                          int n, bool cut, int32_t *span, http_resp *r)
 {
     size_t nc;
     size_t *at = code_point_bytes(text, len, &nc);
-    if (!at) {
+    size_t *be = malloc(sizeof *be * 2 * (size_t)cJSON_GetArraySize(chunks));
+    if (!at || !be) {
+        free(at);
+        free(be);
         api_error(r, 500, NULL, "out of memory");
         return false;
     }
@@ -70,6 +84,15 @@ static bool chunk_tokens(const cJSON *chunks, const char *text, size_t len, cons
         size_t b, e;
         if (!(ok = read_span(c, i, at, nc, &b, &e, r)))
             break;
+        be[2 * i] = b;
+        be[2 * i + 1] = e;
+        const int o = overlapping(be, i);
+        if (o >= 0) {
+            api_error(r, 400, "chunks", "chunks[%d] overlaps chunks[%d]: chunks must not "
+                      "overlap", i, o);
+            ok = false;
+            break;
+        }
         int t0 = -1, t1 = -1;
         for (int t = 0; t < n; t++)
             if (off[2 * t] < off[2 * t + 1] && (size_t)off[2 * t] < e &&
@@ -88,6 +111,7 @@ static bool chunk_tokens(const cJSON *chunks, const char *text, size_t len, cons
         i++;
     }
     free(at);
+    free(be);
     return ok;
 }
 

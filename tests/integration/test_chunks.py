@@ -6,7 +6,7 @@ tools/make-unigram-tokenizer.py, tools/make-xlmr.py's weights):
   (Hugging Face `tokenizers`' offsets on the model's tokenizer.json) overlap
   the chunk's, from one forward over the whole text; on MiniLM it differs
   from the chunk embedded alone (its neighbours are in it);
-- spans out of range, covering no token, or a text over max_seq_len
+- spans out of range, overlapping, covering no token, or a text over max_seq_len
   without truncate are refused naming the field; with truncate the spans
   past the cut are refused."""
 import math
@@ -94,6 +94,8 @@ def test_each_chunk_pools_its_tokens_from_one_forward(srv):
     ({"input": "a b c", "chunks": [[0, 6]]}, 400, "chunks", "end <= 5"),
     ({"input": "a b c", "chunks": [[2, 1]]}, 400, "chunks", "start < end"),
     ({"input": "a b c", "chunks": [[1, 2]]}, 400, "chunks", "holds no token"),
+    ({"input": "a b c", "chunks": [[0, 3], [4, 5], [2, 4]]}, 400, "chunks",
+     "chunks[2] overlaps chunks[0]"),
     ({"input": "a b c", "chunks": [[0, 1]], "normalize": True}, 400, "normalize", "unknown"),
     ({"input": "word " * 400, "chunks": [[0, 4]], "truncate": False}, 400, "input", "at most 256"),
     ({"input": "word " * 400, "chunks": [[1900, 1904]], "truncate": True}, 400, "chunks",
