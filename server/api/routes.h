@@ -55,6 +55,8 @@
       "late chunking: one forward over a text, a vector per chunk span")                           \
     X("POST", "/v1/rerank", api_v1_rerank, API_OPENAI, 0,                                          \
       "Cohere/Jina rerank: a query against documents, on a cross-encoder")                         \
+    X("POST", "/v2/rerank", api_v1_rerank, API_OPENAI, 0,                                          \
+      "Cohere rerank (its v2 client's path), as /v1/rerank")                                       \
     X("GET", "/metrics", api_metrics, API_KSERVE, HTTP_ROUTE_QUIET, "Prometheus metrics")          \
     /* text-embeddings-inference's routes (tei.c) */                                               \
     X("POST", "/embed", api_tei_embed, API_TEI, 0, "TEI embed")                                    \

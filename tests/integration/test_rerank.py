@@ -5,7 +5,8 @@ names, a classifier head from a seed) beside the plain MiniLM embedder.
 - TEI's /rerank answers each text's index and sigmoid score, highest first,
   equal to the tool's float64 reference; raw_scores gives the logits,
   return_text the texts;
-- the Cohere/Jina /v1/rerank answers relevance_score, top_n results,
+- the Cohere/Jina /v1/rerank (and /v2/rerank, Cohere's v2 client's path)
+  answers relevance_score, top_n results, and Cohere's SDK reads it;
   documents given as strings or {"text"} objects and returned on asking;
 - TEI's /predict scores a text, a pair, or a list of either, every label
   named and sorted (softmax over three labels);
@@ -103,6 +104,23 @@ def test_v1_rerank_answers_as_cohere_and_jina(srv, folders):
     resp, out = srv.request("POST", "/v1/rerank", {"model": "rr", "query": q, "documents": docs})
     assert resp.status == 200 and len(out["results"]) == len(docs), out
     assert all("document" not in r for r in out["results"])
+
+
+def test_the_cohere_sdk_reranks_against_the_server(srv, folders):
+    """Cohere's own Python SDK (tools/requirements.txt), its v1 and v2
+    clients pointed at the server: POST /v1/rerank and /v2/rerank."""
+    import cohere
+    ref = folders[3]
+    q = ref["pairs"][6][0]
+    docs, logits = query_docs(ref, q)
+    order = sorted(range(len(docs)), key=lambda i: -logits[i])
+    url = "http://127.0.0.1:%d" % srv.port
+    for co in (cohere.Client(api_key="unused", base_url=url),
+               cohere.ClientV2(api_key="unused", base_url=url)):
+        out = co.rerank(model="rr", query=q, documents=docs, top_n=2)
+        assert [r.index for r in out.results] == order[:2], out
+        for r in out.results:
+            assert abs(r.relevance_score - sigmoid(logits[r.index])) < 1e-5
 
 
 def test_predict_scores_texts_pairs_and_lists(srv, folders):
