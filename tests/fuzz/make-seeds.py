@@ -156,8 +156,8 @@ pt_seeds = []
 for d in (TORCH_FIX, os.path.join(TORCH_FIX, "sharded")):
     for name in sorted(os.listdir(d)):
         if name.endswith((".pt", ".bin")):
-            with open(os.path.join(d, name), "rb") as f:
-                pt_seeds.append((name, f.read()))
+            with open(os.path.join(d, name), "rb") as f:  # seeds are named .pt: the
+                pt_seeds.append((name.replace(".bin", ".pt"), f.read()))  # fuzzer reads bytes
 write_corpus("torch_pt", pt_seeds)
 write_dict("torch_pt", [
     "PK\x03\x04", "PK\x01\x02", "PK\x05\x06", "PK\x06\x06", "PK\x06\x07", "\xff\xff\xff\xff",
