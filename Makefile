@@ -483,7 +483,7 @@ fuzz: model
 -include $(FUZZ_LIB_OBJ:.o=.d) $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/tests/fuzz/%.d)
 
 # ==== benchmarks ==============================================================
-.PHONY: bench bench-peers bench-server bench-openmp bench-switch bench-grpc
+.PHONY: bench bench-peers bench-rerank bench-qwen3 bench-server bench-openmp bench-switch bench-grpc
 bench: deps model
 	$(MAKE) --no-print-directory $(BIN)
 	BUILD=$(BUILD) PYTHON=$(abspath $(VPY)) bench/cpu.sh
@@ -505,6 +505,27 @@ bench-peers: deps model
 	$(VPY) bench/peers_bench.py --out bench/results/peers-$(PEERS_TAG).md \
 	  --json build/peers/peers-$(PEERS_TAG).json $(if $(PEERS_ISA),--isa $(PEERS_ISA)) \
 	  $(if $(PASSAGES),--passages)
+
+# make bench-rerank: reranking (1 query x 20 documents of ~100 tokens over
+# POST /v1/rerank) against infinity-emb and llama-server --reranking on two
+# generated rerankers (bench/rerank_peers.py; the same peers as
+# bench-peers, installed once by bench/peers/setup.sh); writes
+# bench/results/rerank-peers-<date>.md. Not in make test.
+bench-rerank: deps model
+	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
+	bench/peers/setup.sh
+	$(VPY) bench/rerank_peers.py --out bench/results/rerank-peers-$(TODAY).md \
+	  --json build/peers/rerank-peers-$(TODAY).json
+
+# make bench-qwen3: a decoder embedder at Qwen3-Embedding-0.6B's shapes
+# (random BF16 weights) against llama-server F16 and Q8_0 on the same
+# weights, sentences at concurrency 1 and 16 and ~500-token passages
+# (bench/qwen3_peers.py); writes bench/results/qwen3-peers-<date>.md.
+bench-qwen3: deps model
+	$(MAKE) --no-print-directory $(BIN) $(BUILD)/bench/loadgen
+	bench/peers/setup.sh
+	$(VPY) bench/qwen3_peers.py --out bench/results/qwen3-peers-$(TODAY).md \
+	  --json build/peers/qwen3-peers-$(TODAY).json
 
 # The serving core under load: batching on vs off at concurrency 1, 8, 64
 # (wrk; perf_analyzer cross-check), written to bench/results/server-<date>.md.

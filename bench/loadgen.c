@@ -4,7 +4,7 @@
  *
  *   loadgen --port P --path /v1/embeddings --bodies FILE --seconds S
  *           (--concurrency N | --rate R) [--max-conns 512] [--seed 1]
- *           [--timing FILE]
+ *           [--timing FILE] [--expect embedding] [--timeout-s 30]
  *
  * FILE holds one JSON request body per line, sent in turn in an order
  * shuffled once with the seed (the same for every server), so that the mix
@@ -18,7 +18,8 @@
  * a new one (at most --max-conns); its latency counts from its scheduled
  * time, so a server that falls behind shows it as latency (no coordinated
  * omission). An answer counts as good when its status is 200 and its body
- * holds "embedding"; others are counted by kind. Prints one JSON line:
+ * holds the --expect string ("embedding"; "relevance_score" for the
+ * rerank bench); others are counted by kind. Prints one JSON line:
  * requests, good, non200, bad_body, conn_errors, timeouts, seconds, rps
  * (good answers per second), p50_ms, p99_ms, mean_ms, cpu_s (this
  * process's CPU time).
@@ -45,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TIMEOUT_NS (30ULL * 1000000000ULL)
 
 typedef struct {
     int fd;
@@ -62,6 +62,8 @@ typedef struct {
     int port, concurrency, max_conns;
     double rate, seconds;
     const char *path;
+    const char *expect; /* a good answer's body holds this */
+    uint64_t timeout_ns; /* an answer later than this counts as a timeout */
     char **bodies;
     int nbodies, next_body;
     uint64_t seed;
@@ -272,7 +274,7 @@ static int answer_done(gen *g, conn *c)
     int closing = cc && cc < end;
     if (status != 200)
         g->non200++;
-    else if (!memmem(c->in + head, len, "embedding", 9))
+    else if (!memmem(c->in + head, len, g->expect, strlen(g->expect)))
         g->bad_body++;
     else {
         *end = 0; /* the headers, for --timing */
@@ -332,7 +334,7 @@ static void expire(gen *g, uint64_t t)
 {
     for (int i = 0; i < g->nconns; i++) {
         conn *c = &g->conns[i];
-        if (c->fd >= 0 && c->busy && t - c->t_sched > TIMEOUT_NS) {
+        if (c->fd >= 0 && c->busy && t - c->t_sched > g->timeout_ns) {
             g->timeouts++;
             close_conn(g, c);
         }
@@ -421,11 +423,15 @@ static double pct(const gen *g, double p)
 
 int main(int argc, char **argv)
 {
-    gen g = {.path = "/v1/embeddings", .max_conns = 512, .seed = 1};
+    gen g = {.path = "/v1/embeddings", .expect = "embedding",
+             .timeout_ns = 30ULL * 1000000000ULL, .max_conns = 512, .seed = 1};
     const char *bodies = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--port")) g.port = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--path")) g.path = argv[i + 1];
+        else if (!strcmp(argv[i], "--expect")) g.expect = argv[i + 1];
+        else if (!strcmp(argv[i], "--timeout-s"))
+            g.timeout_ns = (uint64_t)(atof(argv[i + 1]) * 1e9);
         else if (!strcmp(argv[i], "--bodies")) bodies = argv[i + 1];
         else if (!strcmp(argv[i], "--seconds")) g.seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--concurrency")) g.concurrency = atoi(argv[i + 1]);
@@ -443,7 +449,7 @@ int main(int argc, char **argv)
     if (!g.port || !bodies || g.seconds <= 0 || (g.concurrency <= 0) == (g.rate <= 0)) {
         fprintf(stderr, "usage: loadgen --port P [--path /v1/embeddings] --bodies FILE "
                         "--seconds S (--concurrency N | --rate R) [--max-conns N] [--seed N] "
-                        "[--timing FILE]\n");
+                        "[--timing FILE] [--expect STR] [--timeout-s S]\n");
         return 2;
     }
     if (g.concurrency > g.max_conns)

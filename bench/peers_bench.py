@@ -175,7 +175,9 @@ def tree_stat(pid):
 
 
 class Server:
-    def __init__(self, name, argv, port, env=None, cwd=None, log=None):
+    """A server process started in its own session; ready(port) raises
+    until it answers (default: an embedding request for "minilm")."""
+    def __init__(self, name, argv, port, env=None, cwd=None, log=None, ready=None):
         self.name, self.port = name, port
         e = dict(os.environ)
         e.update(env or {})
@@ -187,7 +189,10 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError("%s exited %s while starting" % (name, self.proc.returncode))
             try:
-                post(port, {"model": "minilm", "input": ["ready?"]}, timeout=5)
+                if ready:
+                    ready(port)
+                else:
+                    post(port, {"model": "minilm", "input": ["ready?"]}, timeout=5)
                 self.start_s = time.time() - t0
                 return
             except Exception:
@@ -214,11 +219,13 @@ def write_bodies(sents, tmp, model="minilm"):
     return bodies
 
 
-def loadgen(port, bodies, seconds, conc=None, rate=None, timing=None):
+def loadgen(port, bodies, seconds, conc=None, rate=None, timing=None, extra=()):
+    """extra: more loadgen flags (--path, --expect, --timeout-s)."""
     args = [LOADGEN, "--port", str(port), "--bodies", bodies, "--seconds", str(seconds)]
+    args += list(extra)
     args += ["--concurrency", str(conc)] if conc else ["--rate", "%.1f" % rate]
     args += ["--timing", timing] if timing else []
-    r = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 300)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 

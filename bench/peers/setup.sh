@@ -23,9 +23,9 @@ for pkg in cmake g++; do
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg"; }
 done
 
-if [ ! -x .venv-peers/bin/infinity_emb ]; then
+if [ ! -x .venv-peers/bin/infinity_emb ] || ! .venv-peers/bin/python -c "import sentencepiece" 2>/dev/null; then
   echo "peers: .venv-peers (infinity-emb, torch: several GB)"
-  python3 -m venv .venv-peers
+  [ -x .venv-peers/bin/python ] || python3 -m venv .venv-peers
   .venv-peers/bin/pip install -q --disable-pip-version-check -r bench/peers/requirements.txt
 fi
 
