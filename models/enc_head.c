@@ -7,7 +7,9 @@
  * the first token's hidden state (BERT's pooler, RoBERTa's
  * classifier.dense), then the projection to the labels. The head is kept
  * on the host in FP32 whatever the model's precision: (h + labels) x h
- * weights, under 1% of a 6-layer encoder's, run once per sequence. */
+ * weights, under 1% of a 6-layer encoder's, run once per sequence. The
+ * token heads (enc_outputs.c) read their files and add their dot
+ * products with the same two functions, enc_host_linear and enc_dot8. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,26 +87,33 @@ static mt_status label_name(const cJSON *id2, const char *path, int i, char **ou
     return MT_OK;
 }
 
-/* A copy of name.weight (rows, h) and name.bias (rows) on the host. */
-static mt_status host_linear(enc_model *m, const st_file *f, const char *name, int rows,
-                             float **w, float **b, mt_err *err)
+/* A layer's weight and bias, host copies (encoder_internal.h). */
+mt_status enc_host_linear(enc_model *m, const st_file *f, const char *name, int *rows,
+                          float **w, float **b, mt_err *err)
 {
     char wn[256], bn[256];
     const int h = m->cfg.hidden;
+    snprintf(wn, sizeof wn, "%s%sweight", name ? name : "", name ? "." : "");
+    snprintf(bn, sizeof bn, "%s%sbias", name ? name : "", name ? "." : "");
+    const st_tensor *t = st_find(f, wn);
+    if (!*rows && t && t->ndim == 2 && (t->shape[0] < 1 || t->shape[0] > 1 << 16))
+        return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' has %lld rows; allowed 1..65536",
+                       st_path(f), wn, (long long)t->shape[0]);
+    if (!*rows)
+        *rows = t && t->ndim == 2 ? (int)t->shape[0] : h;
     const float *sw, *sb;
-    snprintf(wn, sizeof wn, "%s.weight", name);
-    snprintf(bn, sizeof bn, "%s.bias", name);
-    mt_status st = enc_find_f32(m, f, wn, rows, h, &sw, err);
+    mt_status st = enc_find_f32(m, f, wn, *rows, h, &sw, err);
     if (st == MT_OK)
-        st = enc_find_f32(m, f, bn, rows, 0, &sb, err);
+        st = enc_find_f32(m, f, bn, *rows, 0, &sb, err);
     if (st != MT_OK)
         return st;
-    *w = malloc(sizeof(float) * (size_t)rows * h);
-    *b = malloc(sizeof(float) * (size_t)rows);
+    const size_t n = (size_t)*rows * (size_t)h;
+    *w = malloc(sizeof(float) * n);
+    *b = malloc(sizeof(float) * (size_t)*rows);
     if (!*w || !*b)
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    memcpy(*w, sw, sizeof(float) * (size_t)rows * h);
-    memcpy(*b, sb, sizeof(float) * (size_t)rows);
+    memcpy(*w, sw, sizeof(float) * n);
+    memcpy(*b, sb, sizeof(float) * (size_t)*rows);
     return MT_OK;
 }
 
@@ -135,9 +144,9 @@ mt_status enc_load_head(enc_model *m, const char *dir, const st_file *f, mt_err 
         st = label_name(id2, path, i, &hd->labels[i], err);
     cJSON_Delete(j);
     if (st == MT_OK && hn->dense)
-        st = host_linear(m, f, hn->dense, hd->h, &hd->dense_w, &hd->dense_b, err);
+        st = enc_host_linear(m, f, hn->dense, &hd->h, &hd->dense_w, &hd->dense_b, err);
     if (st == MT_OK)
-        st = host_linear(m, f, hn->out, hd->nlabels, &hd->out_w, &hd->out_b, err);
+        st = enc_host_linear(m, f, hn->out, &hd->nlabels, &hd->out_w, &hd->out_b, err);
     if (st == MT_OK)
         m->other_bytes += sizeof(float) * ((size_t)(hn->dense ? hd->h : 0) * (hd->h + 1) +
                                            (size_t)hd->nlabels * (hd->h + 1));
@@ -163,23 +172,25 @@ const char *const *enc_head_labels(const enc_head *hd)
     return hd ? (const char *const *)hd->labels : NULL;
 }
 
-/* y (rows) = W (rows, k) x + b, each sum in float over 8 lanes (as a
- * vectorised GEMM adds) then the lanes in pairs. */
+/* w . x over 8 lanes (encoder_internal.h). */
+float enc_dot8(const float *w, const float *x, int k)
+{
+    float acc[8] = {0};
+    int c = 0;
+    for (; c + 8 <= k; c += 8)
+        for (int l = 0; l < 8; l++)
+            acc[l] += w[c + l] * x[c + l];
+    for (; c < k; c++)
+        acc[c % 8] += w[c] * x[c];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* y (rows) = W (rows, k) x + b, each row's sum enc_dot8's. */
 static void linear(const float *w, const float *b, const float *x, int rows, int k, float *y)
 {
 #pragma omp parallel for schedule(static) if (rows >= 256)
-    for (int r = 0; r < rows; r++) {
-        const float *wr = w + (size_t)r * k;
-        float acc[8] = {0};
-        int c = 0;
-        for (; c + 8 <= k; c += 8)
-            for (int l = 0; l < 8; l++)
-                acc[l] += wr[c + l] * x[c + l];
-        for (; c < k; c++)
-            acc[c % 8] += wr[c] * x[c];
-        y[r] = b[r] + (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-                       ((acc[2] + acc[6]) + (acc[3] + acc[7])));
-    }
+    for (int r = 0; r < rows; r++)
+        y[r] = b[r] + enc_dot8(w + (size_t)r * k, x, k);
 }
 
 mt_status enc_head_scores(const enc_head *hd, const float *first, int nseq, float *out,

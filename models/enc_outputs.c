@@ -45,8 +45,8 @@ static bool head_file(const char *dir, const char *name, char *path, size_t cap)
 }
 
 /* One head's file: its "weight" (rows, h) and "bias" (rows) as FP32 host
- * copies. *rows 0: as many rows as the file's weight has (1..65536; where
- * it has no 2-dim weight, hidden, so that the error says what is wanted). */
+ * copies (enc_host_linear: *rows 0, as many rows as the file's weight
+ * has), every weight finite. */
 static mt_status read_linear(enc_model *m, const char *path, int *rows, float **w, float **b,
                              mt_err *err)
 {
@@ -54,29 +54,12 @@ static mt_status read_linear(enc_model *m, const char *path, int *rows, float **
     mt_status st = st_open(path, &f, err);
     if (st != MT_OK)
         return st;
-    const st_tensor *t = st_find(f, "weight");
-    const float *sw = NULL, *sb = NULL;
-    if (!*rows && t && t->ndim == 2 && (t->shape[0] < 1 || t->shape[0] > 1 << 16))
-        st = mt_fail(err, MT_EFORMAT, "%s: tensor 'weight' has %lld rows; allowed 1..65536", path,
-                     (long long)t->shape[0]);
-    else if (!*rows)
-        *rows = t && t->ndim == 2 ? (int)t->shape[0] : m->cfg.hidden;
-    if (st == MT_OK)
-        st = enc_find_f32(m, f, "weight", *rows, m->cfg.hidden, &sw, err);
-    if (st == MT_OK)
-        st = enc_find_f32(m, f, "bias", *rows, 0, &sb, err);
-    const size_t n = (size_t)*rows * (size_t)m->cfg.hidden;
-    if (st == MT_OK && (!(*w = malloc(sizeof(float) * n)) ||
-                        !(*b = malloc(sizeof(float) * (size_t)*rows))))
-        st = mt_fail(err, MT_ENOMEM, "out of memory");
-    if (st == MT_OK) {
-        memcpy(*w, sw, sizeof(float) * n);
-        memcpy(*b, sb, sizeof(float) * (size_t)*rows);
-        for (size_t i = 0; i < n && st == MT_OK; i++)
-            if (!isfinite((*w)[i]))
-                st = mt_fail(err, MT_EFORMAT, "%s: tensor 'weight' has a non-finite value at "
-                             "index %zu", path, i);
-    }
+    st = enc_host_linear(m, f, NULL, rows, w, b, err);
+    const size_t n = st == MT_OK ? (size_t)*rows * (size_t)m->cfg.hidden : 0;
+    for (size_t i = 0; i < n && st == MT_OK; i++)
+        if (!isfinite((*w)[i]))
+            st = mt_fail(err, MT_EFORMAT, "%s: tensor 'weight' has a non-finite value at "
+                         "index %zu", path, i);
     enc_conv_release(m);
     st_close(f);
     return st;
@@ -159,16 +142,7 @@ static void sparse_weights(const enc_model *m, const float *x, const int32_t *id
     for (int i = 0; i < t; i++) {
         bool special = false;
         enc_tok_token(m->tok, ids[i], &special);
-        const float *r = x + (size_t)i * h;
-        float acc[8] = {0};
-        int c = 0;
-        for (; c + 8 <= h; c += 8)
-            for (int l = 0; l < 8; l++)
-                acc[l] += o->sparse_w[c + l] * r[c + l];
-        for (; c < h; c++)
-            acc[c % 8] += o->sparse_w[c] * r[c];
-        const float v = o->sparse_b + (((acc[0] + acc[4]) + (acc[1] + acc[5])) +
-                                       ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+        const float v = o->sparse_b + enc_dot8(o->sparse_w, x + (size_t)i * h, h);
         out[(size_t)i * w] = special || !(v > 0.f) ? 0.f : v;
     }
 }

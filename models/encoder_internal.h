@@ -173,6 +173,16 @@ mt_status enc_head_scores(const enc_head *hd, const float *first, int nseq, floa
                           mt_err *err);
 const char *const *enc_head_labels(const enc_head *hd);
 void enc_head_free(enc_head *hd);
+/* A linear layer's name.weight (rows, hidden) and name.bias (rows) from f
+ * as new FP32 host copies *w and *b (name NULL: "weight" and "bias", a
+ * Linear's own state dict); *rows 0: as many rows as the file's weight
+ * has (1..65536; hidden where it has no 2-dim weight, so that the error
+ * says what is wanted). */
+mt_status enc_host_linear(enc_model *m, const st_file *f, const char *name, int *rows,
+                          float **w, float **b, mt_err *err);
+/* w . x (k each) as the heads add it: each product in float into lane
+ * c % 8 (as a vectorised GEMM adds), then the lanes in pairs. */
+float enc_dot8(const float *w, const float *x, int k);
 
 /* enc_outputs.c: token heads beside the pooled vector (bge-m3's
  * sparse_linear and colbert_linear files in the folder). enc_load_outputs
