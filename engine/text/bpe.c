@@ -11,38 +11,8 @@
 #include <string.h>
 
 #include "engine/text/bpe_internal.h"
+#include "engine/text/tok_ids.h"
 #include "engine/text/utf8.h"
-
-/* The ids; with track, each one's byte span in text too (off: pairs). */
-typedef struct {
-    int32_t *v, *off;
-    size_t n, cap;
-    bool track;
-    const char *text;
-} bpe_ids;
-
-static bool bpe_grow(bpe_ids *o)
-{
-    size_t cap = o->cap ? o->cap * 2 : 256;
-    int32_t *v = realloc(o->v, cap * sizeof *v);
-    if (v)
-        o->v = v;
-    int32_t *f = v && o->track ? realloc(o->off, 2 * cap * sizeof *f) : NULL;
-    if (f)
-        o->off = f;
-    if (!v || (o->track && !f))
-        return false;
-    o->cap = cap;
-    return true;
-}
-
-static inline bool bpe_push(bpe_ids *o, int32_t id)
-{
-    if (o->n == o->cap && !bpe_grow(o))
-        return false;
-    o->v[o->n++] = id;
-    return true;
-}
 
 /* The characters of the token's text that are Ġ (a space's byte) or
  * White_Space, from its start (back: its end), as ByteLevel counts them. */
@@ -71,7 +41,7 @@ static size_t bpe_ws_run(const char *s, bool back)
 /* ByteLevel's trim_offsets on the last token: its leading and trailing
  * spaces' characters off its span, counted in characters of the text (a
  * single leading one kept on the first token with add_prefix_space). */
-static void bpe_trim(const bpe_t *t, bpe_ids *o, int32_t id)
+static void bpe_trim(const bpe_t *t, tok_ids *o, int32_t id)
 {
     const char *s = t->tok[id];
     int32_t *f = o->off + 2 * (o->n - 1);
@@ -91,9 +61,9 @@ static void bpe_trim(const bpe_t *t, bpe_ids *o, int32_t id)
 }
 
 /* bpe_push with the token's span [s, e) in text when tracking. */
-static bool bpe_push_at(const bpe_t *t, bpe_ids *o, int32_t id, uint32_t s, uint32_t e)
+static bool bpe_push_at(const bpe_t *t, tok_ids *o, int32_t id, uint32_t s, uint32_t e)
 {
-    if (!bpe_push(o, id))
+    if (!tok_ids_push(o, id))
         return false;
     if (o->track) {
         o->off[2 * (o->n - 1)] = (int32_t)s;
@@ -252,7 +222,7 @@ static size_t bpe_tok_bytes(const bpe_t *t, int32_t id)
  * (sp: their spans, pairs), each spanning its first byte's start to its
  * last byte's end; bytes without a token are skipped as the ids skip them. */
 static bool bpe_word_spans(const bpe_t *t, const unsigned char *w, size_t m, const int32_t *s,
-                           size_t n, const uint32_t *sp, bpe_ids *o)
+                           size_t n, const uint32_t *sp, tok_ids *o)
 {
     size_t b = 0, k = 0;
     bool ok = true;
@@ -269,13 +239,13 @@ static bool bpe_word_spans(const bpe_t *t, const unsigned char *w, size_t m, con
 
 /* The ids of one piece's bytes w[0..m) (sp: their spans with offsets). */
 __attribute__((always_inline)) static inline mt_status
-bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, bpe_ids *o,
+bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, tok_ids *o,
          mt_err *err, const bool track)
 {
     if (t->ignore_merges && m > 1) {
         int32_t id = bpe_vocab_find(t, w, m);
         if (id >= 0 && !track)
-            return bpe_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+            return tok_ids_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
         if (id >= 0)
             return bpe_push_at(t, o, id, sp[0], sp[2 * m - 1])
                        ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
@@ -294,7 +264,7 @@ bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, b
         ok = ok && bpe_word_spans(t, w, m, s, n, sp, o);
     else
         for (size_t i = 0; ok && i < n; i++)
-            ok = bpe_push(o, s[i]);
+            ok = tok_ids_push(o, s[i]);
     if (s != small)
         free(s);
     if (!ok)
@@ -306,7 +276,7 @@ bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, b
  * offsets: sp the spans of x's bytes), the one without offsets free of
  * their branches. */
 static __attribute__((noinline)) mt_status bpe_words_plain(const bpe_t *t, const char *x,
-                                                           const bpe_pieces *p, bpe_ids *o,
+                                                           const bpe_pieces *p, tok_ids *o,
                                                            mt_err *err)
 {
     mt_status s = MT_OK;
@@ -318,7 +288,7 @@ static __attribute__((noinline)) mt_status bpe_words_plain(const bpe_t *t, const
 
 static __attribute__((noinline)) mt_status bpe_words_track(const bpe_t *t, const char *x,
                                                            const bpe_pieces *p,
-                                                           const uint32_t *sp, bpe_ids *o,
+                                                           const uint32_t *sp, tok_ids *o,
                                                            mt_err *err)
 {
     mt_status s = MT_OK;
@@ -331,7 +301,7 @@ static __attribute__((noinline)) mt_status bpe_words_track(const bpe_t *t, const
 /* The ids of a segment between added tokens, at byte base of the text:
  * NFC, split, merges. */
 static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, size_t base,
-                             bpe_pieces *p, bpe_ids *o, mt_err *err)
+                             bpe_pieces *p, tok_ids *o, mt_err *err)
 {
     char *norm = NULL;
     uint32_t *sp = NULL;
@@ -353,38 +323,15 @@ static mt_status bpe_segment(const bpe_t *t, const char *text, size_t len, size_
     return s;
 }
 
-/* Checks UTF-8; returns MT_EUTF8 naming the first bad byte. */
-static mt_status bpe_check_utf8(const char *text, size_t len, mt_err *err)
-{
-    const unsigned char *u = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = mt_utf8_seq(u + i, len - i);
-        if (!k)
-            return mt_fail(err, MT_EUTF8, "text is not valid UTF-8 at byte %zu", i);
-        i += k;
-    }
-    return MT_OK;
-}
-
 /* The ids of the text alone (no post-processor tokens). */
-static mt_status bpe_text_ids(const bpe_t *t, const char *text, size_t len, bpe_ids *o,
+static mt_status bpe_text_ids(const bpe_t *t, const char *text, size_t len, tok_ids *o,
                               mt_err *err)
 {
     bpe_pieces p = {0};
     mt_status s = MT_OK;
     size_t seg = 0;
-    for (size_t i = 0; s == MT_OK && i < len;) {
-        unsigned char b = (unsigned char)text[i];
-        int a = (t->added.first[b >> 3] & (1u << (b & 7)))
-                    ? tok_added_raw_at(&t->added, text + i, len - i) : -1;
-        if (a < 0) {
-            i++;
-            continue;
-        }
+    int a;
+    for (size_t i = 0; s == MT_OK && (a = tok_added_next(&t->added, text, len, &i)) >= 0;) {
         if (i > seg)
             s = bpe_segment(t, text + seg, i - seg, seg, &p, o, err);
         if (s == MT_OK && !bpe_push_at(t, o, t->added.tok[a].id, (uint32_t)i,
@@ -407,41 +354,20 @@ static mt_status bpe_encode_at(const bpe_t *t, const char *text, size_t len, int
     if (!t || !ids || !n || (!text && len > 0))
         return mt_fail(err, MT_EINVAL, "bpe_encode: NULL argument");
     int extra = t->npre + t->npost;
-    if (max_len < extra || max_len < 1)
-        return mt_fail(err, MT_EINVAL, "bpe_encode: max_len must be at least %d, not %d",
-                       extra > 1 ? extra : 1, max_len);
-    *n = 0;
-    if (full_len)
-        *full_len = 0;
-    mt_status s = bpe_check_utf8(text, len, err);
+    mt_status s = tok_encode_begin("bpe_encode", extra, max_len, n, full_len, err);
+    if (s == MT_OK)
+        s = tok_check_text(text, len, offsets != NULL, err);
     if (s != MT_OK)
         return s;
-    if (offsets && len > INT32_MAX)
-        return mt_fail(err, MT_ELIMIT, "tokenizer: offsets of a text over %d bytes", INT32_MAX);
-    bpe_ids o = {.track = offsets != NULL, .text = text};
+    tok_ids o = {.track = offsets != NULL, .text = text};
     s = bpe_text_ids(t, text, len, &o, err);
     if (s == MT_OK && o.n > (size_t)(0x7FFFFFFF - extra))
         s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x7FFFFFFF - extra);
     if (s != MT_OK) {
-        free(o.v);
-        free(o.off);
+        tok_ids_free(&o);
         return s;
     }
-    size_t room = (size_t)(max_len - extra), kept = o.n < room ? o.n : room;
-    memcpy(ids, t->pre, (size_t)t->npre * sizeof *ids);
-    if (kept)
-        memcpy(ids + t->npre, o.v, kept * sizeof *ids);
-    memcpy(ids + t->npre + kept, t->post, (size_t)t->npost * sizeof *ids);
-    *n = (int)kept + extra;
-    if (offsets) {
-        memset(offsets, 0, 2 * (size_t)*n * sizeof *offsets);
-        if (kept)
-            memcpy(offsets + 2 * t->npre, o.off, 2 * kept * sizeof *offsets);
-    }
-    if (full_len)
-        *full_len = (int)o.n + extra;
-    free(o.v);
-    free(o.off);
+    tok_encode_end(&o, t->pre, t->npre, t->post, t->npost, max_len, ids, offsets, n, full_len);
     return MT_OK;
 }
 

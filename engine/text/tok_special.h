@@ -2,7 +2,8 @@
  * "added_tokens": "[CLS]", "<s>", "<unk>", ...), which Hugging Face matches
  * in the text before WordPiece: those with normalized=false verbatim in the
  * raw text, those with normalized=true in the normalized (cleaned,
- * lowercased) text. Used by engine/text/tokenizer.c.
+ * lowercased) text. Used by the tokenizers of engine/text/ (WordPiece,
+ * BPE, Unigram).
  */
 #ifndef MT_TOK_SPECIAL_H
 #define MT_TOK_SPECIAL_H
@@ -39,6 +40,20 @@ void tok_added_free(tok_added_list *l);
 
 /* Index of the longest raw-matched token spelled at s (n bytes left), or -1. */
 int tok_added_raw_at(const tok_added_list *l, const char *s, size_t n);
+
+/* The first raw-matched token in s[*i..n): its index, *i where it starts;
+ * -1 and *i = n when there is none. The first-byte bitmap is read here,
+ * inline, so that the call is made only where a token may start. */
+static inline int tok_added_next(const tok_added_list *l, const char *s, size_t n, size_t *i)
+{
+    for (; *i < n; ++*i) {
+        unsigned char b = (unsigned char)s[*i];
+        int a = (l->first[b >> 3] & (1u << (b & 7))) ? tok_added_raw_at(l, s + *i, n - *i) : -1;
+        if (a >= 0)
+            return a;
+    }
+    return -1;
+}
 /* Index of the longest normalized token that the code points cps[0..n)
  * spell once lowercased (when lowercase), or -1; *used gets how many code
  * points of cps it covers. */

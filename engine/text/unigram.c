@@ -12,41 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/text/tok_ids.h"
 #include "engine/text/unigram_internal.h"
-#include "engine/text/utf8.h"
-
-/* The ids; with track, each one's byte span in text too (off: pairs),
- * trimmed as RobertaProcessing's trim_offsets when the file asks. */
-typedef struct {
-    int32_t *v, *off;
-    size_t n, cap;
-    bool track;
-    const char *text;
-    size_t len;
-} ug_ids;
-
-static bool ug_grow(ug_ids *o)
-{
-    size_t cap = o->cap ? o->cap * 2 : 256;
-    int32_t *v = realloc(o->v, cap * sizeof *v);
-    if (v)
-        o->v = v;
-    int32_t *f = v && o->track ? realloc(o->off, 2 * cap * sizeof *f) : NULL;
-    if (f)
-        o->off = f;
-    if (!v || (o->track && !f))
-        return false;
-    o->cap = cap;
-    return true;
-}
-
-static inline bool ug_push(ug_ids *o, int32_t id)
-{
-    if (o->n == o->cap && !ug_grow(o))
-        return false;
-    o->v[o->n++] = id;
-    return true;
-}
 
 /* The White_Space characters (or Ġ) that start (back: end) s[0..n). */
 static size_t ug_ws_run(const char *s, size_t n, bool back)
@@ -76,7 +43,7 @@ static size_t ug_ws_run(const char *s, size_t n, bool back)
  * str[0..sn): its leading and trailing whitespace characters off its
  * span, counted in characters of the original text as tokenizers does
  * (a single leading one kept on the first token with add_prefix_space). */
-static void ug_trim(ug_ids *o, const char *str, size_t sn, bool prefix)
+static void ug_trim(tok_ids *o, const char *str, size_t sn, bool prefix)
 {
     int32_t *f = o->off + 2 * (o->n - 1);
     size_t lead = ug_ws_run(str, sn, false), trail = ug_ws_run(str, sn, true);
@@ -97,10 +64,10 @@ static void ug_trim(ug_ids *o, const char *str, size_t sn, bool prefix)
 
 /* ug_push with the token's span [s, e) in text (when tracking) and its
  * text str[0..sn) (for the trim). */
-static bool ug_push_at(const unigram_t *t, ug_ids *o, int32_t id, uint32_t s, uint32_t e,
+static bool ug_push_at(const unigram_t *t, tok_ids *o, int32_t id, uint32_t s, uint32_t e,
                        const char *str, size_t sn)
 {
-    if (!ug_push(o, id))
+    if (!tok_ids_push(o, id))
         return false;
     if (o->track) {
         o->off[2 * (o->n - 1)] = (int32_t)s;
@@ -177,7 +144,7 @@ static inline int32_t ug_step(const unigram_t *t, int32_t node, unsigned char b)
  * with byte_fallback, else <unk>, as tokenizers' Unigram::tokenize; each
  * token spans the whole run [a.s, b.e). */
 static bool ug_unk_run(const unigram_t *t, const unsigned char *s, size_t n, ug_span a,
-                       ug_span b, ug_ids *o)
+                       ug_span b, tok_ids *o)
 {
     const char *c = (const char *)s;
     int32_t id = ug_piece_id(t, s, n);
@@ -235,14 +202,14 @@ static void ug_lattice(const unigram_t *t, const unsigned char *s, size_t n, ug_
 __attribute__((always_inline)) static inline bool ug_emit(const unigram_t *t,
                                                           const unsigned char *s, size_t cnt,
                                                           const ug_span *sa, ug_work *w,
-                                                          ug_ids *o, const bool track)
+                                                          tok_ids *o, const bool track)
 {
     const int32_t *start = w->pstart, *ids = w->pid;
     const ug_span none = {0, 0};
     bool ok = true;
     for (size_t a = 0; ok && a < cnt;) {
         if (ids[a] != t->unk_id) {
-            ok = !track ? ug_push(o, ids[a])
+            ok = !track ? tok_ids_push(o, ids[a])
                         : ug_push_at(t, o, ids[a], sa[start[a]].s, sa[start[a + 1] - 1].e,
                                      (const char *)s + start[a],
                                      (size_t)(start[a + 1] - start[a]));
@@ -261,7 +228,7 @@ __attribute__((always_inline)) static inline bool ug_emit(const unigram_t *t,
 
 /* The ids of one piece s[0..n) (sa: its bytes' spans, with offsets). */
 static bool ug_piece(const unigram_t *t, const unsigned char *s, size_t n, const ug_span *sa,
-                     ug_work *w, ug_ids *o)
+                     ug_work *w, tok_ids *o)
 {
     if (n == 0)
         return true;
@@ -307,7 +274,7 @@ static bool ug_ms_spans(ug_work *w, const ug_span *xa, ug_span a, size_t nb)
  * text's start), split before each replacement when split; each piece
  * through Viterbi. */
 static bool ug_metaspace(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
-                         bool at_start, ug_work *w, ug_ids *o)
+                         bool at_start, ug_work *w, tok_ids *o)
 {
     ug_buf *b = &w->ms;
     b->n = w->msal.n = 0;
@@ -341,7 +308,7 @@ static bool ug_metaspace(const unigram_t *t, const char *x, size_t n, const ug_s
 
 /* WhitespaceSplit (when the file has it), then Metaspace. */
 static bool ug_pretok(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
-                      bool at_start, ug_work *w, ug_ids *o)
+                      bool at_start, ug_work *w, tok_ids *o)
 {
     if (!t->ws_split)
         return ug_metaspace(t, x, n, xa, at_start, w, o);
@@ -416,7 +383,7 @@ static void ug_strip(const unigram_t *t, int a, const char *s, size_t n, size_t 
 /* A normalized segment (xa: its spans, with offsets): normalized added
  * tokens split off, the rest pre-tokenized. */
 static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, const ug_span *xa,
-                        bool at_start, ug_work *w, ug_ids *o)
+                        bool at_start, ug_work *w, tok_ids *o)
 {
     if (!t->any_norm_added)
         return ug_pretok(t, x, n, xa, at_start, w, o);
@@ -443,7 +410,7 @@ static bool ug_norm_seg(const unigram_t *t, const char *x, size_t n, const ug_sp
 
 /* A raw segment text[from..to): normalized, then the rest. */
 static mt_status ug_segment(const unigram_t *t, const char *text, size_t from, size_t to,
-                            ug_work *w, ug_ids *o, mt_err *err)
+                            ug_work *w, tok_ids *o, mt_err *err)
 {
     mt_status s = !o->track
                       ? ug_normalize(t, text + from, to - from, &w->norm, &w->tmp, err)
@@ -455,20 +422,14 @@ static mt_status ug_segment(const unigram_t *t, const char *text, size_t from, s
     return s;
 }
 
-static mt_status ug_text_ids(const unigram_t *t, const char *text, size_t len, ug_ids *o,
+static mt_status ug_text_ids(const unigram_t *t, const char *text, size_t len, tok_ids *o,
                              mt_err *err)
 {
     ug_work w = {0};
     mt_status s = MT_OK;
     size_t seg = 0;
-    for (size_t i = 0; s == MT_OK && i < len;) {
-        unsigned char b = (unsigned char)text[i];
-        int a = (t->added.first[b >> 3] & (1u << (b & 7)))
-                    ? tok_added_raw_at(&t->added, text + i, len - i) : -1;
-        if (a < 0) {
-            i++;
-            continue;
-        }
+    int a;
+    for (size_t i = 0; s == MT_OK && (a = tok_added_next(&t->added, text, len, &i)) >= 0;) {
         size_t start = i, stop = i + t->added.tok[a].len;
         ug_strip(t, a, text, len, seg, &start, &stop);
         if (start > seg)
@@ -484,42 +445,21 @@ static mt_status ug_text_ids(const unigram_t *t, const char *text, size_t len, u
     return s;
 }
 
-static mt_status ug_check_utf8(const char *text, size_t len, mt_err *err)
-{
-    const unsigned char *u = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        if (u[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = mt_utf8_seq(u + i, len - i);
-        if (!k)
-            return mt_fail(err, MT_EUTF8, "text is not valid UTF-8 at byte %zu", i);
-        i += k;
-    }
-    return MT_OK;
-}
-
 /* The text's own ids into o (o->track: their spans too). */
-static mt_status ug_pieces(const unigram_t *t, const char *text, size_t len, ug_ids *o,
+static mt_status ug_pieces(const unigram_t *t, const char *text, size_t len, tok_ids *o,
                            mt_err *err)
 {
     if (!t || (!text && len > 0))
         return mt_fail(err, MT_EINVAL, "unigram_pieces: NULL argument");
-    mt_status s = ug_check_utf8(text, len, err);
-    if (s == MT_OK && o->track && len > INT32_MAX)
-        s = mt_fail(err, MT_ELIMIT, "tokenizer: offsets of a text over %d bytes", INT32_MAX);
+    mt_status s = tok_check_text(text, len, o->track, err);
     o->text = text;
     o->len = len;
     if (s == MT_OK)
         s = ug_text_ids(t, text, len, o, err);
     if (s == MT_OK && o->n > 0x3FFFFFFF)
         s = mt_fail(err, MT_ELIMIT, "tokenizer: text has more than %d tokens", 0x3FFFFFFF);
-    if (s != MT_OK) {
-        free(o->v);
-        free(o->off);
-        *o = (ug_ids){0};
-    }
+    if (s != MT_OK)
+        tok_ids_free(o);
     return s;
 }
 
@@ -528,7 +468,7 @@ mt_status unigram_pieces(const unigram_t *t, const char *text, size_t len, int32
 {
     *ids = NULL;
     *n = 0;
-    ug_ids o = {0};
+    tok_ids o = {0};
     mt_status s = ug_pieces(t, text, len, &o, err);
     if (s != MT_OK)
         return s;
@@ -546,35 +486,22 @@ static mt_status ug_encode(const unigram_t *t, const char *text, size_t len, int
     if (!t || !ids || !n)
         return mt_fail(err, MT_EINVAL, "unigram_encode: NULL argument");
     int extra = t->nsingle - 1;
-    if (max_len < extra || max_len < 1)
-        return mt_fail(err, MT_EINVAL, "unigram_encode: max_len must be at least %d, not %d",
-                       extra > 1 ? extra : 1, max_len);
-    *n = 0;
-    if (full_len)
-        *full_len = 0;
-    ug_ids o = {.track = offsets != NULL};
-    mt_status s = ug_pieces(t, text, len, &o, err);
+    mt_status s = tok_encode_begin("unigram_encode", extra, max_len, n, full_len, err);
+    tok_ids o = {.track = offsets != NULL};
+    if (s == MT_OK)
+        s = ug_pieces(t, text, len, &o, err);
     if (s != MT_OK)
         return s;
-    int np = (int)o.n, kept = np < max_len - extra ? np : max_len - extra, w = 0;
-    for (int k = 0; k < t->nsingle; k++) {
-        if (t->single[k].id >= 0) {
-            if (offsets)
-                offsets[2 * w] = offsets[2 * w + 1] = 0;
-            ids[w++] = t->single[k].id;
-            continue;
-        }
-        if (kept)
-            memcpy(ids + w, o.v, (size_t)kept * sizeof *ids);
-        if (kept && offsets)
-            memcpy(offsets + 2 * w, o.off, 2 * (size_t)kept * sizeof *offsets);
-        w += kept;
-    }
-    *n = w;
-    if (full_len)
-        *full_len = np + extra;
-    free(o.v);
-    free(o.off);
+    int32_t pre[UG_MAX_TMPL], post[UG_MAX_TMPL];
+    int npre = 0, npost = 0;
+    for (int k = 0, seq = 0; k < t->nsingle; k++) /* the template's tokens around $A */
+        if (t->single[k].id < 0)
+            seq = 1;
+        else if (seq)
+            post[npost++] = t->single[k].id;
+        else
+            pre[npre++] = t->single[k].id;
+    tok_encode_end(&o, pre, npre, post, npost, max_len, ids, offsets, n, full_len);
     return MT_OK;
 }
 
