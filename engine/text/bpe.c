@@ -245,7 +245,8 @@ bpe_word(const bpe_t *t, const unsigned char *w, size_t m, const uint32_t *sp, t
     if (t->ignore_merges && m > 1) {
         int32_t id = bpe_vocab_find(t, w, m);
         if (id >= 0 && !track)
-            return tok_ids_push(o, id) ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
+            return tok_ids_push(o, id) ? MT_OK
+                                       : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
         if (id >= 0)
             return bpe_push_at(t, o, id, sp[0], sp[2 * m - 1])
                        ? MT_OK : mt_fail(err, MT_ENOMEM, "tokenizer: out of memory");
@@ -474,18 +475,12 @@ const char *bpe_token(const bpe_t *t, int32_t id)
 
 int32_t bpe_special_id(const bpe_t *t, const char *name)
 {
-    for (int k = 0; k < t->added.n; k++)
-        if (!strcmp(t->added.tok[k].content, name))
-            return t->added.tok[k].id;
-    return -1;
+    return tok_added_id(&t->added, name);
 }
 
 int32_t bpe_eos_id(const bpe_t *t) { return t->npost ? t->post[t->npost - 1] : -1; }
 
 bool bpe_is_special(const bpe_t *t, int32_t id)
 {
-    for (int k = 0; k < t->added.n; k++)
-        if (t->added.tok[k].id == id)
-            return t->added.tok[k].special;
-    return false;
+    return tok_added_special(&t->added, id);
 }

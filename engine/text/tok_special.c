@@ -108,6 +108,22 @@ mt_status tok_added_load(const char *json_path, tok_added_list *out, mt_err *err
     return s;
 }
 
+int32_t tok_added_id(const tok_added_list *l, const char *name)
+{
+    for (int k = 0; k < l->n; k++)
+        if (!strcmp(l->tok[k].content, name))
+            return l->tok[k].id;
+    return -1;
+}
+
+bool tok_added_special(const tok_added_list *l, int32_t id)
+{
+    for (int k = 0; k < l->n; k++)
+        if (l->tok[k].id == id)
+            return l->tok[k].special;
+    return false;
+}
+
 int tok_added_raw_at(const tok_added_list *l, const char *s, size_t n)
 {
     unsigned char b = (unsigned char)s[0];

@@ -41,6 +41,12 @@ void tok_added_free(tok_added_list *l);
 /* Index of the longest raw-matched token spelled at s (n bytes left), or -1. */
 int tok_added_raw_at(const tok_added_list *l, const char *s, size_t n);
 
+/* The id of the token spelled name (NUL-terminated), or -1. */
+int32_t tok_added_id(const tok_added_list *l, const char *name);
+/* Whether the first token of that id is marked "special" (false: none is
+ * of that id). */
+bool tok_added_special(const tok_added_list *l, int32_t id);
+
 /* The first raw-matched token in s[*i..n): its index, *i where it starts;
  * -1 and *i = n when there is none. The first-byte bitmap is read here,
  * inline, so that the call is made only where a token may start. */

@@ -555,16 +555,10 @@ const char *unigram_token(const unigram_t *t, int32_t id)
 
 int32_t unigram_special_id(const unigram_t *t, const char *name)
 {
-    for (int k = 0; k < t->added.n; k++)
-        if (!strcmp(t->added.tok[k].content, name))
-            return t->added.tok[k].id;
-    return -1;
+    return tok_added_id(&t->added, name);
 }
 
 bool unigram_is_special(const unigram_t *t, int32_t id)
 {
-    for (int k = 0; k < t->added.n; k++)
-        if (t->added.tok[k].id == id)
-            return t->added.tok[k].special;
-    return false;
+    return tok_added_special(&t->added, id);
 }
