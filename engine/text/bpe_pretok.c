@@ -67,36 +67,45 @@ static inline int bpe_ccc(uint32_t c)
 
 /* Full canonical decomposition of the text into d (room: 4 per byte is
  * enough: no code point decomposes to more than UCD_MAX_DECOMP, each at
- * least one byte), then canonical order. Returns the count. */
-static size_t bpe_decompose(const unsigned char *s, size_t len, uint32_t *d)
+ * least one byte), then canonical order. Returns the count. With ch (the
+ * offsets' path) each character's `changes` too (tokenizers' alignment:
+ * the first of a decomposition replaces its source, the others are
+ * inserted), moved with it by the canonical order. */
+static size_t bpe_decompose(const unsigned char *s, size_t len, uint32_t *d, int32_t *ch)
 {
     size_t n = 0;
     for (size_t i = 0; i < len;) {
         uint32_t c;
         i += bpe_cp(s + i, &c);
-        if (c >= 0x80 && (ucd_flags(c) & UCD_DECOMP))
-            n += (size_t)ucd_decompose(c, d + n);
-        else
-            d[n++] = c;
+        size_t m = c >= 0x80 && (ucd_flags(c) & UCD_DECOMP) ? (size_t)ucd_decompose(c, d + n)
+                                                             : (d[n] = c, 1);
+        for (size_t j = 0; ch && j < m; j++)
+            ch[n + j] = j > 0;
+        n += m;
     }
     for (size_t i = 1; i < n; i++) { /* stable insertion sort of each non-starter run */
         int cc = bpe_ccc(d[i]);
-        if (!cc)
-            continue;
-        for (size_t j = i; j > 0; j--) {
+        for (size_t j = i; cc && j > 0; j--) {
             int pc = bpe_ccc(d[j - 1]);
             if (!pc || pc <= cc)
                 break;
             uint32_t tmp = d[j - 1];
             d[j - 1] = d[j];
             d[j] = tmp;
+            if (ch) {
+                int32_t tc = ch[j - 1];
+                ch[j - 1] = ch[j];
+                ch[j] = tc;
+            }
         }
     }
     return n;
 }
 
-/* Canonical composition of d[0..n) in place; returns the new count. */
-static size_t bpe_compose(uint32_t *d, size_t n)
+/* Canonical composition of d[0..n) in place; returns the new count. With
+ * ch, the changes kept along: a composed pair replaces one character fewer
+ * than its two did. */
+static size_t bpe_compose(uint32_t *d, int32_t *ch, size_t n)
 {
     size_t out = 0, st = SIZE_MAX;
     int last = 0;
@@ -107,12 +116,16 @@ static size_t bpe_compose(uint32_t *d, size_t n)
             uint32_t comp = bpu_compose(d[st], c);
             if (comp) {
                 d[st] = comp;
+                if (ch)
+                    ch[st] += ch[i] - 1;
                 continue;
             }
         }
         if (!cc)
             st = out;
         last = cc;
+        if (ch)
+            ch[out] = ch[i];
         d[out++] = c;
     }
     return out;
@@ -143,7 +156,7 @@ mt_status bpe_nfc(const char *text, size_t len, char **out, size_t *out_len, mt_
         free(o);
         return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory for NFC of %zu bytes", len);
     }
-    size_t n = bpe_compose(d, bpe_decompose(s, len, d));
+    size_t n = bpe_compose(d, NULL, bpe_decompose(s, len, d, NULL));
     size_t w = 0;
     for (size_t k = 0; k < n; k++)
         w += bpe_put_utf8(o + w, d[k]);
@@ -155,64 +168,6 @@ mt_status bpe_nfc(const char *text, size_t len, char **out, size_t *out_len, mt_
 }
 
 /* ---- NFC with spans (the offsets' path) ---- */
-
-/* bpe_decompose keeping each character's `changes` in ch (tokenizers'
- * alignment: the first of a decomposition replaces its source, the
- * others are inserted), moved with it by the canonical order. */
-static size_t bpe_decompose_chg(const unsigned char *s, size_t len, uint32_t *d, int32_t *ch)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t c;
-        i += bpe_cp(s + i, &c);
-        size_t m = c >= 0x80 && (ucd_flags(c) & UCD_DECOMP) ? (size_t)ucd_decompose(c, d + n)
-                                                             : (d[n] = c, 1);
-        for (size_t j = 0; j < m; j++)
-            ch[n + j] = j > 0;
-        n += m;
-    }
-    for (size_t i = 1; i < n; i++) {
-        int cc = bpe_ccc(d[i]);
-        for (size_t j = i; cc && j > 0; j--) {
-            int pc = bpe_ccc(d[j - 1]);
-            if (!pc || pc <= cc)
-                break;
-            uint32_t tmp = d[j - 1];
-            d[j - 1] = d[j];
-            d[j] = tmp;
-            int32_t tc = ch[j - 1];
-            ch[j - 1] = ch[j];
-            ch[j] = tc;
-        }
-    }
-    return n;
-}
-
-/* bpe_compose with the changes: a composed pair replaces one character
- * fewer than its two did. */
-static size_t bpe_compose_chg(uint32_t *d, int32_t *ch, size_t n)
-{
-    size_t out = 0, st = SIZE_MAX;
-    int last = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = d[i];
-        int cc = bpe_ccc(c);
-        if (st != SIZE_MAX && (out - 1 == st || last < cc)) {
-            uint32_t comp = bpu_compose(d[st], c);
-            if (comp) {
-                d[st] = comp;
-                ch[st] += ch[i] - 1;
-                continue;
-            }
-        }
-        if (!cc)
-            st = out;
-        last = cc;
-        ch[out] = ch[i];
-        d[out++] = c;
-    }
-    return out;
-}
 
 /* The spans of the NFC'd characters d[0..n) (changes ch) over the
  * original s[0..len) at base, as tokenizers' transform aligns them, into
@@ -267,7 +222,7 @@ mt_status bpe_nfc_track(const char *text, size_t len, size_t base, bool nfc, cha
         return mt_fail(err, MT_ENOMEM, "tokenizer: out of memory for NFC of %zu bytes", len);
     }
     if (*out) {
-        size_t m = bpe_compose_chg(d, ch, bpe_decompose_chg(s, len, d, ch));
+        size_t m = bpe_compose(d, ch, bpe_decompose(s, len, d, ch));
         bpe_align(s, len, base, d, ch, m, *spans);
     } else {
         for (size_t i = 0, k; i < len; i += k) {
