@@ -63,12 +63,21 @@ static void expect_reject_buf(const unsigned char *buf, size_t len, mt_status wa
                       err.msg, needle);
 }
 
-static void expect_reject(const char *header, size_t data_len, mt_status want, const char *needle)
+/* expect_reject_buf on an img_raw image. */
+static void expect_reject_raw(uint64_t hlen_field, const char *header, size_t hlen,
+                              size_t data_len, mt_status want, const char *needle,
+                              const char *what)
 {
     size_t len;
-    unsigned char *buf = img(header, data_len, &len);
-    expect_reject_buf(buf, len, want, needle, header);
+    unsigned char *buf = img_raw(hlen_field, header, hlen, data_len, &len);
+    expect_reject_buf(buf, len, want, needle, what);
     free(buf);
+}
+
+/* expect_reject_buf on an img image, named by its header. */
+static void expect_reject(const char *header, size_t data_len, mt_status want, const char *needle)
+{
+    expect_reject_raw(strlen(header), header, strlen(header), data_len, want, needle, header);
 }
 
 /* Parses header + data_len bytes and asserts success; returns the file. */
@@ -510,28 +519,19 @@ END_TEST
 
 START_TEST(st_rejects_header_length_beyond_file)
 {
-    size_t len;
-    unsigned char *b = img_raw(100, "{}", 2, 0, &len);
-    expect_reject_buf(b, len, MT_EFORMAT, "header length 100 runs past the end of the file (10 bytes)",
-                      "N=100");
-    free(b);
+    expect_reject_raw(100, "{}", 2, 0, MT_EFORMAT,
+                      "header length 100 runs past the end of the file (10 bytes)", "N=100");
     /* One byte short. */
-    b = img_raw(3, "{}", 2, 0, &len);
-    expect_reject_buf(b, len, MT_EFORMAT, "runs past", "N=3");
-    free(b);
+    expect_reject_raw(3, "{}", 2, 0, MT_EFORMAT, "runs past", "N=3");
 }
 END_TEST
 
 START_TEST(st_rejects_header_length_over_100MB)
 {
-    size_t len;
-    unsigned char *b = img_raw(ST_MAX_HEADER + 1ull, "{}", 2, 0, &len);
-    expect_reject_buf(b, len, MT_ELIMIT, "over the 104857600-byte limit", "N=100MB+1");
-    free(b);
+    expect_reject_raw(ST_MAX_HEADER + 1ull, "{}", 2, 0, MT_ELIMIT, "over the 104857600-byte limit",
+                      "N=100MB+1");
     /* 8 + N would overflow u64: still a limit error, not a wrap-around. */
-    b = img_raw(UINT64_MAX, "{}", 2, 0, &len);
-    expect_reject_buf(b, len, MT_ELIMIT, "limit", "N=2^64-1");
-    free(b);
+    expect_reject_raw(UINT64_MAX, "{}", 2, 0, MT_ELIMIT, "limit", "N=2^64-1");
 }
 END_TEST
 
@@ -584,10 +584,8 @@ START_TEST(st_rejects_trailing_garbage_after_json)
     expect_reject("{}x", 0, MT_EFORMAT, "1 trailing bytes");
     expect_reject("{}{}", 0, MT_EFORMAT, "trailing");
     expect_reject("{}  ,", 0, MT_EFORMAT, "trailing");
-    size_t len;
-    unsigned char *b = img_raw(4, "{}\0 ", 4, 0, &len); /* NUL is not whitespace */
-    expect_reject_buf(b, len, MT_EFORMAT, "trailing", "NUL after JSON");
-    free(b);
+    /* NUL is not whitespace */
+    expect_reject_raw(4, "{}\0 ", 4, 0, MT_EFORMAT, "trailing", "NUL after JSON");
 }
 END_TEST
 
