@@ -2,7 +2,9 @@
  * check that stops the run with a message when a property the code under
  * test promises does not hold (so libFuzzer saves the input as a crash),
  * and checks of the JSON response shapes the server promises (KServe
- * {"error": "..."}; OpenAI {"error": {"message", "type", "param", "code"}}).
+ * {"error": "..."}; OpenAI {"error": {"message", "type", "param", "code"}}),
+ * and the checks the weight-file harnesses share (fuzz_safetensors,
+ * fuzz_torch_pt: what safetensors.h promises of an accepted file).
  *
  * Harness code only: it may abort(), library code may not.
  */
@@ -10,9 +12,13 @@
 #define MT_TESTS_FUZZ_COMMON_H
 
 #include <cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "engine/weights/safetensors.h"
 
 /* A broken promise: print where and why, then abort so libFuzzer keeps the
  * input (crash-<sha1>) and prints the stack. */
@@ -387,6 +393,97 @@ static inline long fuzz_base64_decode(const char *s, size_t n, unsigned char *ou
         }
     }
     return (long)o;
+}
+
+/* ------------------------------------------------------------------------
+ * The weight-file harnesses (fuzz_safetensors, fuzz_torch_pt): st_parse on
+ * the input, what safetensors.h promises of every tensor of a file it
+ * accepts, and the round trip of that file through st_write and st_open.
+ * ---------------------------------------------------------------------- */
+
+/* Where the harness named harness writes an accepted file back: $TMPDIR,
+ * else /dev/shm where it is writable, else /tmp; one file per process. */
+static inline void fuzz_st_tmp_path(char *path, size_t cap, const char *harness)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(path, cap, "%s/%s.%d.safetensors", dir, harness, (int)getpid());
+}
+
+/* st_parse of the input as the file label; NULL when it is refused, the
+ * refusal having left *out NULL and said prefix first (named the file). */
+static inline st_file *fuzz_st_parse(const uint8_t *data, size_t size, const char *label,
+                                     const char *prefix)
+{
+    st_file *f = NULL;
+    mt_err err = {{0}};
+    if (st_parse(data, size, label, &f, &err) == MT_OK)
+        return f;
+    FUZZ_CHECK(f == NULL, "failure left *out set");
+    FUZZ_CHECK(!strncmp(err.msg, prefix, strlen(prefix)), "error does not name the file: \"%s\"",
+               err.msg);
+    return NULL;
+}
+
+/* An accepted tensor's rank and dtype are valid and its byte count is its
+ * shape times its dtype size. */
+static inline void fuzz_st_check_size(const st_tensor *t)
+{
+    FUZZ_CHECK(t->ndim >= 0 && t->ndim <= ST_MAX_DIMS, "%s: ndim %d", t->name, t->ndim);
+    FUZZ_CHECK((unsigned)t->dtype < ST_DTYPE_COUNT, "%s: dtype %d", t->name, t->dtype);
+    int64_t numel = st_numel(t);
+    FUZZ_CHECK(numel >= 0, "%s: numel %lld", t->name, (long long)numel);
+    FUZZ_CHECK((uint64_t)numel * st_dtype_size(t->dtype) == t->nbytes,
+               "%s: %lld elements of %zu bytes but nbytes %zu", t->name, (long long)numel,
+               st_dtype_size(t->dtype), t->nbytes);
+}
+
+/* Every byte of tensor t (st_get(f, i)) is read, so that ASan checks the
+ * range, and st_find finds it by name. */
+static inline void fuzz_st_check_reach(const st_file *f, size_t i, const st_tensor *t)
+{
+    const uint8_t *p = t->data;
+    volatile uint8_t acc = 0;
+    for (size_t k = 0; k < t->nbytes; k++)
+        acc ^= p[k];
+    (void)acc;
+    FUZZ_CHECK(st_find(f, t->name) == t, "st_find(\"%s\") is not st_get(%zu)", t->name, i);
+}
+
+/* The accepted tensors, written as safetensors to path and read back, are
+ * the same: names, dtypes, shapes and bytes. */
+static inline void fuzz_st_roundtrip(const st_file *f, const char *path)
+{
+    size_t n = st_count(f);
+    st_tensor *ts = calloc(n ? n : 1, sizeof *ts);
+    FUZZ_CHECK(ts, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        ts[i] = *st_get(f, i);
+    mt_err err = {{0}};
+    mt_status s = st_write(path, ts, n, NULL, &err);
+    if (s == MT_EIO || s == MT_ENOMEM) { /* a full disk is not a finding */
+        free(ts);
+        return;
+    }
+    FUZZ_CHECK(s == MT_OK, "st_write refused what st_parse accepted: %s", err.msg);
+    st_file *g = NULL;
+    s = st_open(path, &g, &err);
+    unlink(path);
+    FUZZ_CHECK(s == MT_OK, "st_open refused what st_write wrote: %s", err.msg);
+    FUZZ_CHECK(st_count(g) == n, "%zu tensors written, %zu read back", n, st_count(g));
+    for (size_t i = 0; i < n; i++) {
+        const st_tensor *a = &ts[i], *b = st_find(g, a->name);
+        FUZZ_CHECK(b, "tensor \"%s\" lost in the round trip", a->name);
+        FUZZ_CHECK(a->dtype == b->dtype && a->ndim == b->ndim && a->nbytes == b->nbytes,
+                   "tensor \"%s\" changed dtype, rank or size in the round trip", a->name);
+        FUZZ_CHECK(!memcmp(a->shape, b->shape, sizeof a->shape[0] * (size_t)a->ndim),
+                   "tensor \"%s\" changed shape in the round trip", a->name);
+        FUZZ_CHECK(a->nbytes == 0 || !memcmp(a->data, b->data, a->nbytes),
+                   "tensor \"%s\" changed bytes in the round trip", a->name);
+    }
+    st_close(g);
+    free(ts);
 }
 
 #endif
