@@ -220,6 +220,11 @@ api_embed *api_embed_new(const http_app *app, const http_req *req, srv_model *m,
  * runs the forward now and answers resp with respond. */
 void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
                    void (*respond)(const http_app *, http_deferred *, http_resp *));
+/* api_embed_run for an answer that names the model as the request did:
+ * e->model_name gets a copy of model first (out of memory: 500, and the
+ * job is dropped unrun). */
+void api_embed_run_named(const http_app *app, api_embed *e, const char *model, http_resp *resp,
+                         void (*respond)(const http_app *, http_deferred *, http_resp *));
 /* After the job ended: sets the variant headers (and
  * X-Mantissa-Truncated-Inputs: how many texts were cut) and, when it failed,
  * answers the error (504 timeout, 503 shutdown, 500 failed) and returns

@@ -726,6 +726,17 @@ void api_embed_run(const http_app *app, api_embed *e, http_resp *resp,
     respond(app, &e->d.http, resp);
 }
 
+void api_embed_run_named(const http_app *app, api_embed *e, const char *model, http_resp *resp,
+                         void (*respond)(const http_app *, http_deferred *, http_resp *))
+{
+    if (!(e->model_name = strdup(model))) {
+        sched_job_unref(&e->job); /* not run: the request answers now */
+        api_error(resp, 500, NULL, "out of memory");
+        return;
+    }
+    api_embed_run(app, e, resp, respond);
+}
+
 /* Server-Timing (W3C): where the request's time went, hop by hop, in ms:
  * parse (headers in -> job submitted: body, tokenizer), inbox (-> the loop
  * queued it), queue (-> its first batch dispatched), dispatch (-> the

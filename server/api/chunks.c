@@ -246,12 +246,7 @@ API_HANDLER(api_embed_chunks)
     c->spans = span;
     c->nspans = nspans;
     span = NULL;
-    if (!(c->model_name = strdup(model))) {
-        sched_job_unref(&c->job);
-        api_error(r, 500, NULL, "out of memory");
-    } else {
-        api_embed_run(app, c, r, respond);
-    }
+    api_embed_run_named(app, c, model, r, respond);
 done:
     free(span);
     cJSON_Delete(j);

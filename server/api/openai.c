@@ -190,12 +190,7 @@ API_HANDLER(api_openai_embeddings)
         goto done;
     c->base64 = base64;
     c->dimensions = cJSON_IsNumber(dims) ? (int)dims->valuedouble : 0;
-    if (!(c->model_name = strdup(model))) {
-        sched_job_unref(&c->job); /* not run: the request answers now */
-        api_error(r, 500, NULL, "out of memory");
-    } else {
-        api_embed_run(app, c, r, respond);
-    }
+    api_embed_run_named(app, c, model, r, respond);
 done:
     free(texts);
     free(lens);

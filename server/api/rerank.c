@@ -499,13 +499,10 @@ static void v1_rerank(const http_app *app, const http_req *req, const cJSON *j, 
                       "one label)", m->name, kind);
         else if ((e = pair_job(app, req, m, v, query, strlen(query), docs, lens, n, &o, r))) {
             e->top_n = top_n;
-            if (!(e->model_name = strdup(model)) || (ret && !keep_texts(e, docs, lens, n, r))) {
-                if (!e->model_name)
-                    api_error(r, 500, NULL, "out of memory");
+            if (ret && !keep_texts(e, docs, lens, n, r))
                 sched_job_unref(&e->job);
-            } else {
-                api_embed_run(app, e, r, v1_respond);
-            }
+            else
+                api_embed_run_named(app, e, model, r, v1_respond);
         }
     }
 done:
