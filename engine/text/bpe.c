@@ -60,7 +60,7 @@ static void bpe_trim(const bpe_t *t, tok_ids *o, int32_t id)
         f[1] = (int32_t)e > f[0] ? (int32_t)e : f[0];
 }
 
-/* bpe_push with the token's span [s, e) in text when tracking. */
+/* tok_ids_push with the token's span [s, e) in text when tracking. */
 static bool bpe_push_at(const bpe_t *t, tok_ids *o, int32_t id, uint32_t s, uint32_t e)
 {
     if (!tok_ids_push(o, id))

@@ -62,7 +62,7 @@ static void ug_trim(tok_ids *o, const char *str, size_t sn, bool prefix)
         f[1] = (int32_t)e > f[0] ? (int32_t)e : f[0];
 }
 
-/* ug_push with the token's span [s, e) in text (when tracking) and its
+/* tok_ids_push with the token's span [s, e) in text (when tracking) and its
  * text str[0..sn) (for the trim). */
 static bool ug_push_at(const unigram_t *t, tok_ids *o, int32_t id, uint32_t s, uint32_t e,
                        const char *str, size_t sn)
