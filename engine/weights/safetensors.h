@@ -99,4 +99,19 @@ int64_t st_numel(const st_tensor *t);
 mt_status st_write(const char *path, const st_tensor *t, size_t n,
                    const char *const *meta_kv, mt_err *err);
 
+/* st_write for data made while the file is written, so that a writer of
+ * a large model (mantissa quantize) holds one tensor's at a time: a tensor
+ * whose data is NULL (nbytes > 0) is handed over by fill, which calls
+ * st_writer_put(w, i, ...) for each such tensor i, in any order, with its
+ * bytes in one piece or in several in order (each is written before put
+ * returns, and the caller's buffer may then be reused). A tensor not
+ * handed over whole fails the write; so does a failing fill (its status
+ * and message are returned). Tensors with data are written from it,
+ * before fill runs. */
+typedef struct st_writer st_writer;
+typedef mt_status (*st_fill_fn)(void *arg, st_writer *w, mt_err *err);
+mt_status st_write_fill(const char *path, const st_tensor *t, size_t n,
+                        const char *const *meta_kv, st_fill_fn fill, void *arg, mt_err *err);
+mt_status st_writer_put(st_writer *w, size_t i, const void *data, size_t nbytes, mt_err *err);
+
 #endif

@@ -391,6 +391,81 @@ START_TEST(st_write_then_read_round_trips)
 }
 END_TEST
 
+/* What a fill hands over: tensor 1 (of 3) in pieces of `piece` bytes, out
+ * of order with tensor 2, or short by `short_by`; fail: the fill fails. */
+typedef struct {
+    const st_tensor *t;
+    size_t piece, short_by;
+    bool fail, twice;
+} fill_plan;
+
+static mt_status test_fill(void *arg, st_writer *w, mt_err *err)
+{
+    const fill_plan *fp = arg;
+    mt_status st = st_writer_put(w, 2, fp->t[2].data, fp->t[2].nbytes, err);
+    const size_t want = fp->t[1].nbytes - fp->short_by;
+    for (size_t off = 0; st == MT_OK && off < want; off += fp->piece) {
+        const size_t len = want - off < fp->piece ? want - off : fp->piece;
+        st = st_writer_put(w, 1, (const char *)fp->t[1].data + off, len, err);
+    }
+    if (st == MT_OK && fp->twice)
+        st = st_writer_put(w, 2, fp->t[2].data, 1, err); /* past its end */
+    if (st == MT_OK && fp->fail)
+        st = mt_fail(err, MT_EIO, "the fill failed");
+    return st;
+}
+
+/* st_write_fill: tensors without data handed over while the file is
+ * written, whole or in pieces, in any order, the file the same as
+ * st_write's; a tensor not handed over whole, bytes past a tensor's end,
+ * or a failing fill fail the write, naming the file, and leave nothing. */
+START_TEST(st_write_fill_takes_data_as_it_is_made)
+{
+    char dir[64], path[128], whole[128];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/out.safetensors", dir);
+    snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+    float a[3] = {1, 2, 3}, b[10];
+    uint16_t c[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 10; i++)
+        b[i] = (float)i * 0.5f;
+    const st_tensor t[3] = {
+        {.name = "a", .dtype = ST_F32, .ndim = 1, .shape = {3}, .data = a, .nbytes = sizeof a},
+        {.name = "b", .dtype = ST_F32, .ndim = 2, .shape = {2, 5}, .data = b, .nbytes = sizeof b},
+        {.name = "c", .dtype = ST_BF16, .ndim = 1, .shape = {4}, .data = c, .nbytes = sizeof c}};
+    st_tensor lazy[3] = {t[0], t[1], t[2]};
+    lazy[1].data = lazy[2].data = NULL;
+    mt_err err = {{0}};
+    ck_assert_msg(st_write(whole, t, 3, NULL, &err) == MT_OK, "%s", err.msg);
+    const size_t pieces[3] = {sizeof b, 7, 1};
+    for (int k = 0; k < 3; k++) {
+        fill_plan fp = {.t = t, .piece = pieces[k]};
+        ck_assert_msg(st_write_fill(path, lazy, 3, NULL, test_fill, &fp, &err) == MT_OK, "%s",
+                      err.msg);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "cmp -s %s %s", path, whole);
+        ck_assert_msg(system(cmd) == 0, "pieces of %zu: not st_write's file", pieces[k]);
+        ck_assert_int_eq(unlink(path), 0);
+    }
+    ck_assert_int_eq(unlink(whole), 0);
+    const struct {
+        fill_plan fp;
+        mt_status want;
+        const char *needle;
+    } bad[3] = {{{.t = t, .piece = 8, .short_by = 4}, MT_EINVAL, "tensor 'b': 36 of its 40 bytes"},
+                {{.t = t, .piece = 8, .twice = true}, MT_EINVAL, "tensor 'c': 1 bytes handed over"},
+                {{.t = t, .piece = 8, .fail = true}, MT_EIO, "the fill failed"}};
+    for (int k = 0; k < 3; k++) {
+        fill_plan fp = bad[k].fp;
+        ck_assert_int_eq(st_write_fill(path, lazy, 3, NULL, test_fill, &fp, &err), bad[k].want);
+        ck_assert_msg(strstr(err.msg, bad[k].needle) && (k == 2 || strstr(err.msg, path)),
+                      "message \"%s\"", err.msg);
+        ck_assert_int_eq(dir_entries(dir), 0);
+    }
+    rm_tmpdir(dir);
+}
+END_TEST
+
 /* Calls st_write with t and asserts it fails with want, names path and
  * needle, and leaves the directory empty. */
 static void expect_write_reject(const char *dir, const st_tensor *t, size_t n,
@@ -869,6 +944,7 @@ static Suite *st_suite(void)
     TCase *wr = tcase_create("write");
     tcase_add_test(wr, st_write_then_read_round_trips);
     tcase_add_test(wr, st_write_rejects_bad_inputs_and_leaves_no_file);
+    tcase_add_test(wr, st_write_fill_takes_data_as_it_is_made);
     suite_add_tcase(s, wr);
 
     TCase *rj = tcase_create("reject");
