@@ -9,11 +9,13 @@ the real one is, with a byte-level BPE tokenizer from
 tools/make-bpe-tokenizer.py. Each precision is loaded by a fresh
 `mantissa serve` (device cpu); its `loaded` log line gives the model's
 resident MiB and the load time, and /proc gives the process's peak RSS
-(VmHWM) and its RSS once serving. The log's own peak (getrusage's
-ru_maxrss) is printed too but not tabled: a forked child keeps its
-parent's high-water mark in ru_maxrss across exec, so it reads at least
-this script's own peak (2.4 GiB when the script made the folder in its
-own process, as it did before; it now makes it in a child process).
+(VmHWM) and its RSS once serving. The log's own peak (`peak_rss_mib`) is
+printed too but not tabled: it was getrusage's ru_maxrss, which a forked
+child keeps from its parent across exec, so it read at least this
+script's own peak (2.4 GiB when the script made the folder in its own
+process, as it did before; it now makes it in a child process). The
+server now reads VmHWM there too (engine/peak_rss.c), the same number up
+to the moment of the `loaded` line.
 
   bench/qwen3_load_rss.py [--bin build/release/mantissa] [--layers 28]
                           [--precisions bf16,fp8,int8,fp32] [--keep DIR] [--out FILE]

@@ -9,6 +9,7 @@
 #include "cmd/cmd.h"
 #include "engine/backend.h"
 #include "engine/model.h"
+#include "engine/peak_rss.h"
 #include "engine/quant/mix_search.h"
 #include "engine/registry.h"
 
@@ -96,9 +97,9 @@ int cmd_quantize(int argc, char **argv)
         if (mt_model_save_quantized(m->path, v->precision, &c, mix, o.out, &err) != MT_OK) {
             fprintf(stderr, "mantissa: %s\n", err.msg);
         } else {
-            fprintf(stderr, "mantissa: wrote %s (%s%s%s, %s) in %.2f s\n", o.out,
-                    mt_precision_name(v->precision), *mix ? ", mix " : "", mix,
-                    mt_calib_name(c.method), cmd_now() - t0);
+            fprintf(stderr, "mantissa: wrote %s (%s%s%s, %s) in %.2f s, peak RSS %.1f MiB\n",
+                    o.out, mt_precision_name(v->precision), *mix ? ", mix " : "", mix,
+                    mt_calib_name(c.method), cmd_now() - t0, mt_peak_rss_bytes() / 1048576.0);
             rc = 0;
         }
     }

@@ -13,11 +13,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine/options.h"
+#include "engine/peak_rss.h"
 #include "engine/version.h"
 #include "server/api/api.h"
 #include "server/base/log.h"
@@ -54,8 +54,7 @@ static void log_loaded(const srv_model *m, const srv_variant *v)
 {
     const double resident = v->model->info.resident_bytes / 1048576.0,
                  gemm = v->model->info.gemm_bytes / 1048576.0;
-    struct rusage ru;
-    const double peak = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0.0;
+    const double peak = mt_peak_rss_bytes() / 1048576.0; /* this process's own (VmHWM) */
     log_line l;
     log_begin(&l, LOG_INFO | LOG_ALWAYS, "loaded");
     log_str(&l, "model", m->name);

@@ -93,6 +93,37 @@ def test_json_every_line_of_a_run_is_an_object_with_ts_level_msg(tmp_path):
     assert req["status"] == 200 and req["variant"] in ("fp32", "q") and req["inputs"] == 1
 
 
+def test_loaded_peak_rss_is_the_servers_own_not_a_large_parents(tmp_path):
+    """peak_rss_mib is the server's own high-water mark (VmHWM): started by a
+    fork of a process holding 1 GiB (as a Python bench with a big RSS starts
+    it), the server does not report the parent's peak, which getrusage's
+    ru_maxrss carries across fork and exec."""
+    cfg_path = os.path.join(str(tmp_path), "mantissa.json")
+    with open(cfg_path, "w") as f:
+        json.dump(default_config(), f)
+    ballast = bytearray(b"\x01") * (1 << 30)  # written: resident in this process
+    # preexec_fn makes subprocess fork (not vfork) with the ballast mapped
+    p = subprocess.Popen([BIN, "serve", "--config", cfg_path], stderr=subprocess.PIPE,
+                         text=True, cwd=ROOT, preexec_fn=lambda: None)
+    del ballast
+    loaded, log = None, []
+    try:
+        for line in p.stderr:
+            log.append(line)
+            if line.startswith("{") and json.loads(line)["msg"] == "loaded":
+                loaded = json.loads(line)
+            if serving_port(line) is not None:
+                break
+        with open("/proc/%d/status" % p.pid) as f:
+            hwm = [int(s.split()[1]) / 1024.0 for s in f if s.startswith("VmHWM:")][0]
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    assert loaded, "".join(log)
+    # MiniLM FP32 peaks near 150 MiB; the parent held over 1024 MiB
+    assert 0 < loaded["peak_rss_mib"] <= hwm + 0.1 and loaded["peak_rss_mib"] < 700, (loaded, hwm)
+
+
 def test_text_no_line_of_a_run_is_json_and_the_words_are_the_plain_ones(tmp_path):
     srv = Server(config("text"), tmp_path)
     log = whole_run(srv)
