@@ -193,7 +193,10 @@ mt_status mt_model_load(const char *dir, mt_backend *be, const mt_model_opts *o,
 /* Writes dir's model as a safetensors file whose GEMM weights are already
  * in precision p (or, with a mix, in what its rules give each one), with
  * the scales and metadata that mt_model_load (with o->weights = out_path
- * and the same mix) checks and loads without re-quantizing. */
+ * and the same mix) checks and loads without re-quantizing (on the CPU
+ * backend to the very vectors of loading dir at p). dir's weights may be F32, F16 or BF16, in
+ * one file or shards; one GEMM weight at a time is widened to FP32, never
+ * the whole model. */
 mt_status mt_model_save_quantized(const char *dir, mt_precision p, const mt_calib_opts *calib,
                                   const char *mix, const char *out_path, mt_err *err);
 

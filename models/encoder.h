@@ -66,8 +66,13 @@ mt_status enc_hidden_states(mt_model *m, const int32_t *ids, const int32_t *offs
 
 /* Writes dir's model (of row a) as a safetensors file whose GEMM weights are
  * already in precision p (int8/fp8 with "<name>_scale" F32 tensors; fp16/
- * bf16 as F16/BF16), everything else FP32, and metadata naming format,
- * precision and calibration. A mix (engine/quant/mix.h; NULL or "" for none)
+ * bf16 as F16/BF16; fp32 as F32), everything else as dir's weights have it
+ * (F32, or a 16-bit checkpoint's F16/BF16), and metadata naming format,
+ * precision and calibration. dir's weights are one file or shards, F32,
+ * F16 or BF16: each GEMM weight is widened to FP32 just before it is
+ * quantized, and the file written a tensor at a time (one output file,
+ * whatever the shards); a GEMM weight of another dtype is refused, naming
+ * it. A mix (engine/quant/mix.h; NULL or "" for none)
  * gives some GEMM weights another precision, and is recorded in the
  * metadata. enc_load_model with opts.weights = out_path (and the same mix)
  * loads it without re-quantizing, and refuses it when the metadata does not

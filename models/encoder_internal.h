@@ -213,6 +213,11 @@ mt_status enc_load_vec(enc_model *m, const st_file *f, const char *name, int64_t
  * (the loader calls it after the embeddings and after each layer, once
  * what they held is in the backend). */
 void enc_conv_release(enc_model *m);
+/* Whether a file tensor of dtype d reads as FP32 values (F32, F16, BF16),
+ * and its values widened to FP32 into dst (st_numel(t) floats: F32
+ * copied, F16 and BF16 converted exactly; another dtype is an error). */
+bool enc_f32_readable(st_dtype d);
+mt_status enc_widen_f32(const st_tensor *t, float *dst, mt_err *err);
 mt_status enc_load_layer(enc_model *m, const st_file *f, int l, mt_err *err);
 /* The word, position and first token-type tables (or a zero row) and the
  * embedding LayerNorm; rows (n; NULL: all): the only word-table rows to

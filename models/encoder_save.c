@@ -1,7 +1,15 @@
 /* encoder_save.c: writes an encoder model as a quantized safetensors file
  * (each GEMM weight, named as its architecture row names it, in its
  * precision with its scales and smoothing factors, the mix and calibration
- * in the metadata) that encoder_weights.c loads without re-quantizing. */
+ * in the metadata) that encoder_weights.c loads without re-quantizing.
+ * The source is the folder's weights as the loader reads them (one file or
+ * shards; F32, F16 or BF16): each GEMM weight is widened to FP32
+ * (enc_widen_f32) just before it is quantized, and the output is written a
+ * tensor at a time (st_write_fill), so at most one weight's FP32 values
+ * and codes are held, never a whole FP32 model. Other tensors (embeddings,
+ * norms, biases) are copied as the source has them: BF16 stays BF16, which
+ * the loader reads as it reads the folder's. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +60,18 @@ static bool is_gemm_weight(const enc_arch *a, const char *name)
     return gemm_slot(a, name, &l, &g);
 }
 
+/* What an output tensor holds of its source tensor: the tensor as it is,
+ * a GEMM weight's codes (in its precision; FP32 for a 16-bit weight that
+ * stays FP32), their scales, their smoothing factors. The main output
+ * (as is, or codes) and its scales and smoothing are a source's 3 slots. */
+typedef enum { OUT_AS_IS, OUT_CODES, OUT_SCALES, OUT_SMOOTH } out_role;
+#define OUT_SLOT(r) ((r) == OUT_SCALES ? 1 : (r) == OUT_SMOOTH ? 2 : 0)
+#define OUT_NONE SIZE_MAX
+
 typedef struct {
-    st_tensor t;
-    void *owned;
+    st_tensor t; /* its data NULL: made and handed over while the file is written */
+    size_t src;  /* its source tensor */
+    out_role role;
 } out_tensor;
 
 static int by_dtype_size_desc(const void *a, const void *b)
@@ -75,8 +92,9 @@ static mt_precision save_precision(const enc_arch *a, const char *name, mt_preci
     return gemm_slot(a, name, &l, &g) ? mt_mix_precision(mix, l, (mt_gemm_kind)g, p) : p;
 }
 
-/* What a save builds up: the source, the output tensors and the names
- * and smoothing factors they point into. */
+/* What a save builds up: the source, the output tensors (their shapes,
+ * the data made later) and the names and smoothing factors they point
+ * into. */
 typedef struct {
     const char *dir;
     const enc_arch *arch;
@@ -89,21 +107,68 @@ typedef struct {
     bool any_int8;
     out_tensor *o;     /* up to 3 per source tensor: codes, scales, smoothing */
     size_t no;
+    size_t *at;        /* each source tensor's 3 slots: where in o (sorted), or OUT_NONE */
     char (*names)[160], (*snames)[192];
     enc_config cfg;
     int maxk;
     float *stats, *smooth; /* per (layer, gemm): act maxima, then factors */
 } saver;
 
+/* Whether GEMM weight `name`, saved in tp, is smoothed (int8 is, as
+ * loading smooths it), and where its factors are in sv->smooth (made by
+ * save_smoothing, after the plan). */
+static bool smoothed(const saver *sv, const char *name, mt_precision tp, size_t *at)
+{
+    int l, g;
+    if (!sv->any_int8 || !mt_prec(tp)->int8_act || !gemm_slot(sv->arch, name, &l, &g) ||
+        l >= sv->cfg.layers)
+        return false;
+    *at = ((size_t)l * GEMMS_PER_LAYER + g) * (size_t)enc_max_k(&sv->cfg);
+    return true;
+}
+
+/* Each GEMM weight's column maxima, widened one at a time (the pages of
+ * the source read dropped after each). */
+static mt_status save_col_absmax(saver *sv, mt_err *err)
+{
+    float *buf = NULL;
+    size_t cap = 0;
+    mt_status st = MT_OK;
+    for (size_t i = 0; st == MT_OK && i < st_count(sv->f); i++) {
+        const st_tensor *t = st_get(sv->f, i);
+        int l, g;
+        if (!gemm_slot(sv->arch, t->name, &l, &g) || l >= sv->cfg.layers ||
+            !enc_f32_readable(t->dtype) || t->ndim != 2)
+            continue;
+        const float *v = t->data;
+        const size_t n = (size_t)st_numel(t);
+        if (t->dtype != ST_F32) {
+            if (n > cap) {
+                free(buf);
+                if (!(buf = malloc(sizeof(float) * n)))
+                    return mt_fail(err, MT_ENOMEM, "out of memory widening '%s'", t->name);
+                cap = n;
+            }
+            if ((st = enc_widen_f32(t, buf, err)) != MT_OK)
+                break;
+            v = buf;
+        }
+        enc_col_absmax(v, (int)t->shape[0], (int)t->shape[1],
+                       sv->smooth + ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk);
+        st_drop_pages(sv->f);
+    }
+    free(buf);
+    return st;
+}
+
 /* INT8 is smoothed as loading smooths it on the CPU backend: calibration
- * maxima, weight column maxima per slot (QKV: the three together), then
- * the factors. */
+ * maxima (the folder's FP32 forward, streamed a layer at a time), weight
+ * column maxima per slot (QKV: the three together), then the factors. */
 static mt_status save_smoothing(saver *sv, mt_err *err)
 {
     mt_backend *cpu;
     mt_status st;
-    if ((st = enc_read_configs(sv->dir, sv->arch, &sv->cfg, err)) != MT_OK ||
-        (st = mt_backend_reg_host()->create(0, 0, &cpu, err)) != MT_OK)
+    if ((st = mt_backend_reg_host()->create(0, 0, &cpu, err)) != MT_OK)
         return st;
     st = enc_calibrate(sv->dir, sv->arch, cpu, sv->cfg.max_seq_len, &sv->stats, err);
     mt_backend_destroy(cpu);
@@ -113,14 +178,8 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
     sv->maxk = enc_max_k(c);
     if (!(sv->smooth = calloc((size_t)c->layers * GEMMS_PER_LAYER * sv->maxk, sizeof(float))))
         return mt_fail(err, MT_ENOMEM, "out of memory");
-    for (size_t i = 0; i < st_count(sv->f); i++) {
-        const st_tensor *t = st_get(sv->f, i);
-        int l, g;
-        if (!gemm_slot(sv->arch, t->name, &l, &g) || l >= c->layers || t->dtype != ST_F32 || t->ndim != 2)
-            continue;
-        enc_col_absmax(t->data, (int)t->shape[0], (int)t->shape[1],
-                        sv->smooth + ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk);
-    }
+    if ((st = save_col_absmax(sv, err)) != MT_OK)
+        return st;
     for (int l = 0; l < c->layers; l++)
         for (int g = 0; g < GEMMS_PER_LAYER; g++) {
             size_t off = ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk;
@@ -129,86 +188,136 @@ static mt_status save_smoothing(saver *sv, mt_err *err)
     return MT_OK;
 }
 
-/* An int8 weight's smoothing: its factors as a tensor of their own, and
- * *scaled (owned by the caller) the weight with its columns multiplied. */
-static mt_status save_smoothed(saver *sv, size_t i, const st_tensor *t, float **scaled,
-                               mt_err *err)
+static void plan_add(saver *sv, size_t src, out_role role, st_tensor t)
 {
-    int l, g, rows = (int)t->shape[0], cols = (int)t->shape[1];
-    if (!gemm_slot(sv->arch, t->name, &l, &g) || l >= sv->cfg.layers)
-        return MT_OK;
-    const float *s = sv->smooth + ((size_t)l * GEMMS_PER_LAYER + g) * sv->maxk;
-    const float *w = t->data;
-    if (!(*scaled = malloc(sizeof(float) * (size_t)rows * cols)))
-        return mt_fail(err, MT_ENOMEM, "out of memory");
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++)
-            (*scaled)[(size_t)r * cols + j] = w[(size_t)r * cols + j] * s[j];
-    enc_smooth_name(t->name, sv->snames[i], sizeof sv->snames[i]);
-    sv->o[sv->no++].t = (st_tensor){.name = sv->snames[i], .dtype = ST_F32, .ndim = 1,
-                                    .shape = {cols}, .data = s,
-                                    .nbytes = sizeof(float) * (size_t)cols};
-    return MT_OK;
+    t.data = NULL;
+    sv->o[sv->no++] = (out_tensor){.t = t, .src = src, .role = role};
 }
 
-/* Source tensor i into the output: as it is, or quantized to the
- * precision its (layer, kind) takes, with its scales and smoothing. */
-static mt_status save_tensor(saver *sv, size_t i, mt_err *err)
+/* Source tensor i's outputs, their data left for save_one: the tensor as
+ * it is, or (a GEMM weight) its codes in the precision its (layer, kind)
+ * takes, with their scales and smoothing factors. A GEMM weight must read
+ * as FP32 values: a 2-D F32, F16 or BF16 tensor. */
+static mt_status save_plan(saver *sv, size_t i, mt_err *err)
 {
     const st_tensor *t = st_get(sv->f, i);
     const mt_precision tp = save_precision(sv->arch, t->name, sv->p, &sv->mix);
-    if (tp == MT_PREC_FP32 || !is_gemm_weight(sv->arch, t->name)) {
-        sv->o[sv->no++].t = *t;
+    if (!is_gemm_weight(sv->arch, t->name) || (tp == MT_PREC_FP32 && t->dtype == ST_F32)) {
+        plan_add(sv, i, OUT_AS_IS, *t);
         return MT_OK;
     }
-    if (t->dtype != ST_F32 || t->ndim != 2)
-        return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is not a 2-D F32 weight", sv->path,
-                       t->name);
-    int rows = (int)t->shape[0], cols = (int)t->shape[1];
-    float *scaled = NULL;
-    mt_status st = MT_OK;
-    if (sv->smooth && mt_prec(tp)->int8_act &&
-        (st = save_smoothed(sv, i, t, &scaled, err)) != MT_OK)
-        return st;
-    void *q = malloc(mt_quant_data_bytes(tp, rows, cols));
+    if (!enc_f32_readable(t->dtype) || t->ndim != 2 || t->shape[0] > INT_MAX ||
+        t->shape[1] > INT_MAX)
+        return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is %s with %d dims: a GEMM weight is "
+                       "quantized from a 2-D F32, F16 or BF16 tensor", sv->path, t->name,
+                       st_dtype_name(t->dtype), t->ndim);
+    const int rows = (int)t->shape[0], cols = (int)t->shape[1];
+    st_tensor c = *t;
+    c.dtype = mt_prec(tp)->file_dtype;
+    c.nbytes = mt_quant_data_bytes(tp, rows, cols);
+    plan_add(sv, i, OUT_CODES, c);
     const size_t nsc = mt_quant_scale_count(tp, rows, cols);
-    float *sc = nsc ? malloc(sizeof(float) * nsc) : NULL;
-    sv->o[sv->no].owned = q;
-    if (!q || (mt_prec(tp)->has_scales && !sc))
-        st = mt_fail(err, MT_ENOMEM, "out of memory");
-    else if ((st = mt_quantize(scaled ? scaled : t->data, rows, cols, tp, sv->calib, q, sc,
-                               err)) != MT_OK)
-        mt_prefix(err, st, "%s: tensor '%s': ", sv->path, t->name);
-    free(scaled);
-    if (st != MT_OK) {
-        free(sc);
-        return st;
-    }
-    sv->o[sv->no].t = *t;
-    sv->o[sv->no].t.dtype = mt_prec(tp)->file_dtype;
-    sv->o[sv->no].t.data = q;
-    sv->o[sv->no].t.nbytes = mt_quant_data_bytes(tp, rows, cols);
-    sv->no++;
-    if (sc) {
+    if (nsc) { /* one per channel: [rows]; per group of K: [rows, groups] */
         enc_scale_name(t->name, sv->names[i], sizeof sv->names[i]);
-        sv->o[sv->no].owned = sc;
-        const int64_t ng = (int64_t)(nsc / (size_t)rows); /* per group: [rows, groups] */
-        sv->o[sv->no].t = (st_tensor){.name = sv->names[i], .dtype = ST_F32,
-                                      .ndim = mt_prec(tp)->group ? 2 : 1, .shape = {rows, ng},
-                                      .data = sc, .nbytes = sizeof(float) * nsc};
-        sv->no++;
+        plan_add(sv, i, OUT_SCALES,
+                 (st_tensor){.name = sv->names[i], .dtype = ST_F32,
+                             .ndim = mt_prec(tp)->group ? 2 : 1,
+                             .shape = {rows, (int64_t)(nsc / (size_t)rows)},
+                             .nbytes = sizeof(float) * nsc});
+    }
+    size_t sat;
+    if (smoothed(sv, t->name, tp, &sat)) {
+        enc_smooth_name(t->name, sv->snames[i], sizeof sv->snames[i]);
+        plan_add(sv, i, OUT_SMOOTH,
+                 (st_tensor){.name = sv->snames[i], .dtype = ST_F32, .ndim = 1, .shape = {cols},
+                             .nbytes = sizeof(float) * (size_t)cols});
     }
     return MT_OK;
 }
 
+/* A tensor copied as the source has it (a BF16 word table is 297 MiB in
+ * Qwen3-0.6B, 1.2 GiB in the 8B), in pieces, the pages read dropped after
+ * each: never the whole of it resident. */
+static mt_status save_as_is(saver *sv, st_writer *w, size_t j, const st_tensor *t, mt_err *err)
+{
+    enum { PIECE = 16 << 20 };
+    mt_status st = MT_OK;
+    for (size_t off = 0; st == MT_OK && off < t->nbytes; off += PIECE) {
+        const size_t len = t->nbytes - off < PIECE ? t->nbytes - off : PIECE;
+        st = st_writer_put(w, j, (const char *)t->data + off, len, err);
+        st_drop_pages(sv->f);
+    }
+    return st;
+}
+
+/* Source tensor i's outputs into the file: copied from the source as it
+ * is, or its FP32 values (a 16-bit weight widened now), smoothed (int8)
+ * and quantized, with their scales and smoothing factors. */
+static mt_status save_one(saver *sv, st_writer *w, size_t i, mt_err *err)
+{
+    const st_tensor *t = st_get(sv->f, i);
+    const size_t *at = sv->at + 3 * i;
+    if (sv->o[at[0]].role == OUT_AS_IS)
+        return save_as_is(sv, w, at[0], t, err);
+    const mt_precision tp = save_precision(sv->arch, t->name, sv->p, &sv->mix);
+    const int rows = (int)t->shape[0], cols = (int)t->shape[1];
+    const size_t n = (size_t)rows * cols, nsc = mt_quant_scale_count(tp, rows, cols);
+    const size_t qbytes = sv->o[at[0]].t.nbytes;
+    size_t sat = 0;
+    const float *sm = at[2] != OUT_NONE && smoothed(sv, t->name, tp, &sat) ? sv->smooth + sat : NULL;
+    const bool copy = t->dtype != ST_F32 || sm; /* widened, or scaled by the smoothing */
+    float *v = copy ? malloc(sizeof(float) * (n ? n : 1)) : NULL;
+    float *sc = nsc ? malloc(sizeof(float) * nsc) : NULL;
+    void *q = malloc(qbytes ? qbytes : 1);
+    mt_status st = MT_OK;
+    if (!q || (nsc && !sc) || (copy && !v))
+        st = mt_fail(err, MT_ENOMEM, "out of memory quantizing '%s'", t->name);
+    else if (copy && (st = enc_widen_f32(t, v, err)) != MT_OK)
+        mt_prefix(err, st, "%s: ", sv->path);
+    for (int r = 0; st == MT_OK && sm && r < rows; r++)
+        for (int j = 0; j < cols; j++)
+            v[(size_t)r * cols + j] *= sm[j];
+    if (st == MT_OK && (st = mt_quantize(copy ? v : t->data, rows, cols, tp, sv->calib, q, sc,
+                                         err)) != MT_OK)
+        mt_prefix(err, st, "%s: tensor '%s': ", sv->path, t->name);
+    free(v);
+    if (st == MT_OK)
+        st = st_writer_put(w, at[0], q, qbytes, err);
+    if (st == MT_OK && nsc)
+        st = st_writer_put(w, at[1], sc, sizeof(float) * nsc, err);
+    if (st == MT_OK && sm)
+        st = st_writer_put(w, at[2], sm, sizeof(float) * (size_t)cols, err);
+    free(q);
+    free(sc);
+    return st;
+}
+
+/* The file's data, a source tensor at a time (its pages then dropped from
+ * the resident set, as the loader drops them). */
+static mt_status save_fill(void *arg, st_writer *w, mt_err *err)
+{
+    saver *sv = arg;
+    mt_status st = MT_OK;
+    for (size_t i = 0; st == MT_OK && i < st_count(sv->f); i++) {
+        st = save_one(sv, w, i, err);
+        st_drop_pages(sv->f);
+    }
+    return st;
+}
+
 /* The output file: widest dtypes first (every tensor then starts aligned
- * to its element size), with the metadata loading checks. */
+ * to its element size), with the metadata loading checks; the data made
+ * as it is written (save_fill). */
 static mt_status save_write(saver *sv, const char *out_path, mt_err *err)
 {
     qsort(sv->o, sv->no, sizeof *sv->o, by_dtype_size_desc);
     st_tensor *flat = malloc(sizeof *flat * (sv->no ? sv->no : 1));
     if (!flat)
         return mt_fail(err, MT_ENOMEM, "out of memory");
+    for (size_t j = 0; j < sv->no; j++) {
+        flat[j] = sv->o[j].t;
+        sv->at[3 * sv->o[j].src + OUT_SLOT(sv->o[j].role)] = j;
+    }
     char pct[32];
     const mt_calib_opts *calib = sv->calib;
     snprintf(pct, sizeof pct, "%.17g", calib ? calib->percentile : 100.0);
@@ -221,11 +330,38 @@ static mt_status save_write(saver *sv, const char *out_path, mt_err *err)
                           "mantissa.source", sv->path,
                           *sv->mixn ? "mantissa.mix" : NULL, sv->mixn,
                           NULL};
-    for (size_t i = 0; i < sv->no; i++)
-        flat[i] = sv->o[i].t;
-    mt_status st = st_write(out_path, flat, sv->no, meta, err);
+    mt_status st = st_write_fill(out_path, flat, sv->no, meta, save_fill, sv, err);
     free(flat);
     return st;
+}
+
+/* The source opened, the mix parsed, room for the outputs; with an int8
+ * weight, the config the smoothing needs. */
+static mt_status save_open(saver *sv, const char *mix_text, mt_err *err)
+{
+    st_model_path(sv->dir, sv->path, sizeof sv->path);
+    mt_status st = mt_mix_parse(mix_text, &sv->mix, err);
+    if (st != MT_OK)
+        return mt_prefix(err, st, "mix: ");
+    if (!mt_mix_format(&sv->mix, sv->mixn, sizeof sv->mixn))
+        return mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof sv->mixn);
+    if ((st = st_open(sv->path, &sv->f, err)) != MT_OK)
+        return st;
+    const size_t n = st_count(sv->f);
+    sv->o = calloc(3 * n + 1, sizeof *sv->o);
+    sv->at = malloc(sizeof *sv->at * (3 * n + 1));
+    sv->names = calloc(n + 1, sizeof *sv->names);
+    sv->snames = calloc(n + 1, sizeof *sv->snames);
+    if (!sv->o || !sv->at || !sv->names || !sv->snames)
+        return mt_fail(err, MT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < 3 * n; i++)
+        sv->at[i] = OUT_NONE;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = st_get(sv->f, i)->name;
+        sv->any_int8 |= is_gemm_weight(sv->arch, name) &&
+                        mt_prec(save_precision(sv->arch, name, sv->p, &sv->mix))->int8_act;
+    }
+    return sv->any_int8 ? enc_read_configs(sv->dir, sv->arch, &sv->cfg, err) : MT_OK;
 }
 
 mt_status enc_save_quantized(const char *dir, const enc_arch *a, mt_precision p,
@@ -236,34 +372,17 @@ mt_status enc_save_quantized(const char *dir, const enc_arch *a, mt_precision p,
     if (!sv)
         return mt_fail(err, MT_ENOMEM, "out of memory");
     *sv = (saver){.dir = dir, .arch = a, .p = p, .calib = calib};
-    st_model_path(dir, sv->path, sizeof sv->path);
-    mt_status st = mt_mix_parse(mix_text, &sv->mix, err);
-    if (st != MT_OK)
-        mt_prefix(err, st, "mix: ");
-    else if (!mt_mix_format(&sv->mix, sv->mixn, sizeof sv->mixn))
-        st = mt_fail(err, MT_ELIMIT, "mix: longer than %zu bytes", sizeof sv->mixn);
-    else
-        st = st_open(sv->path, &sv->f, err);
-    size_t n = sv->f ? st_count(sv->f) : 0;
-    if (st == MT_OK) {
-        sv->o = calloc(3 * n, sizeof *sv->o);
-        sv->names = calloc(n, sizeof *sv->names);
-        sv->snames = calloc(n, sizeof *sv->snames);
-        if (!sv->o || !sv->names || !sv->snames)
-            st = mt_fail(err, MT_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; st == MT_OK && i < n; i++)
-        sv->any_int8 |= is_gemm_weight(a, st_get(sv->f, i)->name) &&
-                        mt_prec(save_precision(a, st_get(sv->f, i)->name, p, &sv->mix))->int8_act;
+    mt_status st = save_open(sv, mix_text, err);
+    /* every tensor checked (and a GEMM weight the save cannot read
+     * refused) before the calibration's forward runs */
+    for (size_t i = 0; st == MT_OK && i < st_count(sv->f); i++)
+        st = save_plan(sv, i, err);
     if (st == MT_OK && sv->any_int8)
         st = save_smoothing(sv, err);
-    for (size_t i = 0; st == MT_OK && i < n; i++)
-        st = save_tensor(sv, i, err);
     if (st == MT_OK)
         st = save_write(sv, out_path, err);
-    for (size_t i = 0; sv->o && i < 3 * n; i++)
-        free(sv->o[i].owned);
     free(sv->o);
+    free(sv->at);
     free(sv->names);
     free(sv->snames);
     free(sv->stats);

@@ -30,9 +30,26 @@ const st_tensor *enc_find(const enc_arch *a, const st_file *f, const char *name)
 
 /* Whether a file tensor of dtype d can be read as FP32 values: F32 as it
  * is, F16 and BF16 (LLM checkpoints) converted exactly. */
-static bool f32_readable(st_dtype d)
+bool enc_f32_readable(st_dtype d)
 {
     return d == ST_F32 || d == ST_F16 || d == ST_BF16;
+}
+
+/* The one widening of a file tensor (F32, F16 or BF16: enc_f32_readable)
+ * to FP32 values, into dst (st_numel(t) floats): F32 copied, F16 and BF16
+ * converted exactly. The loader's copies and mantissa quantize's (one
+ * tensor at a time, encoder_save.c) both come from here. */
+mt_status enc_widen_f32(const st_tensor *t, float *dst, mt_err *err)
+{
+    const size_t n = (size_t)st_numel(t);
+    if (!enc_f32_readable(t->dtype))
+        return mt_fail(err, MT_EFORMAT, "tensor '%s' is %s, not F32, F16 or BF16", t->name,
+                       st_dtype_name(t->dtype));
+    if (t->dtype == ST_F32) {
+        memcpy(dst, t->data, sizeof(float) * n);
+        return MT_OK;
+    }
+    return nf_decode(t->dtype == ST_BF16 ? NF_BF16 : NF_F16, t->data, dst, n, 1.0f, err);
 }
 
 /* t's values as FP32: the file's own F32 data, or an exact FP32 copy of a
@@ -55,7 +72,7 @@ static mt_status as_f32(enc_model *m, const st_tensor *t, const float **out, mt_
         free(copy);
         return mt_fail(err, MT_ENOMEM, "out of memory converting tensor '%s' to FP32", t->name);
     }
-    mt_status st = nf_decode(t->dtype == ST_BF16 ? NF_BF16 : NF_F16, t->data, copy, n, 1.0f, err);
+    mt_status st = enc_widen_f32(t, copy, err);
     if (st != MT_OK) {
         free(copy);
         return st;
@@ -81,7 +98,7 @@ static mt_status find_checked(const enc_model *m, const st_file *f, const char *
     if (!t)
         return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), name);
     int want_dims = d1 > 0 ? 2 : 1;
-    if (!f32_readable(t->dtype) || t->ndim != want_dims || t->shape[0] != d0 ||
+    if (!enc_f32_readable(t->dtype) || t->ndim != want_dims || t->shape[0] != d0 ||
         (want_dims == 2 && t->shape[1] != d1))
         return mt_fail(err, MT_EFORMAT,
                        "%s: tensor '%s' is %s with %d dims, expected F32 [%lld%s%lld]",
@@ -273,7 +290,7 @@ static mt_status gemm_find(enc_model *m, const st_file *f, const char *const *na
         const st_tensor *t = enc_find(m->arch, f, names[i]);
         if (!t)
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is missing", st_path(f), names[i]);
-        const bool dtype_ok = m->prequant ? t->dtype == want : f32_readable(t->dtype);
+        const bool dtype_ok = m->prequant ? t->dtype == want : enc_f32_readable(t->dtype);
         if (!dtype_ok || t->ndim != 2 || t->shape[0] != rows[i] || t->shape[1] != k)
             return mt_fail(err, MT_EFORMAT, "%s: tensor '%s' is %s [%lld,%lld], expected %s [%d,%d]",
                            st_path(f), names[i], st_dtype_name(t->dtype),

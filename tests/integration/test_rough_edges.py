@@ -242,6 +242,39 @@ def test_a_quantized_file_serves_with_the_mix_it_records(tmp_path):
         assert srv.stop() == 0
 
 
+# ---- quantize from a BF16 checkpoint in shards --------------------------------------
+
+def test_quantize_takes_a_bf16_checkpoint_in_shards(tmp_path):
+    """mantissa quantize on BF16 shards and their model.safetensors.index.json
+    (a Qwen3-shaped folder, as LLM embedders ship): one file, whose vectors
+    (mantissa embed) are those of the folder loaded at the same precision,
+    for int8 (smoothed) and bf16; its line gives the run's peak RSS."""
+    import sys
+    folder = str(tmp_path / "qwen3")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-layer-kinds.py"), "qwen3",
+                    folder, "--bf16", "--shards", "3"], check=True, cwd=ROOT,
+                   stdout=subprocess.DEVNULL)
+    cfg_path = str(tmp_path / "q.json")
+
+    def embed(variant):
+        with open(cfg_path, "w") as f:
+            json.dump({"models": [{"name": "q", "path": folder, "variants": [variant]}]}, f)
+        r = subprocess.run([BIN, "embed", "--config", cfg_path], input="w5 w7 w9\nw100 w3\n",
+                           capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    for prec in ("int8", "bf16"):
+        out = str(tmp_path / ("q-%s.safetensors" % prec))
+        direct = embed({"name": prec, "precision": prec})
+        r = run("quantize", "--config", cfg_path, "--model", "q@" + prec, "--out", out)
+        assert r.returncode == 0, r.stderr
+        assert re.search(r"wrote \S+ \(%s, absmax\) in [\d.]+ s, peak RSS [\d.]+ MiB" % prec,
+                         r.stderr), r.stderr
+        assert embed({"name": prec, "precision": prec, "weights": out}) == direct
+        assert len(direct.splitlines()) == 2
+
+
 # ---- config JSON errors --------------------------------------------------------------
 
 def test_a_config_json_error_names_the_file_line_column_and_reason(tmp_path):

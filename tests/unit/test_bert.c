@@ -1,7 +1,9 @@
 /* test_bert.c: the BERT encoder on the real all-MiniLM-L6-v2 weights,
  * piece by piece and whole, against sentence-transformers/PyTorch outputs
  * committed in tests/fixtures/reference (tools/make-reference.py); batch vs
- * one-at-a-time; and the load errors a broken model folder gives. */
+ * one-at-a-time; quantized files (from the F32 folder and from BF16 and
+ * F16 copies of it) against quantizing at load; and the load errors a
+ * broken model folder gives. */
 #include <cJSON.h>
 #include <check.h>
 #include <math.h>
@@ -12,6 +14,7 @@
 
 #include "engine/jsonfile.h"
 #include "engine/metrics.h"
+#include "engine/numfmt.h"
 #include "engine/weights/safetensors.h"
 #include "engine/model.h"
 #include "models/encoder.h"
@@ -255,17 +258,25 @@ END_TEST
 
 /* ---- broken model folders ------------------------------------------------ */
 
-/* A copy of the model folder in a temp dir whose model.safetensors is the
- * real one with tensor `name` changed by `mutate` (or dropped when NULL). */
-static char *broken_copy(const char *name, void (*mutate)(float *, size_t))
+/* A temp folder /tmp/mt_bert_<tag>_<pid> with the model folder's files but
+ * its weights (which the caller writes). */
+static char *folder_copy(const char *tag)
 {
     static char dir[256];
-    snprintf(dir, sizeof dir, "/tmp/mt_bert_test_%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/mt_bert_%s_%d", tag, (int)getpid());
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/1_Pooling && cd %s && for f in config.json vocab.txt "
              "sentence_bert_config.json modules.json 1_Pooling/config.json; do cp %s/" MODEL_DIR "/$f $f; done",
              dir, dir, dir, getcwd((char[512]){0}, 512));
     ck_assert_int_eq(system(cmd), 0);
+    return dir;
+}
+
+/* A copy of the model folder in a temp dir whose model.safetensors is the
+ * real one with tensor `name` changed by `mutate` (or dropped when NULL). */
+static char *broken_copy(const char *name, void (*mutate)(float *, size_t))
+{
+    char *dir = folder_copy("test");
     st_file *f;
     mt_err err;
     ck_assert_int_eq(st_open(MODEL_DIR "/model.safetensors", &f, &err), MT_OK);
@@ -396,6 +407,83 @@ START_TEST(bert_quantized_file_reloads_to_the_same_vectors_without_requantizing)
 }
 END_TEST
 
+/* A copy of the model folder whose model.safetensors holds every F32
+ * tensor of the real one rounded to dtype d (BF16 or F16), as 16-bit
+ * checkpoints come. */
+static char *half_copy(st_dtype d)
+{
+    char *dir = folder_copy(st_dtype_name(d));
+    st_file *f;
+    mt_err err;
+    ck_assert_int_eq(st_open(MODEL_DIR "/model.safetensors", &f, &err), MT_OK);
+    const size_t n = st_count(f);
+    st_tensor *t = calloc(n, sizeof *t);
+    void **half = calloc(n, sizeof *half);
+    for (size_t i = 0; i < n; i++) {
+        t[i] = *st_get(f, i);
+        if (t[i].dtype != ST_F32)
+            continue;
+        const size_t e = t[i].nbytes / sizeof(float);
+        half[i] = malloc(2 * e + 1);
+        ck_assert_int_eq(nf_encode(d == ST_BF16 ? NF_BF16 : NF_F16, t[i].data, half[i], e, 1.0f,
+                                   &err), MT_OK);
+        t[i].dtype = d, t[i].data = half[i], t[i].nbytes = 2 * e;
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(st_write(path, t, n, NULL, &err) == MT_OK, "%s", err.msg);
+    for (size_t i = 0; i < n; i++)
+        free(half[i]);
+    free(half);
+    free(t);
+    st_close(f);
+    return dir;
+}
+
+/* mantissa quantize from a BF16 and an F16 copy of MiniLM: each
+ * precision's file loads to the vectors of loading that copy at that
+ * precision, bit for bit (each GEMM weight widened exactly as the load
+ * widens it, then quantized by the same code; int8's smoothing from the
+ * same calibration; the other tensors kept 16-bit, read as the copy's). */
+START_TEST(bert_16bit_checkpoints_quantize_to_files_that_load_as_they_do)
+{
+    const char *texts[] = {"A man is playing a guitar.", "Quantized weights, saved and reloaded."};
+    size_t lens[2] = {strlen(texts[0]), strlen(texts[1])};
+    const st_dtype dts[2] = {ST_BF16, ST_F16};
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/mt_quant16_%d.safetensors", (int)getpid());
+    for (int d = 0; d < 2; d++) {
+        const char *dir = half_copy(dts[d]);
+        for (size_t i = 0; i < sizeof all_precs / sizeof *all_precs; i++) {
+            const mt_precision p = all_precs[i];
+            if (!be->ops->supports(be, p))
+                continue;
+            mt_err err;
+            mt_calib_opts c = {p == MT_PREC_INT8 ? MT_CALIB_MSE : MT_CALIB_ABSMAX, 100.0};
+            ck_assert_msg(mt_model_save_quantized(dir, p, &c, NULL, path, &err) == MT_OK, "%s",
+                          err.msg);
+            mt_model *direct, *reloaded;
+            mt_model_opts o = {.precision = p, .calib = c};
+            ck_assert_msg(mt_model_load(dir, be, &o, &direct, &err) == MT_OK, "%s", err.msg);
+            o.weights = path;
+            ck_assert_msg(mt_model_load(dir, be, &o, &reloaded, &err) == MT_OK, "%s", err.msg);
+            ck_assert_uint_eq(direct->info.resident_bytes, reloaded->info.resident_bytes);
+            float a[2 * 384], b[2 * 384];
+            ck_assert_int_eq(mt_model_embed_texts(direct, texts, lens, 2, a, NULL, &err), MT_OK);
+            ck_assert_int_eq(mt_model_embed_texts(reloaded, texts, lens, 2, b, NULL, &err), MT_OK);
+            ck_assert_msg(memcmp(a, b, sizeof a) == 0, "%s from %s: reloaded vectors differ",
+                          mt_precision_name(p), st_dtype_name(dts[d]));
+            mt_model_free(direct);
+            mt_model_free(reloaded);
+        }
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    unlink(path);
+}
+END_TEST
+
 START_TEST(bert_plain_model_file_is_not_taken_as_a_quantized_one)
 {
     mt_model *m = NULL;
@@ -508,6 +596,7 @@ static Suite *test_suite(void)
     tcase_add_test(tc, bert_load_errors_name_the_file_and_tensor);
     tcase_add_test(tc, bert_refuses_precisions_the_backend_lacks);
     tcase_add_test(tc, bert_quantized_file_reloads_to_the_same_vectors_without_requantizing);
+    tcase_add_test(tc, bert_16bit_checkpoints_quantize_to_files_that_load_as_they_do);
     tcase_add_test(tc, bert_plain_model_file_is_not_taken_as_a_quantized_one);
     tcase_add_test(tc, bert_every_precision_batch_equals_one_at_a_time);
     tcase_add_test(tc, bert_precisions_drift_within_bounds_and_int8g_below_int8);

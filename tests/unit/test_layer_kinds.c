@@ -15,7 +15,7 @@
  * per-head Q/K RMSNorm and last-token pooling, Qwen3Model's names.
  * Each row's hidden states and pooled vectors match the reference, batched
  * and alone; every other precision of the backend stays close to FP32; a
- * quantized file reloads to the same vectors; a backend without the ops
+ * quantized file reloads to the same vectors, made from BF16 shards too; a backend without the ops
  * refuses the model naming the op; bad config values are refused naming
  * the file and key. */
 #include <cJSON.h>
@@ -442,6 +442,97 @@ START_TEST(bf16_shards_load_as_the_same_values_in_one_f32_file)
 }
 END_TEST
 
+/* mantissa quantize from the BF16 shards (as LLM checkpoints come): each
+ * precision's file (one safetensors file for the three shards) loads to
+ * the vectors of loading the shards at that precision, bit for bit: its
+ * GEMM weights were widened to FP32 exactly, as the load widens them, and
+ * quantized by the same code (per channel or per group of a row, so the
+ * load's packing of Q/K/V and gate/up changes nothing); int8's smoothing
+ * comes from the same streamed calibration and column maxima; every other
+ * tensor is kept in BF16, which the loader reads as it reads the shards'
+ * (the word table stays BF16 on the CPU: the same resident bytes). */
+START_TEST(bf16_shards_quantize_to_files_that_load_as_the_shards_do)
+{
+    kase k = open_case(QWEN3);
+    k.dir = shards_dir;
+    const mt_precision precs[] = {MT_PREC_INT8, MT_PREC_FP8, MT_PREC_INT8G,
+                                  MT_PREC_BF16, MT_PREC_FP16, MT_PREC_FP32};
+    const mt_calib_opts cal = {MT_CALIB_ABSMAX, 100.0};
+    for (size_t i = 0; i < sizeof precs / sizeof *precs; i++) {
+        const mt_precision p = precs[i];
+        const char *pn = mt_precision_name(p);
+        if (!be->ops->supports(be, p))
+            continue;
+        char path[200];
+        snprintf(path, sizeof path, "%s/shards-%s.safetensors", work, pn);
+        mt_err err = {{0}};
+        ck_assert_msg(mt_model_save_quantized(shards_dir, p, &cal, NULL, path, &err) == MT_OK,
+                      "%s: %s", pn, err.msg);
+        mt_model *a = load_as(&k, p, NULL), *b = load_as(&k, p, path);
+        float *va = malloc(sizeof(float) * k.nseq * k.h), *vb = malloc(sizeof(float) * k.nseq * k.h);
+        ck_assert(mt_model_forward(a, k.ids, k.off, k.nseq, va, NULL, &err) == MT_OK);
+        ck_assert(mt_model_forward(b, k.ids, k.off, k.nseq, vb, NULL, &err) == MT_OK);
+        ck_assert_msg(!memcmp(va, vb, sizeof(float) * k.nseq * k.h),
+                      "%s: the quantized file's vectors differ from the shards'", pn);
+        ck_assert_uint_eq(mt_model_get_info(a)->resident_bytes, mt_model_get_info(b)->resident_bytes);
+        st_file *f;
+        ck_assert_msg(st_open(path, &f, &err) == MT_OK, "%s", err.msg);
+        const st_tensor *emb = st_find(f, "embed_tokens.weight"),
+                        *down = st_find(f, "layers.1.mlp.down_proj.weight"),
+                        *sm = st_find(f, "layers.1.mlp.down_proj.weight_input_smooth");
+        ck_assert(emb && emb->dtype == ST_BF16 && down && down->dtype == mt_prec(p)->file_dtype);
+        ck_assert_msg((sm != NULL) == (p == MT_PREC_INT8 || p == MT_PREC_INT8G),
+                      "%s: smoothing factors %s", pn, sm ? "present" : "missing");
+        ck_assert_str_eq(st_meta(f, "mantissa.precision"), pn);
+        st_close(f);
+        free(va);
+        free(vb);
+        mt_model_free(a);
+        mt_model_free(b);
+    }
+    cJSON_Delete(k.j);
+}
+END_TEST
+
+/* A GEMM weight that does not read as FP32 values (here F64) is refused by
+ * name before anything is calibrated or written. */
+START_TEST(quantize_refuses_a_gemm_weight_it_cannot_read)
+{
+    char dir[160], path[200], out[200];
+    snprintf(dir, sizeof dir, "%s/f64", work);
+    ck_assert_int_eq(tu_copy_dir(qwen3_dir, dir), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", qwen3_dir);
+    st_file *f;
+    mt_err err = {{0}};
+    ck_assert_msg(st_open(path, &f, &err) == MT_OK, "%s", err.msg);
+    const size_t n = st_count(f);
+    st_tensor *t = calloc(n, sizeof *t);
+    double *wide = NULL;
+    for (size_t i = 0; i < n; i++) {
+        t[i] = *st_get(f, i);
+        if (strcmp(t[i].name, "layers.0.mlp.up_proj.weight"))
+            continue;
+        const size_t e = t[i].nbytes / sizeof(float);
+        wide = malloc(sizeof(double) * e);
+        for (size_t j = 0; j < e; j++)
+            wide[j] = ((const float *)t[i].data)[j];
+        t[i].dtype = ST_F64, t[i].data = wide, t[i].nbytes = sizeof(double) * e;
+    }
+    ck_assert_ptr_nonnull(wide);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(st_write(path, t, n, NULL, &err) == MT_OK, "%s", err.msg);
+    st_close(f);
+    free(t);
+    free(wide);
+    snprintf(out, sizeof out, "%s/f64-int8.safetensors", work);
+    ck_assert_int_eq(mt_model_save_quantized(dir, MT_PREC_INT8, NULL, NULL, out, &err), MT_EFORMAT);
+    ck_assert_msg(strstr(err.msg, path) && strstr(err.msg, "'layers.0.mlp.up_proj.weight' is F64") &&
+                      strstr(err.msg, "F32, F16 or BF16"),
+                  "message \"%s\"", err.msg);
+    ck_assert_int_ne(access(out, F_OK), 0);
+}
+END_TEST
+
 /* A copy of src (llama's, or qwen3's through the registry) with file's
  * key set to value (a JSON text; NULL drops it): the load must fail
  * naming want. */
@@ -503,6 +594,8 @@ static Suite *test_suite(void)
     tcase_add_test(tc, fused_every_precision_stays_close);
     tcase_add_test(tc, quantized_files_reload_to_the_same_vectors);
     tcase_add_test(tc, bf16_shards_load_as_the_same_values_in_one_f32_file);
+    tcase_add_test(tc, bf16_shards_quantize_to_files_that_load_as_the_shards_do);
+    tcase_add_test(tc, quantize_refuses_a_gemm_weight_it_cannot_read);
     tcase_add_test(tc, qwen3_with_a_bpe_tokenizer_embeds_texts);
     tcase_add_test(tc, a_backend_without_the_ops_refuses_the_model);
     tcase_add_test(tc, bad_layer_config_is_refused_naming_the_key);
