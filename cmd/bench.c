@@ -1,7 +1,7 @@
 /* bench.c: mantissa bench: the engine's throughput on given token ids, per
- * batch size (median of timed runs after a warm-up), as one JSON object on
- * stdout, in the shape bench/peer_ort.py prints for the peer; and
- * --make-ids, which writes such ids from a text file. */
+ * batch size (the median of timed runs after a warm-up, engine/speed.c),
+ * as one JSON object on stdout, in the shape bench/peer_ort.py prints for
+ * the peer; and --make-ids, which writes such ids from a text file. */
 #include <cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,12 +12,7 @@
 #include "engine/jsonfile.h"
 #include "engine/model.h"
 #include "engine/registry.h"
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "engine/speed.h"
 
 /* Reads a JSON list of token-id lists into packed ids + offsets. */
 static int read_ids(const char *path, int32_t **ids, int32_t **off, int *n)
@@ -50,46 +45,6 @@ static int read_ids(const char *path, int32_t **ids, int32_t **off, int *n)
     *n = ns;
     cJSON_Delete(j);
     return 0;
-}
-
-double cmd_median_run(mt_model *m, const int32_t *ids, const int32_t *off, int nseq, int b,
-                      double seconds, size_t *runs)
-{
-    float *out = malloc(sizeof(float) * (size_t)b * m->info.hidden);
-    int32_t *boff = malloc(sizeof(int32_t) * ((size_t)b + 1));
-    size_t cap = 1024, nt = 0;
-    double *times = malloc(sizeof(double) * cap), el = 0, med = -1;
-    mt_err err;
-    bool ok = out && boff && times;
-    for (int it = -3; ok && (it < 5 || el < seconds); it++) {
-        int start = (it < 0 ? 0 : it * b) % (nseq - b + 1);
-        for (int k = 0; k <= b; k++)
-            boff[k] = off[start + k] - off[start];
-        double t0 = cmd_now();
-        if (mt_model_forward(m, ids + off[start], boff, b, out, NULL, &err) != MT_OK) {
-            fprintf(stderr, "mantissa bench: %s\n", err.msg);
-            ok = false;
-        }
-        double dt = cmd_now() - t0;
-        if (it >= 0 && nt == cap) {
-            double *more = realloc(times, sizeof(double) * (cap *= 2));
-            ok = ok && more;
-            times = more ? more : times;
-        }
-        if (it >= 0 && ok) {
-            times[nt++] = dt;
-            el += dt;
-        }
-    }
-    if (ok) {
-        qsort(times, nt, sizeof *times, cmp_double);
-        med = nt % 2 ? times[nt / 2] : (times[nt / 2 - 1] + times[nt / 2]) / 2;
-        *runs = nt;
-    }
-    free(times);
-    free(out);
-    free(boff);
-    return med;
 }
 
 /* The batch sizes of list (comma-separated) into out, those over nseq
@@ -260,12 +215,16 @@ int cmd_bench(int argc, char **argv)
            v ? v->be->threads : 0);
     for (int i = 0; i < nb && !rc; i++) {
         size_t runs = 0;
-        double med = cmd_median_run(v->model, ids, off, nseq, batches[i], o.seconds, &runs);
-        if (med < 0)
+        double med = 0;
+        mt_err err;
+        if (mt_model_median_run(v->model, ids, off, nseq, batches[i], mt_timing_for(o.seconds),
+                                &med, &runs, &err) != MT_OK) {
+            fprintf(stderr, "mantissa bench: %s\n", err.msg);
             rc = 1;
-        else
+        } else {
             printf("%s{\"batch\":%d,\"runs\":%zu,\"median_s\":%.6f,\"sentences_per_s\":%.2f}",
                    i ? "," : "", batches[i], runs, med, batches[i] / med);
+        }
     }
     printf("]}\n");
     free(ids);

@@ -56,13 +56,6 @@ mt_calib_opts cmd_calib(const cfg_variant *v);
 /* Monotonic seconds. */
 double cmd_now(void);
 
-/* Runs m's forward on batches of b of the nseq packed sequences (ids,
- * off), in turn (3 warm-up runs, then until `seconds` have passed, at
- * least 5), and gives the median run time, *runs the timed runs; -1 on
- * failure, after printing why (cmd/bench.c). */
-double cmd_median_run(mt_model *m, const int32_t *ids, const int32_t *off, int nseq, int b,
-                      double seconds, size_t *runs);
-
 /* mantissa cpu --measure (cmd/cpu_measure.c): each precision's speed
  * against FP32 at batch 1 and 32 on the probe texts, its resident memory
  * and its drift, for the model folder --model on be. */

@@ -12,47 +12,21 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "engine/text/probe_text.h"
+#include "engine/speed.h"
 
-#define BIG_BATCH 32
+#define BIG_BATCH MT_SPEED_BIG_BATCH
 
 /* One precision's figures. */
 typedef struct {
-    double tps[2]; /* texts per second at batch 1 and BIG_BATCH */
+    mt_speed speed; /* texts per second at batch 1 and BIG_BATCH */
     double mib;
     mt_drift drift;
 } measured;
 
-/* The probe texts as m's token ids, packed; *n of them. NULL after
- * printing why. */
-static int32_t *probe_ids(const mt_model *m, int32_t **off, int *n)
-{
-    const int cap = m->info.max_seq_len, ns = mt_probe_texts_n;
-    int32_t *ids = malloc(sizeof *ids * (size_t)ns * (size_t)cap);
-    *off = malloc(sizeof **off * ((size_t)ns + 1));
-    mt_err err;
-    if (!ids || !*off) {
-        fprintf(stderr, "mantissa cpu: out of memory\n");
-        free(ids);
-        return NULL;
-    }
-    (*off)[0] = 0;
-    for (int i = 0; i < ns; i++) {
-        int got = 0;
-        const char *t = mt_probe_texts[i];
-        if (mt_model_tokenize(m, t, strlen(t), ids + (*off)[i], cap, &got, NULL, &err) != MT_OK) {
-            fprintf(stderr, "mantissa cpu: probe text %d: %s\n", i, err.msg);
-            free(ids);
-            return NULL;
-        }
-        (*off)[i + 1] = (*off)[i] + got;
-    }
-    *n = ns;
-    return ids;
-}
-
-/* Loads dir at p and measures it into *out; ref: FP32's probe vectors
- * (NULL for FP32 itself, whose vectors it then writes into *ref_out). */
+/* Loads dir at p and measures it into *out (engine/speed.h: the server's
+ * models[].variants[].measure times a build the same way); ref: FP32's
+ * probe vectors (NULL for FP32 itself, whose vectors it then writes into
+ * *ref_out). */
 static int measure(const char *dir, mt_backend *be, mt_precision p, double seconds,
                    const float *ref, float **ref_out, measured *out)
 {
@@ -63,35 +37,27 @@ static int measure(const char *dir, mt_backend *be, mt_precision p, double secon
         fprintf(stderr, "mantissa cpu: %s at %s: %s\n", dir, mt_precision_name(p), err.msg);
         return -1;
     }
-    int32_t *off = NULL;
-    int n = 0, rc = -1;
-    int32_t *ids = probe_ids(m, &off, &n);
+    int rc = -1;
     const int h = m->info.hidden;
     float *vec = malloc(sizeof *vec * (size_t)mt_probe_count() * h);
-    if (ids && vec && mt_model_embed_probes(m, vec, &err) == MT_OK) {
-        const int batch[2] = {1, BIG_BATCH < n ? BIG_BATCH : n};
+    if (!vec) {
+        fprintf(stderr, "mantissa cpu: out of memory\n");
+    } else if (mt_model_embed_probes(m, vec, &err) != MT_OK ||
+               mt_model_probe_speed(m, mt_timing_for(seconds), &out->speed, &err) != MT_OK) {
+        fprintf(stderr, "mantissa cpu: %s at %s: %s\n", dir, mt_precision_name(p), err.msg);
+    } else {
         rc = 0;
-        for (int k = 0; k < 2 && !rc; k++) {
-            size_t runs = 0;
-            const double t = cmd_median_run(m, ids, off, n, batch[k], seconds, &runs);
-            rc = t > 0 ? 0 : -1;
-            out->tps[k] = t > 0 ? batch[k] / t : 0;
-        }
         out->mib = (double)m->info.resident_bytes / (1 << 20);
         if (ref)
             out->drift = mt_drift_between(vec, ref, mt_probe_count(), h);
         else
             out->drift = (mt_drift){.probes = mt_probe_count(), .mean_cos = 1, .min_cos = 1};
-    } else if (ids && vec) {
-        fprintf(stderr, "mantissa cpu: %s at %s: %s\n", dir, mt_precision_name(p), err.msg);
     }
     if (!rc && !ref) {
         *ref_out = vec;
         vec = NULL;
     }
     free(vec);
-    free(ids);
-    free(off);
     mt_model_free(m);
     return rc;
 }
@@ -119,15 +85,17 @@ int cmd_cpu_measure(const cmd_opts *o, mt_backend *be, double seconds)
             continue;
         }
         const measured *f = &r[MT_PREC_FP32];
-        const double s1 = x->tps[0] / f->tps[0], s32 = x->tps[1] / f->tps[1];
+        double ratio[2];
+        mt_speed_vs(&x->speed, &f->speed, ratio);
         printf("%-6s %14.1f %7.2fx %14.1f %7.2fx %12.1f %10.6f %10.6f\n",
-               mt_precision_name((mt_precision)p), x->tps[0], s1, x->tps[1], s32, x->mib,
-               x->drift.mean_cos, x->drift.min_cos);
-        if (p != MT_PREC_FP32 && s1 < 1.0 && s32 < 1.0)
-            printf("warning: %s is slower than fp32 on this CPU at ISA %s (%.2fx at batch 1, "
-                   "%.2fx at batch %d); what it buys here is memory: %.1f MiB against fp32's "
-                   "%.1f\n",
-                   mt_precision_name((mt_precision)p), isa, s1, s32, BIG_BATCH, x->mib, f->mib);
+               mt_precision_name((mt_precision)p), x->speed.tps[0], ratio[0], x->speed.tps[1],
+               ratio[1], x->mib, x->drift.mean_cos, x->drift.min_cos);
+        if (p != MT_PREC_FP32 && mt_speed_slower(ratio)) {
+            char why[320];
+            mt_speed_warning(why, sizeof why, mt_precision_name((mt_precision)p), isa, ratio,
+                             x->speed.batch[1], x->mib, f->mib);
+            printf("warning: %s\n", why);
+        }
     }
     free(ref);
     return rc;
