@@ -3,8 +3,9 @@
  * probe_text.h) at batch 1 and 32, the median of short runs, against
  * FP32's; and the warning for a precision slower than FP32 at both batch
  * sizes, which names the ISA level and what it buys instead (memory).
- * `mantissa cpu --measure` (cmd/cpu_measure.c) uses it, and the server
- * can; `mantissa bench` times its own token ids with mt_model_median_run. */
+ * `mantissa cpu --measure` (cmd/cpu_measure.c) and the server's
+ * models[].variants[].measure (server/core/measure.c) both use it; `mantissa
+ * bench` times its own token ids with mt_model_median_run. */
 #ifndef MT_ENGINE_SPEED_H
 #define MT_ENGINE_SPEED_H
 

@@ -49,7 +49,7 @@ static void team_words(char *buf, size_t n, const srv_variant *v)
 }
 
 /* The line of a variant that serves: precision, backend, threads, the load
- * check, resident size, space. */
+ * check, its speed against FP32's (measure), resident size, space. */
 static void log_loaded(const srv_model *m, const srv_variant *v)
 {
     const double resident = v->model->info.resident_bytes / 1048576.0,
@@ -70,6 +70,13 @@ static void log_loaded(const srv_model *m, const srv_variant *v)
         log_num(&l, "check_mean_cos", v->check.mean_cos, 6);
         log_num(&l, "check_min_cos", v->check.min_cos, 6);
     }
+    if (v->measured) {
+        log_num(&l, "speed_b1_texts_per_s", v->speed.tps[0], 1);
+        log_num(&l, "speed_b32_texts_per_s", v->speed.tps[1], 1);
+        log_num(&l, "speed_b1_vs_fp32", v->speed_vs_fp32[0], 2);
+        log_num(&l, "speed_b32_vs_fp32", v->speed_vs_fp32[1], 2);
+        log_num(&l, "measure_s", v->measure_s, 2);
+    }
     log_num(&l, "resident_mib", resident, 1);
     log_num(&l, "gemm_mib", gemm, 1);
     log_num(&l, "load_s", v->build_s, 2);
@@ -84,6 +91,10 @@ static void log_loaded(const srv_model *m, const srv_variant *v)
     if (v->check.probes > 0)
         log_words(&l, "; load check: cosine to FP32 %.6f mean, %.6f least on %d probes",
                   v->check.mean_cos, v->check.min_cos, v->check.probes);
+    if (v->measured)
+        log_words(&l, "; measured in %.2f s: %.1f texts/s at batch 1 (%.2fx fp32), %.1f at "
+                  "batch %d (%.2fx)", v->measure_s, v->speed.tps[0], v->speed_vs_fp32[0],
+                  v->speed.tps[1], v->speed.batch[1], v->speed_vs_fp32[1]);
     log_words(&l, "): %.1f MiB resident, %.1f MiB GEMM weights, space %s", resident, gemm,
               v->space);
     log_end(&l);
@@ -99,6 +110,7 @@ static void print_loaded(const srv_models *s)
             const srv_slot *sl = m->slots[k];
             if (sl->cur) {
                 log_loaded(m, sl->cur);
+                srv_log_speed_warning(m, sl->cur, LOG_WARN | LOG_ALWAYS);
                 continue;
             }
             log_line l;

@@ -146,6 +146,25 @@ static void gate_json(sbuf *b, const srv_slot *sl)
     sb_putc(b, '}');
 }
 
+/* A build's measure figures (null: not measured): the batch sizes, texts
+ * per second and speed over FP32's at each. */
+static void speed_json(sbuf *b, const srv_variant *v)
+{
+    if (!v->measured) {
+        sb_puts(b, "null");
+        return;
+    }
+    sb_printf(b, "{\"batch\":[%d,%d],\"texts_per_s\":[", v->speed.batch[0], v->speed.batch[1]);
+    num(b, v->speed.tps[0]);
+    sb_putc(b, ',');
+    num(b, v->speed.tps[1]);
+    sb_puts(b, "],\"vs_fp32\":[");
+    num(b, v->speed_vs_fp32[0]);
+    sb_putc(b, ',');
+    num(b, v->speed_vs_fp32[1]);
+    sb_puts(b, "]}");
+}
+
 /* One variant of the config view: what the config asks, its state, and
  * the build serving it (the model's lock held). */
 static void variant_json(sbuf *b, const srv_slot *sl)
@@ -163,7 +182,7 @@ static void variant_json(sbuf *b, const srv_slot *sl)
     str(b, v->mix);
     sb_puts(b, ",\"drift_floor\":");
     num(b, v->drift_floor > 0 ? v->drift_floor : NAN);
-    sb_puts(b, ",\"gate\":");
+    sb_printf(b, ",\"measure\":%s,\"gate\":", v->measure ? "true" : "false");
     gate_json(b, sl);
     sb_printf(b, ",\"state\":\"%s\",\"error\":", srv_vstate_name(sl->state));
     str(b, sl->error);
@@ -176,7 +195,9 @@ static void variant_json(sbuf *b, const srv_slot *sl)
         str(b, sl->cur->space);
         sb_puts(b, ",\"build_s\":");
         num(b, sl->cur->build_s);
-        sb_printf(b, ",\"solo_tokens\":%d}", sl->cur->solo_tokens);
+        sb_printf(b, ",\"solo_tokens\":%d,\"speed\":", sl->cur->solo_tokens);
+        speed_json(b, sl->cur);
+        sb_putc(b, '}');
     } else {
         sb_puts(b, "null");
     }

@@ -285,6 +285,33 @@ static void render_builds(sbuf *b, const row *rows, int n)
     });
 }
 
+/* measure's figures of the builds serving variants (absent where not measured). */
+static void render_speed(sbuf *b, const row *rows, int n)
+{
+    head(b, "mantissa_variant_speed_texts_per_second", "gauge",
+         "The build serving a variant: texts per second on the built-in probe texts at batch 1 "
+         "and 32, timed when it was built (models[].variants[].measure).");
+    EACH({
+        for (int k = 0; x->cur && x->cur->measured && k < 2; k++) {
+            sb_puts(b, "mantissa_variant_speed_texts_per_second");
+            labels(b, x);
+            sb_printf(b, ",batch=\"%d\"} %.6g\n", x->cur->speed.batch[k],
+                      x->cur->speed.tps[k]);
+        }
+    });
+    head(b, "mantissa_variant_speed_vs_fp32", "gauge",
+         "The build serving a variant: its speed over FP32's on the same texts at batch 1 and "
+         "32, timed when it was built (models[].variants[].measure; under 1: slower).");
+    EACH({
+        for (int k = 0; x->cur && x->cur->measured && k < 2; k++) {
+            sb_puts(b, "mantissa_variant_speed_vs_fp32");
+            labels(b, x);
+            sb_printf(b, ",batch=\"%d\"} %.6g\n", x->cur->speed.batch[k],
+                      x->cur->speed_vs_fp32[k]);
+        }
+    });
+}
+
 static void render_variants(sbuf *b, const row *rows, int n, srv_models *models)
 {
     head(b, "mantissa_variant_state", "gauge",
@@ -456,6 +483,7 @@ void prom_render(sbuf *b, const http_app *app)
     render_server(b, models, s);
     render_requests(b, rows, n, models, s);
     render_builds(b, rows, n);
+    render_speed(b, rows, n);
     render_variants(b, rows, n, models);
     render_drift(b, rows, n, models, s);
     render_reloads(b, models, rows, n);

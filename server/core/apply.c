@@ -390,13 +390,58 @@ void rl_wake_waiters(reloader *r)
     }
 }
 
+/* t's build becomes sl's (m's lock held); the line says so, with its
+ * measured speed (measure). Returns the build it replaces (or NULL). */
+static srv_variant *swap_in(srv_model *m, srv_slot *sl, task *t, double switch_s, char *line,
+                            size_t cap)
+{
+    srv_variant *old = sl->cur, *v = t->out;
+    v->slot = sl;
+    sl->cur = v;
+    t->out = NULL;
+    sl->state = SRV_VS_READY;
+    sl->error[0] = 0;
+    sl->gate = v->gate;
+    sl->switch_s = switch_s;
+    snprintf(line, cap,
+             "variant %s@%s now serves %s (built in %.2f s; %.2f s after the change was "
+             "noticed)",
+             m->name, sl->name, v->space, v->build_s, switch_s);
+    if (v->measured)
+        snprintf(line + strlen(line), cap - strlen(line),
+                 "; measured: %.1f texts/s at batch 1 (%.2fx fp32), %.1f at batch %d (%.2fx)",
+                 v->speed.tps[0], v->speed_vs_fp32[0], v->speed.tps[1], v->speed.batch[1],
+                 v->speed_vs_fp32[1]);
+    return old;
+}
+
+/* A variant of m in rotation again: removed ones that stayed to serve can
+ * go; their builds into gone[] (m's lock held). Returns how many. */
+static int take_leaving(srv_model *m, srv_variant **gone)
+{
+    int ngone = 0;
+    bool serving = false;
+    for (int i = 0; i < m->nslots; i++) {
+        const srv_slot *s2 = m->slots[i];
+        serving |= s2->present && s2->cur && s2->traffic > 0 && s2->state != SRV_VS_DEMOTED;
+    }
+    for (int i = 0; serving && i < m->nslots && ngone < OLD_MAX; i++)
+        if (m->slots[i]->leaving) {
+            m->slots[i]->leaving = false;
+            if (m->slots[i]->cur)
+                gone[ngone++] = m->slots[i]->cur;
+            m->slots[i]->cur = NULL;
+        }
+    return ngone;
+}
+
 /* A build came back: swap it in if its slot still wants it and it passed
  * its gate; else keep what serves and record why. */
 void rl_apply_result(reloader *r, task *t)
 {
     srv_model *m = t->m;
     srv_slot *sl = t->sl;
-    srv_variant *old = NULL;
+    srv_variant *old = NULL, *fresh = NULL; /* fresh: the build swapped in */
     if (t->skipped) {
         rl_task_free(t);
         return;
@@ -423,34 +468,12 @@ void rl_apply_result(reloader *r, task *t)
                  sl->cur ? " (the previous build keeps serving)" : " (kept out of rotation)",
                  t->out->gate.why);
     } else {
-        old = sl->cur;
-        t->out->slot = sl;
-        sl->cur = t->out;
-        t->out = NULL;
-        sl->state = SRV_VS_READY;
-        sl->error[0] = 0;
-        sl->gate = sl->cur->gate;
-        sl->switch_s = switch_s;
-        snprintf(line, sizeof line,
-                 "variant %s@%s now serves %s (built in %.2f s; %.2f s after the change was "
-                 "noticed)",
-                 m->name, sl->name, sl->cur->space, sl->cur->build_s, switch_s);
+        old = swap_in(m, sl, t, switch_s, line, sizeof line);
+        fresh = sl->cur;
+        srv_variant_ref(fresh);
     }
-    /* a variant in rotation again: removed ones that stayed to serve can go */
     srv_variant *gone[OLD_MAX];
-    int ngone = 0;
-    bool serving = false;
-    for (int i = 0; i < m->nslots; i++) {
-        const srv_slot *s2 = m->slots[i];
-        serving |= s2->present && s2->cur && s2->traffic > 0 && s2->state != SRV_VS_DEMOTED;
-    }
-    for (int i = 0; serving && i < m->nslots && ngone < OLD_MAX; i++)
-        if (m->slots[i]->leaving) {
-            m->slots[i]->leaving = false;
-            if (m->slots[i]->cur)
-                gone[ngone++] = m->slots[i]->cur;
-            m->slots[i]->cur = NULL;
-        }
+    int ngone = take_leaving(m, gone);
     pthread_mutex_unlock(&m->lock);
     for (int i = 0; i < ngone; i++)
         retire(gone[i]);
@@ -467,6 +490,10 @@ void rl_apply_result(reloader *r, task *t)
         if (t->st == MT_OK && t->out)
             atomic_fetch_add(&r->models->gate_failures, 1);
         log_msg(level, "%s", line);
+    }
+    if (fresh) {
+        srv_log_speed_warning(m, fresh, LOG_WARN);
+        srv_variant_unref(fresh);
     }
     retire(old);
     rl_task_free(t); /* drops a build the slot did not take */

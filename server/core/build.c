@@ -191,6 +191,16 @@ size_t srv_resident_bytes(srv_models *s, srv_model *only, const srv_model *skip_
  * builds
  * ====================================================================== */
 
+uint64_t srv_model_base(const cfg_model *mc)
+{
+    char key[4200];
+    snprintf(key, sizeof key, "%s#%d", mc->path, mc->max_seq_len);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
 /* The embedding space id: what a stored vector must match to be compared
  * with a new one: the model, the precision and calibration its GEMM
  * weights were made with, the mix over them when there is one (a 32-bit
@@ -571,6 +581,7 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
     v->m = m;
     v->be = be;
     v->cfg = *vc;
+    v->base = srv_model_base(mc);
     mt_model_opts o = {.precision = vc->precision,
                         .calib = {MT_CALIB_ABSMAX, vc->percentile},
                         .max_seq_len = mc->max_seq_len,

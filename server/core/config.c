@@ -332,6 +332,7 @@ static const field variant_fields[] = {
      0, "default", mix_highs, "mix_high"},
     LATER("gate", F_ANY, false),
     NUM(cfg_variant, "drift_floor", 0, 1, drift_floor, 0),
+    BOOL(cfg_variant, "measure", measure, false),
 };
 
 static const field gate_fields[] = {

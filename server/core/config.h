@@ -35,6 +35,7 @@ typedef struct {
     double gate_min_cosine;   /* the probes' mean cosine to the reference must reach this */
     double gate_max_p99_ratio;/* 0: unchecked; else p99 latency / the reference's at most this */
     double drift_floor;       /* 0: none; live shadow mean cosine below it: out of rotation */
+    bool measure;             /* time its build against FP32 at load (server/core/measure.c) */
     bool is_reference;        /* made from models[].reference.precision (traffic 0) */
 } cfg_variant;
 
@@ -157,8 +158,9 @@ bool cfg_tracing_same(const cfg_tracing *a, const cfg_tracing *b);
 /* ---- comparing configs (the hot-switch rebuilds only what changed) ---- */
 
 /* Whether two variants would build the same weights and pass the same
- * gate: precision, calibration, percentile, weights file, gate. (traffic
- * and drift_floor are applied live and do not count.) */
+ * gate: precision, calibration, percentile, weights file, gate; and be
+ * measured alike (measure: its figures are taken when it is built).
+ * (traffic and drift_floor are applied live and do not count.) */
 bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b);
 /* The variant's mix_high as a precision; MT_PREC_COUNT for "default". */
 mt_precision cfg_variant_mix_high(const cfg_variant *v);

@@ -22,7 +22,7 @@ bool cfg_variant_same_build(const cfg_variant *a, const cfg_variant *b)
            !strcmp(a->mix, b->mix) && a->budget_cos == b->budget_cos &&
            !strcmp(a->mix_high, b->mix_high) &&
            !strcmp(a->gate_probes, b->gate_probes) && a->gate_min_cosine == b->gate_min_cosine &&
-           a->gate_max_p99_ratio == b->gate_max_p99_ratio;
+           a->gate_max_p99_ratio == b->gate_max_p99_ratio && a->measure == b->measure;
 }
 
 bool cfg_model_same_base(const cfg_model *a, const cfg_model *b)

@@ -243,6 +243,8 @@ mt_status srv_models_load(const cfg_config *cfg, srv_models **out, mt_err *err)
         for (int k = 0; st == MT_OK && k < cm->nvariants; k++)
             if (k != cm->reference)
                 st = load_variant(s, m, cm, k, &ref, err);
+        if (st == MT_OK)
+            srv_measure_model(s, m, cm);
         m->loaded = true;
         m->reason[0] = 0;
     }

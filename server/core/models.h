@@ -38,6 +38,7 @@
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "engine/registry.h"
+#include "engine/speed.h"
 #include "server/core/config.h"
 #include "server/core/kinds.h"
 #include "server/core/stats.h"
@@ -90,6 +91,14 @@ typedef struct srv_variant {
     mt_drift check;           /* the load check: its probe vectors against FP32's
                                * (probes 0: none, every GEMM FP32) */
     mt_drift check_bound;     /* what that check had to keep */
+    uint64_t base;            /* srv_model_base of the model settings it was built from */
+    /* measure (cfg.measure, a build on the host's backend; measure.c): its
+     * speed on the probe texts at batch 1 and 32, and against FP32's */
+    bool measured;
+    mt_speed speed;
+    double speed_vs_fp32[2];
+    double fp32_mib;          /* FP32's resident MiB, for the warning */
+    double measure_s;         /* what measuring took (FP32's figures included, when made) */
     stats_drift drift;         /* live shadow comparisons to the reference */
     atomic_long queue_depth;  /* texts waiting in the scheduler for it */
     atomic_bool retired;      /* no longer serving its slot */
@@ -135,6 +144,11 @@ typedef struct srv_model {
     float *probe_ref;         /* FP32's vectors of the probe texts (the load check), or NULL */
     int probe_hidden;
     char probe_key[4200];     /* the model path and max_seq_len they were made for */
+    /* FP32's speed on the probe texts (measure), kept for the model's other
+     * variants; guarded by probe_lock too */
+    mt_speed fp32_speed;
+    double fp32_mib;
+    uint64_t speed_base;      /* the srv_model_base they were made for; 0: none yet */
 } srv_model;
 
 /* What a reload did, for the index, the config view and /metrics. */
@@ -194,6 +208,25 @@ mt_status srv_build(srv_models *s, srv_model *m, const cfg_model *mc, const cfg_
 /* Measures up to how many tokens a batch of build v is faster on one
  * thread than on the backend's team, into v->solo_tokens (team.c). */
 void srv_measure_team(srv_variant *v);
+/* measure (cfg.measure; measure.c): times build v on the probe texts at
+ * batch 1 and 32, and FP32's when the model has no figures of it yet (its
+ * serving FP32 build's, else a transient FP32 build's), into v's speed
+ * fields; before v is shared. A build on another backend than the host's,
+ * or a failure, is logged and leaves v unmeasured. */
+void srv_measure(srv_models *s, srv_model *m, const cfg_model *mc, srv_variant *v);
+/* What a model's builds are made from, as a number (never 0): a hash of
+ * its path and max_seq_len, the settings FP32's figures depend on. */
+uint64_t srv_model_base(const cfg_model *mc);
+/* srv_measure for every build serving a model m at start, once all are
+ * made (so that its serving FP32 build, if any, gives FP32's figures):
+ * the uniform FP32 builds first, then the others. */
+void srv_measure_model(srv_models *s, srv_model *m, const cfg_model *mc);
+/* The warning for measured build v when it is slower than FP32 at both
+ * batch sizes (engine/speed.h's sentence, into buf): false when it is not. */
+bool srv_speed_warning(const srv_variant *v, char *buf, size_t cap);
+/* Logs that warning of v (model m), when there is one, at level (LOG_WARN,
+ * or'ed with LOG_ALWAYS at start-up): a "slower than fp32" line. */
+void srv_log_speed_warning(const srv_model *m, const srv_variant *v, int level);
 /* Runs vc's gate for build v against ref into v->gate (passed or not); an
  * error only when the probes file cannot be read. */
 mt_status srv_run_gate(srv_variant *v, srv_variant *ref, mt_err *err);

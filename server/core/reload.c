@@ -78,6 +78,8 @@ static void *loader_main(void *arg)
             t->st = srv_build(r->models, t->m, &t->mc, &t->vc, t->ref, &t->out, &err);
             if (t->st != MT_OK)
                 snprintf(t->err, sizeof t->err, "%s", err.msg);
+            else if (!t->vc.gate_probes[0] || t->out->gate.passed)
+                srv_measure(r->models, t->m, &t->mc, t->out); /* before it is shared */
         }
         pthread_mutex_lock(&r->mu);
         t->next = r->done;

@@ -82,6 +82,7 @@ START_TEST(config_defaults_fill_optional_fields)
     ck_assert_double_eq(m->variants[0].percentile, 99.99);
     ck_assert_double_eq(m->variants[0].traffic, 100);
     ck_assert_double_eq(m->variants[0].drift_floor, 0);
+    ck_assert(!m->variants[0].measure);
     cfg_free(c);
     /* named choices land as their enum values */
     t = "{\"server\":{\"log_level\":\"warn\",\"log_format\":\"text\"},"
@@ -165,6 +166,10 @@ START_TEST(config_rejects_each_kind_of_mistake)
                  "\"percentile\" is set but calibration is \"absmax\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\",\"traffic\":0}]}]}",
                  "traffic weights add up to 0");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"variants\":[{\"name\":\"a\",\"precision\":\"int8\",\"measure\":\"yes\"}]}]}",
+                 "models[0].variants[0].measure: must be true or false");
+    expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"measure\":true,\"variants\":[{\"name\":\"a\",\"precision\":\"int8\"}]}]}",
+                 "models[0]: unknown field \"measure\"");
     expect_error("{\"models\":[{\"name\":\"m\",\"path\":\"p\",\"batching\":{\"max_batch_size\":-1},\"variants\":[{\"name\":\"a\",\"precision\":\"fp32\"}]}]}",
                  "models[0].batching.max_batch_size: -1 is out of range");
 }
@@ -426,6 +431,9 @@ START_TEST(config_same_build_ignores_live_settings)
     ck_assert(!cfg_variant_same_build(&a, &b));
     b = a;
     strcpy(b.weights, "q.safetensors");
+    ck_assert(!cfg_variant_same_build(&a, &b));
+    b = a; /* measure's figures are taken when a build is made */
+    b.measure = true;
     ck_assert(!cfg_variant_same_build(&a, &b));
 }
 END_TEST
