@@ -6,7 +6,8 @@ CrossEncoder) and llama.cpp's llama-server (`--reranking`, F32 and Q8_0 GGUF
 made by its own convert_hf_to_gguf.py). Issue 39's check.
 
 Each request is one query and 20 documents of about 100 tokens (consecutive
-STS-B test sentences joined to about 75 words), Cohere/Jina's POST /v1/rerank
+STS-B test sentences joined to about 75 words for MiniLM's WordPiece, 25 for
+the generated Unigram vocabulary, which cuts English finer), Cohere/Jina's POST /v1/rerank
 body, which all three servers take; 64 such bodies, sent in a seeded shuffled
 order. Closed loop at concurrency 1 and 16.
 
@@ -49,7 +50,8 @@ WORK = os.path.join(pb.PEERS, "rerank")
 LLAMA_SRC = os.path.join(pb.PEERS, "llama_cpp_python-0.3.36", "vendor", "llama.cpp")
 PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
 VPY = os.path.join(ROOT, ".venv", "bin", "python")
-NDOCS, DOC_WORDS, NBODIES, NCHECK = 20, 75, 64, 8
+NDOCS, NBODIES, NCHECK = 20, 64, 8
+DOC_WORDS = {"MiniLM CE": 75, "XLM-R CE": 25}  # about 100 tokens each
 LOADGEN_FLAGS = ["--path", "/v1/rerank", "--expect", "relevance_score", "--timeout-s", "600"]
 
 
@@ -125,11 +127,11 @@ def prepare():
     return models
 
 
-def texts():
+def texts(words):
     """(queries, documents): STS-B test sentences, and consecutive ones
-    joined to about DOC_WORDS words."""
+    joined to about `words` words."""
     sents, _, _ = pb.stsb()
-    return sents[::7][:200], pb.passages(sents, DOC_WORDS)
+    return sents[::7][:200], pb.passages(sents, words)
 
 
 def bodies(queries, docs, n, seed=5):
@@ -239,6 +241,8 @@ def point(srv, bodies_file, seconds, conc):
     _, _, cpu0 = pb.tree_stat(srv.proc.pid)
     g = pb.loadgen(srv.port, bodies_file, seconds, conc=conc, extra=LOADGEN_FLAGS)
     rss, hwm, cpu1 = pb.tree_stat(srv.proc.pid)
+    if g.get("seconds"):  # loadgen prints rps to 0.1: too coarse at a few requests a second
+        g["rps"] = g["good"] / g["seconds"]
     g.update(load=la, rss_mib=rss, peak_mib=hwm,
              errors=g["non200"] + g["bad_body"] + g["conn_errors"] + g["timeouts"])
     return g
@@ -354,19 +358,19 @@ def main():
     args = ap.parse_args()
     t0 = time.time()
     models = prepare()
-    queries, docs = texts()
-    bl = bodies(queries, docs, NBODIES)
     all_res = {}
     with tempfile.TemporaryDirectory() as tmp:
-        bf = os.path.join(tmp, "bodies.txt")
-        with open(bf, "w") as f:
-            for b in bl:
-                f.write(json.dumps(b) + "\n")
-        check = bl[:NCHECK]
         for model, (folder, ggufs) in models.items():
             key = "minilm" if model.startswith("MiniLM") else "xlmr"
             if key not in args.models.split(","):
                 continue
+            queries, docs = texts(DOC_WORDS[model])
+            bl = bodies(queries, docs, NBODIES)
+            bf = os.path.join(tmp, "bodies-%s.txt" % key)
+            with open(bf, "w") as f:
+                for b in bl:
+                    f.write(json.dumps(b) + "\n")
+            check = bl[:NCHECK]
             port = pb.free_port()
             srv = mantissa(folder, "fp32", tmp)(port, None)
             try:
@@ -390,7 +394,8 @@ def main():
     text = report(all_res, args, t0)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({m: r for m, (r, _) in all_res.items()}, f, indent=1)
+            json.dump({m: {"settings": r, "doc_tokens": t} for m, (r, t) in all_res.items()}, f,
+                      indent=1)
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

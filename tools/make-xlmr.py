@@ -94,6 +94,15 @@ def write_folder(d, tok_json, cfg, w, embedder):
     shutil.copy(tok_json, os.path.join(d, "tokenizer.json"))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    if MAXLEN > SHAPES["test"][4]:
+        # as XLM-R folders ship it: the peers' tokenizers (transformers'
+        # AutoTokenizer, llama.cpp's converter) take the length limit and
+        # the special tokens from here
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+            json.dump({"bos_token": "<s>", "cls_token": "<s>", "eos_token": "</s>",
+                       "sep_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>",
+                       "mask_token": "<mask>", "model_max_length": MAXLEN,
+                       "tokenizer_class": "XLMRobertaTokenizer"}, f, indent=2)
     if embedder:
         os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
         with open(os.path.join(d, "1_Pooling", "config.json"), "w") as f:
