@@ -62,7 +62,10 @@ def make_folder(out, layers, seed):
     rng = np.random.default_rng(seed)
     c = dict(SHAPE, architectures=["Qwen3Model"], model_type="qwen3", num_hidden_layers=layers,
              max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
-             hidden_act="silu", attention_bias=False, tie_word_embeddings=True)
+             hidden_act="silu", attention_bias=False, tie_word_embeddings=True,
+             # <|endoftext|>, id 0 in the generated vocabulary, as 151643 is in the
+             # real config (llama.cpp's converter takes the EOS it appends from here)
+             bos_token_id=0, eos_token_id=0)
     h, q, kv, i = c["hidden_size"], 16 * 128, 8 * 128, c["intermediate_size"]
     os.makedirs(out, exist_ok=True)
     weight_map, shard, nshard = {}, {}, 0

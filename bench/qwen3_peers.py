@@ -43,7 +43,7 @@ FOLDER = os.path.join(pb.PEERS, "qwen3-0.6b")
 LLAMA_SRC = os.path.join(pb.PEERS, "llama_cpp_python-0.3.36", "vendor", "llama.cpp")
 PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
 VPY = os.path.join(ROOT, ".venv", "bin", "python")
-PASSAGE_WORDS = 380  # about 500 tokens of the generated tokenizer
+PASSAGE_WORDS = 175  # about 500 tokens of the generated tokenizer
 CONVERT = """
 import sys
 sys.path.insert(0, %r)
@@ -114,8 +114,8 @@ def mantissa(precision, tmp):
 def llama(gguf, threads, slots):
     def start(port, log):
         argv = [pb.llama_bin(), "-m", gguf, "--embeddings", "--pooling", "last", "-t",
-                str(threads), "-np", str(slots), "-c", str(1024 * slots), "-b", "1024", "-ub",
-                "1024", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+                str(threads), "-np", str(slots), "-c", str(2048 * slots), "-b", "2048", "-ub",
+                "2048", "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
         return pb.Server("llama-server", argv, port, log=log, ready=ready)
     return start
 
