@@ -229,11 +229,16 @@ def loadgen(port, bodies, seconds, conc=None, rate=None, timing=None, extra=()):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def point(srv, bodies, seconds, conc=None, rate=None, timing=None):
+def point(srv, bodies, seconds, conc=None, rate=None, timing=None, extra=()):
+    """One timed point against srv: loadgen's figures with the load average,
+    the server's RSS and peak and CPU per 1,000 requests; req/s as good
+    answers over the seconds (loadgen prints rps to 0.1 only)."""
     la = os.getloadavg()[0]
     _, _, cpu0 = tree_stat(srv.proc.pid)
-    g = loadgen(srv.port, bodies, seconds, conc, rate, timing)
+    g = loadgen(srv.port, bodies, seconds, conc, rate, timing, extra)
     rss, hwm, cpu1 = tree_stat(srv.proc.pid)
+    if g.get("seconds"):
+        g["rps"] = g["good"] / g["seconds"]
     g.update(load=la, rss_mib=rss, peak_mib=hwm,
              cpu_per_1k=1000 * (cpu1 - cpu0) / g["good"] if g["good"] else None,
              errors=g["non200"] + g["bad_body"] + g["conn_errors"] + g["timeouts"])
@@ -327,8 +332,9 @@ def drift(port, ref, sents, pairs, gold):
             "spearman": 100 * spearman(np.array(sim), np.array(gold))}
 
 
-def sweep(cands, bodies, tmp, seconds):
-    """The flags with the best closed-loop rate at concurrency 16."""
+def sweep(cands, bodies, tmp, seconds, extra=()):
+    """The flags with the best closed-loop rate at concurrency 16: (label,
+    starter, [(label, req/s or None, why), ...])."""
     if len(cands) == 1:
         return cands[0][0], cands[0][1], []
     rows = []
@@ -340,7 +346,7 @@ def sweep(cands, bodies, tmp, seconds):
             rows.append((label, None, str(e)))
             continue
         try:
-            g = loadgen(port, bodies, seconds, conc=16)
+            g = loadgen(port, bodies, seconds, conc=16, extra=extra)
             rows.append((label, g["rps"], ""))
         finally:
             srv.stop()
@@ -416,6 +422,39 @@ def mantissa_isa_commit():
     return mantissa_isa(env=isa_env("mantissa")), ver
 
 
+def rps_ratio(res, a, b, pt):
+    """Setting a's req/s over setting b's at point pt in res ({name: result}),
+    or None where either was not timed."""
+    ra, rb = res.get(a, {}).get("points", {}), res.get(b, {}).get("points", {})
+    if pt not in ra or pt not in rb or not rb[pt]["rps"]:
+        return None
+    return ra[pt]["rps"] / rb[pt]["rps"]
+
+
+def sweep_lines(results, rate="%.0f req/s"):
+    """The report's lines of the peers' flag sweeps."""
+    return ["- %s: " % r["name"] + "; ".join(
+        "`%s` %s" % (lab, rate % v if v is not None else "failed: " + why)
+        for lab, v, why in r["sweep"])
+            + " -> timed with `%s`" % r["flags"] for r in results if r["sweep"]]
+
+
+def convert_gguf(src, outtype, out, wrapper=None):
+    """llama.cpp's convert_hf_to_gguf.py (as vendored in the sdist
+    bench/peers/setup.sh unpacks) on folder src into out, its log beside it;
+    wrapper: Python run instead of the script, which must call it (with
+    %(src)r, %(argv)r). True when it wrote out."""
+    lsrc = os.path.join(PEERS, "llama_cpp_python-0.3.36", "vendor", "llama.cpp")
+    argv = [src, "--outtype", outtype, "--outfile", out]
+    cmd = (["-c", wrapper % {"src": lsrc, "argv": argv}] if wrapper else
+           [os.path.join(lsrc, "convert_hf_to_gguf.py")] + argv)
+    with open(out + ".log", "w") as f:
+        r = subprocess.run([os.path.join(ROOT, ".venv-peers", "bin", "python")] + cmd, stdout=f,
+                           stderr=subprocess.STDOUT, cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(lsrc, "gguf-py")))
+    return r.returncode == 0
+
+
 def fmt(v, f="%.1f"):
     return "-" if v is None else f % v
 
@@ -463,11 +502,7 @@ def report(results, args, t0):
             fmt(d.get("min_cos"), "%.6f"), fmt(d.get("spearman"), "%.2f")))
     L += ["", "## Peer flag sweeps (closed loop, concurrency 16, %d s each)" % args.sweep_seconds,
           ""]
-    for r in results:
-        if r["sweep"]:
-            L.append("- %s: " % r["name"] + "; ".join(
-                "`%s` %s" % (lab, "%.0f req/s" % v if v else "failed: " + why)
-                for lab, v, why in r["sweep"]) + " -> timed with `%s`" % r["flags"])
+    L += sweep_lines(results)
     return "\n".join(L) + "\n"
 
 

@@ -40,14 +40,13 @@ import peers_bench as pb  # noqa: E402
 
 ROOT = pb.ROOT
 FOLDER = os.path.join(pb.PEERS, "qwen3-0.6b")
-LLAMA_SRC = os.path.join(pb.PEERS, "llama_cpp_python-0.3.36", "vendor", "llama.cpp")
-PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
+TIMEOUT = ["--timeout-s", "600"]  # a c=16 point of passages waits long
 VPY = os.path.join(ROOT, ".venv", "bin", "python")
 PASSAGE_WORDS = 175  # about 500 tokens of the generated tokenizer
 CONVERT = """
 import sys
-sys.path.insert(0, %r)
-sys.argv = ["convert_hf_to_gguf.py"] + %r
+sys.path.insert(0, %(src)r)
+sys.argv = ["convert_hf_to_gguf.py"] + %(argv)r
 import conversion.base as base
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
 import convert_hf_to_gguf
@@ -67,11 +66,7 @@ def prepare():
         out = os.path.join(pb.PEERS, "qwen3-0.6b-%s.gguf" % t)
         if not os.path.exists(out):
             print("qwen3_peers: converting to GGUF %s" % t, file=sys.stderr, flush=True)
-            with open(out + ".log", "w") as f:
-                r = subprocess.run([PEERS_PY, "-c", CONVERT % (LLAMA_SRC, [
-                    FOLDER, "--outtype", t, "--outfile", out])], stdout=f, stderr=subprocess.STDOUT,
-                    cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.path.join(LLAMA_SRC, "gguf-py")))
-            if r.returncode:
+            if not pb.convert_gguf(FOLDER, t, out, CONVERT):
                 print("qwen3_peers: the converter refused the folder (%s.log)" % out,
                       file=sys.stderr)
                 continue
@@ -128,53 +123,22 @@ def settings(ggufs, tmp):
     return s
 
 
-def point(srv, bodies, seconds, conc):
-    la = os.getloadavg()[0]
-    g = pb.loadgen(srv.port, bodies, seconds, conc=conc, extra=["--timeout-s", "600"])
-    rss, hwm, _ = pb.tree_stat(srv.proc.pid)
-    if g.get("seconds"):  # loadgen prints rps to 0.1: too coarse at a few requests a second
-        g["rps"] = g["good"] / g["seconds"]
-    g.update(load=la, rss_mib=rss, peak_mib=hwm,
-             errors=g["non200"] + g["bad_body"] + g["conn_errors"] + g["timeouts"])
-    return g
-
-
 def run_setting(name, cands, ref, check, files, tmp, secs, sweep_secs):
-    label, swept = cands[0][0], []
-    if len(cands) > 1:
-        for lab, start in cands:
-            port = pb.free_port()
-            try:
-                srv = start(port, os.path.join(tmp, "sweep.log"))
-            except RuntimeError as e:
-                swept.append((lab, None, str(e)))
-                continue
-            try:
-                swept.append((lab, pb.loadgen(port, files["sent"], sweep_secs, conc=16,
-                                              extra=["--timeout-s", "600"])["rps"], ""))
-            finally:
-                srv.stop()
-        label = max((r for r in swept if r[1]), key=lambda r: r[1])[0]
+    label, start, swept = pb.sweep(cands, files["sent"], tmp, sweep_secs, extra=TIMEOUT)
     port = pb.free_port()
-    srv = dict(cands)[label](port, os.path.join(tmp, name.replace(" ", "_") + ".log"))
+    srv = start(port, os.path.join(tmp, name.replace(" ", "_") + ".log"))
     res = {"name": name, "flags": label, "sweep": swept, "start_s": srv.start_s}
     try:
         if ref is not None:
             cos = (embed(port, check) * ref).sum(1)
             res["check"] = {"mean_cos": float(cos.mean()), "min_cos": float(cos.min())}
-        res["points"] = {"sentences c=1": point(srv, files["sent"], secs, 1),
-                         "sentences c=16": point(srv, files["sent"], secs, 16),
-                         "passages c=1": point(srv, files["pass"], secs, 1)}
+        res["points"] = {k: pb.point(srv, files[f], secs, conc=c, extra=TIMEOUT)
+                         for k, f, c in (("sentences c=1", "sent", 1),
+                                         ("sentences c=16", "sent", 16),
+                                         ("passages c=1", "pass", 1))}
     finally:
         srv.stop()
     return res
-
-
-def ratio(res, a, b, pt):
-    ra, rb = res.get(a, {}).get("points", {}), res.get(b, {}).get("points", {})
-    if pt not in ra or pt not in rb or not rb[pt]["rps"]:
-        return None
-    return ra[pt]["rps"] / rb[pt]["rps"]
 
 
 def report(res, args, t0, ptoks):
@@ -194,16 +158,14 @@ def report(res, args, t0, ptoks):
           "llama-cpp-python 0.3.36 (bench/peers/setup.sh), built for this CPU's AVX-512 (VNNI, "
           "BF16); its GGUF from its own convert_hf_to_gguf.py." % pb.mantissa_isa_commit(), ""]
     q8, m8, m32 = "llama-server Q8_0", "Mantissa int8", "Mantissa fp32"
-    L += ["## Targets (issue 38)", "", "| target | measured |", "|---|---|",
-          "| sentences c=1: int8 >= 2.5x own fp32 | %s |" % f(ratio(res, m8, m32, "sentences c=1")),
-          "| sentences c=1: int8 >= 1.2x llama-server Q8_0 | %s |" % f(ratio(res, m8, q8,
-                                                                           "sentences c=1")),
-          "| sentences c=16: int8 >= 2x llama-server Q8_0 | %s |" % f(ratio(res, m8, q8,
-                                                                           "sentences c=16")),
-          "| passages c=1: int8 >= 1.3x llama-server Q8_0 | %s |" % f(ratio(res, m8, q8,
-                                                                          "passages c=1")),
-          "| sentences c=1: bf16 against llama-server F16 | %s |" % f(ratio(
-              res, "Mantissa bf16", "llama-server F16", "sentences c=1")), ""]
+    targets = [("sentences c=1: int8 >= 2.5x own fp32", m8, m32, "sentences c=1"),
+               ("sentences c=1: int8 >= 1.2x llama-server Q8_0", m8, q8, "sentences c=1"),
+               ("sentences c=16: int8 >= 2x llama-server Q8_0", m8, q8, "sentences c=16"),
+               ("passages c=1: int8 >= 1.3x llama-server Q8_0", m8, q8, "passages c=1"),
+               ("sentences c=1: bf16 against llama-server F16", "Mantissa bf16",
+                "llama-server F16", "sentences c=1")]
+    L += ["## Targets (issue 38)", "", "| target | measured |", "|---|---|"]
+    L += ["| %s | %s |" % (t, f(pb.rps_ratio(res, a, b, pt))) for t, a, b, pt in targets] + [""]
     L += ["## Throughput and latency", "", "| setting | flags | point | req/s | p50 ms | p99 ms | "
           "errors | RSS / peak MiB | load |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res.values():
@@ -219,13 +181,10 @@ def report(res, args, t0, ptoks):
         c = r.get("check")
         if c:
             L.append("| %s | %.6f | %.6f |" % (r["name"], c["mean_cos"], c["min_cos"]))
-    sw = [r for r in res.values() if r["sweep"]]
+    sw = pb.sweep_lines(res.values(), "%.2f req/s")
     if sw:
-        L += ["", "Peer flag sweeps (sentences, concurrency 16, %d s each):" % args.sweep_seconds]
-        for r in sw:
-            L.append("- %s: " % r["name"] + "; ".join(
-                "`%s` %s" % (lab, "%.2f req/s" % v if v else "failed: " + why)
-                for lab, v, why in r["sweep"]) + " -> timed with `%s`" % r["flags"])
+        L += ["", "Peer flag sweeps (sentences, concurrency 16, %d s each):"
+              % args.sweep_seconds] + sw
     return "\n".join(L) + "\n"
 
 

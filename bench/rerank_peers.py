@@ -47,8 +47,6 @@ import peers_bench as pb  # noqa: E402
 
 ROOT = pb.ROOT
 WORK = os.path.join(pb.PEERS, "rerank")
-LLAMA_SRC = os.path.join(pb.PEERS, "llama_cpp_python-0.3.36", "vendor", "llama.cpp")
-PEERS_PY = os.path.join(ROOT, ".venv-peers", "bin", "python")
 VPY = os.path.join(ROOT, ".venv", "bin", "python")
 NDOCS, NBODIES, NCHECK = 20, 64, 8
 DOC_WORDS = {"MiniLM CE": 75, "XLM-R CE": 25}  # about 100 tokens each
@@ -112,16 +110,9 @@ def prepare():
             if not os.path.exists(out):
                 print("rerank_peers: converting %s to GGUF %s" % (name, t), file=sys.stderr,
                       flush=True)
-                log = out + ".log"
-                with open(log, "w") as f:
-                    r = subprocess.run([PEERS_PY, os.path.join(LLAMA_SRC, "convert_hf_to_gguf.py"),
-                                        src, "--outtype", t, "--outfile", out], stdout=f,
-                                       stderr=subprocess.STDOUT, cwd=ROOT,
-                                       env=dict(os.environ, PYTHONPATH=os.path.join(
-                                           LLAMA_SRC, "gguf-py")))
-                if r.returncode:
-                    print("rerank_peers: the converter refused %s (%s): llama-server left out"
-                          % (name, log), file=sys.stderr)
+                if not pb.convert_gguf(src, t, out):
+                    print("rerank_peers: the converter refused %s (%s.log): llama-server left "
+                          "out" % (name, out), file=sys.stderr)
                     continue
             ggufs[t] = out
     return models
@@ -236,35 +227,8 @@ def settings(folder, ggufs, tmp):
     return s
 
 
-def point(srv, bodies_file, seconds, conc):
-    la = os.getloadavg()[0]
-    _, _, cpu0 = pb.tree_stat(srv.proc.pid)
-    g = pb.loadgen(srv.port, bodies_file, seconds, conc=conc, extra=LOADGEN_FLAGS)
-    rss, hwm, cpu1 = pb.tree_stat(srv.proc.pid)
-    if g.get("seconds"):  # loadgen prints rps to 0.1: too coarse at a few requests a second
-        g["rps"] = g["good"] / g["seconds"]
-    g.update(load=la, rss_mib=rss, peak_mib=hwm,
-             errors=g["non200"] + g["bad_body"] + g["conn_errors"] + g["timeouts"])
-    return g
-
-
 def run_setting(name, full, cands, check, ref, bodies_file, tmp, secs, sweep_secs):
-    label, swept = cands[0][0], []
-    if len(cands) > 1:  # the flags with the best rate at concurrency 16
-        for lab, start in cands:
-            port = pb.free_port()
-            try:
-                srv = start(port, os.path.join(tmp, "sweep.log"))
-            except RuntimeError as e:
-                swept.append((lab, None, str(e)))
-                continue
-            try:
-                swept.append((lab, pb.loadgen(port, bodies_file, sweep_secs, conc=16,
-                                              extra=LOADGEN_FLAGS)["rps"], ""))
-            finally:
-                srv.stop()
-        label = max((r for r in swept if r[1]), key=lambda r: r[1])[0]
-    start = dict(cands)[label]
+    label, start, swept = pb.sweep(cands, bodies_file, tmp, sweep_secs, extra=LOADGEN_FLAGS)
     port = pb.free_port()
     srv = start(port, os.path.join(tmp, name.replace(" ", "_") + ".log"))
     res = {"name": name, "flags": label, "sweep": swept, "start_s": srv.start_s}
@@ -273,7 +237,8 @@ def run_setting(name, full, cands, check, ref, bodies_file, tmp, secs, sweep_sec
         d, kind, top = compare(got, ref)
         res["check"] = {"max_diff": d, "as": kind, "top_differs": top, "queries": len(check),
                         "same": d <= (1e-3 if full else 0.5)}
-        res["points"] = {"c=%d" % c: point(srv, bodies_file, secs, c) for c in (1, 16)}
+        res["points"] = {"c=%d" % c: pb.point(srv, bodies_file, secs, conc=c, extra=LOADGEN_FLAGS)
+                         for c in (1, 16)}
     finally:
         srv.stop()
     return res
@@ -288,13 +253,6 @@ def tokens_per_doc(folder, docs, tmp):
     finally:
         srv.stop()
     return float(np.mean(n))
-
-
-def ratio(res, a, b, point):
-    ra, rb = res.get(a, {}).get("points", {}), res.get(b, {}).get("points", {})
-    if point not in ra or point not in rb or not rb[point]["rps"]:
-        return None
-    return ra[point]["rps"] / rb[point]["rps"]
 
 
 def report(all_res, args, t0):
@@ -316,9 +274,9 @@ def report(all_res, args, t0):
         for pt in ("c=1", "c=16"):
             f = lambda v: "-" if v is None else "%.2fx" % v  # noqa: E731
             L.append("| %s | %s | %s | %s | %s |" % (
-                model, pt, f(ratio(res, "Mantissa fp32", "infinity torch FP32", pt)),
-                f(ratio(res, "Mantissa int8", "llama-server Q8_0", pt)),
-                f(ratio(res, "Mantissa int8g", "llama-server Q8_0", pt))))
+                model, pt, f(pb.rps_ratio(res, "Mantissa fp32", "infinity torch FP32", pt)),
+                f(pb.rps_ratio(res, "Mantissa int8", "llama-server Q8_0", pt)),
+                f(pb.rps_ratio(res, "Mantissa int8g", "llama-server Q8_0", pt))))
     for model, (res, tok) in all_res.items():
         L += ["", "## %s (documents of %.0f tokens on average, by Mantissa's tokenizer)"
               % (model, tok), "", "| setting | flags | point | req/s | pairs/s | p50 ms | p99 ms | "
@@ -337,13 +295,9 @@ def report(all_res, args, t0):
                 L.append("| %s | %s | %.3g | %d of %d | %s |" % (
                     r["name"], c["as"], c["max_diff"], c["top_differs"], c["queries"],
                     "yes" if c["same"] else "**no**"))
-        sw = [r for r in res.values() if r["sweep"]]
+        sw = pb.sweep_lines(res.values(), "%.2f req/s")
         if sw:
-            L += ["", "Peer flag sweeps (concurrency 16, %d s each): " % args.sweep_seconds]
-            for r in sw:
-                L.append("- %s: " % r["name"] + "; ".join(
-                    "`%s` %s" % (lab, "%.2f req/s" % v if v else "failed: " + why)
-                    for lab, v, why in r["sweep"]) + " -> timed with `%s`" % r["flags"])
+            L += ["", "Peer flag sweeps (concurrency 16, %d s each): " % args.sweep_seconds] + sw
     return "\n".join(L) + "\n"
 
 
